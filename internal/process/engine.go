@@ -1,0 +1,412 @@
+// Package process is KEB's durable step engine: operations are rows, processes are ordered
+// stages of steps, and workers claim due operations from the database, run their steps until
+// one waits, persist after every step and release. Nothing that decides an operation's future
+// lives only in memory.
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+)
+
+// Config tunes the engine; zero values take the defaults in brackets.
+type Config struct {
+	// Workers is how many operations run at once in this process [20].
+	Workers int `envconfig:"ENGINE_WORKERS" default:"20"`
+	// LeaseDuration: how long a claim is valid without a heartbeat [30s]. A replica that dies
+	// loses its operations to the others after this long.
+	LeaseDuration time.Duration `envconfig:"ENGINE_LEASE_DURATION" default:"30s"`
+	// PollInterval bounds how long an idle dispatcher waits before looking again [1s].
+	PollInterval time.Duration `envconfig:"ENGINE_POLL_INTERVAL" default:"1s"`
+	// SweepInterval: how often overdue operations are failed [1m].
+	SweepInterval time.Duration `envconfig:"ENGINE_SWEEP_INTERVAL" default:"1m"`
+	// ShutdownTimeout: how long running steps may take to finish on shutdown [30s].
+	ShutdownTimeout time.Duration `envconfig:"ENGINE_SHUTDOWN_TIMEOUT" default:"30s"`
+	// Owner names this replica in leases [hostname-pid-random].
+	Owner string `envconfig:"ENGINE_OWNER"`
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Workers <= 0 {
+		c.Workers = 20
+	}
+	def(&c.LeaseDuration, 30*time.Second)
+	def(&c.PollInterval, time.Second)
+	def(&c.SweepInterval, time.Minute)
+	def(&c.ShutdownTimeout, 30*time.Second)
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	return c
+}
+
+// Option adjusts an Engine.
+type Option func(*Engine)
+
+// WithClock replaces the wall clock (tests).
+func WithClock(c Clock) Option { return func(e *Engine) { e.clock = c } }
+
+// WithRegisterer registers the engine's metrics.
+func WithRegisterer(r prometheus.Registerer) Option { return func(e *Engine) { e.reg = r } }
+
+// Engine claims and runs operations of its registered processes.
+type Engine struct {
+	store   storage.Store
+	ops     storage.Operations
+	cfg     Config
+	clock   Clock
+	log     logrus.FieldLogger
+	reg     prometheus.Registerer
+	metrics *metrics
+	defs    map[string]Definition
+	types   []string
+
+	stopping atomic.Bool
+	dueHints chan time.Time
+
+	mu   sync.Mutex
+	held map[string]context.CancelFunc
+}
+
+// New builds an engine; register processes before Run.
+func New(store storage.Store, cfg Config, log logrus.FieldLogger, opts ...Option) (*Engine, error) {
+	e := &Engine{
+		store: store, ops: store.Operations(), cfg: cfg.withDefaults(), clock: realClock{}, log: log,
+		defs: map[string]Definition{}, held: map[string]context.CancelFunc{},
+		dueHints: make(chan time.Time, 64),
+	}
+	for _, o := range opts {
+		o(e)
+	}
+	e.log = log.WithField("engine", e.cfg.Owner)
+	m, err := newMetrics(e.reg, e.ops, e.clock, e.log)
+	if err != nil {
+		return nil, fmt.Errorf("registering engine metrics: %w", err)
+	}
+	e.metrics = m
+	return e, nil
+}
+
+// Register adds a process; its operation type must be new.
+func (e *Engine) Register(d Definition) error {
+	if _, ok := e.defs[d.Type()]; ok {
+		return fmt.Errorf("registering process %s: already registered", d.Type())
+	}
+	e.defs[d.Type()] = d
+	e.types = append(e.types, d.Type())
+	return nil
+}
+
+// Owner is the lease owner name of this engine.
+func (e *Engine) Owner() string { return e.cfg.Owner }
+
+func (e *Engine) executor() *executor {
+	return &executor{
+		ops: e.ops, clock: e.clock, log: e.log, metrics: e.metrics, lease: e.cfg.LeaseDuration,
+		stopping: e.stopping.Load,
+		dueHint: func(t time.Time) {
+			select {
+			case e.dueHints <- t:
+			default:
+			}
+		},
+	}
+}
+
+// Run claims and runs operations until ctx ends, then shuts down gracefully: no new claims,
+// running steps get ShutdownTimeout to finish, and every lease still held is released.
+func (e *Engine) Run(ctx context.Context) error {
+	if len(e.defs) == 0 {
+		return errors.New("running engine: no processes registered")
+	}
+	wake, err := e.store.Wakeups(ctx)
+	if err != nil {
+		return fmt.Errorf("subscribing to operation wake-ups: %w", err)
+	}
+	// Steps run under stepCtx, which outlives ctx by up to ShutdownTimeout.
+	stepCtx, hardStop := context.WithCancel(context.Background())
+	defer hardStop()
+
+	type job struct {
+		op  storage.Operation
+		ctx context.Context
+	}
+	work := make(chan job, e.cfg.Workers)
+	freed := make(chan struct{}, 1)
+	var busy atomic.Int64
+	var wg sync.WaitGroup
+	x := e.executor()
+	for i := 0; i < e.cfg.Workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				e.runOne(j.ctx, x, j.op)
+				busy.Add(-1)
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); e.heartbeat(ctx) }()
+	go func() { defer bg.Done(); e.sweepLoop(ctx) }()
+
+	e.log.WithField("workers", e.cfg.Workers).Info("engine started")
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var timerAt time.Time
+	for ctx.Err() == nil {
+		free := e.cfg.Workers - int(busy.Load())
+		full := false
+		if free > 0 {
+			claimed, err := e.claim(ctx, free)
+			if err != nil && ctx.Err() == nil {
+				e.log.WithError(err).Error("claiming operations")
+			}
+			for _, op := range claimed {
+				busy.Add(1)
+				work <- job{op: op, ctx: e.hold(stepCtx, op.ID)}
+			}
+			full = len(claimed) == free
+		}
+		if full {
+			continue
+		}
+		// Nothing more is due now: sleep until the next due time, a wake-up or a freed worker.
+		wait := e.nextWait(ctx, free > 0)
+		timerAt = resetTimer(timer, wait)
+		var freedCh <-chan struct{}
+		if free == 0 {
+			freedCh = freed
+		}
+	sleep:
+		for {
+			select {
+			case <-ctx.Done():
+				break sleep
+			case <-wake:
+				break sleep
+			case <-freedCh:
+				break sleep
+			case <-timer.C:
+				break sleep
+			case due := <-e.dueHints:
+				if d := time.Until(due); d < time.Until(timerAt) {
+					timerAt = resetTimer(timer, d)
+				}
+			}
+		}
+	}
+
+	e.stopping.Store(true)
+	close(work)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(e.cfg.ShutdownTimeout):
+		e.log.Warn("shutdown timeout: cancelling running steps")
+		hardStop()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			e.log.Error("steps ignored cancellation; their leases will expire")
+		}
+	}
+	bg.Wait()
+	e.releaseHeld()
+	e.log.Info("engine stopped")
+	return nil
+}
+
+func (e *Engine) claim(ctx context.Context, limit int) ([]storage.Operation, error) {
+	now := e.clock.Now().UTC()
+	return e.ops.ClaimOperations(ctx, storage.ClaimRequest{
+		Owner: e.cfg.Owner, Types: e.types, Now: now, LeaseUntil: now.Add(e.cfg.LeaseDuration), Limit: limit,
+	})
+}
+
+// nextWait is how long the dispatcher may sleep: until the next due operation, at most PollInterval.
+func (e *Engine) nextWait(ctx context.Context, canClaim bool) time.Duration {
+	if !canClaim {
+		return e.cfg.PollInterval
+	}
+	next, err := e.ops.NextDueAt(ctx, e.types)
+	if err != nil || next == nil {
+		return e.cfg.PollInterval
+	}
+	d := next.Sub(e.clock.Now())
+	// A due time in the past belongs to an operation another worker holds; poll for its release.
+	if d <= 0 || d > e.cfg.PollInterval {
+		return e.cfg.PollInterval
+	}
+	return d
+}
+
+func resetTimer(t *time.Timer, d time.Duration) time.Time {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
+	return time.Now().Add(d)
+}
+
+// hold records a claimed operation for heartbeats and returns the context its steps run under.
+func (e *Engine) hold(parent context.Context, id string) context.Context {
+	ctx, cancel := context.WithCancel(parent)
+	e.mu.Lock()
+	e.held[id] = cancel
+	e.mu.Unlock()
+	return ctx
+}
+
+func (e *Engine) unhold(id string) {
+	e.mu.Lock()
+	if cancel, ok := e.held[id]; ok {
+		cancel()
+		delete(e.held, id)
+	}
+	e.mu.Unlock()
+}
+
+func (e *Engine) heldIDs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.held))
+	for id := range e.held {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func (e *Engine) runOne(ctx context.Context, x *executor, op storage.Operation) {
+	defer e.unhold(op.ID)
+	def, ok := e.defs[op.Type]
+	if !ok {
+		// Cannot happen: claims are filtered by registered types.
+		e.log.WithField("operation_id", op.ID).Errorf("no process for operation type %q", op.Type)
+		return
+	}
+	def.execute(ctx, x, op)
+}
+
+// heartbeat extends the leases of held operations; an operation whose lease was taken over
+// gets its context cancelled so its step stops as soon as it can.
+func (e *Engine) heartbeat(ctx context.Context) {
+	t := time.NewTicker(e.cfg.LeaseDuration / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ids := e.heldIDs()
+		if len(ids) == 0 {
+			continue
+		}
+		still, err := e.ops.ExtendLeases(ctx, e.cfg.Owner, ids, e.clock.Now().UTC().Add(e.cfg.LeaseDuration))
+		if err != nil {
+			e.log.WithError(err).Warn("extending leases")
+			continue
+		}
+		kept := make(map[string]bool, len(still))
+		for _, id := range still {
+			kept[id] = true
+		}
+		e.mu.Lock()
+		for _, id := range ids {
+			if cancel, ok := e.held[id]; ok && !kept[id] {
+				e.log.WithField("operation_id", id).Warn("lease lost; stopping the operation here")
+				cancel()
+			}
+		}
+		e.mu.Unlock()
+	}
+}
+
+func (e *Engine) releaseHeld() {
+	ids := e.heldIDs()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.ops.ReleaseLeases(ctx, e.cfg.Owner, ids); err != nil {
+		e.log.WithError(err).Warn("releasing leases on shutdown; they will expire")
+	}
+}
+
+func (e *Engine) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(e.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		if _, err := e.Sweep(ctx); err != nil && ctx.Err() == nil {
+			e.log.WithError(err).Warn("sweeping overdue operations")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep fails active operations past their deadline that no live worker holds, even of types
+// no replica runs any more. Safe in every replica at once: each row is failed by one update.
+func (e *Engine) Sweep(ctx context.Context) (int, error) {
+	failed, err := e.ops.FailOverdue(ctx, e.clock.Now().UTC(), "operation exceeded its deadline")
+	if err != nil {
+		return 0, fmt.Errorf("failing overdue operations: %w", err)
+	}
+	for _, op := range failed {
+		e.log.WithFields(logrus.Fields{"operation_id": op.ID, "instance_id": op.InstanceID, "operation_type": op.Type}).
+			Warn("operation failed by the sweeper: deadline exceeded")
+		e.metrics.operationFinished(op.Type, storage.StateFailed)
+	}
+	return len(failed), nil
+}
+
+// RunDue runs, in the calling goroutine, every operation due at the engine clock's now until
+// none is left; operations that ask to wait stay queued. It returns how many runs it made.
+// Tools and deterministic tests use it instead of Run.
+func (e *Engine) RunDue(ctx context.Context) (int, error) {
+	x := e.executor()
+	n := 0
+	for ctx.Err() == nil {
+		claimed, err := e.claim(ctx, 1)
+		if err != nil {
+			return n, fmt.Errorf("claiming operations: %w", err)
+		}
+		if len(claimed) == 0 {
+			return n, nil
+		}
+		op := claimed[0]
+		e.runOne(e.hold(ctx, op.ID), x, op)
+		n++
+	}
+	return n, ctx.Err()
+}

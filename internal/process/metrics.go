@@ -1,0 +1,99 @@
+package process
+
+import (
+	"context"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+)
+
+// metrics are the engine's Prometheus metrics. Labels are operation types, step names and
+// outcomes only: all bounded sets (never IDs).
+type metrics struct {
+	stepDuration *prometheus.HistogramVec
+	retries      *prometheus.CounterVec
+	finished     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, ops storage.Operations, clock Clock, log logrus.FieldLogger) (*metrics, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	m := &metrics{
+		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "keb", Name: "step_duration_seconds",
+			Help:    "Duration of one step run, by operation type, step and outcome.",
+			Buckets: []float64{.001, .005, .025, .1, .5, 1, 5, 30, 120},
+		}, []string{"type", "step", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keb", Name: "step_retries_total",
+			Help: "Step runs that asked to be retried later.",
+		}, []string{"type", "step"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keb", Name: "operations_finished_total",
+			Help: "Operations that reached a final state in this process.",
+		}, []string{"type", "state"}),
+	}
+	for _, c := range []prometheus.Collector{m.stepDuration, m.retries, m.finished, &dbCollector{ops: ops, clock: clock, log: log}} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) stepFinished(opType, step, outcome string, took time.Duration) {
+	if m != nil {
+		m.stepDuration.WithLabelValues(opType, step, outcome).Observe(took.Seconds())
+	}
+}
+
+func (m *metrics) retry(opType, step string) {
+	if m != nil {
+		m.retries.WithLabelValues(opType, step).Inc()
+	}
+}
+
+func (m *metrics) operationFinished(opType string, state storage.OperationState) {
+	if m != nil {
+		m.finished.WithLabelValues(opType, string(state)).Inc()
+	}
+}
+
+var (
+	operationsDesc = prometheus.NewDesc("keb_operations", "Operations in the database by type and state.", []string{"type", "state"}, nil)
+	queueDepthDesc = prometheus.NewDesc("keb_queue_depth", "Active operations that are due and not leased.", nil, nil)
+)
+
+// dbCollector reads operation counts and queue depth from the database at scrape time, so
+// every replica reports the same truth.
+type dbCollector struct {
+	ops   storage.Operations
+	clock Clock
+	log   logrus.FieldLogger
+}
+
+func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- operationsDesc
+	ch <- queueDepthDesc
+}
+
+func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := c.ops.CountOperations(ctx)
+	if err != nil {
+		c.log.WithError(err).Warn("collecting operation counts")
+	}
+	for _, oc := range counts {
+		ch <- prometheus.MustNewConstMetric(operationsDesc, prometheus.GaugeValue, float64(oc.Count), oc.Type, string(oc.State))
+	}
+	depth, err := c.ops.QueueDepth(ctx, c.clock.Now())
+	if err != nil {
+		c.log.WithError(err).Warn("collecting queue depth")
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(depth))
+}

@@ -1,0 +1,92 @@
+package process
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+// Operation is what a step sees: the stored operation with its payload decoded into T.
+// The embedded storage.Operation's Data field holds the raw JSON and is rewritten from Data
+// by the engine after every step.
+type Operation[T any] struct {
+	storage.Operation
+	Data T
+
+	// step and now are set by the engine before Run so the retry helpers can measure
+	// "how long has this step been trying" from the persisted first attempt.
+	step string
+	now  time.Time
+}
+
+// CurrentStep is the name of the step being run.
+func (op Operation[T]) CurrentStep() string { return op.step }
+
+// Now is the engine's time at the start of this step run.
+func (op Operation[T]) Now() time.Time { return op.now }
+
+// RetryOperation asks to run the step again after interval while the step has been trying for
+// less than maxTime (measured from its first attempt, which survives restarts); afterwards it
+// fails the operation with msg.
+func (op Operation[T]) RetryOperation(msg string, interval, maxTime time.Duration) (Operation[T], time.Duration, error) {
+	if op.withinRetryTime(maxTime) {
+		op.LastError = msg
+		return op, interval, nil
+	}
+	return op, 0, fmt.Errorf("%s: step %s gave up after %s", msg, op.step, maxTime)
+}
+
+// RetryOperationWithoutFail is RetryOperation for steps that must not block their operation
+// (deprovisioning): after maxTime the step is recorded as executed but not completed and the
+// operation goes on.
+func (op Operation[T]) RetryOperationWithoutFail(msg string, interval, maxTime time.Duration) (Operation[T], time.Duration, error) {
+	if op.withinRetryTime(maxTime) {
+		op.LastError = msg
+		return op, interval, nil
+	}
+	op.LastError = msg
+	if !contains(op.Progress.ExecutedButNotCompleted, op.step) {
+		op.Progress.ExecutedButNotCompleted = append(op.Progress.ExecutedButNotCompleted, op.step)
+	}
+	return op, 0, nil
+}
+
+func (op Operation[T]) withinRetryTime(maxTime time.Duration) bool {
+	first := op.Progress.Steps[op.step].FirstAttempt
+	if first.IsZero() {
+		return true
+	}
+	return op.now.Sub(first) < maxTime
+}
+
+// NewOperation builds a pending operation, due now, with its deadline (timeout from now) and
+// data encoded as JSON; insert it with storage.Operations.InsertOperation.
+func NewOperation(opType, instanceID string, data any, timeout time.Duration, now time.Time) (storage.Operation, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return storage.Operation{}, fmt.Errorf("encoding %s operation data: %w", opType, err)
+	}
+	now = now.UTC().Truncate(time.Microsecond)
+	return storage.Operation{
+		ID:         uuid.NewString(),
+		InstanceID: instanceID,
+		Type:       opType,
+		State:      storage.StatePending,
+		CreatedAt:  now,
+		DueAt:      &now,
+		Deadline:   now.Add(timeout),
+		Data:       raw,
+	}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

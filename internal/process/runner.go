@@ -1,0 +1,303 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+)
+
+// Definition is a process the engine can run; *Process[T] implements it.
+type Definition interface {
+	Type() string
+	Timeout() time.Duration
+	execute(ctx context.Context, x *executor, raw storage.Operation)
+}
+
+// executor is what a process needs from the engine to run one claimed operation.
+type executor struct {
+	ops      storage.Operations
+	clock    Clock
+	log      logrus.FieldLogger
+	metrics  *metrics
+	lease    time.Duration
+	stopping func() bool
+	// dueHint tells the dispatcher when a released operation becomes due again.
+	dueHint func(time.Time)
+}
+
+// run holds the state of one operation while a worker runs its steps.
+type run[T any] struct {
+	p       *Process[T]
+	x       *executor
+	op      Operation[T]
+	log     logrus.FieldLogger
+	pending []storage.Event
+}
+
+func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Operation) {
+	r := &run[T]{p: p, x: x, op: Operation[T]{Operation: raw}}
+	r.log = x.log.WithFields(logrus.Fields{"operation_id": raw.ID, "instance_id": raw.InstanceID, "operation_type": raw.Type})
+	if len(raw.Data) > 0 {
+		if err := json.Unmarshal(raw.Data, &r.op.Data); err != nil {
+			r.fail(x.clock.Now(), "", fmt.Sprintf("decoding operation data: %v", err), 0)
+			return
+		}
+	}
+	if r.op.Deadline.IsZero() {
+		r.op.Deadline = r.op.CreatedAt.Add(p.timeout)
+	}
+	r.loop(ctx)
+}
+
+func (r *run[T]) loop(ctx context.Context) {
+	for {
+		now := r.x.clock.Now().UTC()
+		if r.x.stopping() || ctx.Err() != nil {
+			r.release(now)
+			return
+		}
+		if !now.Before(r.op.Deadline) {
+			r.fail(now, "", fmt.Sprintf("operation exceeded its deadline %s", r.op.Deadline.Format(time.RFC3339)), 0)
+			return
+		}
+		stage, sd, ok := r.next(now)
+		if !ok {
+			r.succeed(now)
+			return
+		}
+		name := sd.Step.Name()
+		if sd.Condition != nil && !sd.Condition(r.op) {
+			r.markStep(name, func(sp *storage.StepProgress) { sp.Done, sp.Skipped = true, true })
+			r.event(now, name, storage.EventSkipped, "condition not met", 0, 0)
+			r.x.metrics.stepFinished(r.op.Type, name, "skipped", 0)
+			continue
+		}
+		if msg := r.overLimit(now, stage, sd); msg != "" {
+			r.fail(now, name, msg, 0)
+			return
+		}
+		r.op.Stage = stage.Name
+		r.markStep(name, func(sp *storage.StepProgress) {
+			if sp.FirstAttempt.IsZero() {
+				sp.FirstAttempt = now
+			}
+			sp.Attempts++
+		})
+		if r.op.State == storage.StatePending {
+			r.op.State = storage.StateInProgress
+			r.op.Description = "operation in progress"
+		}
+		r.event(now, name, storage.EventStarted, "", 0, 0)
+		// One durable write per step: the previous step's outcome and this step's start.
+		if !r.save(now, true) {
+			return
+		}
+		if !r.runStep(ctx, stage, sd, now) {
+			return
+		}
+	}
+}
+
+// next finds the first step that is not done, marking completed stages finished.
+func (r *run[T]) next(now time.Time) (Stage[T], StepDef[T], bool) {
+	for _, st := range r.p.stages {
+		if r.op.Progress.StageFinished(st.Name) {
+			continue
+		}
+		if _, started := r.op.Progress.StageStartedAt[st.Name]; !started {
+			if r.op.Progress.StageStartedAt == nil {
+				r.op.Progress.StageStartedAt = map[string]time.Time{}
+			}
+			r.op.Progress.StageStartedAt[st.Name] = now
+		}
+		for _, sd := range st.Steps {
+			if !r.op.Progress.Steps[sd.Step.Name()].Done {
+				return st, sd, true
+			}
+		}
+		r.op.Progress.FinishedStages = append(r.op.Progress.FinishedStages, st.Name)
+	}
+	return Stage[T]{}, StepDef[T]{}, false
+}
+
+// overLimit returns why the step may not run any more, or "".
+func (r *run[T]) overLimit(now time.Time, st Stage[T], sd StepDef[T]) string {
+	if st.Timeout > 0 && !now.Before(r.op.Progress.StageStartedAt[st.Name].Add(st.Timeout)) {
+		return fmt.Sprintf("stage %s exceeded its time limit of %s", st.Name, st.Timeout)
+	}
+	first := r.op.Progress.Steps[sd.Step.Name()].FirstAttempt
+	if sd.Timeout > 0 && !first.IsZero() && !now.Before(first.Add(sd.Timeout)) {
+		return fmt.Sprintf("step %s exceeded its time limit of %s", sd.Step.Name(), sd.Timeout)
+	}
+	return ""
+}
+
+// runStep runs one step and applies its outcome; it reports whether the worker goes on.
+func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], started time.Time) bool {
+	name := sd.Step.Name()
+	stepCtx := ctx
+	if sd.RunTimeout > 0 {
+		var cancel context.CancelFunc
+		stepCtx, cancel = context.WithTimeout(ctx, sd.RunTimeout)
+		defer cancel()
+	}
+	in := r.op
+	in.step, in.now = name, started
+	out, wait, err := callStep(stepCtx, sd.Step, in, r.log.WithField("step", name))
+	now := r.x.clock.Now().UTC()
+	took := now.Sub(started)
+	r.adopt(out)
+
+	switch {
+	case err != nil && (ctx.Err() != nil || r.x.stopping()):
+		// Interrupted by shutdown or a lost lease, not a verdict on the step: run it again later.
+		r.log.WithError(err).WithField("step", name).Info("step interrupted, operation released")
+		r.release(now)
+		return false
+	case err != nil:
+		r.x.metrics.stepFinished(r.op.Type, name, "failed", took)
+		r.fail(now, name, err.Error(), took)
+		return false
+	case wait > 0:
+		r.x.metrics.stepFinished(r.op.Type, name, "retrying", took)
+		r.x.metrics.retry(r.op.Type, name)
+		due := r.capDue(now.Add(wait), st, sd)
+		msg := fmt.Sprintf("retrying in %s", wait)
+		if r.op.LastError != "" {
+			msg = fmt.Sprintf("%s: %s", msg, r.op.LastError)
+		}
+		r.event(now, name, storage.EventRetrying, msg, took, wait)
+		r.op.DueAt = &due
+		r.op.LeaseOwner, r.op.LeaseExpiresAt = "", nil
+		if r.save(now, false) {
+			r.x.dueHint(due)
+		}
+		return false
+	default:
+		r.x.metrics.stepFinished(r.op.Type, name, "succeeded", took)
+		msg := ""
+		if contains(r.op.Progress.ExecutedButNotCompleted, name) {
+			msg = "executed but not completed: " + r.op.LastError
+		}
+		r.markStep(name, func(sp *storage.StepProgress) { sp.Done = true })
+		r.event(now, name, storage.EventSucceeded, msg, took, 0)
+		return true
+	}
+}
+
+// callStep runs the step, turning a panic into an error so one bad step fails only its operation.
+func callStep[T any](ctx context.Context, s Step[T], op Operation[T], log logrus.FieldLogger) (out Operation[T], wait time.Duration, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.WithField("stack", string(debug.Stack())).Error("step panicked")
+			out, wait, err = op, 0, fmt.Errorf("step %s panicked: %v", s.Name(), p)
+		}
+	}()
+	return s.Run(ctx, op, log)
+}
+
+// adopt takes from a step's result only what steps own; scheduling and progress stay the engine's.
+func (r *run[T]) adopt(out Operation[T]) {
+	r.op.Data = out.Data
+	r.op.Secrets = out.Secrets
+	r.op.Description = out.Description
+	r.op.LastError = out.LastError
+	r.op.Progress.ExecutedButNotCompleted = out.Progress.ExecutedButNotCompleted
+}
+
+func (r *run[T]) capDue(due time.Time, st Stage[T], sd StepDef[T]) time.Time {
+	limits := []time.Time{r.op.Deadline}
+	if st.Timeout > 0 {
+		limits = append(limits, r.op.Progress.StageStartedAt[st.Name].Add(st.Timeout))
+	}
+	if sd.Timeout > 0 {
+		limits = append(limits, r.op.Progress.Steps[sd.Step.Name()].FirstAttempt.Add(sd.Timeout))
+	}
+	for _, l := range limits {
+		if l.Before(due) {
+			due = l
+		}
+	}
+	return due
+}
+
+func (r *run[T]) markStep(name string, f func(*storage.StepProgress)) {
+	if r.op.Progress.Steps == nil {
+		r.op.Progress.Steps = map[string]storage.StepProgress{}
+	}
+	sp := r.op.Progress.Steps[name]
+	f(&sp)
+	r.op.Progress.Steps[name] = sp
+}
+
+func (r *run[T]) event(now time.Time, step string, typ storage.EventType, msg string, took, wait time.Duration) {
+	r.pending = append(r.pending, storage.Event{
+		OperationID: r.op.ID, InstanceID: r.op.InstanceID, Step: step, Type: typ,
+		Message: msg, Duration: took, Wait: wait, CreatedAt: now,
+	})
+}
+
+func (r *run[T]) succeed(now time.Time) {
+	r.finish(storage.StateSucceeded, "operation succeeded")
+	r.save(now, false)
+	r.x.metrics.operationFinished(r.op.Type, storage.StateSucceeded)
+}
+
+func (r *run[T]) fail(now time.Time, step, msg string, took time.Duration) {
+	r.log.WithFields(logrus.Fields{"step": step, "reason": msg}).Warn("operation failed")
+	r.event(now, step, storage.EventFailed, msg, took, 0)
+	r.finish(storage.StateFailed, msg)
+	r.op.LastError = msg
+	r.save(now, false)
+	r.x.metrics.operationFinished(r.op.Type, storage.StateFailed)
+}
+
+func (r *run[T]) finish(state storage.OperationState, description string) {
+	r.op.State = state
+	r.op.Description = description
+	r.op.DueAt = nil
+	r.op.LeaseOwner, r.op.LeaseExpiresAt = "", nil
+}
+
+// release hands the operation back, due now, keeping everything done so far.
+func (r *run[T]) release(now time.Time) {
+	r.op.DueAt = &now
+	r.op.LeaseOwner, r.op.LeaseExpiresAt = "", nil
+	r.save(now, false)
+}
+
+// save persists the operation and pending events in one transaction. keepLease renews the
+// lease for the next step. It reports false when the operation is no longer ours to write.
+func (r *run[T]) save(now time.Time, keepLease bool) bool {
+	raw, err := json.Marshal(r.op.Data)
+	if err != nil {
+		r.log.WithError(err).Error("encoding operation data; operation left to its lease expiry")
+		return false
+	}
+	r.op.Operation.Data = raw
+	if keepLease {
+		until := now.Add(r.x.lease)
+		r.op.LeaseExpiresAt = &until
+	}
+	// Persist even while shutting down: the step's outcome must not be lost.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	saved, err := r.x.ops.SaveProgress(ctx, r.op.Operation, r.pending)
+	r.pending = nil
+	if err != nil {
+		if errors.Is(err, storage.ErrConflict) {
+			r.log.Warn("operation changed or lease lost while running; leaving it to its new owner")
+		} else {
+			r.log.WithError(err).Error("saving operation progress; it continues after its lease expires")
+		}
+		return false
+	}
+	r.op.Operation = saved
+	return true
+}

@@ -1,0 +1,251 @@
+// Package storage defines what KEB keeps in its database: instances, operations (with the step
+// engine's scheduling and progress columns) and events. Drivers live in driver/postgres and
+// driver/sqlite; both pass the conformance suite in storagetest.
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+var (
+	// ErrNotFound is returned when a row does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists is returned when inserting a row whose ID is taken.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrConflict is returned when a write carries a stale version (optimistic locking) or a
+	// lease that is no longer held. The caller must re-read; the write was not applied.
+	ErrConflict = errors.New("conflict: stale version or lost lease")
+)
+
+// OperationState values follow the OSB last_operation states, plus pending.
+type OperationState string
+
+const (
+	StatePending    OperationState = "pending"
+	StateInProgress OperationState = "in progress"
+	StateSucceeded  OperationState = "succeeded"
+	StateFailed     OperationState = "failed"
+)
+
+// Active reports whether an operation in this state still has work to do.
+func (s OperationState) Active() bool { return s == StatePending || s == StateInProgress }
+
+// Secrets are values encrypted at rest (kubeconfigs, client secrets, service manager
+// credentials). Drivers encrypt them on write and decrypt them on read.
+type Secrets map[string]string
+
+// Operation is one durable process run. The typed columns are what the engine schedules on;
+// Data is the process-specific payload (JSON).
+type Operation struct {
+	ID          string
+	InstanceID  string
+	Type        string
+	State       OperationState
+	Description string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	// Version increases with every write; a write with a stale version is ErrConflict.
+	Version int64
+
+	// DueAt is when the operation should next run; nil once it has finished.
+	DueAt *time.Time
+	// LeaseOwner/LeaseExpiresAt: the worker that holds the operation and until when.
+	LeaseOwner     string
+	LeaseExpiresAt *time.Time
+	// Deadline: an active operation still running after it is failed (by its worker or the sweeper).
+	Deadline time.Time
+
+	Stage     string
+	Progress  Progress
+	LastError string
+
+	Data    json.RawMessage
+	Secrets Secrets
+}
+
+// Progress is everything the engine needs to continue an operation after a restart.
+type Progress struct {
+	FinishedStages []string `json:"finished_stages,omitempty"`
+	// StageStartedAt: when each stage first started; per-stage time limits are measured from it.
+	StageStartedAt map[string]time.Time `json:"stage_started_at,omitempty"`
+	// Steps: per step name, attempts and completion.
+	Steps map[string]StepProgress `json:"steps,omitempty"`
+	// ExecutedButNotCompleted: steps that gave up with RetryOperationWithoutFail.
+	ExecutedButNotCompleted []string `json:"executed_but_not_completed,omitempty"`
+}
+
+// StepProgress records one step's history within an operation.
+type StepProgress struct {
+	FirstAttempt time.Time `json:"first_attempt"`
+	Attempts     int       `json:"attempts"`
+	Done         bool      `json:"done,omitempty"`
+	Skipped      bool      `json:"skipped,omitempty"`
+}
+
+// StageFinished reports whether the stage is recorded as finished.
+func (p Progress) StageFinished(stage string) bool {
+	for _, s := range p.FinishedStages {
+		if s == stage {
+			return true
+		}
+	}
+	return false
+}
+
+// EventType is what happened to a step.
+type EventType string
+
+const (
+	EventStarted   EventType = "started"
+	EventRetrying  EventType = "retrying"
+	EventSucceeded EventType = "succeeded"
+	EventFailed    EventType = "failed"
+	EventSkipped   EventType = "skipped"
+)
+
+// Event is one step start, retry, success, failure or skip. Duration is the step's run time
+// (for retrying: the wait until the next attempt is in Message and Wait).
+type Event struct {
+	ID          int64
+	OperationID string
+	InstanceID  string
+	Step        string
+	Type        EventType
+	Message     string
+	Duration    time.Duration
+	Wait        time.Duration
+	CreatedAt   time.Time
+}
+
+// Instance is a provisioned (or being provisioned) runtime as the broker knows it.
+type Instance struct {
+	InstanceID      string
+	RuntimeID       string
+	GlobalAccountID string
+	SubAccountID    string
+	ServiceID       string
+	PlanID          string
+	ProviderRegion  string
+	DashboardURL    string
+	Parameters      json.RawMessage
+	Secrets         Secrets
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	Version         int64
+}
+
+// Paging: Page starts at 1; PageSize 0 means the driver default (100); at most 1000.
+type Paging struct {
+	Page     int
+	PageSize int
+}
+
+// InstanceFilter: empty slices do not filter. Results are ordered by creation, oldest first.
+type InstanceFilter struct {
+	InstanceIDs      []string
+	RuntimeIDs       []string
+	GlobalAccountIDs []string
+	SubAccountIDs    []string
+	PlanIDs          []string
+	Regions          []string
+	Paging
+}
+
+// OperationFilter: empty slices do not filter. Results are ordered newest first.
+type OperationFilter struct {
+	IDs         []string
+	InstanceIDs []string
+	Types       []string
+	States      []OperationState
+	Paging
+}
+
+// EventFilter: empty slices do not filter. Results are ordered by ID (insertion order).
+type EventFilter struct {
+	InstanceIDs  []string
+	OperationIDs []string
+	Paging
+}
+
+// Page is one page of a listing and the number of rows matching the filter.
+type Page[T any] struct {
+	Items      []T
+	TotalCount int
+}
+
+// ClaimRequest asks for due operations: active, DueAt <= Now, and no lease or an expired one.
+type ClaimRequest struct {
+	Owner      string
+	Types      []string
+	Now        time.Time
+	LeaseUntil time.Time
+	Limit      int
+}
+
+// OperationCount is the number of operations of one type in one state.
+type OperationCount struct {
+	Type  string
+	State OperationState
+	Count int
+}
+
+type Instances interface {
+	InsertInstance(ctx context.Context, inst Instance) (Instance, error)
+	GetInstance(ctx context.Context, id string) (Instance, error)
+	// UpdateInstance writes inst if inst.Version is current and returns it with the new version.
+	UpdateInstance(ctx context.Context, inst Instance) (Instance, error)
+	DeleteInstance(ctx context.Context, id string) error
+	ListInstances(ctx context.Context, f InstanceFilter) (Page[Instance], error)
+}
+
+type Operations interface {
+	// InsertOperation stores a new operation (Version 1) and wakes the engine's workers.
+	InsertOperation(ctx context.Context, op Operation) (Operation, error)
+	GetOperation(ctx context.Context, id string) (Operation, error)
+	// UpdateOperation writes op if op.Version is current, whoever holds the lease.
+	UpdateOperation(ctx context.Context, op Operation) (Operation, error)
+	ListOperations(ctx context.Context, f OperationFilter) (Page[Operation], error)
+
+	// ClaimOperations leases up to Limit due operations to Owner, earliest DueAt first, and
+	// returns them with their new Version. Two concurrent claims never return the same operation.
+	ClaimOperations(ctx context.Context, r ClaimRequest) ([]Operation, error)
+	// SaveProgress writes op and appends events in one transaction, only if op.Version is current
+	// and op.LeaseOwner still holds the lease (else ErrConflict). Clearing LeaseOwner releases it.
+	SaveProgress(ctx context.Context, op Operation, events []Event) (Operation, error)
+	// ExtendLeases moves the lease expiry of the owner's operations; returns the IDs still held.
+	ExtendLeases(ctx context.Context, owner string, ids []string, until time.Time) ([]string, error)
+	// ReleaseLeases drops the owner's leases on ids without changing anything else.
+	ReleaseLeases(ctx context.Context, owner string, ids []string) error
+	// NextDueAt is the earliest DueAt among active operations of the types (nil if none).
+	NextDueAt(ctx context.Context, types []string) (*time.Time, error)
+	// FailOverdue fails active operations whose Deadline is before now and whose lease is free or
+	// expired, records a failed event for each, and returns them.
+	FailOverdue(ctx context.Context, now time.Time, message string) ([]Operation, error)
+	CountOperations(ctx context.Context) ([]OperationCount, error)
+	// QueueDepth is the number of active operations due at now and not leased.
+	QueueDepth(ctx context.Context, now time.Time) (int, error)
+}
+
+type Events interface {
+	InsertEvents(ctx context.Context, events ...Event) error
+	ListEvents(ctx context.Context, f EventFilter) (Page[Event], error)
+}
+
+// Store is one database with all of KEB's tables.
+type Store interface {
+	Instances() Instances
+	Operations() Operations
+	Events() Events
+	// Wakeups delivers a signal whenever operations may have become due (new, released), in this
+	// process and, for PostgreSQL, in every replica. The channel closes when ctx ends.
+	Wakeups(ctx context.Context) (<-chan struct{}, error)
+	// SchemaVersion is the highest applied migration.
+	SchemaVersion(ctx context.Context) (int, error)
+	// RotateSecrets re-encrypts every secret not under the primary key; returns how many rows.
+	RotateSecrets(ctx context.Context) (int, error)
+	Ping(ctx context.Context) error
+	Close() error
+}

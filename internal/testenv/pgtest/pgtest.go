@@ -1,0 +1,210 @@
+// Package pgtest gives tests a real PostgreSQL server.
+//
+// Use it from a package's TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m) }
+//
+// and get an empty, private database per test with NewDatabase. The server is
+// taken from KEB_TEST_DATABASE_URL (set by scripts/with-postgres.sh and
+// "make test"); if that is unset, Main starts a throwaway cluster with
+// scripts/postgres.sh for the lifetime of the test binary.
+//
+// Tests that need PostgreSQL fail, never skip, when no server is available:
+// a silently skipped storage test is worse than a red build.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/lib/pq" // "postgres" driver for database/sql
+)
+
+// EnvURL names the environment variable holding the server URL
+// (a superuser connection to the "postgres" database).
+const EnvURL = "KEB_TEST_DATABASE_URL"
+
+// Main runs the tests of a package against a PostgreSQL server and exits.
+// If EnvURL is unset it starts a throwaway cluster first and removes it after
+// m.Run; if it cannot start one it prints why and exits 1.
+func Main(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if os.Getenv(EnvURL) != "" {
+		return m.Run()
+	}
+	stop, err := startCluster()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: cannot start PostgreSQL: %v\n", err)
+		return 1
+	}
+	// Runs on normal return; panics and timeouts are covered by the reaper.
+	defer stop()
+	return m.Run()
+}
+
+// startCluster starts a cluster via scripts/postgres.sh, exports its URL in
+// EnvURL (so subprocesses see it too) and returns a function stopping it.
+func startCluster() (func(), error) {
+	root, err := repoRoot()
+	if err != nil {
+		return nil, err
+	}
+	script := filepath.Join(root, "scripts", "postgres.sh")
+	// /tmp rather than os.TempDir: the unprivileged cluster owner must be able
+	// to reach it and the unix socket path must stay short.
+	dir, err := os.MkdirTemp("/tmp", "keb-pgtest-")
+	if err != nil {
+		return nil, err
+	}
+	stopScript := func() {
+		cmd := exec.Command("bash", script, "stop", dir)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: stopping PostgreSQL in %s: %v\n", dir, err)
+		}
+	}
+
+	cmd := exec.Command("bash", script, "start", dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		stopScript() // removes a half-initialised cluster
+		return nil, fmt.Errorf("%s start: %w", script, err)
+	}
+	serverURL := strings.TrimSpace(string(out))
+	if serverURL == "" {
+		stopScript()
+		return nil, fmt.Errorf("%s start printed no URL", script)
+	}
+
+	// Safety net: if this process dies without running deferred code (test
+	// timeout panic, SIGKILL, Ctrl-C), a detached reaper stops the cluster once
+	// our pid is gone. Its own session keeps it out of our signals; it gets no
+	// stdio so "go test" does not wait for it.
+	reaper := exec.Command("bash", script, "reap", dir, fmt.Sprint(os.Getpid()))
+	reaper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := reaper.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: warning: cannot start reaper: %v\n", err)
+		reaper = nil
+	}
+
+	if err := os.Setenv(EnvURL, serverURL); err != nil {
+		stopScript()
+		return nil, err
+	}
+	return func() {
+		if reaper != nil {
+			_ = reaper.Process.Kill()
+			_ = reaper.Wait()
+		}
+		stopScript()
+		_ = os.Unsetenv(EnvURL)
+	}, nil
+}
+
+// repoRoot walks up from the working directory (a package dir under go test)
+// to the directory holding go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// ServerURL returns the server URL (superuser, database "postgres") after
+// checking that the server answers. It fails the test if none is available.
+func ServerURL(t testing.TB) string {
+	t.Helper()
+	u := os.Getenv(EnvURL)
+	if u == "" {
+		t.Fatalf("pgtest: %s is not set: call pgtest.Main from TestMain, or run via scripts/with-postgres.sh / make test", EnvURL)
+	}
+	db, err := sql.Open("postgres", u)
+	if err != nil {
+		t.Fatalf("pgtest: open %s: %v", redact(u), err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("pgtest: PostgreSQL at %s not reachable: %v", redact(u), err)
+	}
+	return u
+}
+
+// NewDatabase creates a fresh, uniquely named, empty database, drops it when
+// the test ends, and returns its URL.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	server := ServerURL(t)
+
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatalf("pgtest: random name: %v", err)
+	}
+	// Only [a-z0-9_], so it needs no quoting.
+	name := "keb_test_" + hex.EncodeToString(b[:])
+
+	exec := func(query string) error {
+		db, err := sql.Open("postgres", server)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err = db.ExecContext(ctx, query)
+		return err
+	}
+	if err := exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		// FORCE: a leaked connection in the test must not keep the database alive.
+		if err := exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)"); err != nil {
+			t.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+
+	u, err := url.Parse(server)
+	if err != nil {
+		t.Fatalf("pgtest: parse %s: %v", redact(server), err)
+	}
+	u.Path = "/" + name
+	u.RawPath = ""
+	return u.String()
+}
+
+// redact hides the password so URLs can go into test logs.
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	return u.Redacted()
+}
