@@ -166,9 +166,12 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	// Heartbeats go on until the last step has finished, past ctx's end.
+	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
+	defer stopHeartbeat()
 	var bg sync.WaitGroup
 	bg.Add(2)
-	go func() { defer bg.Done(); e.heartbeat(ctx) }()
+	go func() { defer bg.Done(); e.heartbeat(hbCtx) }()
 	go func() { defer bg.Done(); e.sweepLoop(ctx) }()
 
 	e.log.WithField("workers", e.cfg.Workers).Info("engine started")
@@ -233,6 +236,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.log.Error("steps ignored cancellation; their leases will expire")
 		}
 	}
+	stopHeartbeat()
 	bg.Wait()
 	e.releaseHeld()
 	e.log.Info("engine stopped")

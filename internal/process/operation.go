@@ -90,3 +90,10 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// ForStep returns op as the engine hands it to step at time now. Step unit tests use it to
+// exercise retry paths without an engine.
+func (op Operation[T]) ForStep(step string, now time.Time) Operation[T] {
+	op.step, op.now = step, now
+	return op
+}

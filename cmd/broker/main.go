@@ -1,0 +1,84 @@
+// Command broker is the Kyma Environment Broker process. Today it manages the database
+// (migrate, rotate-secrets); the OSB API, operator API and engine workers are wired in as the
+// broker's processes land (see docs/).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	log := logrus.New()
+	log.SetFormatter(&logrus.JSONFormatter{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := rootCommand(log).ExecuteContext(ctx); err != nil {
+		log.WithError(err).Error("broker failed")
+		stop()
+		os.Exit(1)
+	}
+}
+
+func rootCommand(log *logrus.Logger) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "broker",
+		Short:         "Kyma Environment Broker",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(&cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations (also applied on every start) and print the schema version",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := databaseConfig()
+			if err != nil {
+				return err
+			}
+			version, err := driver.Migrate(cmd.Context(), cfg, log)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "database driver=%s schema_version=%d\n", cfg.Driver, version)
+			return nil
+		},
+	})
+	root.AddCommand(&cobra.Command{
+		Use:   "rotate-secrets",
+		Short: "Re-encrypt every stored secret with APP_DATABASE_SECRET_KEY (old keys in APP_DATABASE_SECRET_KEYS_PREVIOUS)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := databaseConfig()
+			if err != nil {
+				return err
+			}
+			store, err := driver.Open(cmd.Context(), cfg, log)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			n, err := store.RotateSecrets(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("rotating secrets: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "re-encrypted rows=%d\n", n)
+			return nil
+		},
+	})
+	return root
+}
+
+func databaseConfig() (driver.Config, error) {
+	var cfg driver.Config
+	if err := envconfig.Process("APP", &cfg); err != nil {
+		return cfg, fmt.Errorf("reading database configuration: %w", err)
+	}
+	return cfg, nil
+}

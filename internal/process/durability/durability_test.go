@@ -1,0 +1,207 @@
+// Package durability holds the engine's process-level tests: real worker processes on a real
+// PostgreSQL server, killed with SIGKILL and run as several replicas.
+package durability
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
+	_ "github.com/lib/pq"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envWorker) != "" {
+		os.Exit(workerMain())
+	}
+	pgtest.Main(m)
+}
+
+type env struct {
+	t     *testing.T
+	url   string
+	db    *sql.DB
+	store storage.Store
+}
+
+func setup(t *testing.T, operations int) *env {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	store, err := openStore(context.Background(), url, log)
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close() })
+	db, err := sql.Open("postgres", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	_, err = db.Exec(`
+		CREATE TABLE effects (operation_id TEXT NOT NULL, step TEXT NOT NULL, replica TEXT NOT NULL,
+			PRIMARY KEY (operation_id, step));
+		CREATE TABLE replays (operation_id TEXT NOT NULL, step TEXT NOT NULL, replica TEXT NOT NULL);
+		CREATE TABLE runs (id BIGSERIAL PRIMARY KEY, operation_id TEXT NOT NULL, step TEXT NOT NULL,
+			replica TEXT NOT NULL, started_at TIMESTAMPTZ NOT NULL, finished_at TIMESTAMPTZ NOT NULL);
+		CREATE INDEX runs_op ON runs(operation_id);`)
+	require.NoError(t, err)
+	for i := 0; i < operations; i++ {
+		op, err := process.NewOperation(opType, fmt.Sprintf("instance-%d", i), payload{}, time.Hour, time.Now())
+		require.NoError(t, err)
+		_, err = store.Operations().InsertOperation(context.Background(), op)
+		require.NoError(t, err)
+	}
+	return &env{t: t, url: url, db: db, store: store}
+}
+
+func (e *env) startWorker(name string, workers int, stepSleep, lease time.Duration) *exec.Cmd {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		envWorker+"="+name, envDB+"="+e.url, envStepSleep+"="+stepSleep.String(),
+		envWorkers+"="+fmt.Sprint(workers), envLease+"="+lease.String())
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(e.t, cmd.Start())
+	e.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+		}
+	})
+	return cmd
+}
+
+func (e *env) count(query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.db.QueryRow(query, args...).Scan(&n))
+	return n
+}
+
+func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) operationsIn(state storage.OperationState) int {
+	return e.count(`SELECT count(*) FROM operations WHERE state = $1`, string(state))
+}
+
+// TestKillNineMidRun: 200 operations of 5 steps; the worker is killed with SIGKILL while it
+// runs them and started again. Every operation succeeds, every side effect exists exactly
+// once, and only operations that were in flight at the kill may see their interrupted step
+// run again (idempotently).
+func TestKillNineMidRun(t *testing.T) {
+	const ops = 200
+	e := setup(t, ops)
+	const lease = 2 * time.Second
+	w := e.startWorker("first", 10, 10*time.Millisecond, lease)
+	e.waitFor("300 side effects", 60*time.Second, func() bool { return e.count(`SELECT count(*) FROM effects`) >= 300 })
+	require.NoError(t, w.Process.Signal(os.Kill))
+	_, _ = w.Process.Wait()
+
+	atKill := e.count(`SELECT count(*) FROM effects`)
+	inFlight := map[string]bool{}
+	rows, err := e.db.Query(`SELECT id FROM operations WHERE lease_owner IS NOT NULL AND state IN ('pending','in progress')`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		inFlight[id] = true
+	}
+	require.NoError(t, rows.Close())
+	t.Logf("killed with %d of %d effects recorded, %d operations in flight", atKill, ops*stepsPerOp, len(inFlight))
+	require.Less(t, atKill, ops*stepsPerOp, "the kill must land mid-run")
+	require.NotEmpty(t, inFlight)
+
+	e.startWorker("second", 10, 10*time.Millisecond, lease)
+	e.waitFor("all operations finished", 120*time.Second, func() bool {
+		return e.operationsIn(storage.StateSucceeded)+e.operationsIn(storage.StateFailed) == ops
+	})
+
+	var failures []string
+	rows, err = e.db.Query(`SELECT id, last_error FROM operations WHERE state <> 'succeeded'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id, msg string
+		require.NoError(t, rows.Scan(&id, &msg))
+		failures = append(failures, id+": "+msg)
+	}
+	require.NoError(t, rows.Close())
+	require.Empty(t, failures)
+	assert.Equal(t, ops*stepsPerOp, e.count(`SELECT count(*) FROM effects`))
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM (SELECT operation_id FROM effects GROUP BY operation_id HAVING count(*) = $1) x`, stepsPerOp))
+
+	replays := e.count(`SELECT count(*) FROM replays`)
+	t.Logf("replayed steps after restart: %d", replays)
+	assert.LessOrEqual(t, replays, len(inFlight), "at most the interrupted step of each in-flight operation runs again")
+	rows, err = e.db.Query(`SELECT operation_id FROM replays`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		assert.True(t, inFlight[id], "operation %s was not in flight at the kill but replayed a step", id)
+	}
+	require.NoError(t, rows.Close())
+	// Finished steps are never rerun: apart from replays and step_3's one wait, each step ran once.
+	// (A kill between an effect and its run record makes the replay the only recorded run.)
+	runs := e.count(`SELECT count(*) FROM runs`)
+	assert.GreaterOrEqual(t, runs, ops*(stepsPerOp+1))
+	assert.LessOrEqual(t, runs, ops*(stepsPerOp+1)+replays)
+}
+
+// TestThreeReplicasShareWork: 3 engine processes on one database run 1,000 operations; no two
+// runs of one operation's steps ever overlap in time, every replica takes part, all succeed.
+func TestThreeReplicasShareWork(t *testing.T) {
+	const ops = 1000
+	e := setup(t, ops)
+	var wg sync.WaitGroup
+	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
+		wg.Add(1)
+		go func(name string) { defer wg.Done(); e.startWorker(name, 8, time.Millisecond, 5*time.Second) }(name)
+	}
+	wg.Wait()
+	e.waitFor("all operations finished", 180*time.Second, func() bool {
+		return e.operationsIn(storage.StateSucceeded)+e.operationsIn(storage.StateFailed) == ops
+	})
+	assert.Equal(t, ops, e.operationsIn(storage.StateSucceeded))
+	assert.Equal(t, ops*stepsPerOp, e.count(`SELECT count(*) FROM effects`))
+	assert.Equal(t, 0, e.count(`SELECT count(*) FROM replays`))
+
+	overlaps := e.count(`SELECT count(*) FROM runs a JOIN runs b
+		ON a.operation_id = b.operation_id AND a.id < b.id
+		AND a.started_at < b.finished_at AND b.started_at < a.finished_at`)
+	assert.Equal(t, 0, overlaps, "runs of one operation overlapped in time")
+
+	rows, err := e.db.Query(`SELECT replica, count(*) FROM runs GROUP BY replica ORDER BY replica`)
+	require.NoError(t, err)
+	var share []string
+	for rows.Next() {
+		var r string
+		var n int
+		require.NoError(t, rows.Scan(&r, &n))
+		share = append(share, fmt.Sprintf("%s=%d", r, n))
+	}
+	require.NoError(t, rows.Close())
+	t.Logf("step runs per replica: %s", strings.Join(share, " "))
+	assert.Len(t, share, 3, "every replica ran steps")
+	// How many operations moved between replicas (claimed again after a wait or a release).
+	t.Logf("operations run by more than one replica: %d",
+		e.count(`SELECT count(*) FROM (SELECT operation_id FROM runs GROUP BY operation_id HAVING count(DISTINCT replica) > 1) x`))
+}

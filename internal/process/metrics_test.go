@@ -1,0 +1,64 @@
+package process
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMetricsReportOperationsStepsRetriesAndQueue(t *testing.T) {
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{
+		def(step("Create_Runtime", waitOnce(time.Minute))),
+	}})
+	require.NoError(t, err)
+	h := newHarness(t)
+	reg := prometheus.NewRegistry()
+	eng, err := New(h.store, Config{}, testLogger(), WithClock(h.clock), WithRegisterer(reg))
+	require.NoError(t, err)
+	require.NoError(t, eng.Register(p))
+	h.eng = eng
+	h.insert("provision", time.Hour)
+	h.insert("provision", time.Hour)
+
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP keb_queue_depth Active operations that are due and not leased.
+# TYPE keb_queue_depth gauge
+keb_queue_depth 2
+`), "keb_queue_depth"))
+
+	h.runDue()
+	assert.Equal(t, 2.0, testutil.ToFloat64(eng.metrics.retries.WithLabelValues("provision", "Create_Runtime")))
+	h.clock.Advance(time.Minute)
+	h.runDue()
+	assert.Equal(t, 2.0, testutil.ToFloat64(eng.metrics.finished.WithLabelValues("provision", "succeeded")))
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP keb_operations Operations in the database by type and state.
+# TYPE keb_operations gauge
+keb_operations{state="succeeded",type="provision"} 2
+# HELP keb_queue_depth Active operations that are due and not leased.
+# TYPE keb_queue_depth gauge
+keb_queue_depth 0
+`), "keb_operations", "keb_queue_depth"))
+	assert.Equal(t, 2, testutil.CollectAndCount(eng.metrics.stepDuration), "retrying and succeeded outcomes")
+}
+
+func TestRetryHelpersOutsideEngine(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var op Operation[testData]
+	op.Progress.Steps = map[string]storage.StepProgress{"s": {FirstAttempt: now}}
+	_, wait, err := op.ForStep("s", now.Add(4*time.Minute)).RetryOperation("busy", time.Minute, 5*time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, time.Minute, wait)
+	_, _, err = op.ForStep("s", now.Add(5*time.Minute)).RetryOperation("busy", time.Minute, 5*time.Minute)
+	assert.EqualError(t, err, "busy: step s gave up after 5m0s")
+	out, wait, err := op.ForStep("s", now.Add(6*time.Minute)).RetryOperationWithoutFail("busy", time.Minute, 5*time.Minute)
+	require.NoError(t, err)
+	assert.Zero(t, wait)
+	assert.Equal(t, []string{"s"}, out.Progress.ExecutedButNotCompleted)
+}

@@ -1,0 +1,165 @@
+package process
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// liveEngine runs Run on the wall clock and returns a stop function that waits for Run to end.
+func liveEngine(t *testing.T, store storage.Store, cfg Config, defs ...Definition) (stop func()) {
+	t.Helper()
+	eng, err := New(store, cfg, testLogger())
+	require.NoError(t, err)
+	for _, d := range defs {
+		require.NoError(t, eng.Register(d))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("engine did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func insertNow(t *testing.T, store storage.Store, opType string) storage.Operation {
+	t.Helper()
+	op, err := NewOperation(opType, "instance-1", testData{}, time.Hour, time.Now())
+	require.NoError(t, err)
+	saved, err := store.Operations().InsertOperation(context.Background(), op)
+	require.NoError(t, err)
+	return saved
+}
+
+func waitState(t *testing.T, store storage.Store, id string, state storage.OperationState, within time.Duration) storage.Operation {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		op, err := store.Operations().GetOperation(context.Background(), id)
+		require.NoError(t, err)
+		if op.State == state {
+			return op
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("operation %s is %s after %s, want %s (last error %q)", id, op.State, within, state, op.LastError)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestNewOperationWakesIdleEngineAtOnce(t *testing.T) {
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(step("x", nil))}})
+	require.NoError(t, err)
+	store := newStore(t)
+	// A poll interval far longer than the test: only the wake-up can start the operation.
+	liveEngine(t, store, Config{Workers: 2, PollInterval: time.Hour}, p)
+	time.Sleep(50 * time.Millisecond) // let the dispatcher go idle
+	op := insertNow(t, store, "provision")
+	waitState(t, store, op.ID, storage.StateSucceeded, 2*time.Second)
+}
+
+func TestRetryWaitIsHonouredWithoutPolling(t *testing.T) {
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(step("x", waitOnce(100*time.Millisecond)))}})
+	require.NoError(t, err)
+	store := newStore(t)
+	liveEngine(t, store, Config{Workers: 2, PollInterval: time.Hour}, p)
+	op := insertNow(t, store, "provision")
+	start := time.Now()
+	waitState(t, store, op.ID, storage.StateSucceeded, 2*time.Second)
+	assert.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond)
+}
+
+func TestGracefulShutdownLetsRunningStepFinishAndReleases(t *testing.T) {
+	running, release := make(chan struct{}), make(chan struct{})
+	slow := step("slow", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		close(running)
+		<-release
+		op.Data.Trace = append(op.Data.Trace, "slow")
+		return op, 0, nil
+	})
+	next := step("next", nil)
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(slow), def(next)}})
+	require.NoError(t, err)
+	store := newStore(t)
+	stop := liveEngine(t, store, Config{Workers: 2, ShutdownTimeout: 10 * time.Second}, p)
+	op := insertNow(t, store, "provision")
+	<-running
+	go func() { time.Sleep(100 * time.Millisecond); close(release) }()
+	stop() // returns only after the step finished and its outcome was saved
+
+	got, err := store.Operations().GetOperation(context.Background(), op.ID)
+	require.NoError(t, err)
+	assert.Equal(t, storage.StateInProgress, got.State)
+	assert.True(t, got.Progress.Steps["slow"].Done)
+	assert.Empty(t, got.LeaseOwner, "released for another replica")
+	require.NotNil(t, got.DueAt)
+	assert.Equal(t, 0, next.Runs(), "no new step starts during shutdown")
+
+	eng, err := New(store, Config{}, testLogger())
+	require.NoError(t, err)
+	require.NoError(t, eng.Register(p))
+	_, err = eng.RunDue(context.Background())
+	require.NoError(t, err)
+	got, err = store.Operations().GetOperation(context.Background(), op.ID)
+	require.NoError(t, err)
+	assert.Equal(t, storage.StateSucceeded, got.State)
+	assert.Equal(t, 1, next.Runs())
+}
+
+func TestShutdownTimeoutCancelsStepWithoutFailingOperation(t *testing.T) {
+	running := make(chan struct{})
+	stuck := step("stuck", func(ctx context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		close(running)
+		<-ctx.Done()
+		return op, 0, ctx.Err()
+	})
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(stuck)}})
+	require.NoError(t, err)
+	store := newStore(t)
+	stop := liveEngine(t, store, Config{Workers: 1, ShutdownTimeout: 100 * time.Millisecond}, p)
+	op := insertNow(t, store, "provision")
+	<-running
+	stop()
+	got, err := store.Operations().GetOperation(context.Background(), op.ID)
+	require.NoError(t, err)
+	assert.Equal(t, storage.StateInProgress, got.State, "an interrupted step is not a failed one")
+	assert.Empty(t, got.LeaseOwner)
+	assert.False(t, got.Progress.Steps["stuck"].Done)
+}
+
+func TestRunTimeoutEndsOneRun(t *testing.T) {
+	attempts := 0
+	hanging := step("hanging", func(ctx context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		attempts++
+		if attempts == 1 {
+			<-ctx.Done() // the run's own deadline, not a shutdown
+			return op.RetryOperation("call timed out", time.Millisecond, time.Minute)
+		}
+		return op, 0, nil
+	})
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{{Step: hanging, RunTimeout: 50 * time.Millisecond}}})
+	require.NoError(t, err)
+	store := newStore(t)
+	liveEngine(t, store, Config{Workers: 1}, p)
+	op := insertNow(t, store, "provision")
+	waitState(t, store, op.ID, storage.StateSucceeded, 3*time.Second)
+	assert.Equal(t, 2, attempts)
+}
