@@ -260,9 +260,13 @@ func (e *Engine) nextWait(ctx context.Context, canClaim bool) time.Duration {
 		return e.cfg.PollInterval
 	}
 	d := next.Sub(e.clock.Now())
-	// A due time in the past belongs to an operation another worker holds; poll for its release.
-	if d <= 0 || d > e.cfg.PollInterval {
+	switch {
+	case d > e.cfg.PollInterval:
 		return e.cfg.PollInterval
+	case d <= 0:
+		// Due already but not claimable a moment ago (a lease being saved or just expiring):
+		// look again shortly rather than spin.
+		return 10 * time.Millisecond
 	}
 	return d
 }
@@ -359,7 +363,7 @@ func (e *Engine) releaseHeld() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.ops.ReleaseLeases(ctx, e.cfg.Owner, ids); err != nil {
+	if err := e.ops.ReleaseLeases(ctx, e.cfg.Owner, ids, e.clock.Now().UTC()); err != nil {
 		e.log.WithError(err).Warn("releasing leases on shutdown; they will expire")
 	}
 }

@@ -284,6 +284,7 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 	if keepLease {
 		until := now.Add(r.x.lease)
 		r.op.LeaseExpiresAt = &until
+		r.op.DueAt = &until
 	}
 	// Persist even while shutting down: the step's outcome must not be lost.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -50,7 +50,8 @@ type Operation struct {
 	// Version increases with every write; a write with a stale version is ErrConflict.
 	Version int64
 
-	// DueAt is when the operation should next run; nil once it has finished.
+	// DueAt is when the operation should next run; nil once it has finished. While a worker
+	// holds the operation it equals the lease expiry: when it is due again if that worker dies.
 	DueAt *time.Time
 	// LeaseOwner/LeaseExpiresAt: the worker that holds the operation and until when.
 	LeaseOwner     string
@@ -209,16 +210,19 @@ type Operations interface {
 	UpdateOperation(ctx context.Context, op Operation) (Operation, error)
 	ListOperations(ctx context.Context, f OperationFilter) (Page[Operation], error)
 
-	// ClaimOperations leases up to Limit due operations to Owner, earliest DueAt first, and
-	// returns them with their new Version. Two concurrent claims never return the same operation.
+	// ClaimOperations leases up to Limit due operations to Owner until LeaseUntil (which becomes
+	// their DueAt), earliest DueAt first, and returns them with their new Version. Two
+	// concurrent claims never return the same operation.
 	ClaimOperations(ctx context.Context, r ClaimRequest) ([]Operation, error)
 	// SaveProgress writes op and appends events in one transaction, only if op.Version is current
 	// and op.LeaseOwner still holds the lease (else ErrConflict). Clearing LeaseOwner releases it.
 	SaveProgress(ctx context.Context, op Operation, events []Event) (Operation, error)
-	// ExtendLeases moves the lease expiry of the owner's operations; returns the IDs still held.
+	// ExtendLeases moves the lease expiry (and DueAt) of the owner's active operations; returns
+	// the IDs still held. It does not change Version.
 	ExtendLeases(ctx context.Context, owner string, ids []string, until time.Time) ([]string, error)
-	// ReleaseLeases drops the owner's leases on ids without changing anything else.
-	ReleaseLeases(ctx context.Context, owner string, ids []string) error
+	// ReleaseLeases drops the owner's leases on active operations in ids and makes them due at
+	// dueAt, without changing anything else (nor Version).
+	ReleaseLeases(ctx context.Context, owner string, ids []string, dueAt time.Time) error
 	// NextDueAt is the earliest DueAt among active operations of the types (nil if none).
 	NextDueAt(ctx context.Context, types []string) (*time.Time, error)
 	// FailOverdue fails active operations whose Deadline is before now and whose lease is free or

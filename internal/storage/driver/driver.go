@@ -1,0 +1,174 @@
+// Package driver opens the store configured by the APP_DATABASE_* environment variables:
+// SQLite (the default, one file) or PostgreSQL.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/postgres"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/encryption"
+)
+
+const (
+	SQLite   = "sqlite"
+	Postgres = "postgres"
+)
+
+// Config is read with envconfig.Process("APP", &cfg): APP_DATABASE_DRIVER etc.
+type Config struct {
+	Driver   string `envconfig:"DATABASE_DRIVER" default:"sqlite"`
+	Path     string `envconfig:"DATABASE_PATH" default:"keb.db"`
+	Host     string `envconfig:"DATABASE_HOST" default:"localhost"`
+	Port     int    `envconfig:"DATABASE_PORT" default:"5432"`
+	User     string `envconfig:"DATABASE_USER" default:"postgres"`
+	Password string `envconfig:"DATABASE_PASSWORD" default:"password"`
+	Name     string `envconfig:"DATABASE_NAME" default:"provisioner"`
+	SSLMode  string `envconfig:"DATABASE_SSL_MODE" default:"disable"`
+	// URL, when set, overrides Host, Port, User, Password, Name and SSLMode.
+	URL string `envconfig:"DATABASE_URL"`
+	// SecretKey encrypts secrets at rest (32 bytes, or base64 of 32 bytes). Required for
+	// PostgreSQL; for SQLite a key is generated into <Path>.key when unset.
+	SecretKey string `envconfig:"DATABASE_SECRET_KEY"`
+	// SecretKeysPrevious (comma-separated) can still decrypt; RotateSecrets moves data off them.
+	SecretKeysPrevious []string `envconfig:"DATABASE_SECRET_KEYS_PREVIOUS"`
+	MaxOpenConns       int      `envconfig:"DATABASE_MAX_OPEN_CONNS" default:"50"`
+}
+
+// Validate checks the driver name.
+func (c Config) Validate() error {
+	switch c.Driver {
+	case SQLite, Postgres:
+		return nil
+	default:
+		return fmt.Errorf("APP_DATABASE_DRIVER is %q: must be %q or %q", c.Driver, SQLite, Postgres)
+	}
+}
+
+// Postgres is the PostgreSQL part of the configuration.
+func (c Config) Postgres() postgres.Config {
+	return postgres.Config{URL: c.URL, Host: c.Host, Port: c.Port, User: c.User, Password: c.Password,
+		Name: c.Name, SSLMode: c.SSLMode, MaxOpenConns: c.MaxOpenConns}
+}
+
+// SQLite is the SQLite part of the configuration.
+func (c Config) SQLite() sqlite.Config { return sqlite.Config{Path: c.Path} }
+
+// KeyFile is where a generated SQLite key is kept.
+func (c Config) KeyFile() string { return c.Path + ".key" }
+
+// Open builds the keyring, opens the configured database and applies migrations.
+func Open(ctx context.Context, cfg Config, log logrus.FieldLogger) (storage.Store, error) {
+	if log == nil {
+		l := logrus.New()
+		l.SetLevel(logrus.PanicLevel)
+		log = l
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	kr, err := Keyring(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	switch cfg.Driver {
+	case Postgres:
+		return postgres.Open(ctx, cfg.Postgres(), kr, log)
+	default:
+		return sqlite.Open(ctx, cfg.SQLite(), kr, log)
+	}
+}
+
+// Migrate applies the configured database's migrations alone and returns the schema version.
+func Migrate(ctx context.Context, cfg Config, log logrus.FieldLogger) (int, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	switch cfg.Driver {
+	case Postgres:
+		return postgres.Migrate(ctx, cfg.Postgres(), log)
+	default:
+		return sqlite.Migrate(ctx, cfg.SQLite(), log)
+	}
+}
+
+// Keyring builds the encryption keyring from the configuration. For SQLite with no key
+// configured, the key is read from (or on first start generated into) KeyFile.
+func Keyring(cfg Config, log logrus.FieldLogger) (*encryption.Keyring, error) {
+	var previous []string
+	for _, k := range cfg.SecretKeysPrevious {
+		if k = strings.TrimSpace(k); k != "" {
+			previous = append(previous, k)
+		}
+	}
+	primary := cfg.SecretKey
+	if primary == "" {
+		if cfg.Driver != SQLite {
+			return nil, errors.New("APP_DATABASE_SECRET_KEY is not set: PostgreSQL needs a key to encrypt secrets at rest (32 bytes, or base64 of 32 bytes)")
+		}
+		k, err := sqliteKey(cfg.KeyFile(), log)
+		if err != nil {
+			return nil, err
+		}
+		primary = k
+	}
+	kr, err := encryption.NewKeyring(primary, previous...)
+	if err != nil {
+		return nil, fmt.Errorf("APP_DATABASE_SECRET_KEY / APP_DATABASE_SECRET_KEYS_PREVIOUS: %w", err)
+	}
+	return kr, nil
+}
+
+func sqliteKey(path string, log logrus.FieldLogger) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		log.WithField("file", path).Info("APP_DATABASE_SECRET_KEY is not set: using the SQLite database key from the key file")
+		return strings.TrimSpace(string(b)), nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("reading database key file %s: %w", path, err)
+	}
+	k, err := encryption.GenerateKey()
+	if err != nil {
+		return "", err
+	}
+	// Write a temporary file and link it into place: a concurrent first start either wins the
+	// link or reads the winner's complete key.
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return "", fmt.Errorf("creating database key file %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		return "", fmt.Errorf("creating database key file %s: %w", path, err)
+	}
+	if _, err := f.WriteString(k + "\n"); err != nil {
+		_ = f.Close()
+		return "", fmt.Errorf("writing database key file %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return "", fmt.Errorf("writing database key file %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("writing database key file %s: %w", path, err)
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return sqliteKey(path, log)
+		}
+		return "", fmt.Errorf("creating database key file %s: %w", path, err)
+	}
+	log.WithField("file", path).Warn("APP_DATABASE_SECRET_KEY is not set: generated a new key for encrypting secrets in the SQLite database; keep this file with the database, secrets cannot be read without it")
+	return k, nil
+}

@@ -1,0 +1,213 @@
+// Package postgres opens the KEB store on PostgreSQL.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strconv"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/encryption"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/sqlstore"
+)
+
+//go:embed migrations/*.up.sql
+var migrationFiles embed.FS
+
+// NotifyChannel is the LISTEN/NOTIFY channel that wakes the engines of all replicas.
+const NotifyChannel = "keb_operations"
+
+// migrationLockID is the pg_advisory_lock key held while migrating.
+const migrationLockID = 0x4b45425f6d6967 // "KEB_mig"
+
+// Config says where the database is: URL, or else the separate fields.
+type Config struct {
+	URL      string
+	Host     string
+	Port     int
+	User     string
+	Password string
+	Name     string
+	SSLMode  string
+
+	// MaxOpenConns defaults to 50, MaxIdleConns to half of MaxOpenConns.
+	MaxOpenConns    int
+	MaxIdleConns    int
+	ConnMaxLifetime time.Duration
+}
+
+// DSN is the connection URL: URL if set, else built from the fields.
+func (c Config) DSN() string {
+	if c.URL != "" {
+		return c.URL
+	}
+	u := url.URL{Scheme: "postgres", Host: c.Host, Path: "/" + c.Name}
+	if c.Port != 0 {
+		u.Host = c.Host + ":" + strconv.Itoa(c.Port)
+	}
+	if c.User != "" {
+		u.User = url.UserPassword(c.User, c.Password)
+	}
+	if c.SSLMode != "" {
+		u.RawQuery = url.Values{"sslmode": {c.SSLMode}}.Encode()
+	}
+	return u.String()
+}
+
+// Migrations are the embedded schema migrations.
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // the embedded directory always exists
+	}
+	return sub
+}
+
+// Open connects, applies migrations and returns the store.
+func Open(ctx context.Context, cfg Config, kr *encryption.Keyring, log logrus.FieldLogger) (storage.Store, error) {
+	s, err := OpenStore(ctx, cfg, kr, log)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenStore is Open returning the concrete store (for tests and tools that need DB()).
+func OpenStore(ctx context.Context, cfg Config, kr *encryption.Keyring, log logrus.FieldLogger) (*sqlstore.Store, error) {
+	log = orDiscard(log)
+	db, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d := dialect(cfg.DSN(), log)
+	if _, err := sqlstore.Migrate(ctx, db, d, Migrations(), log); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s, err := sqlstore.New(ctx, sqlstore.Config{DB: db, Dialect: d, Keyring: kr, Log: log})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("opening postgres store: %w", err)
+	}
+	return s, nil
+}
+
+// Migrate applies the migrations alone and returns the schema version.
+func Migrate(ctx context.Context, cfg Config, log logrus.FieldLogger) (int, error) {
+	log = orDiscard(log)
+	db, err := connect(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	return sqlstore.Migrate(ctx, db, dialect(cfg.DSN(), log), Migrations(), log)
+}
+
+func connect(ctx context.Context, cfg Config) (*sqlx.DB, error) {
+	db, err := sqlx.Open("postgres", cfg.DSN())
+	if err != nil {
+		return nil, fmt.Errorf("opening postgres database: %w", err)
+	}
+	maxOpen := cfg.MaxOpenConns
+	if maxOpen <= 0 {
+		maxOpen = 50
+	}
+	maxIdle := cfg.MaxIdleConns
+	if maxIdle <= 0 {
+		maxIdle = max(1, maxOpen/2)
+	}
+	lifetime := cfg.ConnMaxLifetime
+	if lifetime <= 0 {
+		lifetime = 30 * time.Minute
+	}
+	db.SetMaxOpenConns(maxOpen)
+	db.SetMaxIdleConns(maxIdle)
+	db.SetConnMaxLifetime(lifetime)
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("connecting to postgres database %s: %w", redacted(cfg.DSN()), err)
+	}
+	return db, nil
+}
+
+func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
+	return sqlstore.Dialect{
+		Name:          "postgres",
+		Placeholder:   sq.Dollar,
+		BindType:      sqlx.DOLLAR,
+		TimestampType: "TIMESTAMPTZ",
+		SkipLocked:    true,
+		Array:         func(v any) any { return pq.Array(v) },
+		IsUniqueViolation: func(err error) bool {
+			var pe *pq.Error
+			return errors.As(err, &pe) && pe.Code == "23505"
+		},
+		NotifySQL:          "SELECT pg_notify('" + NotifyChannel + "', '')",
+		Listen:             func(ctx context.Context) (<-chan struct{}, error) { return listen(ctx, dsn, log) },
+		MigrationLockSQL:   fmt.Sprintf("SELECT pg_advisory_lock(%d)", migrationLockID),
+		MigrationUnlockSQL: fmt.Sprintf("SELECT pg_advisory_unlock(%d)", migrationLockID),
+	}
+}
+
+// listen opens a dedicated LISTEN connection; the returned channel receives a value for every
+// notification and after every reconnect (notifications may have been missed), and is closed
+// once ctx ends.
+func listen(ctx context.Context, dsn string, log logrus.FieldLogger) (<-chan struct{}, error) {
+	l := pq.NewListener(dsn, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
+		if err != nil {
+			log.WithError(err).WithField("event", ev.String()).Warn("postgres wake-up listener")
+		}
+	})
+	if err := l.Listen(NotifyChannel); err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("LISTEN %s: %w", NotifyChannel, err)
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		defer l.Close()
+		ping := time.NewTicker(60 * time.Second)
+		defer ping.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.Notify: // nil after a reconnect: wake up too
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			case <-ping.C:
+				go func() { _ = l.Ping() }()
+			}
+		}
+	}()
+	return out, nil
+}
+
+func redacted(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		return "(connection string)"
+	}
+	return u.Redacted()
+}
+
+func orDiscard(log logrus.FieldLogger) logrus.FieldLogger {
+	if log != nil {
+		return log
+	}
+	l := logrus.New()
+	l.SetLevel(logrus.PanicLevel)
+	return l
+}

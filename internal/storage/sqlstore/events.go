@@ -1,0 +1,111 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+const (
+	eventCols = "id, operation_id, instance_id, step, type, message, duration_us, wait_us, created_at"
+	// eventsPerInsert keeps one INSERT below SQLite's and PostgreSQL's bind parameter limits.
+	eventsPerInsert = 500
+)
+
+func (s *Store) InsertEvents(ctx context.Context, events ...storage.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	now := time.Now()
+	events = append([]storage.Event(nil), events...) // do not modify the caller's slice
+	for i := range events {
+		if events[i].CreatedAt.IsZero() {
+			events[i].CreatedAt = now
+		}
+	}
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("inserting %d events: %w", len(events), err)
+	}
+	defer rollback(tx)
+	if err := s.insertEvents(ctx, tx, events); err != nil {
+		return fmt.Errorf("inserting %d events: %w", len(events), err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("inserting %d events: %w", len(events), err)
+	}
+	return nil
+}
+
+func (s *Store) insertEvents(ctx context.Context, ex sqlx.ExecerContext, events []storage.Event) error {
+	for len(events) > 0 {
+		chunk := events[:min(len(events), eventsPerInsert)]
+		events = events[len(chunk):]
+		ins := s.sb().Insert("events").Columns("operation_id", "instance_id", "step", "type", "message", "duration_us", "wait_us", "created_at")
+		for _, e := range chunk {
+			ins = ins.Values(e.OperationID, e.InstanceID, e.Step, string(e.Type), e.Message,
+				e.Duration.Microseconds(), e.Wait.Microseconds(), s.d.timeArg(e.CreatedAt))
+		}
+		q, args, err := ins.ToSql()
+		if err != nil {
+			return err
+		}
+		if _, err := ex.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter) (storage.Page[storage.Event], error) {
+	page, err := s.listEvents(ctx, f)
+	if err != nil {
+		return storage.Page[storage.Event]{}, fmt.Errorf("listing events: %w", err)
+	}
+	return page, nil
+}
+
+func (s *Store) listEvents(ctx context.Context, f storage.EventFilter) (storage.Page[storage.Event], error) {
+	limit, offset, err := pageBounds(f.Paging)
+	if err != nil {
+		return storage.Page[storage.Event]{}, err
+	}
+	where := sq.And{}
+	where = eqIfAny(where, "instance_id", f.InstanceIDs)
+	where = eqIfAny(where, "operation_id", f.OperationIDs)
+	total, err := s.count(ctx, "events", where)
+	if err != nil {
+		return storage.Page[storage.Event]{}, err
+	}
+	q, args, err := s.sb().Select(eventCols).From("events").Where(where).OrderBy("id").Limit(limit).Offset(offset).ToSql()
+	if err != nil {
+		return storage.Page[storage.Event]{}, err
+	}
+	rows, err := s.r.QueryxContext(ctx, q, args...)
+	if err != nil {
+		return storage.Page[storage.Event]{}, err
+	}
+	defer rows.Close()
+	out := storage.Page[storage.Event]{TotalCount: total, Items: []storage.Event{}}
+	for rows.Next() {
+		var (
+			e         storage.Event
+			typ       string
+			dur, wait int64
+			created   dbTime
+		)
+		if err := rows.Scan(&e.ID, &e.OperationID, &e.InstanceID, &e.Step, &typ, &e.Message, &dur, &wait, &created); err != nil {
+			return storage.Page[storage.Event]{}, err
+		}
+		e.Type = storage.EventType(typ)
+		e.Duration, e.Wait = time.Duration(dur)*time.Microsecond, time.Duration(wait)*time.Microsecond
+		e.CreatedAt = created.value()
+		out.Items = append(out.Items, e)
+	}
+	return out, rows.Err()
+}

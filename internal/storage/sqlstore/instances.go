@@ -1,0 +1,184 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+const instanceCols = "instance_id, runtime_id, global_account_id, sub_account_id, service_id, plan_id, provider_region, dashboard_url, parameters, secrets, created_at, updated_at, version"
+
+func (s *Store) scanInstance(r rowScanner) (storage.Instance, error) {
+	var (
+		inst             storage.Instance
+		params           sql.NullString
+		secrets          []byte
+		created, updated dbTime
+	)
+	if err := r.Scan(&inst.InstanceID, &inst.RuntimeID, &inst.GlobalAccountID, &inst.SubAccountID, &inst.ServiceID,
+		&inst.PlanID, &inst.ProviderRegion, &inst.DashboardURL, &params, &secrets, &created, &updated, &inst.Version); err != nil {
+		return storage.Instance{}, err
+	}
+	if params.Valid && params.String != "" {
+		inst.Parameters = []byte(params.String)
+	}
+	inst.CreatedAt, inst.UpdatedAt = created.value(), updated.value()
+	sec, err := s.decryptSecrets(secrets)
+	if err != nil {
+		return storage.Instance{}, fmt.Errorf("instance %s: %w", inst.InstanceID, err)
+	}
+	inst.Secrets = sec
+	return inst, nil
+}
+
+func (s *Store) InsertInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
+	out, err := s.insertInstance(ctx, inst)
+	if err != nil {
+		return storage.Instance{}, fmt.Errorf("inserting instance %s: %w", inst.InstanceID, err)
+	}
+	return out, nil
+}
+
+func (s *Store) insertInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
+	if inst.InstanceID == "" {
+		return storage.Instance{}, errors.New("instance ID is empty")
+	}
+	sec, err := s.encryptSecrets(inst.Secrets)
+	if err != nil {
+		return storage.Instance{}, err
+	}
+	now := micro(time.Now())
+	created := now
+	if !inst.CreatedAt.IsZero() {
+		created = inst.CreatedAt
+	}
+	q, args, err := s.sb().Insert("instances").
+		Columns("instance_id", "runtime_id", "global_account_id", "sub_account_id", "service_id", "plan_id",
+			"provider_region", "dashboard_url", "parameters", "secrets", "created_at", "updated_at", "version").
+		Values(inst.InstanceID, inst.RuntimeID, inst.GlobalAccountID, inst.SubAccountID, inst.ServiceID, inst.PlanID,
+			inst.ProviderRegion, inst.DashboardURL, nullJSON(inst.Parameters), sec, s.d.timeArg(created), s.d.timeArg(now), 1).
+		Suffix("RETURNING " + instanceCols).ToSql()
+	if err != nil {
+		return storage.Instance{}, err
+	}
+	out, err := s.scanInstance(s.w.QueryRowxContext(ctx, q, args...))
+	if err != nil {
+		if s.d.IsUniqueViolation(err) {
+			return storage.Instance{}, storage.ErrAlreadyExists
+		}
+		return storage.Instance{}, err
+	}
+	return out, nil
+}
+
+func (s *Store) GetInstance(ctx context.Context, id string) (storage.Instance, error) {
+	inst, err := s.scanInstance(s.r.QueryRowxContext(ctx, s.d.rebind("SELECT "+instanceCols+" FROM instances WHERE instance_id = ?"), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = storage.ErrNotFound
+	}
+	if err != nil {
+		return storage.Instance{}, fmt.Errorf("getting instance %s: %w", id, err)
+	}
+	return inst, nil
+}
+
+func (s *Store) UpdateInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
+	out, err := s.updateInstance(ctx, inst)
+	if err != nil {
+		return storage.Instance{}, fmt.Errorf("updating instance %s (version %d): %w", inst.InstanceID, inst.Version, err)
+	}
+	return out, nil
+}
+
+func (s *Store) updateInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
+	sec, err := s.encryptSecrets(inst.Secrets)
+	if err != nil {
+		return storage.Instance{}, err
+	}
+	q, args, err := s.sb().Update("instances").
+		Set("runtime_id", inst.RuntimeID).
+		Set("global_account_id", inst.GlobalAccountID).
+		Set("sub_account_id", inst.SubAccountID).
+		Set("service_id", inst.ServiceID).
+		Set("plan_id", inst.PlanID).
+		Set("provider_region", inst.ProviderRegion).
+		Set("dashboard_url", inst.DashboardURL).
+		Set("parameters", nullJSON(inst.Parameters)).
+		Set("secrets", sec).
+		Set("updated_at", s.d.timeArg(time.Now())).
+		Set("version", sq.Expr("version + 1")).
+		Where(sq.Eq{"instance_id": inst.InstanceID, "version": inst.Version}).
+		Suffix("RETURNING " + instanceCols).ToSql()
+	if err != nil {
+		return storage.Instance{}, err
+	}
+	out, err := s.scanInstance(s.w.QueryRowxContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.Instance{}, s.missingOrConflict(ctx, "instances", "instance_id", inst.InstanceID)
+	}
+	return out, err
+}
+
+func (s *Store) DeleteInstance(ctx context.Context, id string) error {
+	res, err := s.w.ExecContext(ctx, s.d.rebind("DELETE FROM instances WHERE instance_id = ?"), id)
+	if err != nil {
+		return fmt.Errorf("deleting instance %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("deleting instance %s: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("deleting instance %s: %w", id, storage.ErrNotFound)
+	}
+	return nil
+}
+
+func (s *Store) ListInstances(ctx context.Context, f storage.InstanceFilter) (storage.Page[storage.Instance], error) {
+	page, err := s.listInstances(ctx, f)
+	if err != nil {
+		return storage.Page[storage.Instance]{}, fmt.Errorf("listing instances: %w", err)
+	}
+	return page, nil
+}
+
+func (s *Store) listInstances(ctx context.Context, f storage.InstanceFilter) (storage.Page[storage.Instance], error) {
+	limit, offset, err := pageBounds(f.Paging)
+	if err != nil {
+		return storage.Page[storage.Instance]{}, err
+	}
+	where := sq.And{}
+	where = eqIfAny(where, "instance_id", f.InstanceIDs)
+	where = eqIfAny(where, "runtime_id", f.RuntimeIDs)
+	where = eqIfAny(where, "global_account_id", f.GlobalAccountIDs)
+	where = eqIfAny(where, "sub_account_id", f.SubAccountIDs)
+	where = eqIfAny(where, "plan_id", f.PlanIDs)
+	where = eqIfAny(where, "provider_region", f.Regions)
+	total, err := s.count(ctx, "instances", where)
+	if err != nil {
+		return storage.Page[storage.Instance]{}, err
+	}
+	q, args, err := s.sb().Select(instanceCols).From("instances").Where(where).
+		OrderBy("created_at", "instance_id").Limit(limit).Offset(offset).ToSql()
+	if err != nil {
+		return storage.Page[storage.Instance]{}, err
+	}
+	rows, err := s.r.QueryxContext(ctx, q, args...)
+	if err != nil {
+		return storage.Page[storage.Instance]{}, err
+	}
+	defer rows.Close()
+	out := storage.Page[storage.Instance]{TotalCount: total, Items: []storage.Instance{}}
+	for rows.Next() {
+		inst, err := s.scanInstance(rows)
+		if err != nil {
+			return storage.Page[storage.Instance]{}, err
+		}
+		out.Items = append(out.Items, inst)
+	}
+	return out, rows.Err()
+}

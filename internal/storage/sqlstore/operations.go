@@ -1,0 +1,559 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+const opCols = "id, instance_id, type, state, description, created_at, updated_at, version, due_at, lease_owner, lease_expires_at, deadline, stage, progress, last_error, data, secrets"
+
+var activeStates = []string{string(storage.StatePending), string(storage.StateInProgress)}
+
+func (s *Store) scanOperation(r rowScanner) (storage.Operation, error) {
+	var (
+		op                                  storage.Operation
+		state                               string
+		created, updated, due, lease, dline dbTime
+		owner, data                         sql.NullString
+		progress                            string
+		secrets                             []byte
+	)
+	if err := r.Scan(&op.ID, &op.InstanceID, &op.Type, &state, &op.Description, &created, &updated, &op.Version,
+		&due, &owner, &lease, &dline, &op.Stage, &progress, &op.LastError, &data, &secrets); err != nil {
+		return storage.Operation{}, err
+	}
+	op.State = storage.OperationState(state)
+	op.CreatedAt, op.UpdatedAt = created.value(), updated.value()
+	op.DueAt, op.LeaseExpiresAt, op.Deadline = due.ptr(), lease.ptr(), dline.value()
+	op.LeaseOwner = owner.String
+	if data.Valid && data.String != "" {
+		op.Data = json.RawMessage(data.String)
+	}
+	if progress != "" {
+		if err := json.Unmarshal([]byte(progress), &op.Progress); err != nil {
+			return storage.Operation{}, fmt.Errorf("operation %s: decoding progress: %w", op.ID, err)
+		}
+	}
+	sec, err := s.decryptSecrets(secrets)
+	if err != nil {
+		return storage.Operation{}, fmt.Errorf("operation %s: %w", op.ID, err)
+	}
+	op.Secrets = sec
+	return op, nil
+}
+
+func (s *Store) scanOperations(rows *sqlx.Rows) ([]storage.Operation, error) {
+	defer rows.Close()
+	out := []storage.Operation{}
+	for rows.Next() {
+		op, err := s.scanOperation(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, op)
+	}
+	return out, rows.Err()
+}
+
+// opWrite holds an operation's encoded column values.
+type opWrite struct {
+	progress string
+	data     any
+	secrets  any
+}
+
+func (s *Store) encodeOperation(op storage.Operation) (opWrite, error) {
+	progress, err := json.Marshal(op.Progress)
+	if err != nil {
+		return opWrite{}, fmt.Errorf("encoding progress: %w", err)
+	}
+	sec, err := s.encryptSecrets(op.Secrets)
+	if err != nil {
+		return opWrite{}, err
+	}
+	return opWrite{progress: string(progress), data: nullJSON(op.Data), secrets: sec}, nil
+}
+
+func (s *Store) InsertOperation(ctx context.Context, op storage.Operation) (storage.Operation, error) {
+	out, err := s.insertOperation(ctx, op)
+	if err != nil {
+		return storage.Operation{}, fmt.Errorf("inserting operation %s: %w", op.ID, err)
+	}
+	s.notify(ctx)
+	return out, nil
+}
+
+func (s *Store) insertOperation(ctx context.Context, op storage.Operation) (storage.Operation, error) {
+	if op.ID == "" {
+		return storage.Operation{}, errors.New("operation ID is empty")
+	}
+	w, err := s.encodeOperation(op)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	now := micro(time.Now())
+	created := now
+	if !op.CreatedAt.IsZero() {
+		created = op.CreatedAt
+	}
+	q, args, err := s.sb().Insert("operations").
+		Columns("id", "instance_id", "type", "state", "description", "created_at", "updated_at", "version", "due_at",
+			"lease_owner", "lease_expires_at", "deadline", "stage", "progress", "last_error", "data", "secrets").
+		Values(op.ID, op.InstanceID, op.Type, string(op.State), op.Description, s.d.timeArg(created), s.d.timeArg(now), 1,
+			s.d.nullTimeArg(op.DueAt), nullString(op.LeaseOwner), s.d.nullTimeArg(op.LeaseExpiresAt),
+			s.d.zeroNullTimeArg(op.Deadline), op.Stage, w.progress, op.LastError, w.data, w.secrets).
+		Suffix("RETURNING " + opCols).ToSql()
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	out, err := s.scanOperation(s.w.QueryRowxContext(ctx, q, args...))
+	if err != nil {
+		if s.d.IsUniqueViolation(err) {
+			return storage.Operation{}, storage.ErrAlreadyExists
+		}
+		return storage.Operation{}, err
+	}
+	return out, nil
+}
+
+func (s *Store) GetOperation(ctx context.Context, id string) (storage.Operation, error) {
+	op, err := s.scanOperation(s.r.QueryRowxContext(ctx, s.d.rebind("SELECT "+opCols+" FROM operations WHERE id = ?"), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = storage.ErrNotFound
+	}
+	if err != nil {
+		return storage.Operation{}, fmt.Errorf("getting operation %s: %w", id, err)
+	}
+	return op, nil
+}
+
+func (s *Store) UpdateOperation(ctx context.Context, op storage.Operation) (storage.Operation, error) {
+	out, err := s.updateOperation(ctx, op)
+	if err != nil {
+		return storage.Operation{}, fmt.Errorf("updating operation %s (version %d): %w", op.ID, op.Version, err)
+	}
+	return out, nil
+}
+
+func (s *Store) updateOperation(ctx context.Context, op storage.Operation) (storage.Operation, error) {
+	w, err := s.encodeOperation(op)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	q, args, err := s.sb().Update("operations").
+		Set("instance_id", op.InstanceID).
+		Set("type", op.Type).
+		Set("state", string(op.State)).
+		Set("description", op.Description).
+		Set("updated_at", s.d.timeArg(time.Now())).
+		Set("version", sq.Expr("version + 1")).
+		Set("due_at", s.d.nullTimeArg(op.DueAt)).
+		Set("lease_owner", nullString(op.LeaseOwner)).
+		Set("lease_expires_at", s.d.nullTimeArg(op.LeaseExpiresAt)).
+		Set("deadline", s.d.zeroNullTimeArg(op.Deadline)).
+		Set("stage", op.Stage).
+		Set("progress", w.progress).
+		Set("last_error", op.LastError).
+		Set("data", w.data).
+		Set("secrets", w.secrets).
+		Where(sq.Eq{"id": op.ID, "version": op.Version}).
+		Suffix("RETURNING " + opCols).ToSql()
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	out, err := s.scanOperation(s.w.QueryRowxContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
+	}
+	return out, err
+}
+
+func (s *Store) ListOperations(ctx context.Context, f storage.OperationFilter) (storage.Page[storage.Operation], error) {
+	page, err := s.listOperations(ctx, f)
+	if err != nil {
+		return storage.Page[storage.Operation]{}, fmt.Errorf("listing operations: %w", err)
+	}
+	return page, nil
+}
+
+func (s *Store) listOperations(ctx context.Context, f storage.OperationFilter) (storage.Page[storage.Operation], error) {
+	limit, offset, err := pageBounds(f.Paging)
+	if err != nil {
+		return storage.Page[storage.Operation]{}, err
+	}
+	states := make([]string, len(f.States))
+	for i, st := range f.States {
+		states[i] = string(st)
+	}
+	where := sq.And{}
+	where = eqIfAny(where, "id", f.IDs)
+	where = eqIfAny(where, "instance_id", f.InstanceIDs)
+	where = eqIfAny(where, "type", f.Types)
+	where = eqIfAny(where, "state", states)
+	total, err := s.count(ctx, "operations", where)
+	if err != nil {
+		return storage.Page[storage.Operation]{}, err
+	}
+	q, args, err := s.sb().Select(opCols).From("operations").Where(where).
+		OrderBy("created_at DESC", "id DESC").Limit(limit).Offset(offset).ToSql()
+	if err != nil {
+		return storage.Page[storage.Operation]{}, err
+	}
+	rows, err := s.r.QueryxContext(ctx, q, args...)
+	if err != nil {
+		return storage.Page[storage.Operation]{}, err
+	}
+	items, err := s.scanOperations(rows)
+	if err != nil {
+		return storage.Page[storage.Operation]{}, err
+	}
+	return storage.Page[storage.Operation]{Items: items, TotalCount: total}, nil
+}
+
+// claimable is the condition for an operation that may be leased at now.
+func (s *Store) claimable(now time.Time) sq.And {
+	n := s.d.timeArg(now)
+	return sq.And{
+		sq.Eq{"state": activeStates},
+		sq.LtOrEq{"due_at": n},
+		sq.Or{sq.Eq{"lease_owner": nil}, sq.Lt{"lease_expires_at": n}},
+	}
+}
+
+// ClaimOperations leases due operations in one statement. On PostgreSQL the sub-query locks
+// the rows it picks with FOR UPDATE SKIP LOCKED so concurrent claims pass each other; SQLite has
+// a single writer connection, so claims never overlap.
+func (s *Store) ClaimOperations(ctx context.Context, r storage.ClaimRequest) ([]storage.Operation, error) {
+	ops, err := s.claimOperations(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("claiming operations for %s: %w", r.Owner, err)
+	}
+	return ops, nil
+}
+
+func (s *Store) claimOperations(ctx context.Context, r storage.ClaimRequest) ([]storage.Operation, error) {
+	if r.Owner == "" {
+		return nil, errors.New("owner is empty")
+	}
+	if r.Limit <= 0 {
+		return nil, fmt.Errorf("invalid Limit %d: must be positive", r.Limit)
+	}
+	where := s.claimable(r.Now)
+	where = eqIfAny(where, "type", r.Types)
+	sub := sq.Select("id").From("operations").Where(where).OrderBy("due_at", "id").Limit(uint64(r.Limit))
+	if s.d.SkipLocked {
+		sub = sub.Suffix("FOR UPDATE SKIP LOCKED")
+	}
+	q, args, err := s.sb().Update("operations").
+		Set("lease_owner", r.Owner).
+		Set("lease_expires_at", s.d.timeArg(r.LeaseUntil)).
+		// While leased, an operation is next due when its lease expires: claims then only
+		// scan operations that are really due, and a dead holder's work is due on time.
+		Set("due_at", s.d.timeArg(r.LeaseUntil)).
+		Set("version", sq.Expr("version + 1")).
+		Where(sq.Expr("id IN (?)", sub)).
+		Suffix("RETURNING " + opCols).ToSql()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.w.QueryxContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := s.scanOperations(rows)
+	if err != nil {
+		return nil, err
+	}
+	// All claimed operations are now due at LeaseUntil; order by ID for determinism.
+	sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
+	return ops, nil
+}
+
+// saveProgressSet is the SET list shared by both SaveProgress forms. Arguments, in order:
+// state, description, updated_at, due_at, owner (NULL releases), owner (again), lease_expires_at
+// (twice), deadline, stage, progress, last_error, data, secrets. The lease expiry never moves
+// backwards while the lease is kept (ExtendLeases does not bump the version, so op may carry an
+// older expiry than the row).
+const saveProgressSet = `state = ?, description = ?, updated_at = ?, version = version + 1, due_at = ?,
+	lease_owner = ?,
+	lease_expires_at = CASE WHEN CAST(? AS INTEGER) IS NULL THEN NULL WHEN ? > lease_expires_at THEN ? ELSE lease_expires_at END,
+	deadline = ?, stage = ?, progress = ?, last_error = ?, data = ?, secrets = ?`
+
+// saveProgressWhere: id, version, owner, owner. An empty owner in op means the caller releases
+// the lease; then the version alone guards the write (claims bump the version).
+const saveProgressWhere = `id = ? AND version = ? AND (? = '' OR lease_owner = ?)`
+
+// saveProgressCTE writes the operation and its events in one statement (PostgreSQL). Events are
+// passed as arrays and only inserted if the update matched.
+const saveProgressCTE = `WITH u AS (
+	UPDATE operations SET ` + saveProgressSet + `
+	WHERE ` + saveProgressWhere + `
+	RETURNING ` + opCols + `
+), e AS (
+	INSERT INTO events (operation_id, instance_id, step, type, message, duration_us, wait_us, created_at)
+	SELECT ev.operation_id, ev.instance_id, ev.step, ev.type, ev.message, ev.duration_us, ev.wait_us, ev.created_at
+	FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
+		AS ev(operation_id, instance_id, step, type, message, duration_us, wait_us, created_at)
+	WHERE EXISTS (SELECT 1 FROM u)
+)
+SELECT ` + opCols + ` FROM u`
+
+func (s *Store) saveProgressArgs(op storage.Operation, w opWrite) []any {
+	owner := nullString(op.LeaseOwner)
+	var exp any
+	if op.LeaseOwner != "" {
+		exp = s.d.nullTimeArg(op.LeaseExpiresAt)
+	}
+	// "? IS NULL" must be NULL only when releasing; use a non-NULL marker when an owner is kept.
+	var releasing any
+	if op.LeaseOwner != "" {
+		releasing = 0
+	}
+	return []any{
+		string(op.State), op.Description, s.d.timeArg(time.Now()), s.d.nullTimeArg(op.DueAt),
+		owner, releasing, exp, exp,
+		s.d.zeroNullTimeArg(op.Deadline), op.Stage, w.progress, op.LastError, w.data, w.secrets,
+		op.ID, op.Version, op.LeaseOwner, op.LeaseOwner,
+	}
+}
+
+// SaveProgress writes op and appends events atomically if op.Version is current and op's lease
+// owner (when set) still holds the lease.
+func (s *Store) SaveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
+	out, err := s.saveProgress(ctx, op, events)
+	if err != nil {
+		return storage.Operation{}, fmt.Errorf("saving progress of operation %s (version %d): %w", op.ID, op.Version, err)
+	}
+	return out, nil
+}
+
+func (s *Store) saveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
+	w, err := s.encodeOperation(op)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	if s.batcher != nil {
+		return s.batcher.submit(&saveReq{ctx: ctx, op: op, w: w, events: events})
+	}
+	return s.saveProgressOne(ctx, op, w, events)
+}
+
+// saveProgressOne writes one call: with the single CTE statement where the dialect has arrays,
+// else in a transaction.
+func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opWrite, events []storage.Event) (storage.Operation, error) {
+	args := s.saveProgressArgs(op, w)
+	now := time.Now()
+	if s.saveProgressStmt != nil {
+		n := len(events)
+		opIDs, instIDs, steps, types, msgs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		durs, waits, created := make([]int64, n), make([]int64, n), make([]string, n)
+		for i, e := range events {
+			e = defaultEvent(e, op, now)
+			opIDs[i], instIDs[i], steps[i], types[i], msgs[i] = e.OperationID, e.InstanceID, e.Step, string(e.Type), e.Message
+			durs[i], waits[i] = e.Duration.Microseconds(), e.Wait.Microseconds()
+			created[i] = e.CreatedAt.Format(time.RFC3339Nano)
+		}
+		a := s.d.Array
+		args = append(args, a(opIDs), a(instIDs), a(steps), a(types), a(msgs), a(durs), a(waits), a(created))
+		out, err := s.scanOperation(s.saveProgressStmt.QueryRowxContext(ctx, args...))
+		if errors.Is(err, sql.ErrNoRows) {
+			return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
+		}
+		return out, err
+	}
+
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	defer rollback(tx)
+	q := s.d.rebind("UPDATE operations SET " + saveProgressSet + " WHERE " + saveProgressWhere + " RETURNING " + opCols)
+	out, err := s.scanOperation(tx.QueryRowxContext(ctx, q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		rollback(tx)
+		return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
+	}
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	filled := make([]storage.Event, len(events))
+	for i, e := range events {
+		filled[i] = defaultEvent(e, op, now)
+	}
+	if err := s.insertEvents(ctx, tx, filled); err != nil {
+		return storage.Operation{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return storage.Operation{}, err
+	}
+	return out, nil
+}
+
+// defaultEvent fills an event's operation, instance and time from op and now when unset.
+func defaultEvent(e storage.Event, op storage.Operation, now time.Time) storage.Event {
+	if e.OperationID == "" {
+		e.OperationID = op.ID
+	}
+	if e.InstanceID == "" {
+		e.InstanceID = op.InstanceID
+	}
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = now
+	}
+	e.CreatedAt = micro(e.CreatedAt)
+	return e
+}
+
+func (s *Store) ExtendLeases(ctx context.Context, owner string, ids []string, until time.Time) ([]string, error) {
+	if len(ids) == 0 {
+		return []string{}, nil
+	}
+	q, args, err := s.sb().Update("operations").
+		Set("lease_expires_at", s.d.timeArg(until)).
+		Set("due_at", s.d.timeArg(until)).
+		Where(sq.Eq{"lease_owner": owner, "id": ids}).
+		Where(sq.Eq{"state": activeStates}).
+		Suffix("RETURNING id").ToSql()
+	if err != nil {
+		return nil, fmt.Errorf("extending leases of %s: %w", owner, err)
+	}
+	held := []string{}
+	if err := s.w.SelectContext(ctx, &held, q, args...); err != nil {
+		return nil, fmt.Errorf("extending leases of %s: %w", owner, err)
+	}
+	sort.Strings(held)
+	return held, nil
+}
+
+func (s *Store) ReleaseLeases(ctx context.Context, owner string, ids []string, dueAt time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	q, args, err := s.sb().Update("operations").
+		Set("lease_owner", nil).
+		Set("lease_expires_at", nil).
+		Set("due_at", s.d.timeArg(dueAt)).
+		Where(sq.Eq{"lease_owner": owner, "id": ids}).
+		Where(sq.Eq{"state": activeStates}).ToSql()
+	if err != nil {
+		return fmt.Errorf("releasing leases of %s: %w", owner, err)
+	}
+	if _, err := s.w.ExecContext(ctx, q, args...); err != nil {
+		return fmt.Errorf("releasing leases of %s: %w", owner, err)
+	}
+	s.notify(ctx)
+	return nil
+}
+
+func (s *Store) NextDueAt(ctx context.Context, types []string) (*time.Time, error) {
+	where := sq.And{sq.Eq{"state": activeStates}, sq.NotEq{"due_at": nil}}
+	where = eqIfAny(where, "type", types)
+	q, args, err := s.sb().Select("MIN(due_at)").From("operations").Where(where).ToSql()
+	if err != nil {
+		return nil, fmt.Errorf("finding next due operation: %w", err)
+	}
+	var t dbTime
+	if err := s.r.QueryRowxContext(ctx, q, args...).Scan(&t); err != nil {
+		return nil, fmt.Errorf("finding next due operation: %w", err)
+	}
+	return t.ptr(), nil
+}
+
+func (s *Store) FailOverdue(ctx context.Context, now time.Time, message string) ([]storage.Operation, error) {
+	ops, err := s.failOverdue(ctx, now, message)
+	if err != nil {
+		return nil, fmt.Errorf("failing overdue operations: %w", err)
+	}
+	return ops, nil
+}
+
+func (s *Store) failOverdue(ctx context.Context, now time.Time, message string) ([]storage.Operation, error) {
+	n := s.d.timeArg(now)
+	q, args, err := s.sb().Update("operations").
+		Set("state", string(storage.StateFailed)).
+		Set("description", message).
+		Set("last_error", message).
+		Set("due_at", nil).
+		Set("lease_owner", nil).
+		Set("lease_expires_at", nil).
+		Set("updated_at", n).
+		Set("version", sq.Expr("version + 1")).
+		Where(sq.And{
+			sq.Eq{"state": activeStates},
+			sq.Lt{"deadline": n},
+			sq.Or{sq.Eq{"lease_owner": nil}, sq.Lt{"lease_expires_at": n}},
+		}).
+		Suffix("RETURNING " + opCols).ToSql()
+	if err != nil {
+		return nil, err
+	}
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rollback(tx)
+	rows, err := tx.QueryxContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := s.scanOperations(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(ops) == 0 {
+		return ops, nil
+	}
+	events := make([]storage.Event, len(ops))
+	for i, op := range ops {
+		events[i] = storage.Event{OperationID: op.ID, InstanceID: op.InstanceID, Type: storage.EventFailed,
+			Message: message, CreatedAt: micro(now)}
+	}
+	if err := s.insertEvents(ctx, tx, events); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
+	return ops, nil
+}
+
+func (s *Store) CountOperations(ctx context.Context) ([]storage.OperationCount, error) {
+	rows, err := s.r.QueryxContext(ctx, "SELECT type, state, COUNT(*) FROM operations GROUP BY type, state ORDER BY type, state")
+	if err != nil {
+		return nil, fmt.Errorf("counting operations: %w", err)
+	}
+	defer rows.Close()
+	out := []storage.OperationCount{}
+	for rows.Next() {
+		var c storage.OperationCount
+		var state string
+		if err := rows.Scan(&c.Type, &state, &c.Count); err != nil {
+			return nil, fmt.Errorf("counting operations: %w", err)
+		}
+		c.State = storage.OperationState(state)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("counting operations: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) QueueDepth(ctx context.Context, now time.Time) (int, error) {
+	n, err := s.count(ctx, "operations", s.claimable(now))
+	if err != nil {
+		return 0, fmt.Errorf("measuring queue depth: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,330 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	sq "github.com/Masterminds/squirrel"
+	"github.com/jmoiron/sqlx"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/encryption"
+)
+
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+// Config is what New needs.
+type Config struct {
+	// DB is used for writes (and for reads when ReadDB is nil). For SQLite it must have a single
+	// connection so that writes never overlap.
+	DB *sqlx.DB
+	// ReadDB, when set, is used for reads.
+	ReadDB  *sqlx.DB
+	Dialect Dialect
+	Keyring *encryption.Keyring
+	Log     logrus.FieldLogger
+	// OnClose, when set, runs after the databases are closed.
+	OnClose func() error
+}
+
+// Store implements storage.Store and its Instances, Operations and Events on database/sql.
+type Store struct {
+	w       *sqlx.DB
+	r       *sqlx.DB
+	d       Dialect
+	kr      *encryption.Keyring
+	log     logrus.FieldLogger
+	onClose func() error
+	wake    broadcaster
+
+	// saveProgress is the prepared single-statement SaveProgress (dialects with Array only).
+	saveProgressStmt *sqlx.Stmt
+	// batcher writes concurrent SaveProgress calls together (dialects with Array only).
+	batcher *saveBatcher
+}
+
+var (
+	_ storage.Store      = (*Store)(nil)
+	_ storage.Instances  = (*Store)(nil)
+	_ storage.Operations = (*Store)(nil)
+	_ storage.Events     = (*Store)(nil)
+)
+
+// New returns a Store on already migrated databases.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("creating store: no database")
+	}
+	if cfg.Keyring == nil {
+		return nil, errors.New("creating store: no encryption keyring")
+	}
+	if cfg.Dialect.IsUniqueViolation == nil {
+		return nil, errors.New("creating store: dialect has no IsUniqueViolation")
+	}
+	s := &Store{w: cfg.DB, r: cfg.ReadDB, d: cfg.Dialect, kr: cfg.Keyring, log: cfg.Log, onClose: cfg.OnClose}
+	if s.r == nil {
+		s.r = s.w
+	}
+	if s.log == nil {
+		l := logrus.New()
+		l.SetOutput(nopWriter{})
+		s.log = l
+	}
+	if s.d.Array != nil {
+		stmt, err := s.w.PreparexContext(ctx, s.d.rebind(saveProgressCTE))
+		if err != nil {
+			return nil, fmt.Errorf("preparing save progress statement: %w", err)
+		}
+		s.saveProgressStmt = stmt
+		if err := s.startBatcher(ctx); err != nil {
+			_ = stmt.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+type nopWriter struct{}
+
+func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// DB is the database used for writes (with the dialect's bind type, so sqlx Rebind works).
+func (s *Store) DB() *sqlx.DB { return s.w }
+
+func (s *Store) Instances() storage.Instances   { return s }
+func (s *Store) Operations() storage.Operations { return s }
+func (s *Store) Events() storage.Events         { return s }
+
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("pinging %s database: %w", s.d.Name, err)
+	}
+	if s.r != s.w {
+		if err := s.r.PingContext(ctx); err != nil {
+			return fmt.Errorf("pinging %s database (readers): %w", s.d.Name, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) Close() error {
+	var errs []error
+	if s.batcher != nil {
+		errs = append(errs, s.batcher.stop())
+	}
+	if s.saveProgressStmt != nil {
+		errs = append(errs, s.saveProgressStmt.Close())
+	}
+	if s.r != s.w {
+		errs = append(errs, s.r.Close())
+	}
+	errs = append(errs, s.w.Close())
+	if s.onClose != nil {
+		errs = append(errs, s.onClose())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing %s store: %w", s.d.Name, err)
+	}
+	return nil
+}
+
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	v, err := schemaVersion(ctx, s.r)
+	if err != nil {
+		return 0, fmt.Errorf("reading schema version: %w", err)
+	}
+	return v, nil
+}
+
+func schemaVersion(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+	var v int
+	if err := sqlx.GetContext(ctx, q, &v, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"); err != nil {
+		return 0, err
+	}
+	return v, nil
+}
+
+// --- wake-ups ---
+
+// broadcaster fans a signal out to in-process subscribers without blocking.
+type broadcaster struct {
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
+}
+
+func (b *broadcaster) add(ch chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.subs == nil {
+		b.subs = map[chan struct{}]struct{}{}
+	}
+	b.subs[ch] = struct{}{}
+}
+
+func (b *broadcaster) remove(ch chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.subs, ch)
+}
+
+func (b *broadcaster) broadcast() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for ch := range b.subs {
+		signal(ch)
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Wakeups returns a channel (buffer 1, signals coalesce) that receives a value whenever
+// operations may have become due: inserted or released in this process, and for dialects with
+// Listen, in any process. It is closed when ctx ends.
+func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
+	var remote <-chan struct{}
+	if s.d.Listen != nil {
+		var err error
+		if remote, err = s.d.Listen(ctx); err != nil {
+			return nil, fmt.Errorf("listening for wake-ups: %w", err)
+		}
+	}
+	ch := make(chan struct{}, 1)
+	s.wake.add(ch)
+	go func() {
+		defer close(ch)
+		defer s.wake.remove(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-remote:
+				if !ok {
+					remote = nil
+					continue
+				}
+				signal(ch)
+			}
+		}
+	}()
+	return ch, nil
+}
+
+// notify wakes local subscribers and, for dialects with NotifySQL, other processes. A failed
+// notification is logged, not returned: the write it follows has already been committed.
+func (s *Store) notify(ctx context.Context) {
+	s.wake.broadcast()
+	if s.d.NotifySQL == "" {
+		return
+	}
+	if _, err := s.w.ExecContext(ctx, s.d.NotifySQL); err != nil {
+		s.log.WithError(err).Warn("notifying other replicas of new or released operations failed; they will find them on their next poll")
+	}
+}
+
+// --- secrets ---
+
+func (s *Store) encryptSecrets(sec storage.Secrets) (any, error) {
+	if len(sec) == 0 {
+		return nil, nil
+	}
+	plain, err := json.Marshal(sec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding secrets: %w", err)
+	}
+	ct, err := s.kr.Encrypt(plain)
+	if err != nil {
+		return nil, fmt.Errorf("encrypting secrets: %w", err)
+	}
+	return ct, nil
+}
+
+func (s *Store) decryptSecrets(ct []byte) (storage.Secrets, error) {
+	if len(ct) == 0 {
+		return nil, nil
+	}
+	plain, err := s.kr.Decrypt(ct)
+	if err != nil {
+		return nil, fmt.Errorf("decrypting secrets: %w", err)
+	}
+	var sec storage.Secrets
+	if err := json.Unmarshal(plain, &sec); err != nil {
+		return nil, fmt.Errorf("decoding secrets: %w", err)
+	}
+	return sec, nil
+}
+
+// --- helpers ---
+
+func (s *Store) sb() sq.StatementBuilderType {
+	return sq.StatementBuilder.PlaceholderFormat(s.d.Placeholder)
+}
+
+// pageBounds validates p and returns LIMIT and OFFSET.
+func pageBounds(p storage.Paging) (uint64, uint64, error) {
+	page, size := p.Page, p.PageSize
+	if page < 0 {
+		return 0, 0, fmt.Errorf("invalid Page %d: pages start at 1", page)
+	}
+	if page == 0 {
+		page = 1
+	}
+	if size < 0 || size > maxPageSize {
+		return 0, 0, fmt.Errorf("invalid PageSize %d: must be between 1 and %d (0 for the default %d)", size, maxPageSize, defaultPageSize)
+	}
+	if size == 0 {
+		size = defaultPageSize
+	}
+	return uint64(size), uint64(page-1) * uint64(size), nil
+}
+
+func eqIfAny[T any](where sq.And, col string, vals []T) sq.And {
+	if len(vals) == 0 {
+		return where
+	}
+	return append(where, sq.Eq{col: vals})
+}
+
+func (s *Store) count(ctx context.Context, table string, where sq.And) (int, error) {
+	q, args, err := s.sb().Select("COUNT(*)").From(table).Where(where).ToSql()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.r.GetContext(ctx, &n, q, args...); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// exists tells ErrConflict from ErrNotFound after a conditional write matched no row.
+func (s *Store) missingOrConflict(ctx context.Context, table, idCol, id string) error {
+	var one int
+	err := s.w.GetContext(ctx, &one, s.d.rebind("SELECT 1 FROM "+table+" WHERE "+idCol+" = ?"), id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return storage.ErrNotFound
+	case err != nil:
+		return err
+	default:
+		return storage.ErrConflict
+	}
+}
+
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+func rollback(tx *sqlx.Tx) { _ = tx.Rollback() }
