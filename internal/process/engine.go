@@ -21,8 +21,9 @@ import (
 
 // Config tunes the engine; zero values take the defaults in brackets.
 type Config struct {
-	// Workers is how many operations run at once in this process [20].
-	Workers int `envconfig:"ENGINE_WORKERS" default:"20"`
+	// Workers is how many operations run at once in this process [64]. Workers are goroutines
+	// that mostly wait on I/O; more of them also make bigger group commits.
+	Workers int `envconfig:"ENGINE_WORKERS" default:"64"`
 	// LeaseDuration: how long a claim is valid without a heartbeat [30s]. A replica that dies
 	// loses its operations to the others after this long.
 	LeaseDuration time.Duration `envconfig:"ENGINE_LEASE_DURATION" default:"30s"`
@@ -43,7 +44,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.Workers <= 0 {
-		c.Workers = 20
+		c.Workers = 64
 	}
 	def(&c.LeaseDuration, 30*time.Second)
 	def(&c.PollInterval, time.Second)

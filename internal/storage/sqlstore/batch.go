@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -51,15 +50,6 @@ type saveBatcher struct {
 	stmt *sqlx.Stmt // the batched statement
 }
 
-// opColsPrefixed is opCols with every column qualified by alias.
-func opColsPrefixed(alias string) string {
-	cols := strings.Split(opCols, ", ")
-	for i, c := range cols {
-		cols[i] = alias + "." + c
-	}
-	return strings.Join(cols, ", ")
-}
-
 // saveProgressBatchSQL writes many operations and their events in one statement (PostgreSQL).
 // x holds one row per call (req = its index in the batch); the events carry the req of their
 // call and are inserted only for calls whose update matched.
@@ -75,7 +65,7 @@ var saveProgressBatchSQL = `WITH x AS (
 		secrets = NULLIF(x.secrets, ''::bytea)
 	FROM x
 	WHERE o.id = x.id AND o.version = x.version AND (x.owner = '' OR o.lease_owner = x.owner)
-	RETURNING x.req, ` + opColsPrefixed("o") + `
+	RETURNING x.req, o.version, o.updated_at, o.lease_expires_at
 ), e AS (
 	INSERT INTO events (operation_id, instance_id, step, type, message, duration_us, wait_us, created_at)
 	SELECT ev.operation_id, ev.instance_id, ev.step, ev.type, ev.message, ev.duration_us, ev.wait_us, ev.created_at
@@ -257,27 +247,39 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch []*saveReq) ([]*sto
 		return nil, err
 	}
 	defer rows.Close()
+	// Only what the database decided comes back; the rest is what the caller wrote, so the
+	// batch does not scan and decode whole rows.
 	out := make([]*storage.Operation, n)
 	for rows.Next() {
-		var req int
-		op, err := s.scanOperation(prefixedScanner{rows: rows, first: &req})
-		if err != nil {
+		var (
+			req       int
+			version   int64
+			updatedAt dbTime
+			leaseExp  dbTime
+		)
+		if err := rows.Scan(&req, &version, &updatedAt, &leaseExp); err != nil {
 			return nil, err
 		}
 		if req < 0 || req >= n {
 			return nil, fmt.Errorf("batched save returned unknown request %d", req)
 		}
+		op := written(batch[req].op, version, updatedAt.Time, leaseExp.ptr())
 		out[req] = &op
 	}
 	return out, rows.Err()
 }
 
-// prefixedScanner scans a leading column into first, then the rest as usual.
-type prefixedScanner struct {
-	rows  *sqlx.Rows
-	first any
-}
-
-func (p prefixedScanner) Scan(dest ...any) error {
-	return p.rows.Scan(append([]any{p.first}, dest...)...)
+// written is op as a read would return it after the save: the new version, update time and
+// lease expiry from the database, times at the database's microsecond precision.
+func written(op storage.Operation, version int64, updatedAt time.Time, leaseExp *time.Time) storage.Operation {
+	op.Version, op.UpdatedAt, op.LeaseExpiresAt = version, micro(updatedAt), leaseExp
+	op.CreatedAt, op.Deadline = micro(op.CreatedAt), micro(op.Deadline)
+	if op.DueAt != nil {
+		due := micro(*op.DueAt)
+		op.DueAt = &due
+	}
+	if op.LeaseOwner == "" {
+		op.LeaseExpiresAt = nil
+	}
+	return op
 }
