@@ -1,11 +1,19 @@
 # Tests and benchmarks run against a real PostgreSQL server:
 # scripts/with-postgres.sh reuses $KEB_TEST_DATABASE_URL if set, otherwise it
 # starts a throwaway cluster for the duration of the command.
+# Tests also get a real Kubernetes API server (kube-apiserver + etcd):
+# scripts/with-kube.sh reuses $KEB_TEST_KUBECONFIG if set, otherwise it starts
+# a throwaway one. kube-apiserver is built from source once (several minutes)
+# and cached in ${KEB_CACHE_DIR:-$HOME/.cache/keb}/bin.
 
-.PHONY: test bench bench-engine vet fmt build run
+.PHONY: test bench bench-engine vet fmt build run kube-apiserver
 
 test:
-	bash scripts/with-postgres.sh go test -count=1 -timeout 30m ./...
+	bash scripts/with-postgres.sh bash scripts/with-kube.sh go test -count=1 -timeout 30m ./...
+
+# Builds (or finds cached) the kube-apiserver binary used by the tests.
+kube-apiserver:
+	bash scripts/kube.sh build
 
 # Umbrella target; further benchmarks get added as dependencies.
 bench: bench-engine

@@ -243,6 +243,8 @@ type Store interface {
 	Instances() Instances
 	Operations() Operations
 	Events() Events
+	Runtimes() Runtimes
+	StaticAllocations() StaticAllocations
 	// Wakeups delivers a signal whenever operations may have become due (new, released), in this
 	// process and, for PostgreSQL, in every replica. The channel closes when ctx ends.
 	Wakeups(ctx context.Context) (<-chan struct{}, error)

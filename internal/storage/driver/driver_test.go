@@ -13,7 +13,9 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/encryption"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/sqlstore"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -86,5 +88,7 @@ func TestSQLiteGeneratesAndReusesKey(t *testing.T) {
 
 	v, err := driver.Migrate(ctx, cfg, nil)
 	require.NoError(t, err)
-	assert.Equal(t, 1, v)
+	latest, err := sqlstore.LatestVersion(sqlite.Migrations())
+	require.NoError(t, err)
+	assert.Equal(t, latest, v)
 }

@@ -38,6 +38,10 @@ type Dialect struct {
 	// Listen, when set, delivers a value whenever another process ran NotifySQL; the channel is
 	// closed when ctx ends. It is used by Store.Wakeups in addition to in-process broadcasts.
 	Listen func(ctx context.Context) (<-chan struct{}, error)
+	// XactLockSQL, when set, takes a lock on a text key (its one bind parameter) that is held
+	// until the end of the transaction (pg_advisory_xact_lock). Without it the driver must
+	// serialise write transactions (SQLite: a single writer connection).
+	XactLockSQL string
 	// MigrationLockSQL / MigrationUnlockSQL are run on the migration connection around
 	// migrations (pg_advisory_lock) so concurrent replicas do not race.
 	MigrationLockSQL   string

@@ -133,3 +133,18 @@ func applyMigration(ctx context.Context, conn *sqlx.Conn, d Dialect, m Migration
 	}
 	return true, tx.Commit()
 }
+
+// LatestVersion is the highest migration version in fsys (0 when there is none).
+func LatestVersion(fsys fs.FS) (int, error) {
+	ms, err := LoadMigrations(fsys)
+	if err != nil || len(ms) == 0 {
+		return 0, err
+	}
+	latest := 0
+	for _, m := range ms {
+		if m.Version > latest {
+			latest = m.Version
+		}
+	}
+	return latest, nil
+}

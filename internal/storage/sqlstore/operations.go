@@ -85,7 +85,7 @@ func (s *Store) encodeOperation(op storage.Operation) (opWrite, error) {
 }
 
 func (s *Store) InsertOperation(ctx context.Context, op storage.Operation) (storage.Operation, error) {
-	out, err := s.insertOperation(ctx, op)
+	out, err := s.insertOperation(ctx, s.w, op)
 	if err != nil {
 		return storage.Operation{}, fmt.Errorf("inserting operation %s: %w", op.ID, err)
 	}
@@ -93,7 +93,8 @@ func (s *Store) InsertOperation(ctx context.Context, op storage.Operation) (stor
 	return out, nil
 }
 
-func (s *Store) insertOperation(ctx context.Context, op storage.Operation) (storage.Operation, error) {
+// insertOperation inserts through q: the database, or a transaction that inserts more.
+func (s *Store) insertOperation(ctx context.Context, q sqlx.QueryerContext, op storage.Operation) (storage.Operation, error) {
 	if op.ID == "" {
 		return storage.Operation{}, errors.New("operation ID is empty")
 	}
@@ -106,7 +107,7 @@ func (s *Store) insertOperation(ctx context.Context, op storage.Operation) (stor
 	if !op.CreatedAt.IsZero() {
 		created = op.CreatedAt
 	}
-	q, args, err := s.sb().Insert("operations").
+	query, args, err := s.sb().Insert("operations").
 		Columns("id", "instance_id", "type", "state", "description", "created_at", "updated_at", "version", "due_at",
 			"lease_owner", "lease_expires_at", "deadline", "stage", "progress", "last_error", "data", "secrets").
 		Values(op.ID, op.InstanceID, op.Type, string(op.State), op.Description, s.d.timeArg(created), s.d.timeArg(now), 1,
@@ -116,7 +117,7 @@ func (s *Store) insertOperation(ctx context.Context, op storage.Operation) (stor
 	if err != nil {
 		return storage.Operation{}, err
 	}
-	out, err := s.scanOperation(s.w.QueryRowxContext(ctx, q, args...))
+	out, err := s.scanOperation(q.QueryRowxContext(ctx, query, args...))
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return storage.Operation{}, storage.ErrAlreadyExists

@@ -92,6 +92,12 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"MigrationsIdempotent", testMigrationsIdempotent},
 		{"RotateSecrets", testRotateSecrets},
 		{"WrongKey", testWrongKey},
+		{"Runtimes", testRuntimes},
+		{"RuntimeOperationsOneAtATime", testRuntimeOperationsOneAtATime},
+		{"StaticAllocations", testStaticAllocations},
+		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},
+		{"StaticRelease", testStaticRelease},
+		{"StaticAllocateConcurrent", testStaticAllocateConcurrent},
 		{"Ping", func(t *testing.T, e *env) { require.NoError(t, e.s.Ping(context.Background())) }},
 	}
 	for _, tc := range tests {

@@ -153,6 +153,7 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 			return errors.As(err, &pe) && pe.Code == "23505"
 		},
 		NotifySQL:          "SELECT pg_notify('" + NotifyChannel + "', '')",
+		XactLockSQL:        "SELECT pg_advisory_xact_lock(hashtext(?))",
 		Listen:             func(ctx context.Context) (<-chan struct{}, error) { return listen(ctx, dsn, log) },
 		MigrationLockSQL:   fmt.Sprintf("SELECT pg_advisory_lock(%d)", migrationLockID),
 		MigrationUnlockSQL: fmt.Sprintf("SELECT pg_advisory_unlock(%d)", migrationLockID),

@@ -13,6 +13,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/encryption"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/sqlstore"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
 )
 
@@ -34,7 +35,9 @@ func TestMigrateAlone(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "keb.db")
 	v, err := sqlite.Migrate(context.Background(), sqlite.Config{Path: path}, nil)
 	require.NoError(t, err)
-	require.Equal(t, 1, v)
+	latest, err := sqlstore.LatestVersion(sqlite.Migrations())
+	require.NoError(t, err)
+	require.Equal(t, latest, v)
 	v2, err := sqlite.Migrate(context.Background(), sqlite.Config{Path: path}, nil)
 	require.NoError(t, err)
 	require.Equal(t, v, v2)

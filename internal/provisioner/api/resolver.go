@@ -1,0 +1,58 @@
+package api
+
+import (
+	"context"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+)
+
+// resolver implements the schema's resolvers by calling the provisioner's service. Errors are
+// returned as they are: the error presenter turns them into GraphQL errors.
+type resolver struct {
+	svc client.Client
+}
+
+func (r *resolver) Mutation() gqlschema.MutationResolver { return mutationResolver{r} }
+func (r *resolver) Query() gqlschema.QueryResolver       { return queryResolver{r} }
+
+type mutationResolver struct{ *resolver }
+
+func (r mutationResolver) ProvisionRuntime(ctx context.Context, config gqlschema.ProvisionRuntimeInput) (*gqlschema.OperationStatus, error) {
+	tenant := tenantFrom(ctx)
+	if tenant == "" {
+		return nil, apperr.BadRequest(TenantHeader, "the %q header is required", TenantHeader)
+	}
+	return r.svc.ProvisionRuntime(ctx, tenant, config)
+}
+
+func (r mutationResolver) UpgradeRuntime(ctx context.Context, id string, config gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error) {
+	return r.svc.UpgradeRuntime(ctx, tenantFrom(ctx), id, config)
+}
+
+func (r mutationResolver) UpgradeShoot(ctx context.Context, id string, config gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error) {
+	return r.svc.UpgradeShoot(ctx, tenantFrom(ctx), id, config)
+}
+
+func (r mutationResolver) DeprovisionRuntime(ctx context.Context, id string) (string, error) {
+	return r.svc.DeprovisionRuntime(ctx, tenantFrom(ctx), id)
+}
+
+func (r mutationResolver) HibernateRuntime(ctx context.Context, id string) (*gqlschema.OperationStatus, error) {
+	return r.svc.HibernateRuntime(ctx, tenantFrom(ctx), id)
+}
+
+func (r mutationResolver) ReconnectRuntimeAgent(ctx context.Context, id string) (string, error) {
+	return r.svc.ReconnectRuntimeAgent(ctx, tenantFrom(ctx), id)
+}
+
+type queryResolver struct{ *resolver }
+
+func (r queryResolver) RuntimeStatus(ctx context.Context, id string) (*gqlschema.RuntimeStatus, error) {
+	return r.svc.RuntimeStatus(ctx, tenantFrom(ctx), id)
+}
+
+func (r queryResolver) RuntimeOperationStatus(ctx context.Context, id string) (*gqlschema.OperationStatus, error) {
+	return r.svc.RuntimeOperationStatus(ctx, tenantFrom(ctx), id)
+}

@@ -1,0 +1,23 @@
+// Package client is how the broker talks to the Runtime Provisioner: one interface with two
+// implementations, in-process (the provisioner's service itself) and GraphQL over HTTP. Both
+// pass the same contract test.
+package client
+
+import (
+	"context"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+)
+
+// Client is the provisioner's API. tenant scopes every call: a runtime of another tenant is
+// not found. Errors carry an apperr code (BAD_REQUEST with the field, NOT_FOUND, CONFLICT).
+type Client interface {
+	ProvisionRuntime(ctx context.Context, tenant string, config gqlschema.ProvisionRuntimeInput) (*gqlschema.OperationStatus, error)
+	DeprovisionRuntime(ctx context.Context, tenant, runtimeID string) (string, error)
+	UpgradeRuntime(ctx context.Context, tenant, runtimeID string, config gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error)
+	UpgradeShoot(ctx context.Context, tenant, runtimeID string, config gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error)
+	HibernateRuntime(ctx context.Context, tenant, runtimeID string) (*gqlschema.OperationStatus, error)
+	ReconnectRuntimeAgent(ctx context.Context, tenant, runtimeID string) (string, error)
+	RuntimeStatus(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeStatus, error)
+	RuntimeOperationStatus(ctx context.Context, tenant, operationID string) (*gqlschema.OperationStatus, error)
+}

@@ -1,0 +1,67 @@
+// Package config is the Runtime Provisioner's configuration: the APP_* variables of its README
+// (seed 000) plus the per-stage timeouts of the Compass provisioner.
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Config is read with envconfig.Process("APP", &cfg).
+type Config struct {
+	Address                 string `envconfig:"ADDRESS" default:"127.0.0.1:3000"`
+	APIEndpoint             string `envconfig:"API_ENDPOINT" default:"/graphql"`
+	PlaygroundAPIEndpoint   string `envconfig:"PLAYGROUND_API_ENDPOINT" default:"/graphql"`
+	CredentialsNamespace    string `envconfig:"CREDENTIALS_NAMESPACE" default:"compass-system"`
+	DirectorURL             string `envconfig:"DIRECTOR_URL" default:"https://compass-gateway-auth-oauth.kyma.local/director/graphql"`
+	SkipDirectorCertVerify  bool   `envconfig:"SKIP_DIRECTOR_CERT_VERIFICATION" default:"false"`
+	OAuthCredentialsSecret  string `envconfig:"OAUTH_CREDENTIALS_SECRET_NAME" default:"compass-provisioner-credentials"`
+	GardenerProject         string `envconfig:"GARDENER_PROJECT" default:"gardenerProject"`
+	GardenerKubeconfigPath  string `envconfig:"GARDENER_KUBECONFIG_PATH" default:"./dev/kubeconfig.yaml"`
+	GardenerAuditLogsPolicy string `envconfig:"GARDENER_AUDIT_LOGS_POLICY_CONFIG_MAP"`
+	GardenerAuditLogsTenant string `envconfig:"GARDENER_AUDIT_LOGS_TENANT"`
+	// EnqueueInProgressOperations: when false, operations in progress at start-up are not
+	// resumed by this process (they stay as they are until another replica or a restart with
+	// true picks them up).
+	EnqueueInProgressOperations bool `envconfig:"ENQUEUE_IN_PROGRESS_OPERATIONS" default:"true"`
+	// ConnectorURL is handed to the Runtime Agent with its one-time token.
+	ConnectorURL string `envconfig:"CONNECTOR_URL" default:"https://compass-gateway.kyma.local/connector/graphql"`
+
+	Provisioning   ProvisioningTimeouts   `envconfig:"PROVISIONING_TIMEOUT"`
+	Deprovisioning DeprovisioningTimeouts `envconfig:"DEPROVISIONING_TIMEOUT"`
+	// OperationTimeout bounds a whole provisioner operation (the engine's deadline).
+	OperationTimeout time.Duration `envconfig:"OPERATION_TIMEOUT" default:"24h"`
+}
+
+// ProvisioningTimeouts are per-stage limits, measured from the stage's first start.
+type ProvisioningTimeouts struct {
+	ClusterCreation        time.Duration `envconfig:"CLUSTER_CREATION" default:"60m"`
+	ClusterDomains         time.Duration `envconfig:"CLUSTER_DOMAINS" default:"10m"`
+	BindingsCreation       time.Duration `envconfig:"BINDINGS_CREATION" default:"5m"`
+	InstallationTriggering time.Duration `envconfig:"INSTALLATION_TRIGGERING" default:"20m"`
+	Installation           time.Duration `envconfig:"INSTALLATION" default:"60m"`
+	Upgrade                time.Duration `envconfig:"UPGRADE" default:"60m"`
+	UpgradeTriggering      time.Duration `envconfig:"UPGRADE_TRIGGERING" default:"20m"`
+	ShootUpgrade           time.Duration `envconfig:"SHOOT_UPGRADE" default:"30m"`
+	Hibernation            time.Duration `envconfig:"HIBERNATION" default:"30m"`
+	AgentConfiguration     time.Duration `envconfig:"AGENT_CONFIGURATION" default:"15m"`
+	AgentConnection        time.Duration `envconfig:"AGENT_CONNECTION" default:"15m"`
+}
+
+// DeprovisioningTimeouts are per-stage limits of deprovisioning.
+type DeprovisioningTimeouts struct {
+	ClusterCleanup            time.Duration `envconfig:"CLUSTER_CLEANUP" default:"20m"`
+	ClusterDeletion           time.Duration `envconfig:"CLUSTER_DELETION" default:"30m"`
+	WaitingForClusterDeletion time.Duration `envconfig:"WAITING_FOR_CLUSTER_DELETION" default:"60m"`
+}
+
+// Load reads the configuration from APP_* variables.
+func Load() (Config, error) {
+	var c Config
+	if err := envconfig.Process("APP", &c); err != nil {
+		return Config{}, fmt.Errorf("reading provisioner configuration: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,36 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// CleanupCluster removes Kyma from the runtime before its cluster goes. It must not block the
+// deprovisioning: after CleanupRetryTime it is recorded as executed but not completed.
+type CleanupCluster struct {
+	Deps
+	RetryTime time.Duration
+}
+
+func (CleanupCluster) Name() string { return "Cleanup_Cluster" }
+
+func (s CleanupCluster) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (Op, time.Duration, error) {
+	rt, err := s.Runtimes.GetRuntime(ctx, op.Data.RuntimeID)
+	if err != nil {
+		return op.RetryOperationWithoutFail(fmt.Sprintf("reading runtime: %v", err), s.PollInterval, s.RetryTime)
+	}
+	if rt.Secrets[KubeconfigKey] == "" {
+		return op, 0, nil // the cluster never got ready: nothing inside it to clean up
+	}
+	c, err := s.Clusters.ForKubeconfig(rt.Secrets[KubeconfigKey])
+	if err == nil {
+		err = c.DeleteKyma(ctx)
+	}
+	if err != nil {
+		return op.RetryOperationWithoutFail(fmt.Sprintf("deleting Kyma from the runtime: %v", err), s.PollInterval, s.RetryTime)
+	}
+	return op, 0, nil
+}

@@ -1,0 +1,89 @@
+package operations
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
+)
+
+// Stage names of the Compass Runtime Provisioner.
+const (
+	StageWaitingForClusterDomain      = "WaitingForClusterDomain"
+	StageWaitingForClusterCreation    = "WaitingForClusterCreation"
+	StageCreatingBindingsForOperators = "CreatingBindingsForOperators"
+	StageStartingInstallation         = "StartingInstallation"
+	StageWaitingForInstallation       = "WaitingForInstallation"
+	StageConnectRuntimeAgent          = "ConnectRuntimeAgent"
+	StageWaitForAgentToConnect        = "WaitForAgentToConnect"
+	StageCleanupCluster               = "CleanupCluster"
+	StageDeprovisionCluster           = "DeprovisionCluster"
+	StageWaitForClusterDeletion       = "WaitForClusterDeletion"
+	StageWaitingForShootNewVersion    = "WaitingForShootNewVersion"
+	StageWaitingForShootUpgrade       = "WaitingForShootUpgrade"
+	StageStartingUpgrade              = "StartingUpgrade"
+	StageUpgradingRuntime             = "UpgradingRuntime"
+	StageUpdatingUpgradeState         = "UpdatingUpgradeState"
+	StageStartingHibernation          = "StartingHibernation"
+	StageWaitingForHibernation        = "WaitingForHibernation"
+)
+
+func stage(name string, timeout time.Duration, steps ...process.StepDef[Data]) process.Stage[Data] {
+	return process.Stage[Data]{Name: name, Timeout: timeout, Steps: steps}
+}
+
+func step(s process.Step[Data]) process.StepDef[Data] { return process.StepDef[Data]{Step: s} }
+
+func withKyma(s process.Step[Data]) process.StepDef[Data] {
+	return process.StepDef[Data]{Step: s, Condition: HasKyma}
+}
+
+// Definitions are the provisioner's processes with the configured per-stage time limits.
+func Definitions(d Deps, cfg config.Config) ([]process.Definition, error) {
+	p, dp := cfg.Provisioning, cfg.Deprovisioning
+	agentStages := []process.Stage[Data]{
+		stage(StageConnectRuntimeAgent, p.AgentConfiguration, step(ConnectRuntimeAgent{d})),
+		stage(StageWaitForAgentToConnect, p.AgentConnection, step(WaitForAgentToConnect{d})),
+	}
+	defs := []struct {
+		opType string
+		stages []process.Stage[Data]
+	}{
+		{TypeProvision, append([]process.Stage[Data]{
+			stage(StageWaitingForClusterDomain, p.ClusterDomains, step(RegisterRuntime{d}), step(CreateCluster{d}), step(WaitForClusterDomain{d})),
+			stage(StageWaitingForClusterCreation, p.ClusterCreation, step(WaitForClusterCreation{d})),
+			stage(StageCreatingBindingsForOperators, p.BindingsCreation, step(CreateBindingsForOperators{d})),
+			stage(StageStartingInstallation, p.InstallationTriggering, withKyma(StartInstallation{Deps: d, StepName: "Start_Installation"})),
+			stage(StageWaitingForInstallation, p.Installation, withKyma(WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"})),
+		}, agentStages...)},
+		{TypeDeprovision, []process.Stage[Data]{
+			stage(StageCleanupCluster, dp.ClusterCleanup, step(CleanupCluster{Deps: d, RetryTime: 5 * time.Minute})),
+			stage(StageDeprovisionCluster, dp.ClusterDeletion, step(DeprovisionCluster{d})),
+			stage(StageWaitForClusterDeletion, dp.WaitingForClusterDeletion, step(WaitForClusterDeletion{d})),
+		}},
+		{TypeUpgradeShoot, []process.Stage[Data]{
+			stage(StageWaitingForShootNewVersion, p.UpgradeTriggering, step(UpgradeShoot{d})),
+			stage(StageWaitingForShootUpgrade, p.ShootUpgrade, step(WaitForShootUpgrade{d})),
+		}},
+		{TypeUpgradeRuntime, []process.Stage[Data]{
+			stage(StageStartingUpgrade, p.UpgradeTriggering, step(StartInstallation{Deps: d, StepName: "Start_Upgrade"})),
+			stage(StageUpgradingRuntime, p.Upgrade, step(WaitForInstallation{Deps: d, StepName: "Wait_For_Upgrade"})),
+			stage(StageUpdatingUpgradeState, p.UpgradeTriggering, step(UpdateUpgradeState{d})),
+		}},
+		{TypeHibernate, []process.Stage[Data]{
+			stage(StageStartingHibernation, p.UpgradeTriggering, step(HibernateCluster{d})),
+			stage(StageWaitingForHibernation, p.Hibernation, step(WaitForHibernation{d})),
+		}},
+		{TypeReconnect, agentStages},
+	}
+	out := make([]process.Definition, 0, len(defs))
+	for _, def := range defs {
+		proc, err := process.Staged(def.opType, cfg.OperationTimeout, def.stages...)
+		if err != nil {
+			return nil, fmt.Errorf("defining provisioner process %s: %w", def.opType, err)
+		}
+		out = append(out, proc)
+	}
+	return out, nil
+}

@@ -1,0 +1,33 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+)
+
+// RegisterRuntime registers the runtime in the Director and keeps its Compass ID.
+type RegisterRuntime struct{ Deps }
+
+func (RegisterRuntime) Name() string { return "Register_Runtime" }
+
+func (s RegisterRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (Op, time.Duration, error) {
+	if op.Data.CompassRuntimeID != "" {
+		return op, 0, nil
+	}
+	id, err := s.Director.RegisterRuntime(ctx, op.Data.Tenant, op.Data.RuntimeID, op.Data.Config.Cluster.Name, op.Data.Config.Labels)
+	if err != nil {
+		return s.waitFor(op, fmt.Sprintf("registering runtime in the Director: %v", err))
+	}
+	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
+		rt.CompassRuntimeID = id
+		return nil
+	}); err != nil {
+		return s.waitFor(op, fmt.Sprintf("storing the Compass runtime ID: %v", err))
+	}
+	op.Data.CompassRuntimeID = id
+	return op, 0, nil
+}

@@ -1,0 +1,112 @@
+package operations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+// Op is a provisioner operation as its steps see it.
+type Op = process.Operation[Data]
+
+// Backends finds a runtime's infrastructure backend by name.
+type Backends interface {
+	Get(name string) (infrastructure.Backend, error)
+}
+
+// Deps is what the steps use.
+type Deps struct {
+	Runtimes storage.Runtimes
+	Backends Backends
+	Clusters runtimeclient.Factory
+	Director director.Client
+	// ConnectorURL is given to the agent when the Director's token carries none.
+	ConnectorURL string
+	// PollInterval is how long a step waits before asking a backend or cluster again.
+	PollInterval time.Duration
+}
+
+// KubeconfigKey is where a runtime's kubeconfig is kept in its encrypted secrets.
+const KubeconfigKey = "kubeconfig"
+
+// waitFor asks to run the step again after the poll interval, recording why.
+func (d Deps) waitFor(op Op, reason string) (Op, time.Duration, error) {
+	op.LastError = reason
+	return op, d.PollInterval, nil
+}
+
+// requested remembers the first time a request of this kind was made and returns it.
+func requested(op *Op, kind string) time.Time {
+	if t, ok := op.Data.RequestedAt[kind]; ok {
+		return t
+	}
+	if op.Data.RequestedAt == nil {
+		op.Data.RequestedAt = map[string]time.Time{}
+	}
+	t := op.Now().UTC()
+	op.Data.RequestedAt[kind] = t
+	return t
+}
+
+// spec is the backend's view of the runtime for a request of this kind.
+func spec(op *Op, kind string) infrastructure.Spec {
+	return infrastructure.Spec{
+		RuntimeID: op.Data.RuntimeID, OperationID: op.ID, Name: op.Data.Config.Cluster.Name,
+		Tenant: op.Data.Tenant, SubAccountID: op.Data.Config.SubAccountID,
+		Cluster: op.Data.Config.Cluster, Request: infrastructure.Request(kind), RequestedAt: requested(op, kind),
+	}
+}
+
+func (d Deps) backend(op Op) (infrastructure.Backend, error) {
+	b, err := d.Backends.Get(op.Data.Backend)
+	if err != nil {
+		return nil, fmt.Errorf("finding backend %q of runtime %s: %w", op.Data.Backend, op.Data.RuntimeID, err)
+	}
+	return b, nil
+}
+
+// cluster opens the runtime's cluster from its stored kubeconfig.
+func (d Deps) cluster(ctx context.Context, op Op) (runtimeclient.Runtime, error) {
+	rt, err := d.Runtimes.GetRuntime(ctx, op.Data.RuntimeID)
+	if err != nil {
+		return nil, err
+	}
+	kc := rt.Secrets[KubeconfigKey]
+	if kc == "" {
+		return nil, fmt.Errorf("runtime %s has no kubeconfig yet", rt.ID)
+	}
+	return d.Clusters.ForKubeconfig(kc)
+}
+
+// updateRuntime applies change to the stored runtime, re-reading once on a version conflict.
+func (d Deps) updateRuntime(ctx context.Context, id string, change func(*storage.Runtime) error) error {
+	for attempt := 0; ; attempt++ {
+		rt, err := d.Runtimes.GetRuntime(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := change(&rt); err != nil {
+			return err
+		}
+		_, err = d.Runtimes.UpdateRuntime(ctx, rt)
+		if errors.Is(err, storage.ErrConflict) && attempt == 0 {
+			continue
+		}
+		return err
+	}
+}
+
+func kymaSpec(k *Kyma) runtimeclient.KymaSpec {
+	s := runtimeclient.KymaSpec{Version: k.Version, Profile: k.Profile}
+	for _, c := range k.Components {
+		s.Modules = append(s.Modules, c.Name)
+	}
+	return s
+}

@@ -1,0 +1,50 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+)
+
+// WaitForClusterCreation waits for the backend to finish the cluster and stores its
+// kubeconfig (encrypted) with the runtime.
+type WaitForClusterCreation struct{ Deps }
+
+func (WaitForClusterCreation) Name() string { return "Wait_For_Cluster_Creation" }
+
+func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (Op, time.Duration, error) {
+	b, err := s.backend(op)
+	if err != nil {
+		return op, 0, err
+	}
+	sp := spec(&op, requestCreate)
+	st, err := b.Status(ctx, sp)
+	if err != nil {
+		return s.waitFor(op, fmt.Sprintf("reading cluster status: %v", err))
+	}
+	switch st.Phase {
+	case infrastructure.PhaseFailed:
+		return op, 0, fmt.Errorf("cluster creation failed: %s", st.Reason)
+	case infrastructure.PhaseSucceeded:
+	default:
+		return s.waitFor(op, "waiting for the cluster to be created")
+	}
+	kc, err := b.Kubeconfig(ctx, sp)
+	if err != nil {
+		return s.waitFor(op, fmt.Sprintf("reading the cluster's kubeconfig: %v", err))
+	}
+	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
+		if rt.Secrets == nil {
+			rt.Secrets = storage.Secrets{}
+		}
+		rt.Secrets[KubeconfigKey] = kc
+		return nil
+	}); err != nil {
+		return s.waitFor(op, fmt.Sprintf("storing the kubeconfig: %v", err))
+	}
+	return op, 0, nil
+}

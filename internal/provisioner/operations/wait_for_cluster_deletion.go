@@ -1,0 +1,43 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+)
+
+// WaitForClusterDeletion waits until the cluster is gone, unregisters the runtime from the
+// Director and marks it deleted.
+type WaitForClusterDeletion struct{ Deps }
+
+func (WaitForClusterDeletion) Name() string { return "Wait_For_Cluster_Deletion" }
+
+func (s WaitForClusterDeletion) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (Op, time.Duration, error) {
+	b, err := s.backend(op)
+	if err != nil {
+		return op, 0, err
+	}
+	gone, err := b.Deleted(ctx, spec(&op, requestDelete))
+	if err != nil {
+		return s.waitFor(op, fmt.Sprintf("checking cluster deletion: %v", err))
+	}
+	if !gone {
+		return s.waitFor(op, "waiting for the cluster to be deleted")
+	}
+	if op.Data.CompassRuntimeID != "" {
+		if err := s.Director.UnregisterRuntime(ctx, op.Data.Tenant, op.Data.CompassRuntimeID); err != nil {
+			return s.waitFor(op, fmt.Sprintf("unregistering runtime from the Director: %v", err))
+		}
+	}
+	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
+		rt.Deleted = true
+		delete(rt.Secrets, KubeconfigKey)
+		return nil
+	}); err != nil {
+		return s.waitFor(op, fmt.Sprintf("marking runtime deleted: %v", err))
+	}
+	return op, 0, nil
+}

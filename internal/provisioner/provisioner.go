@@ -1,0 +1,104 @@
+// Package provisioner assembles the embedded Runtime Provisioner: its service, its processes
+// for the step engine, its infrastructure backends and its GraphQL handler. cmd/provisioner
+// runs it alone; the broker embeds it behind the same client interface.
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/api"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/gardener"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/simulated"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/static"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/service"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+)
+
+// Options configure the provisioner; zero values take the defaults in brackets.
+type Options struct {
+	Config   config.Config
+	Backends infrastructure.Config
+	// Clusters opens runtimes' clusters [real clusters, simulated ones for simulated kubeconfigs].
+	Clusters runtimeclient.Factory
+	// Director [a local stand-in that keeps no state].
+	Director director.Client
+	// PollInterval between checks of a backend or cluster [2s].
+	PollInterval time.Duration
+	// Types of backends the set may use [gardener, static, simulated].
+	Types infrastructure.Types
+	Log   logrus.FieldLogger
+}
+
+// Provisioner is the assembled provisioner.
+type Provisioner struct {
+	Service     *service.Service
+	Definitions []process.Definition
+	Backends    *infrastructure.Set
+	cfg         config.Config
+	log         logrus.FieldLogger
+}
+
+// Types are the backend types the provisioner knows.
+func Types() infrastructure.Types {
+	return infrastructure.Types{simulated.Type: simulated.Factory, "static": static.Factory, "gardener": gardener.Factory}
+}
+
+// New assembles the provisioner on store.
+func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, error) {
+	if o.Log == nil {
+		o.Log = logrus.New()
+	}
+	if o.Types == nil {
+		o.Types = Types()
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 2 * time.Second
+	}
+	if o.Clusters == nil {
+		o.Clusters = runtimeclient.Clusters{Simulated: runtimeclient.Simulated{InstallDuration: 3 * time.Second, ConnectionDuration: 2 * time.Second}}
+	}
+	if o.Director == nil {
+		o.Director = director.Local{ConnectorURL: o.Config.ConnectorURL}
+	}
+	set, err := infrastructure.NewSet(ctx, o.Backends, infrastructure.Deps{Static: store.StaticAllocations(), Log: o.Log}, o.Types)
+	if err != nil {
+		return nil, fmt.Errorf("loading the provisioner set: %w", err)
+	}
+	deps := operations.Deps{
+		Runtimes: store.Runtimes(), Backends: set, Clusters: o.Clusters, Director: o.Director,
+		ConnectorURL: o.Config.ConnectorURL, PollInterval: o.PollInterval,
+	}
+	defs, err := operations.Definitions(deps, o.Config)
+	if err != nil {
+		return nil, err
+	}
+	log := o.Log.WithField("component", "provisioner")
+	return &Provisioner{
+		Service: service.New(store, set, o.Config.OperationTimeout, log), Definitions: defs, Backends: set, cfg: o.Config, log: log,
+	}, nil
+}
+
+// Register adds the provisioner's processes to an engine.
+func (p *Provisioner) Register(e *process.Engine) error {
+	for _, d := range p.Definitions {
+		if err := e.Register(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Handler serves the GraphQL API and playground at the configured endpoints.
+func (p *Provisioner) Handler() http.Handler {
+	return api.NewHandler(p.Service, api.Config{APIEndpoint: p.cfg.APIEndpoint, PlaygroundEndpoint: p.cfg.PlaygroundAPIEndpoint}, p.log)
+}

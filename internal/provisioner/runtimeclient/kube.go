@@ -1,0 +1,177 @@
+package runtimeclient
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	fieldManager = "keb-provisioner"
+	// KymaNamespace holds the Kyma resource and the agent's configuration.
+	KymaNamespace = "kyma-system"
+	// KymaName is the name of the runtime's Kyma resource.
+	KymaName = "default"
+	// AgentConfigSecret is read by the Runtime Agent at start.
+	AgentConfigSecret = "compass-agent-configuration"
+	// CompassConnectionName is the agent's cluster-scoped status resource.
+	CompassConnectionName = "compass-connection"
+	operatorBindingLabel  = "kyma-project.io/operator-binding"
+)
+
+var (
+	kymaGVR       = schema.GroupVersionResource{Group: "operator.kyma-project.io", Version: "v1beta2", Resource: "kymas"}
+	connectionGVR = schema.GroupVersionResource{Group: "compass.kyma-project.io", Version: "v1alpha1", Resource: "compassconnections"}
+)
+
+// Kube is a real runtime cluster reached with its kubeconfig.
+type Kube struct {
+	core kubernetes.Interface
+	dyn  dynamic.Interface
+}
+
+var _ Runtime = (*Kube)(nil)
+
+// NewKube opens the cluster of the kubeconfig.
+func NewKube(kubeconfig []byte) (*Kube, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the runtime's kubeconfig: %w", err)
+	}
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the runtime's client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the runtime's dynamic client: %w", err)
+	}
+	return &Kube{core: core, dyn: dyn}, nil
+}
+
+// ApplyOperatorBindings gives each administrator cluster-admin through its own binding.
+func (k *Kube) ApplyOperatorBindings(ctx context.Context, administrators []string) error {
+	for _, admin := range administrators {
+		sum := sha256.Sum256([]byte(admin))
+		crb := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:   "admin-" + hex.EncodeToString(sum[:8]),
+				Labels: map[string]string{operatorBindingLabel: "true"},
+			},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: admin}},
+		}
+		_, err := k.core.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{FieldManager: fieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			continue // the binding is named after the administrator: it is the same binding
+		}
+		if err != nil {
+			return fmt.Errorf("creating cluster-admin binding for %s: %w", admin, err)
+		}
+	}
+	return nil
+}
+
+func (k *Kube) ensureNamespace(ctx context.Context) error {
+	_, err := k.core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KymaNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", KymaNamespace, err)
+	}
+	return nil
+}
+
+// ApplyKyma applies the Kyma resource (server-side apply, so a repeat is a no-op).
+func (k *Kube) ApplyKyma(ctx context.Context, spec KymaSpec) error {
+	if err := k.ensureNamespace(ctx); err != nil {
+		return err
+	}
+	modules := make([]any, 0, len(spec.Modules))
+	for _, m := range spec.Modules {
+		modules = append(modules, map[string]any{"name": m})
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "operator.kyma-project.io/v1beta2",
+		"kind":       "Kyma",
+		"metadata": map[string]any{
+			"name": KymaName, "namespace": KymaNamespace,
+			"labels": map[string]any{"operator.kyma-project.io/kyma-version": spec.Version},
+		},
+		"spec": map[string]any{"channel": "regular", "profile": spec.Profile, "modules": modules},
+	}}
+	_, err := k.dyn.Resource(kymaGVR).Namespace(KymaNamespace).Apply(ctx, KymaName, obj, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	if err != nil {
+		return fmt.Errorf("applying Kyma resource: %w", err)
+	}
+	return nil
+}
+
+func (k *Kube) KymaState(ctx context.Context, spec KymaSpec, _ time.Time) (string, string, error) {
+	obj, err := k.dyn.Resource(kymaGVR).Namespace(KymaNamespace).Get(ctx, KymaName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("reading Kyma resource: %w", err)
+	}
+	// A state reported for an older version of the spec is not an answer yet.
+	if v, _, _ := unstructured.NestedString(obj.Object, "metadata", "labels", "operator.kyma-project.io/kyma-version"); v != spec.Version {
+		return KymaProcessing, "waiting for the requested version", nil
+	}
+	state, _, _ := unstructured.NestedString(obj.Object, "status", "state")
+	msg, _, _ := unstructured.NestedString(obj.Object, "status", "message")
+	return state, msg, nil
+}
+
+func (k *Kube) DeleteKyma(ctx context.Context) error {
+	err := k.dyn.Resource(kymaGVR).Namespace(KymaNamespace).Delete(ctx, KymaName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting Kyma resource: %w", err)
+	}
+	return nil
+}
+
+// WriteAgentConfig writes the Secret the Runtime Agent reads its connection details from.
+func (k *Kube) WriteAgentConfig(ctx context.Context, cfg AgentConfig) error {
+	if err := k.ensureNamespace(ctx); err != nil {
+		return err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: AgentConfigSecret, Namespace: KymaNamespace},
+		StringData: map[string]string{
+			"CONNECTOR_URL": cfg.ConnectorURL, "RUNTIME_ID": cfg.RuntimeID, "TENANT": cfg.Tenant, "TOKEN": cfg.Token,
+		},
+	}
+	secrets := k.core.CoreV1().Secrets(KymaNamespace)
+	_, err := secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager})
+	}
+	if err != nil {
+		return fmt.Errorf("writing Secret %s/%s: %w", KymaNamespace, AgentConfigSecret, err)
+	}
+	return nil
+}
+
+func (k *Kube) ConnectionState(ctx context.Context, _ time.Time) (string, error) {
+	obj, err := k.dyn.Resource(connectionGVR).Get(ctx, CompassConnectionName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading CompassConnection: %w", err)
+	}
+	state, _, _ := unstructured.NestedString(obj.Object, "status", "connectionState")
+	return state, nil
+}

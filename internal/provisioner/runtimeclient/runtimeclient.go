@@ -1,0 +1,87 @@
+// Package runtimeclient reaches into a runtime's cluster for the provisioner's stages:
+// operator bindings, the Kyma resource, the Runtime Agent's configuration Secret and the
+// CompassConnection the agent reports through.
+package runtimeclient
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Kyma states as the Kyma resource reports them.
+const (
+	KymaReady      = "Ready"
+	KymaProcessing = "Processing"
+	KymaError      = "Error"
+)
+
+// CompassConnection states; the agent is connected once Synchronized.
+const (
+	ConnectionSynchronized = "Synchronized"
+	ConnectionFailed       = "ConnectionFailed"
+)
+
+// KymaSpec is the Kyma installation requested for a runtime.
+type KymaSpec struct {
+	Version string
+	Profile string
+	// Modules are the components, installed as Kyma modules.
+	Modules []string
+}
+
+// AgentConfig is what the Runtime Agent needs to connect (Secret compass-agent-configuration).
+type AgentConfig struct {
+	ConnectorURL string
+	RuntimeID    string
+	Tenant       string
+	Token        string
+}
+
+// Runtime is one runtime's cluster. The *Since arguments say when the request was first
+// made; real clusters ignore them, the simulator answers from them without keeping state.
+type Runtime interface {
+	ApplyOperatorBindings(ctx context.Context, administrators []string) error
+	ApplyKyma(ctx context.Context, spec KymaSpec) error
+	// KymaState returns the Kyma resource's state and message ("" when it does not exist).
+	KymaState(ctx context.Context, spec KymaSpec, appliedSince time.Time) (string, string, error)
+	DeleteKyma(ctx context.Context) error
+	WriteAgentConfig(ctx context.Context, cfg AgentConfig) error
+	// ConnectionState returns the CompassConnection's state ("" when it does not exist).
+	ConnectionState(ctx context.Context, configuredSince time.Time) (string, error)
+}
+
+// Factory opens a runtime from its kubeconfig.
+type Factory interface {
+	ForKubeconfig(kubeconfig string) (Runtime, error)
+}
+
+// SimulatedScheme marks kubeconfigs of simulated runtimes.
+const SimulatedScheme = "simulated://"
+
+// Clusters opens simulated runtimes for simulated kubeconfigs and real clusters otherwise.
+type Clusters struct {
+	Simulated Simulated
+}
+
+func (c Clusters) ForKubeconfig(kubeconfig string) (Runtime, error) {
+	cfg, err := clientcmd.Load([]byte(kubeconfig))
+	if err != nil {
+		return nil, fmt.Errorf("reading the runtime's kubeconfig: %w", err)
+	}
+	ctx, ok := cfg.Contexts[cfg.CurrentContext]
+	if !ok {
+		return nil, fmt.Errorf("reading the runtime's kubeconfig: current context %q not found", cfg.CurrentContext)
+	}
+	cluster, ok := cfg.Clusters[ctx.Cluster]
+	if !ok {
+		return nil, fmt.Errorf("reading the runtime's kubeconfig: cluster %q not found", ctx.Cluster)
+	}
+	if strings.HasPrefix(cluster.Server, SimulatedScheme) {
+		return c.Simulated, nil
+	}
+	return NewKube([]byte(kubeconfig))
+}

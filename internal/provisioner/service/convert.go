@@ -1,0 +1,158 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+// secretMask replaces secret configuration values in everything the API returns.
+const secretMask = "***"
+
+func clusterConfig(g gqlschema.GardenerConfigInput, name string) (infrastructure.ClusterConfig, error) {
+	provider, err := json.Marshal(g.ProviderSpecificConfig)
+	if err != nil {
+		return infrastructure.ClusterConfig{}, fmt.Errorf("encoding provider configuration: %w", err)
+	}
+	c := infrastructure.ClusterConfig{
+		Name: name, KubernetesVersion: g.KubernetesVersion, Provider: strings.ToLower(g.Provider), Region: g.Region,
+		TargetSecret: g.TargetSecret, MachineType: g.MachineType, WorkerCidr: g.WorkerCidr,
+		AutoScalerMin: g.AutoScalerMin, AutoScalerMax: g.AutoScalerMax, MaxSurge: g.MaxSurge, MaxUnavailable: g.MaxUnavailable,
+		ProviderConfig: provider,
+	}
+	c.MachineImage, c.MachineImageVer, c.DiskType = deref(g.MachineImage), deref(g.MachineImageVersion), deref(g.DiskType)
+	c.Purpose, c.LicenceType, c.Seed = deref(g.Purpose), deref(g.LicenceType), deref(g.Seed)
+	if g.VolumeSizeGb != nil {
+		c.VolumeSizeGB = *g.VolumeSizeGb
+	}
+	return c, nil
+}
+
+// mergeUpgrade applies the fields an upgradeShoot sets to the current configuration.
+func mergeUpgrade(cur gqlschema.GardenerConfigInput, u *gqlschema.GardenerUpgradeInput) gqlschema.GardenerConfigInput {
+	setS := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setI := func(dst *int, v *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setS(&cur.KubernetesVersion, u.KubernetesVersion)
+	setS(&cur.MachineType, u.MachineType)
+	setI(&cur.AutoScalerMin, u.AutoScalerMin)
+	setI(&cur.AutoScalerMax, u.AutoScalerMax)
+	setI(&cur.MaxSurge, u.MaxSurge)
+	setI(&cur.MaxUnavailable, u.MaxUnavailable)
+	for dst, v := range map[**string]*string{&cur.DiskType: u.DiskType, &cur.Purpose: u.Purpose, &cur.MachineImage: u.MachineImage,
+		&cur.MachineImageVersion: u.MachineImageVersion, &cur.ExposureClassName: u.ExposureClassName} {
+		if v != nil {
+			*dst = v
+		}
+	}
+	if u.VolumeSizeGb != nil {
+		cur.VolumeSizeGb = u.VolumeSizeGb
+	}
+	if u.EnableKubernetesVersionAutoUpdate != nil {
+		cur.EnableKubernetesVersionAutoUpdate = u.EnableKubernetesVersionAutoUpdate
+	}
+	if u.EnableMachineImageVersionAutoUpdate != nil {
+		cur.EnableMachineImageVersionAutoUpdate = u.EnableMachineImageVersionAutoUpdate
+	}
+	if u.ProviderSpecificConfig != nil {
+		cur.ProviderSpecificConfig = u.ProviderSpecificConfig
+	}
+	if u.OidcConfig != nil {
+		cur.OidcConfig = u.OidcConfig
+	}
+	return cur
+}
+
+// kymaFromInput splits a Kyma configuration into what is stored in clear and the secret
+// values, which go to the runtime's encrypted secrets.
+func kymaFromInput(in *gqlschema.KymaConfigInput) (*operations.Kyma, storage.Secrets) {
+	if in == nil {
+		return nil, nil
+	}
+	secrets := storage.Secrets{}
+	entries := func(scope string, es []*gqlschema.ConfigEntryInput) []operations.ConfigEntry {
+		var out []operations.ConfigEntry
+		for _, e := range es {
+			ce := operations.ConfigEntry{Key: e.Key, Value: e.Value}
+			if e.Secret != nil && *e.Secret {
+				ce.Secret, ce.Value, ce.SecretKey = true, "", "kyma/"+scope+"/"+e.Key
+				secrets[ce.SecretKey] = e.Value
+			}
+			out = append(out, ce)
+		}
+		return out
+	}
+	k := &operations.Kyma{Version: in.Version, Configuration: entries("_global", in.Configuration)}
+	if in.Profile != nil {
+		k.Profile = string(*in.Profile)
+	}
+	for _, c := range in.Components {
+		k.Components = append(k.Components, operations.Component{
+			Name: c.Component, Namespace: c.Namespace, SourceURL: deref(c.SourceURL), Configuration: entries(c.Component, c.Configuration),
+		})
+	}
+	return k, secrets
+}
+
+func gardenerOutput(raw json.RawMessage) (*gqlschema.GardenerConfig, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	// Input and output types share their JSON names.
+	var out gqlschema.GardenerConfig
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("decoding cluster configuration: %w", err)
+	}
+	return &out, nil
+}
+
+func kymaOutput(k *operations.Kyma) *gqlschema.KymaConfig {
+	if k == nil {
+		return nil
+	}
+	entries := func(es []operations.ConfigEntry) []*gqlschema.ConfigEntry {
+		var out []*gqlschema.ConfigEntry
+		for _, e := range es {
+			ce := &gqlschema.ConfigEntry{Key: e.Key, Value: e.Value}
+			if e.Secret {
+				secret := true
+				ce.Value, ce.Secret = secretMask, &secret
+			}
+			out = append(out, ce)
+		}
+		return out
+	}
+	out := &gqlschema.KymaConfig{Version: &k.Version, Configuration: entries(k.Configuration)}
+	if k.Profile != "" {
+		p := gqlschema.KymaProfile(k.Profile)
+		out.Profile = &p
+	}
+	for _, c := range k.Components {
+		cc := &gqlschema.ComponentConfiguration{Component: c.Name, Namespace: c.Namespace, Configuration: entries(c.Configuration)}
+		if c.SourceURL != "" {
+			src := c.SourceURL
+			cc.SourceURL = &src
+		}
+		out.Components = append(out.Components, cc)
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

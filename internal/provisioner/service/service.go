@@ -1,0 +1,306 @@
+// Package service is the Runtime Provisioner's API behaviour behind both its GraphQL handler
+// and the in-process client: validation, tenant scoping, one operation per runtime, and the
+// mapping of engine operations to OperationStatus. It never calls a backend or an external
+// system itself: it stores runtimes and operations, and the engine's steps do the work.
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+)
+
+// BackendLabel in runtimeInput.labels selects the runtime's infrastructure backend by name;
+// without it the set's default is used.
+const BackendLabel = "kyma-project.io/provisioner"
+
+// Backends is the named set of infrastructure backends.
+type Backends interface {
+	Default() string
+	Names() []string
+	operations.Backends
+}
+
+// Service implements client.Client.
+type Service struct {
+	store    storage.Store
+	backends Backends
+	timeout  time.Duration
+	now      func() time.Time
+	log      logrus.FieldLogger
+}
+
+var _ client.Client = (*Service)(nil)
+
+// New returns the service; operationTimeout is each operation's deadline.
+func New(store storage.Store, backends Backends, operationTimeout time.Duration, log logrus.FieldLogger) *Service {
+	return &Service{store: store, backends: backends, timeout: operationTimeout, now: time.Now, log: log}
+}
+
+func (s *Service) ProvisionRuntime(ctx context.Context, tenant string, in gqlschema.ProvisionRuntimeInput) (*gqlschema.OperationStatus, error) {
+	if tenant == "" {
+		return nil, apperr.BadRequest("tenant", "the tenant header is required")
+	}
+	if err := validateProvision(in); err != nil {
+		return nil, err
+	}
+	backend, err := s.backendFor(in.RuntimeInput.Labels)
+	if err != nil {
+		return nil, err
+	}
+	id := uuid.NewString()
+	g := *in.ClusterConfig.GardenerConfig
+	name := deref(g.Name)
+	if name == "" {
+		name = "c-" + id[:7] // Gardener shoot names are short
+		g.Name = &name
+	}
+	cluster, err := clusterConfig(g, name)
+	if err != nil {
+		return nil, err
+	}
+	rawGardener, err := json.Marshal(g)
+	if err != nil {
+		return nil, fmt.Errorf("encoding cluster configuration: %w", err)
+	}
+	kyma, secrets := kymaFromInput(in.KymaConfig)
+	cfg := operations.RuntimeConfig{
+		Description: deref(in.RuntimeInput.Description), Labels: in.RuntimeInput.Labels, Cluster: cluster, Gardener: rawGardener,
+		Administrators: in.ClusterConfig.Administrators, Kyma: kyma,
+	}
+	if sub, ok := in.RuntimeInput.Labels["subaccount"].(string); ok {
+		cfg.SubAccountID = sub
+	}
+	rawCfg, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encoding runtime configuration: %w", err)
+	}
+	data := operations.Data{RuntimeID: id, Tenant: tenant, Backend: backend, Config: cfg}
+	op, err := process.NewOperation(operations.TypeProvision, id, data, s.timeout, s.now())
+	if err != nil {
+		return nil, err
+	}
+	rt := storage.Runtime{ID: id, Tenant: tenant, Name: in.RuntimeInput.Name, Backend: backend, Config: rawCfg, Secrets: secrets}
+	rt, op, err = s.store.Runtimes().InsertRuntimeWithOperation(ctx, rt, op)
+	if err != nil {
+		return nil, fmt.Errorf("storing runtime %s: %w", id, err)
+	}
+	s.log.WithFields(logrus.Fields{"runtime_id": id, "operation_id": op.ID, "tenant": tenant, "backend": backend}).Info("provisioning runtime")
+	return operationStatus(op, rt)
+}
+
+func (s *Service) backendFor(labels map[string]any) (string, error) {
+	name := s.backends.Default()
+	if v, ok := labels[BackendLabel]; ok {
+		str, isString := v.(string)
+		if !isString || str == "" {
+			return "", apperr.BadRequest("config.runtimeInput.labels."+BackendLabel, "must be a backend name")
+		}
+		name = str
+	}
+	if _, err := s.backends.Get(name); err != nil {
+		return "", apperr.BadRequest("config.runtimeInput.labels."+BackendLabel, "unknown provisioner %q (available: %v)", name, s.backends.Names())
+	}
+	return name, nil
+}
+
+// runtime returns the tenant's runtime; another tenant's or a deleted one is not found.
+func (s *Service) runtime(ctx context.Context, tenant, id string, includeDeleted bool) (storage.Runtime, error) {
+	rt, err := s.store.Runtimes().GetRuntime(ctx, id)
+	if errors.Is(err, storage.ErrNotFound) || (err == nil && (rt.Tenant != tenant || (rt.Deleted && !includeDeleted))) {
+		return storage.Runtime{}, apperr.NotFound("runtime %s not found", id)
+	}
+	if err != nil {
+		return storage.Runtime{}, fmt.Errorf("reading runtime %s: %w", id, err)
+	}
+	return rt, nil
+}
+
+// start begins an operation of opType on the tenant's runtime with the runtime's current
+// configuration, changed by change when given.
+func (s *Service) start(ctx context.Context, tenant, runtimeID, opType string, change func(*operations.RuntimeConfig) error) (storage.Operation, storage.Runtime, error) {
+	rt, err := s.runtime(ctx, tenant, runtimeID, false)
+	if err != nil {
+		return storage.Operation{}, storage.Runtime{}, err
+	}
+	cfg, err := operations.DecodeRuntimeConfig(rt)
+	if err != nil {
+		return storage.Operation{}, storage.Runtime{}, err
+	}
+	if change != nil {
+		if err := change(&cfg); err != nil {
+			return storage.Operation{}, storage.Runtime{}, err
+		}
+	}
+	data := operations.Data{RuntimeID: rt.ID, Tenant: rt.Tenant, Backend: rt.Backend, Config: cfg, CompassRuntimeID: rt.CompassRuntimeID}
+	op, err := process.NewOperation(opType, rt.ID, data, s.timeout, s.now())
+	if err != nil {
+		return storage.Operation{}, storage.Runtime{}, err
+	}
+	op, err = s.store.Runtimes().StartRuntimeOperation(ctx, op)
+	switch {
+	case errors.Is(err, storage.ErrOperationInProgress):
+		return storage.Operation{}, storage.Runtime{}, apperr.Conflict("runtime %s: %v", runtimeID, err)
+	case errors.Is(err, storage.ErrNotFound):
+		return storage.Operation{}, storage.Runtime{}, apperr.NotFound("runtime %s not found", runtimeID)
+	case err != nil:
+		return storage.Operation{}, storage.Runtime{}, fmt.Errorf("starting %s on runtime %s: %w", opType, runtimeID, err)
+	}
+	s.log.WithFields(logrus.Fields{"runtime_id": rt.ID, "operation_id": op.ID, "operation_type": opType}).Info("operation started")
+	return op, rt, nil
+}
+
+func (s *Service) DeprovisionRuntime(ctx context.Context, tenant, runtimeID string) (string, error) {
+	op, _, err := s.start(ctx, tenant, runtimeID, operations.TypeDeprovision, nil)
+	if err != nil {
+		return "", err
+	}
+	return op.ID, nil
+}
+
+func (s *Service) UpgradeRuntime(ctx context.Context, tenant, runtimeID string, in gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error) {
+	if in.KymaConfig == nil {
+		return nil, apperr.BadRequest("config.kymaConfig", "is required")
+	}
+	if err := validateKyma("config.kymaConfig", in.KymaConfig); err != nil {
+		return nil, err
+	}
+	kyma, secrets := kymaFromInput(in.KymaConfig)
+	if len(secrets) > 0 {
+		if err := s.storeSecrets(ctx, tenant, runtimeID, secrets); err != nil {
+			return nil, err
+		}
+	}
+	op, rt, err := s.start(ctx, tenant, runtimeID, operations.TypeUpgradeRuntime, func(c *operations.RuntimeConfig) error {
+		if c.Kyma == nil {
+			return apperr.BadRequest("config.kymaConfig", "runtime %s was provisioned without Kyma", runtimeID)
+		}
+		c.Kyma = kyma
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return operationStatus(op, rt)
+}
+
+// storeSecrets adds secret configuration values to the runtime's encrypted secrets.
+func (s *Service) storeSecrets(ctx context.Context, tenant, runtimeID string, secrets storage.Secrets) error {
+	rt, err := s.runtime(ctx, tenant, runtimeID, false)
+	if err != nil {
+		return err
+	}
+	if rt.Secrets == nil {
+		rt.Secrets = storage.Secrets{}
+	}
+	for k, v := range secrets {
+		rt.Secrets[k] = v
+	}
+	if _, err := s.store.Runtimes().UpdateRuntime(ctx, rt); err != nil {
+		return fmt.Errorf("storing secret configuration of runtime %s: %w", runtimeID, err)
+	}
+	return nil
+}
+
+func (s *Service) UpgradeShoot(ctx context.Context, tenant, runtimeID string, in gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error) {
+	op, rt, err := s.start(ctx, tenant, runtimeID, operations.TypeUpgradeShoot, func(c *operations.RuntimeConfig) error {
+		var cur gqlschema.GardenerConfigInput
+		if err := json.Unmarshal(c.Gardener, &cur); err != nil {
+			return fmt.Errorf("decoding cluster configuration of runtime %s: %w", runtimeID, err)
+		}
+		if err := validateShootUpgrade(in, &cur); err != nil {
+			return err
+		}
+		merged := mergeUpgrade(cur, in.GardenerConfig)
+		cluster, err := clusterConfig(merged, c.Cluster.Name)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(merged)
+		if err != nil {
+			return fmt.Errorf("encoding cluster configuration: %w", err)
+		}
+		c.Cluster, c.Gardener = cluster, raw
+		if in.Administrators != nil {
+			c.Administrators = in.Administrators
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return operationStatus(op, rt)
+}
+
+func (s *Service) HibernateRuntime(ctx context.Context, tenant, runtimeID string) (*gqlschema.OperationStatus, error) {
+	op, rt, err := s.start(ctx, tenant, runtimeID, operations.TypeHibernate, nil)
+	if err != nil {
+		return nil, err
+	}
+	return operationStatus(op, rt)
+}
+
+func (s *Service) ReconnectRuntimeAgent(ctx context.Context, tenant, runtimeID string) (string, error) {
+	op, _, err := s.start(ctx, tenant, runtimeID, operations.TypeReconnect, nil)
+	if err != nil {
+		return "", err
+	}
+	return op.ID, nil
+}
+
+func (s *Service) RuntimeOperationStatus(ctx context.Context, tenant, operationID string) (*gqlschema.OperationStatus, error) {
+	op, err := s.store.Operations().GetOperation(ctx, operationID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, apperr.NotFound("operation %s not found", operationID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading operation %s: %w", operationID, err)
+	}
+	// Operations of deleted runtimes stay readable (a finished deprovisioning, for one).
+	rt, err := s.runtime(ctx, tenant, op.InstanceID, true)
+	if err != nil || !isProvisionerType(op.Type) {
+		return nil, apperr.NotFound("operation %s not found", operationID)
+	}
+	return operationStatus(op, rt)
+}
+
+func (s *Service) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeStatus, error) {
+	rt, err := s.runtime(ctx, tenant, runtimeID, false)
+	if err != nil {
+		return nil, err
+	}
+	ops, err := s.store.Operations().ListOperations(ctx, storage.OperationFilter{InstanceIDs: []string{rt.ID}, Paging: storage.Paging{PageSize: 1000}})
+	if err != nil {
+		return nil, fmt.Errorf("listing operations of runtime %s: %w", rt.ID, err)
+	}
+	out := &gqlschema.RuntimeStatus{RuntimeConnectionStatus: connectionStatus(ops.Items)}
+	if len(ops.Items) > 0 {
+		if out.LastOperationStatus, err = operationStatus(ops.Items[0], rt); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := operations.DecodeRuntimeConfig(rt)
+	if err != nil {
+		return nil, err
+	}
+	cluster, err := gardenerOutput(cfg.Gardener)
+	if err != nil {
+		return nil, err
+	}
+	out.RuntimeConfiguration = &gqlschema.RuntimeConfig{ClusterConfig: cluster, KymaConfig: kymaOutput(cfg.Kyma)}
+	if kc := rt.Secrets[operations.KubeconfigKey]; kc != "" {
+		out.RuntimeConfiguration.Kubeconfig = &kc
+	}
+	return out, nil
+}

@@ -1,0 +1,81 @@
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// ErrOperationInProgress: the runtime already has an active operation.
+var ErrOperationInProgress = errors.New("another operation is in progress for this runtime")
+
+// ErrNoCapacity: a static pool has no host with enough free slots.
+var ErrNoCapacity = errors.New("no host with enough free slots")
+
+// Runtime is a runtime as the embedded provisioner knows it.
+type Runtime struct {
+	ID               string
+	Tenant           string
+	Name             string
+	Backend          string
+	CompassRuntimeID string
+	// Config is the requested configuration (cluster and Kyma) as JSON; secret Kyma
+	// configuration values live in Secrets.
+	Config json.RawMessage
+	// Secrets (kubeconfig, secret configuration entries) are encrypted at rest.
+	Secrets   Secrets
+	Deleted   bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Version   int64
+}
+
+// RuntimeFilter: empty slices do not filter; ordered by creation, oldest first.
+type RuntimeFilter struct {
+	IDs            []string
+	Tenants        []string
+	IncludeDeleted bool
+	Paging
+}
+
+type Runtimes interface {
+	// InsertRuntimeWithOperation stores a new runtime and its first operation (whose
+	// InstanceID is the runtime ID) in one transaction, and wakes the engine.
+	InsertRuntimeWithOperation(ctx context.Context, rt Runtime, op Operation) (Runtime, Operation, error)
+	GetRuntime(ctx context.Context, id string) (Runtime, error)
+	// UpdateRuntime writes rt if rt.Version is current (ErrConflict otherwise).
+	UpdateRuntime(ctx context.Context, rt Runtime) (Runtime, error)
+	ListRuntimes(ctx context.Context, f RuntimeFilter) (Page[Runtime], error)
+	// StartRuntimeOperation inserts op for the runtime op.InstanceID unless that runtime has an
+	// active operation (ErrOperationInProgress) or does not exist (ErrNotFound); the check and
+	// the insert are atomic, so two concurrent calls never both succeed.
+	StartRuntimeOperation(ctx context.Context, op Operation) (Operation, error)
+}
+
+// StaticHost is one host of a static pool and its capacity in slots.
+type StaticHost struct {
+	Host  string
+	Slots int
+}
+
+// StaticAllocation is slots of one host given to one runtime.
+type StaticAllocation struct {
+	Pool      string
+	RuntimeID string
+	Host      string
+	Slots     int
+	CreatedAt time.Time
+}
+
+type StaticAllocations interface {
+	// AllocateSlots gives runtimeID slots on a host of pool with free capacity, under a
+	// database lock so concurrent allocations can never oversubscribe a host. A runtime that
+	// already has an allocation in the pool gets it back (idempotent). ErrNoCapacity when full.
+	AllocateSlots(ctx context.Context, pool string, hosts []StaticHost, runtimeID string, slots int) (StaticAllocation, error)
+	GetAllocation(ctx context.Context, pool, runtimeID string) (StaticAllocation, error)
+	// ReleaseSlots frees the runtime's allocation; releasing a missing one is not an error.
+	ReleaseSlots(ctx context.Context, pool, runtimeID string) error
+	// UsedSlots is the number of allocated slots per host of the pool.
+	UsedSlots(ctx context.Context, pool string) (map[string]int, error)
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Run a command with KEB_TEST_KUBECONFIG naming the kubeconfig file of a
+# Kubernetes API server.
+#
+#   scripts/with-kube.sh <command...>
+#
+# If KEB_TEST_KUBECONFIG is already set, the command just runs against that
+# server. Otherwise kube-apiserver is built if needed and a throwaway server is
+# started (scripts/kube.sh), the command runs, and the server is always stopped
+# and removed afterwards. The exit status is the command's.
+set -euo pipefail
+
+[[ $# -gt 0 ]] || { echo "usage: $0 <command...>" >&2; exit 2; }
+
+if [[ -n ${KEB_TEST_KUBECONFIG:-} ]]; then
+	exec "$@"
+fi
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# Build first (minutes on a cold cache) so that no directory or process is
+# left over if it fails.
+bash "$here/kube.sh" build >/dev/null
+
+dir=$(mktemp -d /tmp/keb-kube.XXXXXX)
+reaper=
+
+cleanup() {
+	if [[ -n $reaper ]]; then
+		kill "$reaper" 2>/dev/null || true
+		wait "$reaper" 2>/dev/null || true
+	fi
+	bash "$here/kube.sh" stop "$dir" || echo "with-kube.sh: failed to stop kube-apiserver in $dir" >&2
+	# stop refuses a directory start never got to mark; it is empty then.
+	rmdir "$dir" 2>/dev/null || true
+}
+trap cleanup EXIT
+# Turn signals into a normal exit so the EXIT trap runs.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+KEB_TEST_KUBECONFIG=$(bash "$here/kube.sh" start "$dir")
+export KEB_TEST_KUBECONFIG
+echo "with-kube.sh: kube-apiserver kubeconfig at $KEB_TEST_KUBECONFIG" >&2
+
+# Safety net if this script is killed without running its trap (SIGKILL): a
+# detached reaper stops the server once this shell is gone.
+setsid bash "$here/kube.sh" reap "$dir" "$$" </dev/null >/dev/null 2>&1 &
+reaper=$!
+
+# Not exec: the trap must run after the command. "|| status=$?" keeps set -e
+# from exiting before we record the status.
+status=0
+"$@" || status=$?
+exit "$status"
