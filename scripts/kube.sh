@@ -4,11 +4,14 @@
 #
 #   scripts/kube.sh build                  build kube-apiserver into the cache
 #                                          (skipped if already there); prints its path
-#   scripts/kube.sh start <dir>            start etcd + kube-apiserver in <dir>;
-#                                          prints the path of <dir>/kubeconfig
-#   scripts/kube.sh stop <dir>             stop both and remove <dir>
+#   scripts/kube.sh start <dir> [<pid>]    start etcd + kube-apiserver in <dir>;
+#                                          prints the path of <dir>/kubeconfig.
+#                                          With <pid> (the caller), a detached
+#                                          reaper runs "stop <dir>" once <pid>
+#                                          exits, should the caller never do it
+#                                          (killed, timed out)
+#   scripts/kube.sh stop <dir>             stop both (and the reaper), remove <dir>
 #   scripts/kube.sh reap <dir> <pid>       wait until <pid> exits, then "stop <dir>"
-#                                          (safety net for killed/timed-out callers)
 #
 # The binary is built from tools/kube-apiserver (a separate Go module) into
 #   ${KEB_CACHE_DIR:-$HOME/.cache/keb}/bin/kube-apiserver-v1.34.2
@@ -17,7 +20,9 @@
 # package is installed with apt-get when running as root.
 #
 # <dir> must not exist or be empty (e.g. fresh from mktemp -d); start claims it
-# with a marker file, and stop refuses to remove a directory without one.
+# with a marker file, and stop refuses to remove a directory without one. The
+# marker is locked while start runs, and stop waits for that, so a reaper
+# never races a start whose caller died (start then fails on its own).
 # All ports are random free loopback ports. The kubeconfig authenticates with
 # a static bearer token (also in <dir>/token) of user "keb-admin" in group
 # system:masters, which bypasses RBAC; the server's CA is embedded in it.
@@ -35,6 +40,7 @@ K8S_VERSION=v1.34.2
 # Marker so "stop" never removes a directory this script did not set up.
 MARKER=.keb-kube
 ADMIN_USER=keb-admin
+OWNER=
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE_DIR=${KEB_CACHE_DIR:-$HOME/.cache/keb}
@@ -115,15 +121,17 @@ random_port() {
 
 # True if pid file $1 names a live process. Unless $2 is "ours" (a process
 # this invocation just started, which may not have exec'd yet), it must also
-# have been started for this directory (the directory appears on its command
-# line), so that a recycled pid is never killed.
+# have been started for this directory (the directory, or a path in it, is one
+# of its arguments), so that a recycled pid is never killed.
 alive() {
-	local pidfile=$1 pid
+	local pidfile=$1 pid dir args
 	[[ -f $pidfile ]] || return 1
 	pid=$(<"$pidfile")
 	[[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
 	[[ ${2:-} == ours ]] && return 0
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$(dirname "$pidfile")/"
+	dir=$(dirname "$pidfile")
+	args=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+	grep -qxF -- "$dir" <<<"$args" || grep -qF -- "$dir/" <<<"$args"
 }
 
 # Stop the process of pid file $1 ($2: see alive): SIGTERM, then SIGKILL
@@ -158,12 +166,18 @@ stop_processes() {
 	stop_process "$dir/etcd.pid" "${2:-}" kill
 }
 
+# start's caller (if given) is gone: no use going on.
+owner_gone() {
+	[[ -n $OWNER ]] && ! kill -0 "$OWNER" 2>/dev/null
+}
+
 # Wait until the process of pid file $1 is serving, as judged by command $2..;
 # returns 1 as soon as the process has exited, 2 on timeout ($TIMEOUT seconds).
 wait_ready() {
 	local pidfile=$1 deadline=$((SECONDS + TIMEOUT))
 	shift
 	while ((SECONDS < deadline)); do
+		owner_gone && die "caller (pid $OWNER) exited; giving up"
 		alive "$pidfile" ours || return 1
 		"$@" && return 0
 		sleep 0.2
@@ -209,20 +223,26 @@ gen_pki() {
 
 start_etcd() {
 	local dir=$1 attempt cport pport rc
+	# etcd 3.4 refuses to run on other architectures than amd64 without this
+	# (and warns about it on amd64).
+	case $(uname -m) in
+	x86_64 | amd64) ;;
+	aarch64 | arm64) export ETCD_UNSUPPORTED_ARCH=arm64 ;;
+	*) export ETCD_UNSUPPORTED_ARCH=$(uname -m) ;;
+	esac
 	for attempt in $(seq 1 20); do
 		cport=$(random_port)
 		pport=$(random_port)
 		[[ $cport != "$pport" ]] || continue
 		rm -rf "$dir/etcd"
-		# etcd 3.4 refuses to run on non-amd64 without this.
-		ETCD_UNSUPPORTED_ARCH=$(uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/') \
-			etcd --name keb-test --data-dir "$dir/etcd" \
+		etcd --name keb-test --data-dir "$dir/etcd" \
 			--listen-client-urls "http://127.0.0.1:$cport" --advertise-client-urls "http://127.0.0.1:$cport" \
 			--listen-peer-urls "http://127.0.0.1:$pport" --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
 			--initial-cluster "keb-test=http://127.0.0.1:$pport" --initial-cluster-state new \
 			--logger zap --log-outputs stderr --log-level warn \
-			</dev/null >"$dir/etcd.log" 2>&1 &
+			</dev/null >"$dir/etcd.log" 2>&1 7>&- &
 		echo $! >"$dir/etcd.pid"
+		disown # no "Killed" job notices when stopped
 		rc=0
 		wait_ready "$dir/etcd.pid" etcd_healthy "$cport" || rc=$?
 		if ((rc == 0)); then
@@ -264,8 +284,9 @@ start_apiserver() {
 			--disable-admission-plugins=ServiceAccount \
 			--allow-privileged=true \
 			--profiling=false \
-			</dev/null >"$dir/kube-apiserver.log" 2>&1 &
+			</dev/null >"$dir/kube-apiserver.log" 2>&1 7>&- &
 		echo $! >"$dir/kube-apiserver.pid"
+		disown
 		rc=0
 		wait_ready "$dir/kube-apiserver.pid" apiserver_ready "$dir" "$port" || rc=$?
 		if ((rc == 0)); then
@@ -284,11 +305,22 @@ start_apiserver() {
 }
 
 cmd_start() {
-	local dir=${1:?usage: kube.sh start <dir>}
+	local dir=${1:?usage: kube.sh start <dir> [<pid>]}
+	OWNER=${2:-}
+	[[ -z $OWNER || $OWNER =~ ^[0-9]+$ ]] || die "not a pid: $OWNER"
 	mkdir -p "$dir"
 	dir=$(cd "$dir" && pwd -P)
 	[[ -z $(ls -A "$dir") ]] || die "$dir is not empty"
 	touch "$dir/$MARKER"
+	# Held until start exits ("stop" waits for it); children must not inherit it.
+	exec 7<"$dir/$MARKER"
+	flock 7
+	if [[ -n $OWNER ]]; then
+		# Own session: out of the caller's signals. No stdio: a caller reading
+		# our stdout must not wait for the reaper.
+		setsid bash "${BASH_SOURCE[0]}" reap "$dir" "$OWNER" </dev/null >/dev/null 2>&1 7>&- &
+		echo $! >"$dir/reaper.pid"
+	fi
 
 	command -v openssl >/dev/null 2>&1 || die "openssl not found"
 	command -v curl >/dev/null 2>&1 || die "curl not found"
@@ -337,6 +369,7 @@ contexts:
 current-context: keb-test
 EOF
 	chmod 600 "$kubeconfig"
+	owner_gone && die "caller (pid $OWNER) exited; giving up"
 	trap - EXIT
 	log "kube-apiserver ready at https://127.0.0.1:$port (etcd :$(<"$dir/etcd.port")) after $((SECONDS - start))s"
 	echo "$kubeconfig"
@@ -350,6 +383,15 @@ cmd_stop() {
 	dir=$(cd "$dir" && pwd -P)
 	[[ -e $dir/$MARKER ]] || die "$dir was not created by kube.sh start; refusing to remove it"
 	cd /
+	# Wait for a running start to finish (or give up: its caller died).
+	exec 7<"$dir/$MARKER"
+	flock -w 300 7 || log "start in $dir still running after 300s; stopping anyway"
+	exec 7<&-
+	[[ -d $dir ]] || return 0 # a concurrent stop (the reaper) got there first
+	# The reaper, unless that is us.
+	if [[ -z ${KEB_KUBE_REAPER:-} ]]; then
+		stop_process "$dir/reaper.pid" "" kill
+	fi
 	stop_processes "$dir"
 	rm -rf "$dir"
 }
@@ -357,7 +399,7 @@ cmd_stop() {
 cmd_reap() {
 	local dir=${1:?usage: kube.sh reap <dir> <pid>} pid=${2:?usage: kube.sh reap <dir> <pid>}
 	while kill -0 "$pid" 2>/dev/null; do sleep 1; done
-	cmd_stop "$dir"
+	KEB_KUBE_REAPER=1 cmd_stop "$dir"
 }
 
 case "${1:-}" in

@@ -22,13 +22,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bash "$here/kube.sh" build >/dev/null
 
 dir=$(mktemp -d /tmp/keb-kube.XXXXXX)
-reaper=
 
 cleanup() {
-	if [[ -n $reaper ]]; then
-		kill "$reaper" 2>/dev/null || true
-		wait "$reaper" 2>/dev/null || true
-	fi
 	bash "$here/kube.sh" stop "$dir" || echo "with-kube.sh: failed to stop kube-apiserver in $dir" >&2
 	# stop refuses a directory start never got to mark; it is empty then.
 	rmdir "$dir" 2>/dev/null || true
@@ -39,14 +34,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 
-KEB_TEST_KUBECONFIG=$(bash "$here/kube.sh" start "$dir")
+# With our pid, kube.sh leaves a detached reaper that stops the server should
+# this script be killed without running its trap (SIGKILL).
+KEB_TEST_KUBECONFIG=$(bash "$here/kube.sh" start "$dir" "$$")
 export KEB_TEST_KUBECONFIG
 echo "with-kube.sh: kube-apiserver kubeconfig at $KEB_TEST_KUBECONFIG" >&2
-
-# Safety net if this script is killed without running its trap (SIGKILL): a
-# detached reaper stops the server once this shell is gone.
-setsid bash "$here/kube.sh" reap "$dir" "$$" </dev/null >/dev/null 2>&1 &
-reaper=$!
 
 # Not exec: the trap must run after the command. "|| status=$?" keeps set -e
 # from exiting before we record the status.

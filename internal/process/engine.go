@@ -35,6 +35,10 @@ type Config struct {
 	ShutdownTimeout time.Duration `envconfig:"ENGINE_SHUTDOWN_TIMEOUT" default:"30s"`
 	// Owner names this replica in leases [hostname-pid-random].
 	Owner string `envconfig:"ENGINE_OWNER"`
+	// OnlyCreatedAfter, when set, makes this engine run only operations created at or after
+	// it: operations already in flight are left to other replicas (or the sweeper). The
+	// provisioner sets it to its start time when APP_ENQUEUE_IN_PROGRESS_OPERATIONS is false.
+	OnlyCreatedAfter time.Time `ignored:"true"`
 }
 
 func (c Config) withDefaults() Config {
@@ -248,6 +252,7 @@ func (e *Engine) claim(ctx context.Context, limit int) ([]storage.Operation, err
 	now := e.clock.Now().UTC()
 	return e.ops.ClaimOperations(ctx, storage.ClaimRequest{
 		Owner: e.cfg.Owner, Types: e.types, Now: now, LeaseUntil: now.Add(e.cfg.LeaseDuration), Limit: limit,
+		CreatedAfter: e.cfg.OnlyCreatedAfter,
 	})
 }
 

@@ -5,6 +5,7 @@ package provisioner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -14,9 +15,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/backends"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/gardener"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/simulated"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/static"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/service"
@@ -34,7 +34,7 @@ type Options struct {
 	Director director.Client
 	// PollInterval between checks of a backend or cluster [2s].
 	PollInterval time.Duration
-	// Types of backends the set may use [gardener, static, simulated].
+	// Types of backends the set may use [all: gardener, kubernetes, static, simulated].
 	Types infrastructure.Types
 	Log   logrus.FieldLogger
 }
@@ -48,18 +48,13 @@ type Provisioner struct {
 	log         logrus.FieldLogger
 }
 
-// Types are the backend types the provisioner knows.
-func Types() infrastructure.Types {
-	return infrastructure.Types{simulated.Type: simulated.Factory, "static": static.Factory, "gardener": gardener.Factory}
-}
-
 // New assembles the provisioner on store.
 func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, error) {
 	if o.Log == nil {
 		o.Log = logrus.New()
 	}
 	if o.Types == nil {
-		o.Types = Types()
+		o.Types = backends.Types()
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = 2 * time.Second
@@ -70,7 +65,11 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 	if o.Director == nil {
 		o.Director = director.Local{ConnectorURL: o.Config.ConnectorURL}
 	}
-	set, err := infrastructure.NewSet(ctx, o.Backends, infrastructure.Deps{Static: store.StaticAllocations(), Log: o.Log}, o.Types)
+	backends, err := gardenerFromSeedVariables(o.Backends, o.Config)
+	if err != nil {
+		return nil, err
+	}
+	set, err := infrastructure.NewSet(ctx, backends, infrastructure.Deps{Static: store.StaticAllocations(), Log: o.Log}, o.Types)
 	if err != nil {
 		return nil, fmt.Errorf("loading the provisioner set: %w", err)
 	}
@@ -86,6 +85,24 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 	return &Provisioner{
 		Service: service.New(store, set, o.Config.OperationTimeout, log), Definitions: defs, Backends: set, cfg: o.Config, log: log,
 	}, nil
+}
+
+// gardenerFromSeedVariables builds a one-entry gardener set from APP_GARDENER_* when no set is
+// configured and APP_DEFAULT_PROVISIONER is "gardener", so the Compass provisioner's
+// variables keep working.
+func gardenerFromSeedVariables(b infrastructure.Config, cfg config.Config) (infrastructure.Config, error) {
+	if b.SetJSON != "" || b.SetFile != "" || b.Default != "gardener" {
+		return b, nil
+	}
+	raw, err := json.Marshal(map[string]any{"gardener": map[string]any{"type": "gardener", "spec": gardener.Spec{
+		Project: cfg.GardenerProject, KubeconfigPath: cfg.GardenerKubeconfigPath,
+		AuditLogsPolicyConfigMap: cfg.GardenerAuditLogsPolicy, AuditLogsTenant: cfg.GardenerAuditLogsTenant,
+	}}})
+	if err != nil {
+		return b, fmt.Errorf("building the gardener provisioner from APP_GARDENER_*: %w", err)
+	}
+	b.SetJSON = string(raw)
+	return b, nil
 }
 
 // Register adds the provisioner's processes to an engine.

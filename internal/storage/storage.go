@@ -184,6 +184,8 @@ type ClaimRequest struct {
 	Now        time.Time
 	LeaseUntil time.Time
 	Limit      int
+	// CreatedAfter, when set, claims only operations created at or after it.
+	CreatedAfter time.Time
 }
 
 // OperationCount is the number of operations of one type in one state.

@@ -42,7 +42,9 @@ func (l Local) RegisterRuntime(_ context.Context, tenant, runtimeID, _ string, _
 	return uuid.NewSHA1(uuid.NameSpaceOID, []byte(tenant+"/"+runtimeID)).String(), nil
 }
 
-func (Local) UpdateRuntimeLabels(context.Context, string, string, map[string]string) error { return nil }
+func (Local) UpdateRuntimeLabels(context.Context, string, string, map[string]string) error {
+	return nil
+}
 
 func (l Local) RequestOneTimeToken(_ context.Context, _, compassID string) (Token, error) {
 	b := make([]byte, 24)

@@ -22,9 +22,9 @@ func (s Simulated) now() time.Time {
 }
 
 func (Simulated) ApplyOperatorBindings(context.Context, []string) error { return nil }
-func (Simulated) ApplyKyma(context.Context, KymaSpec) error              { return nil }
-func (Simulated) DeleteKyma(context.Context) error                       { return nil }
-func (Simulated) WriteAgentConfig(context.Context, AgentConfig) error     { return nil }
+func (Simulated) ApplyKyma(context.Context, KymaSpec) error             { return nil }
+func (Simulated) DeleteKyma(context.Context) error                      { return nil }
+func (Simulated) WriteAgentConfig(context.Context, AgentConfig) error   { return nil }
 
 func (s Simulated) KymaState(_ context.Context, _ KymaSpec, since time.Time) (string, string, error) {
 	if s.now().Before(since.Add(s.InstallDuration)) {

@@ -251,6 +251,9 @@ func (s *Store) claimOperations(ctx context.Context, r storage.ClaimRequest) ([]
 	}
 	where := s.claimable(r.Now)
 	where = eqIfAny(where, "type", r.Types)
+	if !r.CreatedAfter.IsZero() {
+		where = append(where, sq.GtOrEq{"created_at": s.d.timeArg(r.CreatedAfter)})
+	}
 	sub := sq.Select("id").From("operations").Where(where).OrderBy("due_at", "id").Limit(uint64(r.Limit))
 	if s.d.SkipLocked {
 		sub = sub.Suffix("FOR UPDATE SKIP LOCKED")

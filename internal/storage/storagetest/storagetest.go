@@ -636,6 +636,17 @@ func testClaim(t *testing.T, e *env) {
 	require.NoError(t, err)
 	assert.Empty(t, got)
 
+	// Only operations created at or after a time (APP_ENQUEUE_IN_PROGRESS_OPERATIONS=false).
+	old := newOp("old", "i", "upgrade", storage.StatePending, ptr(n))
+	old.CreatedAt = n.Add(-time.Hour)
+	mustInsertOp(t, e.s, old)
+	fresh := newOp("fresh", "i", "upgrade", storage.StatePending, ptr(n))
+	fresh.CreatedAt = n
+	mustInsertOp(t, e.s, fresh)
+	got, err = ops.ClaimOperations(ctx, storage.ClaimRequest{Owner: "w4", Types: []string{"upgrade"}, Now: n, LeaseUntil: n.Add(time.Minute), Limit: 10, CreatedAfter: n.Add(-time.Minute)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fresh"}, claimIDs(got))
+
 	// Later, when the leases have expired and "later" is due.
 	n2 := n.Add(2 * time.Minute)
 	got, err = ops.ClaimOperations(ctx, storage.ClaimRequest{Owner: "w3", Types: []string{"provision"}, Now: n2, LeaseUntil: n2.Add(time.Minute), Limit: 10})

@@ -39,7 +39,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -125,7 +124,10 @@ func startServer() (func(), error) {
 		_ = os.Remove(dir)
 	}
 
-	cmd := exec.Command("bash", script, "start", dir)
+	// With our pid, kube.sh leaves a detached reaper that stops the server if
+	// this process dies without running deferred code (test timeout panic,
+	// SIGKILL, Ctrl-C), even while start is still running.
+	cmd := exec.Command("bash", script, "start", dir, fmt.Sprint(os.Getpid()))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -138,26 +140,11 @@ func startServer() (func(), error) {
 		return nil, fmt.Errorf("%s start printed no kubeconfig path", script)
 	}
 
-	// Safety net: if this process dies without running deferred code (test
-	// timeout panic, SIGKILL, Ctrl-C), a detached reaper stops the server once
-	// our pid is gone. Its own session keeps it out of our signals; it gets no
-	// stdio so "go test" does not wait for it.
-	reaper := exec.Command("bash", script, "reap", dir, fmt.Sprint(os.Getpid()))
-	reaper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := reaper.Start(); err != nil {
-		fmt.Fprintf(os.Stderr, "kubetest: warning: cannot start reaper: %v\n", err)
-		reaper = nil
-	}
-
 	if err := os.Setenv(EnvKubeconfig, kubeconfig); err != nil {
 		stopScript()
 		return nil, err
 	}
 	return func() {
-		if reaper != nil {
-			_ = reaper.Process.Kill()
-			_ = reaper.Wait()
-		}
 		stopScript()
 		_ = os.Unsetenv(EnvKubeconfig)
 	}, nil

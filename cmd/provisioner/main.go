@@ -1,0 +1,104 @@
+// Command provisioner runs the Runtime Provisioner on its own: the GraphQL API at APP_ADDRESS
+// and the step-engine workers for its operations, on the configured database.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+)
+
+func main() {
+	log := logrus.New()
+	log.SetFormatter(&logrus.JSONFormatter{})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log); err != nil {
+		log.WithError(err).Error("provisioner failed")
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *logrus.Logger) error {
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	var (
+		dbCfg     driver.Config
+		engineCfg process.Config
+		setCfg    infrastructure.Config
+	)
+	for _, c := range []any{&dbCfg, &engineCfg, &setCfg} {
+		if err := envconfig.Process("APP", c); err != nil {
+			return fmt.Errorf("reading configuration: %w", err)
+		}
+	}
+	if !cfg.EnqueueInProgressOperations {
+		engineCfg.OnlyCreatedAfter = time.Now()
+		log.Info("APP_ENQUEUE_IN_PROGRESS_OPERATIONS=false: operations in flight before this start are left to other replicas")
+	}
+	store, err := driver.Open(ctx, dbCfg, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	p, err := provisioner.New(ctx, store, provisioner.Options{Config: cfg, Backends: setCfg, Log: log})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	eng, err := process.New(store, engineCfg, log, process.WithRegisterer(reg))
+	if err != nil {
+		return err
+	}
+	if err := p.Register(eng); err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.Handle("/", p.Handler())
+	srv := &http.Server{Addr: cfg.Address, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	runCtx, stopEngine := context.WithCancel(ctx)
+	defer stopEngine()
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- eng.Run(runCtx) }()
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.ListenAndServe() }()
+	log.WithFields(logrus.Fields{"address": cfg.Address, "api": cfg.APIEndpoint, "backends": p.Backends.Names()}).Info("provisioner listening")
+
+	select {
+	case err := <-serveDone:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serving %s: %w", cfg.Address, err)
+		}
+	case <-ctx.Done():
+	}
+	stopEngine()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	return <-engineDone
+}
