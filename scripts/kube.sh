@@ -384,10 +384,11 @@ cmd_stop() {
 	[[ -e $dir/$MARKER ]] || die "$dir was not created by kube.sh start; refusing to remove it"
 	cd /
 	# Wait for a running start to finish (or give up: its caller died).
-	exec 7<"$dir/$MARKER"
-	flock -w 300 7 || log "start in $dir still running after 300s; stopping anyway"
-	exec 7<&-
-	[[ -d $dir ]] || return 0 # a concurrent stop (the reaper) got there first
+	if ! flock -w 300 "$dir/$MARKER" true 2>/dev/null; then
+		[[ -e $dir/$MARKER ]] || return 0 # a concurrent stop (the reaper) got there first
+		log "start in $dir still running after 300s; stopping anyway"
+	fi
+	[[ -e $dir/$MARKER ]] || return 0
 	# The reaper, unless that is us.
 	if [[ -z ${KEB_KUBE_REAPER:-} ]]; then
 		stop_process "$dir/reaper.pid" "" kill
