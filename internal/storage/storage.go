@@ -133,9 +133,12 @@ type Instance struct {
 	DashboardURL    string
 	Parameters      json.RawMessage
 	Secrets         Secrets
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	Version         int64
+	// DeletedAt is set when the instance was deprovisioned: it is archived, not forgotten,
+	// so last_operation keeps answering.
+	DeletedAt *time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Version   int64
 }
 
 // Paging: Page starts at 1; PageSize 0 means the driver default (100); at most 1000.
@@ -152,6 +155,7 @@ type InstanceFilter struct {
 	SubAccountIDs    []string
 	PlanIDs          []string
 	Regions          []string
+	IncludeDeleted   bool
 	Paging
 }
 
@@ -197,6 +201,10 @@ type OperationCount struct {
 
 type Instances interface {
 	InsertInstance(ctx context.Context, inst Instance) (Instance, error)
+	// InsertInstanceWithOperation stores a new instance and its first operation in one
+	// transaction (ErrAlreadyExists if the instance exists: then nothing is written) and
+	// wakes the engine.
+	InsertInstanceWithOperation(ctx context.Context, inst Instance, op Operation) (Instance, Operation, error)
 	GetInstance(ctx context.Context, id string) (Instance, error)
 	// UpdateInstance writes inst if inst.Version is current and returns it with the new version.
 	UpdateInstance(ctx context.Context, inst Instance) (Instance, error)

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-const instanceCols = "instance_id, runtime_id, global_account_id, sub_account_id, service_id, plan_id, provider_region, dashboard_url, parameters, secrets, created_at, updated_at, version"
+const instanceCols = "instance_id, runtime_id, global_account_id, sub_account_id, service_id, plan_id, provider_region, dashboard_url, parameters, secrets, created_at, updated_at, version, deleted_at"
 
 func (s *Store) scanInstance(r rowScanner) (storage.Instance, error) {
 	var (
@@ -20,11 +21,13 @@ func (s *Store) scanInstance(r rowScanner) (storage.Instance, error) {
 		params           sql.NullString
 		secrets          []byte
 		created, updated dbTime
+		deleted          dbTime
 	)
 	if err := r.Scan(&inst.InstanceID, &inst.RuntimeID, &inst.GlobalAccountID, &inst.SubAccountID, &inst.ServiceID,
-		&inst.PlanID, &inst.ProviderRegion, &inst.DashboardURL, &params, &secrets, &created, &updated, &inst.Version); err != nil {
+		&inst.PlanID, &inst.ProviderRegion, &inst.DashboardURL, &params, &secrets, &created, &updated, &inst.Version, &deleted); err != nil {
 		return storage.Instance{}, err
 	}
+	inst.DeletedAt = deleted.ptr()
 	if params.Valid && params.String != "" {
 		inst.Parameters = []byte(params.String)
 	}
@@ -38,14 +41,44 @@ func (s *Store) scanInstance(r rowScanner) (storage.Instance, error) {
 }
 
 func (s *Store) InsertInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
-	out, err := s.insertInstance(ctx, inst)
+	out, err := s.insertInstance(ctx, s.w, inst)
 	if err != nil {
 		return storage.Instance{}, fmt.Errorf("inserting instance %s: %w", inst.InstanceID, err)
 	}
 	return out, nil
 }
 
-func (s *Store) insertInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
+func (s *Store) InsertInstanceWithOperation(ctx context.Context, inst storage.Instance, op storage.Operation) (storage.Instance, storage.Operation, error) {
+	outInst, outOp, err := s.insertInstanceWithOperation(ctx, inst, op)
+	if err != nil {
+		return storage.Instance{}, storage.Operation{}, fmt.Errorf("inserting instance %s with operation %s: %w", inst.InstanceID, op.ID, err)
+	}
+	s.notify(ctx)
+	return outInst, outOp, nil
+}
+
+func (s *Store) insertInstanceWithOperation(ctx context.Context, inst storage.Instance, op storage.Operation) (storage.Instance, storage.Operation, error) {
+	if op.InstanceID != inst.InstanceID {
+		return storage.Instance{}, storage.Operation{}, fmt.Errorf("operation is for %q, not for the instance", op.InstanceID)
+	}
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return storage.Instance{}, storage.Operation{}, err
+	}
+	defer rollback(tx)
+	outInst, err := s.insertInstance(ctx, tx, inst)
+	if err != nil {
+		return storage.Instance{}, storage.Operation{}, err
+	}
+	outOp, err := s.insertOperation(ctx, tx, op)
+	if err != nil {
+		return storage.Instance{}, storage.Operation{}, err
+	}
+	return outInst, outOp, tx.Commit()
+}
+
+// insertInstance inserts through q: the database or a transaction.
+func (s *Store) insertInstance(ctx context.Context, q sqlx.QueryerContext, inst storage.Instance) (storage.Instance, error) {
 	if inst.InstanceID == "" {
 		return storage.Instance{}, errors.New("instance ID is empty")
 	}
@@ -58,16 +91,17 @@ func (s *Store) insertInstance(ctx context.Context, inst storage.Instance) (stor
 	if !inst.CreatedAt.IsZero() {
 		created = inst.CreatedAt
 	}
-	q, args, err := s.sb().Insert("instances").
+	query, args, err := s.sb().Insert("instances").
 		Columns("instance_id", "runtime_id", "global_account_id", "sub_account_id", "service_id", "plan_id",
-			"provider_region", "dashboard_url", "parameters", "secrets", "created_at", "updated_at", "version").
+			"provider_region", "dashboard_url", "parameters", "secrets", "created_at", "updated_at", "version", "deleted_at").
 		Values(inst.InstanceID, inst.RuntimeID, inst.GlobalAccountID, inst.SubAccountID, inst.ServiceID, inst.PlanID,
-			inst.ProviderRegion, inst.DashboardURL, nullJSON(inst.Parameters), sec, s.d.timeArg(created), s.d.timeArg(now), 1).
+			inst.ProviderRegion, inst.DashboardURL, nullJSON(inst.Parameters), sec, s.d.timeArg(created), s.d.timeArg(now), 1,
+			s.d.nullTimeArg(inst.DeletedAt)).
 		Suffix("RETURNING " + instanceCols).ToSql()
 	if err != nil {
 		return storage.Instance{}, err
 	}
-	out, err := s.scanInstance(s.w.QueryRowxContext(ctx, q, args...))
+	out, err := s.scanInstance(q.QueryRowxContext(ctx, query, args...))
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return storage.Instance{}, storage.ErrAlreadyExists
@@ -111,6 +145,7 @@ func (s *Store) updateInstance(ctx context.Context, inst storage.Instance) (stor
 		Set("dashboard_url", inst.DashboardURL).
 		Set("parameters", nullJSON(inst.Parameters)).
 		Set("secrets", sec).
+		Set("deleted_at", s.d.nullTimeArg(inst.DeletedAt)).
 		Set("updated_at", s.d.timeArg(time.Now())).
 		Set("version", sq.Expr("version + 1")).
 		Where(sq.Eq{"instance_id": inst.InstanceID, "version": inst.Version}).
@@ -158,6 +193,9 @@ func (s *Store) listInstances(ctx context.Context, f storage.InstanceFilter) (st
 	where = eqIfAny(where, "sub_account_id", f.SubAccountIDs)
 	where = eqIfAny(where, "plan_id", f.PlanIDs)
 	where = eqIfAny(where, "provider_region", f.Regions)
+	if !f.IncludeDeleted {
+		where = append(where, sq.Eq{"deleted_at": nil})
+	}
 	total, err := s.count(ctx, "instances", where)
 	if err != nil {
 		return storage.Page[storage.Instance]{}, err

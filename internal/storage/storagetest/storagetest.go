@@ -93,6 +93,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"RotateSecrets", testRotateSecrets},
 		{"WrongKey", testWrongKey},
 		{"Runtimes", testRuntimes},
+		{"InstanceWithOperation", testInstanceWithOperation},
+		{"InstanceArchive", testInstanceArchive},
 		{"RuntimeOperationsOneAtATime", testRuntimeOperationsOneAtATime},
 		{"StaticAllocations", testStaticAllocations},
 		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},

@@ -1,0 +1,2 @@
+-- Deprovisioned instances are archived (kept with their operations), not deleted.
+ALTER TABLE instances ADD COLUMN deleted_at TIMESTAMPTZ;
