@@ -1,6 +1,6 @@
-// Command broker is the Kyma Environment Broker process. Today it manages the database
-// (migrate, rotate-secrets); the OSB API, operator API and engine workers are wired in as the
-// broker's processes land (see docs/).
+// Command broker is the Kyma Environment Broker process: `broker` (or `broker serve`) runs the
+// OSB API, the operator API and the step-engine workers; `migrate` and `rotate-secrets`
+// manage the database.
 package main
 
 import (
@@ -35,6 +35,9 @@ func rootCommand(log *logrus.Logger) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	serve := serveCommand(log)
+	root.RunE = serve.RunE // `broker` alone serves
+	root.AddCommand(serve)
 	root.AddCommand(&cobra.Command{
 		Use:   "migrate",
 		Short: "Apply the database migrations (also applied on every start) and print the schema version",

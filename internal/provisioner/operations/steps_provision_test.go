@@ -246,7 +246,9 @@ func TestWaitForClusterCreation(t *testing.T) {
 
 	t.Run("success stores the kubeconfig encrypted with the runtime, keeping other secrets", func(t *testing.T) {
 		e := newEnv(t)
-		e.backend.set(func(b *fakeBackend) { b.status = infrastructure.Status{Phase: infrastructure.PhaseSucceeded, Domain: "d"} })
+		e.backend.set(func(b *fakeBackend) {
+			b.status = infrastructure.Status{Phase: infrastructure.PhaseSucceeded, Domain: "d"}
+		})
 		op, wait, err := step(e).Run(e.ctx, stepOp("Wait_For_Cluster_Creation", t0.Add(time.Minute), created(e)), testLog())
 		require.NoError(t, err)
 		assert.Zero(t, wait)

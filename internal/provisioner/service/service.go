@@ -25,6 +25,10 @@ import (
 // without it the set's default is used.
 const BackendLabel = "kyma-project.io/provisioner"
 
+// IdempotencyLabel in runtimeInput.labels makes provisionRuntime idempotent: the runtime ID
+// is derived from the tenant and the key, and a repeat returns the first provisioning.
+const IdempotencyLabel = "kyma-project.io/idempotency-key"
+
 // Backends is the named set of infrastructure backends.
 type Backends interface {
 	Default() string
@@ -60,6 +64,10 @@ func (s *Service) ProvisionRuntime(ctx context.Context, tenant string, in gqlsch
 		return nil, err
 	}
 	id := uuid.NewString()
+	key, hasKey := in.RuntimeInput.Labels[IdempotencyLabel].(string)
+	if hasKey && key != "" {
+		id = uuid.NewSHA1(uuid.NameSpaceURL, []byte("keb-runtime:"+tenant+"/"+key)).String()
+	}
 	g := *in.ClusterConfig.GardenerConfig
 	name := deref(g.Name)
 	if name == "" {
@@ -93,11 +101,29 @@ func (s *Service) ProvisionRuntime(ctx context.Context, tenant string, in gqlsch
 	}
 	rt := storage.Runtime{ID: id, Tenant: tenant, Name: in.RuntimeInput.Name, Backend: backend, Config: rawCfg, Secrets: secrets}
 	rt, op, err = s.store.Runtimes().InsertRuntimeWithOperation(ctx, rt, op)
+	if errors.Is(err, storage.ErrAlreadyExists) && hasKey {
+		return s.existingProvisioning(ctx, tenant, id)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("storing runtime %s: %w", id, err)
 	}
 	s.log.WithFields(logrus.Fields{"runtime_id": id, "operation_id": op.ID, "tenant": tenant, "backend": backend}).Info("provisioning runtime")
 	return operationStatus(op, rt)
+}
+
+// existingProvisioning answers a repeated idempotent provisionRuntime.
+func (s *Service) existingProvisioning(ctx context.Context, tenant, runtimeID string) (*gqlschema.OperationStatus, error) {
+	rt, err := s.runtime(ctx, tenant, runtimeID, true)
+	if err != nil {
+		return nil, apperr.Conflict("the idempotency key is used by another tenant's runtime")
+	}
+	ops, err := s.store.Operations().ListOperations(ctx, storage.OperationFilter{
+		InstanceIDs: []string{runtimeID}, Types: []string{operations.TypeProvision}, Paging: storage.Paging{PageSize: 1},
+	})
+	if err != nil || len(ops.Items) == 0 {
+		return nil, fmt.Errorf("finding the provisioning of runtime %s: %v", runtimeID, err)
+	}
+	return operationStatus(ops.Items[0], rt)
 }
 
 func (s *Service) backendFor(labels map[string]any) (string, error) {
@@ -178,6 +204,10 @@ func (s *Service) UpgradeRuntime(ctx context.Context, tenant, runtimeID string, 
 	}
 	kyma, secrets := kymaFromInput(in.KymaConfig)
 	if len(secrets) > 0 {
+		// A rejected upgrade must not change the runtime's secrets: check what start rejects first.
+		if err := s.checkKymaUpgrade(ctx, tenant, runtimeID); err != nil {
+			return nil, err
+		}
 		if err := s.storeSecrets(ctx, tenant, runtimeID, secrets); err != nil {
 			return nil, err
 		}
@@ -193,6 +223,32 @@ func (s *Service) UpgradeRuntime(ctx context.Context, tenant, runtimeID string, 
 		return nil, err
 	}
 	return operationStatus(op, rt)
+}
+
+// checkKymaUpgrade rejects, as start would, an upgrade of a runtime without Kyma or with an
+// operation in progress.
+func (s *Service) checkKymaUpgrade(ctx context.Context, tenant, runtimeID string) error {
+	rt, err := s.runtime(ctx, tenant, runtimeID, false)
+	if err != nil {
+		return err
+	}
+	cfg, err := operations.DecodeRuntimeConfig(rt)
+	if err != nil {
+		return err
+	}
+	if cfg.Kyma == nil {
+		return apperr.BadRequest("config.kymaConfig", "runtime %s was provisioned without Kyma", runtimeID)
+	}
+	active, err := s.store.Operations().ListOperations(ctx, storage.OperationFilter{
+		InstanceIDs: []string{rt.ID}, States: []storage.OperationState{storage.StatePending, storage.StateInProgress}, Paging: storage.Paging{PageSize: 1},
+	})
+	if err != nil {
+		return fmt.Errorf("listing operations of runtime %s: %w", rt.ID, err)
+	}
+	if len(active.Items) > 0 {
+		return apperr.Conflict("runtime %s: %v: operation %s", runtimeID, storage.ErrOperationInProgress, active.Items[0].ID)
+	}
+	return nil
 }
 
 // storeSecrets adds secret configuration values to the runtime's encrypted secrets.

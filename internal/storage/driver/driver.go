@@ -15,6 +15,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/postgres"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/sqlstore"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/encryption"
 )
 
@@ -171,4 +172,12 @@ func sqliteKey(path string, log logrus.FieldLogger) (string, error) {
 	}
 	log.WithField("file", path).Warn("APP_DATABASE_SECRET_KEY is not set: generated a new key for encrypting secrets in the SQLite database; keep this file with the database, secrets cannot be read without it")
 	return k, nil
+}
+
+// LatestSchemaVersion is the newest migration embedded for the configured driver.
+func LatestSchemaVersion(cfg Config) (int, error) {
+	if cfg.Driver == Postgres {
+		return sqlstore.LatestVersion(postgres.Migrations())
+	}
+	return sqlstore.LatestVersion(sqlite.Migrations())
 }

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/broker"
+	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
+	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/health"
+	"github.com/kyma-project/kyma-environment-broker/internal/operator"
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/deprovisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/update"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+)
+
+// serveConfig is the broker process's own configuration (APP_*).
+type serveConfig struct {
+	Host string `envconfig:"HOST" default:"127.0.0.1"`
+	Port int    `envconfig:"PORT" default:"8080"`
+	// ProvisionerURL points at a remote provisioner's GraphQL API; empty embeds it.
+	ProvisionerURL string        `envconfig:"PROVISIONER_URL"`
+	PollInterval   time.Duration `envconfig:"BROKER_POLL_INTERVAL" default:"2s"`
+	Broker         broker.Config
+	Runtime        provisioning.RuntimeDefaults `envconfig:"RUNTIME"`
+	Plans          plans.Config
+	Auth           auth.Config
+	Database       driver.Config
+	Engine         process.Config
+	Backends       infrastructure.Config
+}
+
+func serveCommand(log *logrus.Logger) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the broker: OSB API, operator API and step-engine workers (embedding the provisioner unless APP_PROVISIONER_URL is set)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var cfg serveConfig
+			if err := envconfig.Process("APP", &cfg); err != nil {
+				return fmt.Errorf("reading configuration: %w", err)
+			}
+			return serve(cmd.Context(), cfg, log)
+		},
+	}
+}
+
+func serve(ctx context.Context, cfg serveConfig, log *logrus.Logger) error {
+	store, err := driver.Open(ctx, cfg.Database, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	catalog, err := plans.FromConfig(cfg.Plans)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	eng, err := process.New(store, cfg.Engine, log, process.WithRegisterer(reg))
+	if err != nil {
+		return err
+	}
+	prov, err := provisionerClient(ctx, cfg, store, eng, log)
+	if err != nil {
+		return err
+	}
+	if err := registerProcesses(eng, store, prov, cfg); err != nil {
+		return err
+	}
+	routes, err := authRoutes(ctx, &cfg, log)
+	if err != nil {
+		return err
+	}
+	adapter := broker.NewCatalog(catalog)
+	routes.Operator = operator.New(store, adapter, log)
+	routes.Health = health.New(store, cfg.Database, reg)
+	b := broker.New(store, adapter, prov, cfg.Broker, log)
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	srv := &http.Server{Addr: addr, Handler: broker.NewRouter(b, routes, log), ReadHeaderTimeout: 10 * time.Second}
+
+	runCtx, stopEngine := context.WithCancel(ctx)
+	defer stopEngine()
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- eng.Run(runCtx) }()
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.ListenAndServe() }()
+	log.WithFields(logrus.Fields{"address": addr, "database": cfg.Database.Driver}).Info("broker listening")
+
+	select {
+	case err := <-serveDone:
+		if !errors.Is(err, http.ErrServerClosed) {
+			stopEngine()
+			<-engineDone
+			return fmt.Errorf("serving %s: %w", addr, err)
+		}
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	stopEngine()
+	return <-engineDone
+}
+
+// provisionerClient embeds the provisioner (its processes run on the broker's engine) or
+// connects to a remote one.
+func provisionerClient(ctx context.Context, cfg serveConfig, store storage.Store, eng *process.Engine, log logrus.FieldLogger) (client.Client, error) {
+	if cfg.ProvisionerURL != "" {
+		return client.NewGraphQL(cfg.ProvisionerURL, &http.Client{Timeout: 30 * time.Second}), nil
+	}
+	provCfg, err := provconfig.Load()
+	if err != nil {
+		return nil, err
+	}
+	p, err := provisioner.New(ctx, store, provisioner.Options{Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Register(eng); err != nil {
+		return nil, err
+	}
+	return client.NewInProcess(p.Service), nil
+}
+
+func registerProcesses(eng *process.Engine, store storage.Store, prov client.Client, cfg serveConfig) error {
+	provDef, err := provisioning.Process(provisioning.Deps{Instances: store.Instances(), Provisioner: prov, PollInterval: cfg.PollInterval, Defaults: cfg.Runtime}, cfg.Broker.OperationTimeout)
+	if err != nil {
+		return err
+	}
+	deprovDef, err := deprovisioning.Process(deprovisioning.Deps{Instances: store.Instances(), Operations: store.Operations(), Provisioner: prov, PollInterval: cfg.PollInterval}, cfg.Broker.OperationTimeout)
+	if err != nil {
+		return err
+	}
+	updateDef, err := update.Process(update.Deps{Instances: store.Instances(), Provisioner: prov, PollInterval: cfg.PollInterval}, cfg.Broker.OperationTimeout)
+	if err != nil {
+		return err
+	}
+	for _, d := range []process.Definition{provDef, deprovDef, updateDef} {
+		if err := eng.Register(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// authRoutes builds the middlewares: basic auth on /v2 (credentials generated and printed when
+// none are configured), JWT on /oauth when an issuer is configured (basic there too when
+// allowed or when no issuer is configured), and the operator endpoints with either.
+func authRoutes(ctx context.Context, cfg *serveConfig, log logrus.FieldLogger) (broker.Routes, error) {
+	if !cfg.Auth.BasicEnabled() {
+		secret := make([]byte, 16)
+		if _, err := rand.Read(secret); err != nil {
+			return broker.Routes{}, err
+		}
+		cfg.Auth.Username, cfg.Auth.Password = "broker", hex.EncodeToString(secret)
+		fmt.Printf("KEB credentials (generated; set APP_BROKER_USERNAME and APP_BROKER_PASSWORD to choose them):\n  username: %s\n  password: %s\n",
+			cfg.Auth.Username, cfg.Auth.Password)
+	}
+	basic, err := auth.NewBasic(cfg.Auth.Username, cfg.Auth.Password, auth.WithLogger(log))
+	if err != nil {
+		return broker.Routes{}, err
+	}
+	if !cfg.Auth.OIDCEnabled() {
+		log.Info("no APP_BROKER_OIDC_ISSUER: /oauth routes accept basic auth")
+		return broker.Routes{V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic}, nil
+	}
+	verifier, err := auth.NewVerifier(ctx, cfg.Auth, &http.Client{Timeout: 10 * time.Second}, auth.WithLogger(log))
+	if err != nil {
+		return broker.Routes{}, err
+	}
+	oauth := verifier.Require(cfg.Auth.Scope())
+	if cfg.Auth.AllowBasicOnOAuth {
+		oauth = auth.Either(basic, oauth)
+	}
+	return broker.Routes{V2Auth: basic, OAuthAuth: oauth, OperatorAuth: auth.Either(basic, verifier.RequireGroup(cfg.Auth.AdminGroup()))}, nil
+}

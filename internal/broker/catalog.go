@@ -1,0 +1,95 @@
+package broker
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/pivotal-cf/brokerapi/v10/domain"
+)
+
+// PlansCatalog adapts the plans configuration to the broker and the operator endpoints.
+type PlansCatalog struct{ c *plans.Catalog }
+
+// NewCatalog wraps a loaded plans configuration.
+func NewCatalog(c *plans.Catalog) *PlansCatalog { return &PlansCatalog{c: c} }
+
+var _ Catalog = (*PlansCatalog)(nil)
+
+func (p *PlansCatalog) Services(platformRegion string) []domain.Service { return p.c.Services(platformRegion) }
+
+func (p *PlansCatalog) Plan(id string) (Plan, bool) {
+	pl, ok := p.c.Plan(id)
+	if !ok || !p.c.Enabled(pl.ID) {
+		return Plan{}, false
+	}
+	return Plan{ID: pl.ID, Name: pl.Name, Trial: pl.Trial}, true
+}
+
+func (p *PlansCatalog) CanUpgrade(from, to string) bool { return p.c.CanUpgrade(from, to) }
+
+// PlanID resolves a plan given by name or ID (operator filters).
+func (p *PlansCatalog) PlanID(nameOrID string) (string, bool) {
+	if pl, ok := p.c.Plan(nameOrID); ok {
+		return pl.ID, true
+	}
+	if pl, ok := p.c.PlanByName(nameOrID); ok {
+		return pl.ID, true
+	}
+	return "", false
+}
+
+func (p *PlansCatalog) PlanName(id string) string {
+	pl, _ := p.c.Plan(id)
+	return pl.Name
+}
+
+func (p *PlansCatalog) ValidateProvision(planID, platformRegion string, rawParams, rawContext json.RawMessage) (Validated, error) {
+	ctx, err := plans.ParseContext(rawContext)
+	if err != nil {
+		return Validated{}, err
+	}
+	pp, err := p.c.ValidateProvision(planID, platformRegion, rawParams, ctx)
+	if err != nil {
+		return Validated{}, err
+	}
+	params, err := convert[instance.Parameters](pp)
+	if err != nil {
+		return Validated{}, err
+	}
+	return Validated{
+		Parameters: params,
+		Context:    instance.Context{Platform: ctx.Platform, GlobalAccountID: pp.GlobalAccountID, SubAccountID: pp.SubAccountID, UserID: pp.UserID},
+		Provider:   pp.Provider,
+	}, nil
+}
+
+func (p *PlansCatalog) ValidateUpdate(planID string, current instance.Parameters, rawParams json.RawMessage) (instance.Parameters, error) {
+	up, err := p.c.ValidateUpdate(planID, rawParams)
+	if err != nil {
+		return instance.Parameters{}, err
+	}
+	cur, err := convert[plans.ProvisioningParameters](current)
+	if err != nil {
+		return instance.Parameters{}, err
+	}
+	updated, err := up.ApplyTo(cur)
+	if err != nil {
+		return instance.Parameters{}, err
+	}
+	return convert[instance.Parameters](updated)
+}
+
+// convert maps between the two parameter types, which share their JSON names.
+func convert[T any](v any) (T, error) {
+	var out T
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return out, fmt.Errorf("converting parameters: %w", err)
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return out, fmt.Errorf("converting parameters: %w", err)
+	}
+	return out, nil
+}

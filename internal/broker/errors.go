@@ -1,0 +1,28 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
+	"github.com/sirupsen/logrus"
+)
+
+func badRequest(action, format string, args ...any) error {
+	return apiresponses.NewFailureResponse(fmt.Errorf(format, args...), http.StatusBadRequest, action)
+}
+
+func notFound(action, format string, args ...any) error {
+	return apiresponses.NewFailureResponse(fmt.Errorf(format, args...), http.StatusNotFound, action)
+}
+
+func unprocessable(action, format string, args ...any) error {
+	return apiresponses.NewFailureResponse(fmt.Errorf(format, args...), http.StatusUnprocessableEntity, action)
+}
+
+// internal logs err and answers 500 without storage or client details.
+func internal(log logrus.FieldLogger, action string, err error) error {
+	log.WithError(err).WithField("action", action).Error("request failed")
+	return apiresponses.NewFailureResponse(errors.New("internal error, see the broker's log"), http.StatusInternalServerError, action)
+}

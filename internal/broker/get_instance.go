@@ -1,0 +1,38 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/pivotal-cf/brokerapi/v10/domain"
+)
+
+const actionGetInstance = "get_instance"
+
+// GetInstance returns the instance's plan, parameters and dashboard once it is provisioned;
+// before that (and after deprovisioning) it is not found.
+func (b *Broker) GetInstance(ctx context.Context, instanceID string, _ domain.FetchInstanceDetails) (domain.GetInstanceDetailsSpec, error) {
+	log := b.logFor(ctx, instanceID)
+	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
+	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
+		return domain.GetInstanceDetailsSpec{}, notFound(actionGetInstance, "instance %s does not exist", instanceID)
+	}
+	if err != nil {
+		return domain.GetInstanceDetailsSpec{}, internal(log, actionGetInstance, err)
+	}
+	prov, ok, err := b.latestOperation(ctx, instanceID, instance.TypeProvision)
+	if err != nil {
+		return domain.GetInstanceDetailsSpec{}, internal(log, actionGetInstance, err)
+	}
+	if !ok || prov.State != storage.StateSucceeded {
+		return domain.GetInstanceDetailsSpec{}, notFound(actionGetInstance, "instance %s is not provisioned", instanceID)
+	}
+	var params any
+	if err := json.Unmarshal(inst.Parameters, &params); err != nil {
+		return domain.GetInstanceDetailsSpec{}, internal(log, actionGetInstance, err)
+	}
+	return domain.GetInstanceDetailsSpec{ServiceID: inst.ServiceID, PlanID: inst.PlanID, DashboardURL: inst.DashboardURL, Parameters: params}, nil
+}

@@ -1,0 +1,132 @@
+package plans
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+)
+
+// Platforms as they name themselves in the OSB context.
+const (
+	PlatformCloudFoundry = "cloudfoundry"
+	PlatformKubernetes   = "kubernetes"
+	PlatformSAP          = "sapcp"
+)
+
+// Context is the OSB context of a provision or update request, as the BTP/SAP
+// (Service Manager, ERS), Cloud Foundry and Kubernetes platforms send it.
+// Unknown fields are ignored; Raw keeps what was sent.
+type Context struct {
+	Platform string `json:"platform,omitempty"`
+
+	// BTP / SAP.
+	GlobalAccount         string                 `json:"globalaccount_id,omitempty"`
+	SubAccount            string                 `json:"subaccount_id,omitempty"`
+	TenantID              string                 `json:"tenant_id,omitempty"`
+	UserID                string                 `json:"user_id,omitempty"`
+	Region                string                 `json:"region,omitempty"`
+	LicenseType           string                 `json:"license_type,omitempty"`
+	CommercialModel       string                 `json:"commercial_model,omitempty"`
+	Active                *bool                  `json:"active,omitempty"`
+	SMOperatorCredentials *SMOperatorCredentials `json:"sm_operator_credentials,omitempty"`
+
+	// Cloud Foundry.
+	OrganizationGUID        string            `json:"organization_guid,omitempty"`
+	OrganizationName        string            `json:"organization_name,omitempty"`
+	SpaceGUID               string            `json:"space_guid,omitempty"`
+	SpaceName               string            `json:"space_name,omitempty"`
+	OrganizationAnnotations map[string]string `json:"organization_annotations,omitempty"`
+	SpaceAnnotations        map[string]string `json:"space_annotations,omitempty"`
+	InstanceAnnotations     map[string]string `json:"instance_annotations,omitempty"`
+
+	// Cloud Foundry, Kubernetes and SAP.
+	InstanceName string `json:"instance_name,omitempty"`
+
+	// Kubernetes.
+	Namespace string `json:"namespace,omitempty"`
+	ClusterID string `json:"clusterid,omitempty"`
+
+	// Raw is the context as received (nil when there was none).
+	Raw json.RawMessage `json:"-"`
+}
+
+// SMOperatorCredentials are the Service Manager credentials BTP passes to
+// the runtime (secret: store encrypted, never log).
+type SMOperatorCredentials struct {
+	ClientID     string `json:"clientid"`
+	ClientSecret string `json:"clientsecret"`
+	SMURL        string `json:"sm_url"`
+	URL          string `json:"url"`
+	XSAppName    string `json:"xsappname"`
+}
+
+// GlobalAccountID is globalaccount_id, else Cloud Foundry's organization_guid,
+// else Kubernetes' clusterid.
+func (c Context) GlobalAccountID() string {
+	switch {
+	case c.GlobalAccount != "":
+		return c.GlobalAccount
+	case c.OrganizationGUID != "":
+		return c.OrganizationGUID
+	}
+	return c.ClusterID
+}
+
+// SubAccountID is subaccount_id, else Cloud Foundry's space_guid, else
+// Kubernetes' namespace.
+func (c Context) SubAccountID() string {
+	switch {
+	case c.SubAccount != "":
+		return c.SubAccount
+	case c.SpaceGUID != "":
+		return c.SpaceGUID
+	}
+	return c.Namespace
+}
+
+// Validate requires a global account and a subaccount from any platform.
+func (c Context) Validate() error {
+	if c.GlobalAccountID() == "" {
+		return fieldErr("context.globalaccount_id", "is required (Cloud Foundry: organization_guid, Kubernetes: clusterid)")
+	}
+	if c.SubAccountID() == "" {
+		return fieldErr("context.subaccount_id", "is required (Cloud Foundry: space_guid, Kubernetes: namespace)")
+	}
+	return nil
+}
+
+// DecodeContext parses an OSB context without requiring any field (update
+// requests may carry a partial one). Absent or null means an empty Context.
+func DecodeContext(raw json.RawMessage) (Context, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return Context{}, nil
+	}
+	if trimmed[0] != '{' {
+		return Context{}, fieldErr("context", "must be a JSON object")
+	}
+	var c Context
+	if err := json.Unmarshal(trimmed, &c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return Context{}, jsonFieldError("context", err)
+		}
+		return Context{}, fieldErr("context", "must be a valid JSON object: "+err.Error())
+	}
+	c.Raw = slices.Clone(json.RawMessage(trimmed))
+	return c, nil
+}
+
+// ParseContext parses the context of a provision request: DecodeContext, then
+// Validate (a global account and a subaccount are required).
+func ParseContext(raw json.RawMessage) (Context, error) {
+	c, err := DecodeContext(raw)
+	if err != nil {
+		return Context{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Context{}, err
+	}
+	return c, nil
+}

@@ -1,0 +1,106 @@
+package broker
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"code.cloudfoundry.org/lager/v3"
+	"github.com/google/uuid"
+	"github.com/gorilla/mux"
+	"github.com/pivotal-cf/brokerapi/v10"
+	"github.com/sirupsen/logrus"
+)
+
+// Middleware wraps a handler (authentication).
+type Middleware = func(http.Handler) http.Handler
+
+// Routes are the broker's HTTP surface and how each part is protected.
+type Routes struct {
+	// V2Auth protects /v2 (basic auth); OAuthAuth protects /oauth/... (JWT, or basic too in
+	// the embedded default); OperatorAuth protects /runtimes and /events.
+	V2Auth, OAuthAuth, OperatorAuth Middleware
+	Operator                        http.Handler
+	// Health serves /healthz, /readyz and /metrics without authentication.
+	Health http.Handler
+}
+
+// NewRouter mounts brokerapi's OSB handler (with its API-version, request-identity and
+// originating-identity middlewares) at /v2, /oauth/v2 and /oauth/{region}/v2.
+func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
+	lg := lager.NewLogger("keb")
+	lg.RegisterSink(lagerSink{log: log})
+	osb := brokerapi.NewWithOptions(b, lg)
+
+	r := mux.NewRouter()
+	r.Use(requestLog(log))
+	r.PathPrefix("/v2/").Handler(rt.V2Auth(osb))
+	r.PathPrefix("/oauth/v2/").Handler(rt.OAuthAuth(stripPrefix("/oauth", "", osb)))
+	r.PathPrefix("/oauth/{region}/v2/").Handler(rt.OAuthAuth(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		region := mux.Vars(req)["region"]
+		stripPrefix("/oauth/"+region, region, osb).ServeHTTP(w, req)
+	})))
+	if rt.Operator != nil {
+		r.PathPrefix("/runtimes").Handler(rt.OperatorAuth(rt.Operator))
+		r.PathPrefix("/events").Handler(rt.OperatorAuth(rt.Operator))
+	}
+	if rt.Health != nil {
+		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+			r.Handle(p, rt.Health)
+		}
+	}
+	return r
+}
+
+// stripPrefix hands brokerapi a /v2/... path and records the platform region.
+func stripPrefix(prefix, region string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r2 := req.Clone(WithRegion(req.Context(), region))
+		r2.URL.Path = strings.TrimPrefix(req.URL.Path, prefix)
+		r2.URL.RawPath = strings.TrimPrefix(req.URL.RawPath, prefix)
+		next.ServeHTTP(w, r2)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// requestLog logs every request with its request ID (the platform's
+// X-Broker-API-Request-Identity, or a new one, echoed back).
+func requestLog(log logrus.FieldLogger) mux.MiddlewareFunc {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			id := req.Header.Get("X-Broker-API-Request-Identity")
+			if id == "" {
+				id = uuid.NewString()
+				req.Header.Set("X-Broker-API-Request-Identity", id)
+			}
+			start := time.Now()
+			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(rec, req.WithContext(withRequestID(req.Context(), id)))
+			log.WithFields(logrus.Fields{
+				"request_id": id, "method": req.Method, "path": req.URL.Path, "status": rec.status,
+				"duration_ms": time.Since(start).Milliseconds(),
+			}).Info("request")
+		})
+	}
+}
+
+// lagerSink sends brokerapi's own log lines to logrus at debug level (errors at warning).
+type lagerSink struct{ log logrus.FieldLogger }
+
+func (s lagerSink) Log(f lager.LogFormat) {
+	e := s.log.WithField("source", f.Source).WithFields(logrus.Fields(f.Data))
+	if f.LogLevel >= lager.ERROR {
+		e.Warn(f.Message)
+		return
+	}
+	e.Debug(f.Message)
+}

@@ -1,0 +1,84 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/pivotal-cf/brokerapi/v10/domain"
+	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
+)
+
+const actionUpdate = "update"
+
+// Update changes an instance's plan (along the allowed upgrades) or parameters. While another
+// operation of the instance runs it answers 422 ConcurrencyError rather than queueing: the
+// platform retries, and no hidden queue can pile up.
+func (b *Broker) Update(ctx context.Context, instanceID string, details domain.UpdateDetails, asyncAllowed bool) (domain.UpdateServiceSpec, error) {
+	log := b.logFor(ctx, instanceID)
+	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
+	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
+		return domain.UpdateServiceSpec{}, notFound(actionUpdate, "instance %s does not exist", instanceID)
+	}
+	if err != nil {
+		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	}
+	if details.ServiceID != "" && details.ServiceID != ServiceID {
+		return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "service_id: unknown service %q", details.ServiceID)
+	}
+	if prov, ok, err := b.latestOperation(ctx, instanceID, instance.TypeProvision); err != nil {
+		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	} else if ok && prov.State == storage.StateFailed {
+		return domain.UpdateServiceSpec{}, unprocessable(actionUpdate, "instance %s failed provisioning and cannot be updated; deprovision it", instanceID)
+	}
+	if active, ok, err := b.activeOperation(ctx, instanceID); err != nil {
+		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	} else if ok {
+		if active.Type == instance.TypeDeprovision {
+			return domain.UpdateServiceSpec{}, unprocessable(actionUpdate, "instance %s is being deprovisioned", instanceID)
+		}
+		return domain.UpdateServiceSpec{}, apiresponses.ErrConcurrentInstanceAccess
+	}
+	planID := inst.PlanID
+	if details.PlanID != "" && details.PlanID != inst.PlanID {
+		if _, ok := b.catalog.Plan(details.PlanID); !ok {
+			return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "plan_id: unknown or disabled plan %q", details.PlanID)
+		}
+		if !b.catalog.CanUpgrade(inst.PlanID, details.PlanID) {
+			return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "plan_id: the plan cannot be changed from %s to %s", inst.PlanID, details.PlanID)
+		}
+		planID = details.PlanID
+	}
+	var current instance.Parameters
+	if err := json.Unmarshal(inst.Parameters, &current); err != nil {
+		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	}
+	params, err := b.catalog.ValidateUpdate(planID, current, details.RawParameters)
+	if err != nil {
+		return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "%v", err)
+	}
+	newRaw, err := json.Marshal(params)
+	if err != nil {
+		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	}
+	if planID == inst.PlanID && sameJSON(newRaw, inst.Parameters) {
+		// Nothing to change on the runtime (e.g. a context-only update).
+		return domain.UpdateServiceSpec{DashboardURL: inst.DashboardURL}, nil
+	}
+	if !asyncAllowed {
+		return domain.UpdateServiceSpec{}, apiresponses.ErrAsyncRequired
+	}
+	data := instance.UpdateData{GlobalAccountID: inst.GlobalAccountID, RuntimeID: inst.RuntimeID, PlanID: planID, Parameters: params}
+	op, err := process.NewOperation(instance.TypeUpdate, instanceID, data, b.cfg.OperationTimeout, b.now())
+	if err != nil {
+		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	}
+	if op, err = b.store.Operations().InsertOperation(ctx, op); err != nil {
+		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	}
+	log.WithField("operation_id", op.ID).Info("update accepted")
+	return domain.UpdateServiceSpec{IsAsync: true, OperationData: op.ID, DashboardURL: inst.DashboardURL}, nil
+}

@@ -1,0 +1,23 @@
+// Package deprovisioning holds the steps of the broker's deprovisioning process (seed 001,
+// ordered by weight), one file per step.
+package deprovisioning
+
+import (
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+// Op is a deprovisioning operation as its steps see it.
+type Op = process.Operation[instance.DeprovisioningData]
+
+// Deps are what the deprovisioning steps use.
+type Deps struct {
+	Instances    storage.Instances
+	Operations   storage.Operations
+	Provisioner  client.Client
+	PollInterval time.Duration
+}

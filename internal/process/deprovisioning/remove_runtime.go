@@ -1,0 +1,61 @@
+package deprovisioning
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+)
+
+// RemoveRuntime has the provisioner deprovision the runtime, waits for it, and archives the
+// instance (kept, so last_operation keeps answering). It runs last.
+type RemoveRuntime struct{ Deps }
+
+func (RemoveRuntime) Name() string { return "Remove_Runtime" }
+
+func (s RemoveRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
+	tenant := op.Data.GlobalAccountID
+	if op.Data.RuntimeID != "" && op.Data.ProvisionerOperationID == "" {
+		id, err := s.Provisioner.DeprovisionRuntime(ctx, tenant, op.Data.RuntimeID)
+		switch {
+		case apperr.CodeOf(err) == apperr.CodeNotFound:
+			log.WithField("runtime_id", op.Data.RuntimeID).Info("runtime already gone")
+			op.Data.RuntimeID = ""
+		case apperr.CodeOf(err) == apperr.CodeConflict:
+			op.LastError = fmt.Sprintf("the runtime is busy: %v", err)
+			return op, s.PollInterval, nil
+		case err != nil:
+			op.LastError = fmt.Sprintf("calling the provisioner: %v", err)
+			return op, s.PollInterval, nil
+		default:
+			op.Data.ProvisionerOperationID = id
+			// Persist the ID before waiting: the next run polls instead of asking again.
+			return op, time.Millisecond, nil
+		}
+	}
+	if op.Data.ProvisionerOperationID != "" {
+		st, err := s.Provisioner.RuntimeOperationStatus(ctx, tenant, op.Data.ProvisionerOperationID)
+		if err != nil {
+			op.LastError = fmt.Sprintf("reading the provisioner's operation: %v", err)
+			return op, s.PollInterval, nil
+		}
+		done, err := client.Outcome(st)
+		if err != nil {
+			return op, 0, err
+		}
+		if !done {
+			return op, s.PollInterval, nil
+		}
+	}
+	now := op.Now().UTC()
+	if _, err := storage.ModifyInstance(ctx, s.Instances, op.InstanceID, func(i *storage.Instance) { i.DeletedAt = &now }); err != nil {
+		op.LastError = fmt.Sprintf("archiving the instance: %v", err)
+		return op, s.PollInterval, nil
+	}
+	op.LastError = ""
+	return op, 0, nil
+}

@@ -1,0 +1,21 @@
+// Package update holds the steps of the broker's update process, one file per step.
+package update
+
+import (
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+// Op is an update operation as its steps see it.
+type Op = process.Operation[instance.UpdateData]
+
+// Deps are what the update steps use.
+type Deps struct {
+	Instances    storage.Instances
+	Provisioner  client.Client
+	PollInterval time.Duration
+}

@@ -1,0 +1,62 @@
+package update
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	"github.com/sirupsen/logrus"
+)
+
+// UpgradeShoot applies the updated cluster parameters through the provisioner and waits.
+type UpgradeShoot struct{ Deps }
+
+func (UpgradeShoot) Name() string { return "Upgrade_Shoot" }
+
+func (s UpgradeShoot) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (Op, time.Duration, error) {
+	tenant := op.Data.GlobalAccountID
+	if op.Data.ProvisionerOperationID == "" {
+		st, err := s.Provisioner.UpgradeShoot(ctx, tenant, op.Data.RuntimeID, shootInput(op.Data))
+		switch {
+		case apperr.CodeOf(err) == apperr.CodeBadRequest:
+			return op, 0, fmt.Errorf("the provisioner rejected the update: %w", err)
+		case err != nil:
+			op.LastError = fmt.Sprintf("calling the provisioner: %v", err)
+			return op, s.PollInterval, nil
+		}
+		op.Data.ProvisionerOperationID = *st.ID
+		return op, time.Millisecond, nil // persist the ID first
+	}
+	st, err := s.Provisioner.RuntimeOperationStatus(ctx, tenant, op.Data.ProvisionerOperationID)
+	if err != nil {
+		op.LastError = fmt.Sprintf("reading the provisioner's operation: %v", err)
+		return op, s.PollInterval, nil
+	}
+	done, err := client.Outcome(st)
+	if err != nil || done {
+		op.LastError = ""
+		return op, 0, err
+	}
+	return op, s.PollInterval, nil
+}
+
+func shootInput(d instanceUpdate) gqlschema.UpgradeShootInput {
+	p := d.Parameters
+	g := &gqlschema.GardenerUpgradeInput{}
+	if p.MachineType != "" {
+		g.MachineType = &p.MachineType
+	}
+	if p.AutoScalerMin > 0 {
+		g.AutoScalerMin = &p.AutoScalerMin
+	}
+	if p.AutoScalerMax > 0 {
+		g.AutoScalerMax = &p.AutoScalerMax
+	}
+	if p.OIDC != nil {
+		g.OidcConfig = &gqlschema.OIDCConfigInput{ClientID: p.OIDC.ClientID, IssuerURL: p.OIDC.IssuerURL, SigningAlgs: p.OIDC.SigningAlgs}
+	}
+	return gqlschema.UpgradeShootInput{GardenerConfig: g, Administrators: p.Administrators}
+}

@@ -1,0 +1,17 @@
+// Package resources ships files that the broker embeds in its binary.
+package resources
+
+import (
+	_ "embed"
+	"slices"
+)
+
+//go:embed plans.yaml
+var plansYAML []byte
+
+// Plans returns the default plans file (service, plans, regions, machine
+// types and defaults of the OSB catalog). Every call returns a fresh copy, so
+// callers may modify it freely.
+func Plans() []byte {
+	return slices.Clone(plansYAML)
+}
