@@ -17,7 +17,9 @@ func NewCatalog(c *plans.Catalog) *PlansCatalog { return &PlansCatalog{c: c} }
 
 var _ Catalog = (*PlansCatalog)(nil)
 
-func (p *PlansCatalog) Services(platformRegion string) []domain.Service { return p.c.Services(platformRegion) }
+func (p *PlansCatalog) Services(platformRegion string) []domain.Service {
+	return p.c.Services(platformRegion)
+}
 
 func (p *PlansCatalog) Plan(id string) (Plan, bool) {
 	pl, ok := p.c.Plan(id)

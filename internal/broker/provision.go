@@ -94,7 +94,6 @@ func (b *Broker) repeatedProvision(ctx context.Context, existing storage.Instanc
 	return domain.ProvisionedServiceSpec{IsAsync: true, OperationData: op.ID}, nil
 }
 
-
 // checkTrialQuota allows one trial runtime per global account.
 func (b *Broker) checkTrialQuota(ctx context.Context, planID, globalAccountID string) error {
 	page, err := b.store.Instances().ListInstances(ctx, storage.InstanceFilter{PlanIDs: []string{planID}, GlobalAccountIDs: []string{globalAccountID}, Paging: storage.Paging{PageSize: 1}})

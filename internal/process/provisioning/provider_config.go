@@ -31,7 +31,7 @@ func providerConfig(provider, region, nodes string) (*gqlschema.ProviderSpecific
 			return fmt.Sprintf("%d.%d.%d.0/%d", base[0], base[1], third, bits)
 		}
 		return &gqlschema.ProviderSpecificInput{AWSConfig: &gqlschema.AWSProviderConfigInput{
-			VpcCidr: nodes,
+			VpcCidr:  nodes,
 			AWSZones: []*gqlschema.AWSZoneInput{{Name: region + "a", WorkerCidr: subnet(0, 19), PublicCidr: subnet(32, 20), InternalCidr: subnet(48, 20)}},
 		}}, nil
 	}

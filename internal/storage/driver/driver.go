@@ -15,8 +15,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/postgres"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage/sqlstore"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/encryption"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/sqlstore"
 )
 
 const (
