@@ -40,13 +40,33 @@ type serveConfig struct {
 	// ProvisionerURL points at a remote provisioner's GraphQL API; empty embeds it.
 	ProvisionerURL string        `envconfig:"PROVISIONER_URL"`
 	PollInterval   time.Duration `envconfig:"BROKER_POLL_INTERVAL" default:"2s"`
-	Broker         broker.Config
-	Runtime        provisioning.RuntimeDefaults `envconfig:"RUNTIME"`
-	Plans          plans.Config
-	Auth           auth.Config
-	Database       driver.Config
-	Engine         process.Config
-	Backends       infrastructure.Config
+	// The parts below are read separately (see load): envconfig would otherwise prefix their
+	// variables with the field name.
+	Broker   broker.Config                `ignored:"true"`
+	Runtime  provisioning.RuntimeDefaults `ignored:"true"`
+	Plans    plans.Config                 `ignored:"true"`
+	Auth     auth.Config                  `ignored:"true"`
+	Database driver.Config                `ignored:"true"`
+	Engine   process.Config               `ignored:"true"`
+	Backends infrastructure.Config        `ignored:"true"`
+}
+
+// load reads every part from APP_* variables (APP_RUNTIME_* for the runtime defaults).
+func load() (serveConfig, error) {
+	var cfg serveConfig
+	parts := []struct {
+		prefix string
+		into   any
+	}{
+		{"APP", &cfg}, {"APP", &cfg.Broker}, {"APP_RUNTIME", &cfg.Runtime}, {"APP", &cfg.Plans}, {"APP", &cfg.Auth},
+		{"APP", &cfg.Database}, {"APP", &cfg.Engine}, {"APP", &cfg.Backends},
+	}
+	for _, p := range parts {
+		if err := envconfig.Process(p.prefix, p.into); err != nil {
+			return cfg, fmt.Errorf("reading configuration: %w", err)
+		}
+	}
+	return cfg, nil
 }
 
 func serveCommand(log *logrus.Logger) *cobra.Command {
@@ -54,9 +74,9 @@ func serveCommand(log *logrus.Logger) *cobra.Command {
 		Use:   "serve",
 		Short: "Run the broker: OSB API, operator API and step-engine workers (embedding the provisioner unless APP_PROVISIONER_URL is set)",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cfg serveConfig
-			if err := envconfig.Process("APP", &cfg); err != nil {
-				return fmt.Errorf("reading configuration: %w", err)
+			cfg, err := load()
+			if err != nil {
+				return err
 			}
 			return serve(cmd.Context(), cfg, log)
 		},
