@@ -115,7 +115,7 @@ func (s *Service) ProvisionRuntime(ctx context.Context, tenant string, in gqlsch
 func (s *Service) existingProvisioning(ctx context.Context, tenant, runtimeID string) (*gqlschema.OperationStatus, error) {
 	rt, err := s.runtime(ctx, tenant, runtimeID, true)
 	if err != nil {
-		return nil, apperr.Conflict("the idempotency key is used by another tenant's runtime")
+		return nil, err
 	}
 	ops, err := s.store.Operations().ListOperations(ctx, storage.OperationFilter{
 		InstanceIDs: []string{runtimeID}, Types: []string{operations.TypeProvision}, Paging: storage.Paging{PageSize: 1},
