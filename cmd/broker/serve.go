@@ -18,9 +18,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
-	"github.com/kyma-project/kyma-environment-broker/internal/process/deprovisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	"github.com/kyma-project/kyma-environment-broker/internal/process/update"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
@@ -162,24 +161,13 @@ func provisionerClient(ctx context.Context, cfg serveConfig, store storage.Store
 }
 
 func registerProcesses(eng *process.Engine, store storage.Store, prov client.Client, cfg serveConfig) error {
-	provDef, err := provisioning.Process(provisioning.Deps{Instances: store.Instances(), Provisioner: prov, PollInterval: cfg.PollInterval, Defaults: cfg.Runtime}, cfg.Broker.OperationTimeout)
+	defs, err := definitions.Broker(definitions.Deps{
+		Store: store, Provisioner: prov, PollInterval: cfg.PollInterval, Runtime: cfg.Runtime, Timeout: cfg.Broker.OperationTimeout,
+	})
 	if err != nil {
 		return err
 	}
-	deprovDef, err := deprovisioning.Process(deprovisioning.Deps{Instances: store.Instances(), Operations: store.Operations(), Provisioner: prov, PollInterval: cfg.PollInterval}, cfg.Broker.OperationTimeout)
-	if err != nil {
-		return err
-	}
-	updateDef, err := update.Process(update.Deps{Instances: store.Instances(), Provisioner: prov, PollInterval: cfg.PollInterval}, cfg.Broker.OperationTimeout)
-	if err != nil {
-		return err
-	}
-	for _, d := range []process.Definition{provDef, deprovDef, updateDef} {
-		if err := eng.Register(d); err != nil {
-			return err
-		}
-	}
-	return nil
+	return definitions.Register(eng, defs)
 }
 
 // authRoutes builds the middlewares: basic auth on /v2 (credentials generated and printed when

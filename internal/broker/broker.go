@@ -42,6 +42,8 @@ type Catalog interface {
 	// instance's parameters with the changes applied.
 	ValidateUpdate(planID string, current instance.Parameters, rawParams json.RawMessage) (instance.Parameters, error)
 	CanUpgrade(fromPlanID, toPlanID string) bool
+	// Active is the context's "active" flag (nil when absent).
+	Active(rawContext json.RawMessage) (*bool, error)
 }
 
 // Config tunes the broker.

@@ -31,6 +31,14 @@ func (p *PlansCatalog) Plan(id string) (Plan, bool) {
 
 func (p *PlansCatalog) CanUpgrade(from, to string) bool { return p.c.CanUpgrade(from, to) }
 
+func (p *PlansCatalog) Active(rawContext json.RawMessage) (*bool, error) {
+	ctx, err := plans.DecodeContext(rawContext)
+	if err != nil {
+		return nil, err
+	}
+	return ctx.Active, nil
+}
+
 // PlanID resolves a plan given by name or ID (operator filters).
 func (p *PlansCatalog) PlanID(nameOrID string) (string, bool) {
 	if pl, ok := p.c.Plan(nameOrID); ok {

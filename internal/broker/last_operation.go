@@ -35,7 +35,7 @@ func (b *Broker) LastOperation(ctx context.Context, instanceID string, details d
 		}
 	}
 	if !found {
-		latest, ok, err := b.latestOperation(ctx, instanceID, instance.TypeProvision, instance.TypeDeprovision, instance.TypeUpdate)
+		latest, ok, err := b.latestOperation(ctx, instanceID, instance.TypeProvision, instance.TypeDeprovision, instance.TypeUpdate, instance.TypeSuspension)
 		if err != nil {
 			return domain.LastOperation{}, internal(log, actionLastOperation, err)
 		}

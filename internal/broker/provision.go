@@ -40,7 +40,7 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
 	}
 	if existing, err := b.store.Instances().GetInstance(ctx, instanceID); err == nil {
-		return b.repeatedProvision(ctx, existing, plan.ID, params, log)
+		return b.repeatedProvision(ctx, existing, plan.ID, v.Context, params, log)
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
 	}
@@ -68,7 +68,7 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 		if getErr != nil {
 			return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, getErr)
 		}
-		return b.repeatedProvision(ctx, existing, plan.ID, params, log)
+		return b.repeatedProvision(ctx, existing, plan.ID, v.Context, params, log)
 	}
 	if err != nil {
 		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
@@ -78,9 +78,11 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 }
 
 // repeatedProvision answers a provision request for an instance that exists: the same request
-// gets its operation (202) or, once done, 200; a different one is a conflict (409).
-func (b *Broker) repeatedProvision(ctx context.Context, existing storage.Instance, planID string, params []byte, log logrus.FieldLogger) (domain.ProvisionedServiceSpec, error) {
-	if existing.DeletedAt != nil || existing.PlanID != planID || !sameJSON(existing.Parameters, params) {
+// gets its operation (202) or, once done, 200; a different one (plan, parameters, or the
+// global account or subaccount it belongs to) is a conflict (409).
+func (b *Broker) repeatedProvision(ctx context.Context, existing storage.Instance, planID string, c instance.Context, params []byte, log logrus.FieldLogger) (domain.ProvisionedServiceSpec, error) {
+	if existing.DeletedAt != nil || existing.PlanID != planID || !sameJSON(existing.Parameters, params) ||
+		existing.GlobalAccountID != c.GlobalAccountID || existing.SubAccountID != c.SubAccountID {
 		return domain.ProvisionedServiceSpec{}, apiresponses.ErrInstanceAlreadyExists
 	}
 	op, ok, err := b.latestOperation(ctx, existing.InstanceID, instance.TypeProvision)

@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -9,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
 	"github.com/pivotal-cf/brokerapi/v10"
+	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/sirupsen/logrus"
 )
 
@@ -30,7 +34,7 @@ type Routes struct {
 func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 	lg := lager.NewLogger("keb")
 	lg.RegisterSink(lagerSink{log: log})
-	osb := brokerapi.NewWithOptions(b, lg)
+	osb := rejectMalformedBodies(brokerapi.NewWithOptions(b, lg))
 
 	r := mux.NewRouter()
 	r.Use(requestLog(log))
@@ -50,6 +54,46 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 		}
 	}
 	return r
+}
+
+// rejectMalformedBodies answers 400 (OSB: "the request is malformed") for a PUT or PATCH body
+// that is not the JSON object of its request; brokerapi would answer 422, which OSB reserves
+// for AsyncRequired, ConcurrencyError and the like. It decodes into brokerapi's own types so
+// that exactly the bodies brokerapi cannot read are rejected (type errors name the field).
+func rejectMalformedBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodPut && req.Method != http.MethodPatch {
+			next.ServeHTTP(w, req)
+			return
+		}
+		raw, err := io.ReadAll(req.Body)
+		if err != nil {
+			writeBadRequest(w, req, "reading the request body: "+err.Error())
+			return
+		}
+		var into any = &domain.ProvisionDetails{}
+		switch {
+		case strings.Contains(req.URL.Path, "/service_bindings/"):
+			into = &domain.BindDetails{}
+		case req.Method == http.MethodPatch:
+			into = &domain.UpdateDetails{}
+		}
+		if err := json.NewDecoder(bytes.NewReader(raw)).Decode(into); err != nil {
+			writeBadRequest(w, req, "malformed JSON body: "+err.Error())
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(raw))
+		next.ServeHTTP(w, req)
+	})
+}
+
+func writeBadRequest(w http.ResponseWriter, req *http.Request, description string) {
+	if id := req.Header.Get("X-Broker-API-Request-Identity"); id != "" {
+		w.Header().Set("X-Broker-API-Request-Identity", id)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]string{"description": description})
 }
 
 // stripPrefix hands brokerapi a /v2/... path and records the platform region.

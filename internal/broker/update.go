@@ -29,6 +29,17 @@ func (b *Broker) Update(ctx context.Context, instanceID string, details domain.U
 	if details.ServiceID != "" && details.ServiceID != ServiceID {
 		return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "service_id: unknown service %q", details.ServiceID)
 	}
+	if plan, ok := b.catalog.Plan(inst.PlanID); ok && plan.Trial {
+		active, err := b.catalog.Active(details.RawContext)
+		if err != nil {
+			return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "%v", err)
+		}
+		if active != nil {
+			if spec, handled, err := b.suspendOrResume(ctx, inst, *active, asyncAllowed); handled || err != nil {
+				return spec, err
+			}
+		}
+	}
 	if prov, ok, err := b.latestOperation(ctx, instanceID, instance.TypeProvision); err != nil {
 		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
 	} else if ok && prov.State == storage.StateFailed {

@@ -10,6 +10,9 @@ const (
 	TypeProvision   = "provision"
 	TypeDeprovision = "deprovision"
 	TypeUpdate      = "update"
+	// TypeSuspension removes a trial's runtime but keeps the instance; a later provisioning of
+	// the same instance resumes it.
+	TypeSuspension = "suspension"
 )
 
 // OIDC is the runtime's OIDC configuration.

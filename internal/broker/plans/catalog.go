@@ -707,7 +707,7 @@ func (c *Catalog) providerFor(p *Plan, platformRegion string) (string, error) {
 	if p.FallbackProvider != "" {
 		return p.FallbackProvider, nil
 	}
-	return "", fieldErr("platform_region", fmt.Sprintf("plan %s is not offered in platform region %q", p.Name, platformRegion))
+	return "", notOffered(p, platformRegion)
 }
 
 // AllowedRegions returns the hyperscaler regions a plan offers in a platform

@@ -168,7 +168,7 @@ func TestServicesPerPlatformRegion(t *testing.T) {
 	c := defaultCatalog(t)
 	cases := []struct {
 		platformRegion, plan string
-		want              []string
+		want                 []string
 	}{
 		{"cf-eu10", "trial", []string{"eu-central-1", "us-east-1", "ap-southeast-1"}},
 		{"", "trial", []string{"eu-central-1", "us-east-1", "ap-southeast-1"}},
@@ -425,7 +425,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad fallback", "    fallback_provider: aws\n    region_optional: true\n    auto_scaler: {min: 1, max: 1, lower_bound: 1, upper_bound: 1}\n    free: true\n    trial: true", "    fallback_provider: gcpx\n    region_optional: true\n    auto_scaler: {min: 1, max: 1, lower_bound: 1, upper_bound: 1}\n    free: true\n    trial: true", `plans["trial"].fallback_provider`, "not one of the plan's providers"},
 		{"unknown enabled plan", "enabled_plans: [azure,", "enabled_plans: [azur,", "enabled_plans[0]", `"azur" is not defined`},
 		{"bad default networking", "nodes: 10.250.0.0/16", "nodes: 10.250.0.0/99", "defaults.networking.nodes", "not a CIDR"},
-		{"overlapping default networking", "pods: 10.96.0.0/13", "pods: 10.250.0.0/13", "defaults.networking.nodes", "overlaps"},
+		{"overlapping default networking", "pods: 10.96.0.0/13", "pods: 10.248.0.0/13", "defaults.networking.nodes", "overlaps"},
 		{"narrowing outside the provider", "cf-ch20: [switzerlandnorth]", "cf-ch20: [zurich]", `providers.azure.platform_regions.cf-ch20`, `"zurich"`},
 		{"missing service id", "  id: 47c9dcbf-ff30-448e-ab36-d3bad66ba281\n", "", "service.id", "is required"},
 		{"bad signing alg", "signing_algs: [RS256]", "signing_algs: [none]", "defaults.oidc.signing_algs[0]", `"none"`},

@@ -119,7 +119,11 @@ func (c *Catalog) CreateSchema(planID, platformRegion string) (map[string]any, e
 	if err != nil {
 		return nil, err
 	}
-	return c.createSchema(p, prov, c.allowedRegions(p, prov, platformRegion)), nil
+	regions := c.allowedRegions(p, prov, platformRegion)
+	if !p.OwnCluster && len(regions) == 0 {
+		return nil, notOffered(p, platformRegion)
+	}
+	return c.createSchema(p, prov, regions), nil
 }
 
 // UpdateSchema returns the update parameters schema of a plan.
@@ -198,6 +202,13 @@ func (c *Catalog) createSchema(p *Plan, prov string, regions []string) map[strin
 	}
 }
 
+func notOffered(p *Plan, platformRegion string) *FieldError {
+	if platformRegion == "" {
+		platformRegion = DefaultPlatformRegion
+	}
+	return fieldErr("platform_region", fmt.Sprintf("plan %s is not offered in platform region %q", p.Name, platformRegion))
+}
+
 func addAutoScaler(as AutoScaler, add func(string, map[string]any)) {
 	if as.LowerBound >= as.UpperBound {
 		return
@@ -233,8 +244,16 @@ func (c *Catalog) updateSchema(p *Plan) map[string]any {
 }
 
 // updateMachineTypes: the machine types of all the plan's providers (an
-// update does not know the platform region), provider by provider.
+// update does not know the platform region), provider by provider; none
+// when no provider offers a choice.
 func updateMachineTypes(p *Plan) []string {
+	choice := false
+	for _, pp := range p.Providers {
+		choice = choice || len(pp.MachineTypes) > 1
+	}
+	if !choice {
+		return nil
+	}
 	var out []string
 	for _, name := range p.ProviderNames() {
 		for _, mt := range p.Providers[name].MachineTypes {

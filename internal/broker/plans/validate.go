@@ -172,7 +172,7 @@ func (c *Catalog) ValidateProvision(planID, platformRegion string, params json.R
 	}
 	regions := c.allowedRegions(p, prov, platformRegion)
 	if !p.OwnCluster && len(regions) == 0 {
-		return ProvisioningParameters{}, fieldErr("platform_region", fmt.Sprintf("plan %s is not offered in platform region %q", p.Name, platformRegion))
+		return ProvisioningParameters{}, notOffered(p, platformRegion)
 	}
 	if err := ctx.Validate(); err != nil {
 		return ProvisioningParameters{}, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -12,7 +13,8 @@ import (
 )
 
 // RemoveRuntime has the provisioner deprovision the runtime, waits for it, and archives the
-// instance (kept, so last_operation keeps answering). It runs last.
+// instance (kept, so last_operation keeps answering); a suspension keeps the instance live
+// without a runtime instead. It runs last.
 type RemoveRuntime struct{ Deps }
 
 func (RemoveRuntime) Name() string { return "Remove_Runtime" }
@@ -52,7 +54,14 @@ func (s RemoveRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (
 		}
 	}
 	now := op.Now().UTC()
-	if _, err := storage.ModifyInstance(ctx, s.Instances, op.InstanceID, func(i *storage.Instance) { i.DeletedAt = &now }); err != nil {
+	suspension := op.Type == instance.TypeSuspension
+	if _, err := storage.ModifyInstance(ctx, s.Instances, op.InstanceID, func(i *storage.Instance) {
+		if suspension {
+			i.RuntimeID = "" // the instance stays; resuming provisions a new runtime
+		} else {
+			i.DeletedAt = &now
+		}
+	}); err != nil {
 		op.LastError = fmt.Sprintf("archiving the instance: %v", err)
 		return op, s.PollInterval, nil
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
-// CreateRuntime asks the provisioner for the runtime. The instance ID is the request's
+// CreateRuntime asks the provisioner for the runtime. The operation ID is the request's
 // idempotency key, so a repeat after a crash gets the same runtime back.
 type CreateRuntime struct {
 	Deps

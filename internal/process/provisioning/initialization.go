@@ -56,7 +56,9 @@ func (s Initialization) runtimeInput(op Op) (gqlschema.ProvisionRuntimeInput, er
 			Labels: gqlschema.Labels{
 				"broker_instance_id": op.InstanceID, "global_subaccount_id": d.Context.SubAccountID,
 				"globalaccount": d.Context.GlobalAccountID, "subaccount": d.Context.SubAccountID,
-				IdempotencyLabel: op.InstanceID,
+				// Per operation: a replay after a crash gets the same runtime, a resumed (suspended)
+				// trial gets a new one.
+				IdempotencyLabel: op.ID,
 			},
 		},
 		ClusterConfig: &gqlschema.ClusterConfigInput{
