@@ -29,6 +29,13 @@ const (
 	StageWaitingForHibernation        = "WaitingForHibernation"
 )
 
+// cleanupRetryTime is how long Cleanup_Cluster retries before giving up without failing: at
+// most 5 minutes, and well inside the stage's own limit so the limit never fails the
+// deprovisioning first.
+func cleanupRetryTime(stageLimit time.Duration) time.Duration {
+	return min(5*time.Minute, stageLimit*3/4)
+}
+
 func stage(name string, timeout time.Duration, steps ...process.StepDef[Data]) process.Stage[Data] {
 	return process.Stage[Data]{Name: name, Timeout: timeout, Steps: steps}
 }
@@ -58,7 +65,7 @@ func Definitions(d Deps, cfg config.Config) ([]process.Definition, error) {
 			stage(StageWaitingForInstallation, p.Installation, withKyma(WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"})),
 		}, agentStages...)},
 		{TypeDeprovision, []process.Stage[Data]{
-			stage(StageCleanupCluster, dp.ClusterCleanup, step(CleanupCluster{Deps: d, RetryTime: 5 * time.Minute})),
+			stage(StageCleanupCluster, dp.ClusterCleanup, step(CleanupCluster{Deps: d, RetryTime: cleanupRetryTime(dp.ClusterCleanup)})),
 			stage(StageDeprovisionCluster, dp.ClusterDeletion, step(DeprovisionCluster{d})),
 			stage(StageWaitForClusterDeletion, dp.WaitingForClusterDeletion, step(WaitForClusterDeletion{d})),
 		}},
