@@ -164,6 +164,13 @@ type env struct {
 }
 
 func setup(t *testing.T, cfg config.Config) *env {
+	return setupWith(t, cfg, func(project string, kc []byte) string {
+		return fmt.Sprintf(`{"gardener": {"type": "gardener", "spec": {"project": %q, "kubeconfig": %q}}}`, project, string(kc))
+	})
+}
+
+// setupWith starts the fake Gardener and a provisioner whose backend set is set(project, kubeconfig).
+func setupWith(t *testing.T, cfg config.Config, set func(project string, kubeconfig []byte) string) *env {
 	t.Helper()
 	core, dyn := kubetest.Clientset(t), kubetest.Dynamic(t)
 	kc := kubetest.Kubeconfig(t)
@@ -179,9 +186,8 @@ func setup(t *testing.T, cfg config.Config) *env {
 	go func() { defer close(done); g.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	set := fmt.Sprintf(`{"gardener": {"type": "gardener", "spec": {"project": %q, "kubeconfig": %q}}}`, project, string(kc))
 	p := provisionertest.New(t, provisionertest.Options{
-		Backends: infrastructure.Config{SetJSON: set},
+		Backends: infrastructure.Config{SetJSON: set(project, kc)},
 		Clusters: runtimeclient.Clusters{},
 		Config:   &cfg,
 	})
@@ -300,3 +306,5 @@ func TestFailedShootFailsWithGardenersReason(t *testing.T) {
 	require.NotNil(t, failed.LastError)
 	assert.Contains(t, failed.LastError.ErrMessage, quotaError)
 }
+
+func sleep() { time.Sleep(50 * time.Millisecond) }
