@@ -21,20 +21,22 @@ type CreateRuntime struct {
 func (CreateRuntime) Name() string { return "Create_Runtime" }
 
 func (s CreateRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
-	if op.Data.ProvisionerOperationID != "" {
-		return op, 0, nil
-	}
-	st, err := s.Provisioner.ProvisionRuntime(ctx, op.Data.Context.GlobalAccountID, *op.Data.RuntimeInput)
-	if err != nil {
-		if apperr.CodeOf(err) == apperr.CodeBadRequest {
-			return op, 0, fmt.Errorf("the provisioner rejected the runtime: %w", err)
+	if op.Data.ProvisionerOperationID == "" {
+		st, err := s.Provisioner.ProvisionRuntime(ctx, op.Data.Context.GlobalAccountID, *op.Data.RuntimeInput)
+		if err != nil {
+			if apperr.CodeOf(err) == apperr.CodeBadRequest {
+				return op, 0, fmt.Errorf("the provisioner rejected the runtime: %w", err)
+			}
+			return op.RetryOperation(fmt.Sprintf("calling the provisioner: %v", err), s.PollInterval, s.RetryTime)
 		}
-		return op.RetryOperation(fmt.Sprintf("calling the provisioner: %v", err), s.PollInterval, s.RetryTime)
+		op.Data.RuntimeID, op.Data.ProvisionerOperationID = *st.RuntimeID, *st.ID
+		log.WithField("runtime_id", op.Data.RuntimeID).Info("runtime requested")
 	}
-	op.Data.RuntimeID, op.Data.ProvisionerOperationID = *st.RuntimeID, *st.ID
+	// Also on a rerun after the request was accepted: the previous run may have failed to store
+	// the runtime ID, and without it deprovisioning would not remove the runtime.
 	if _, err := storage.ModifyInstance(ctx, s.Instances, op.InstanceID, func(i *storage.Instance) { i.RuntimeID = op.Data.RuntimeID }); err != nil {
 		return op.RetryOperation(fmt.Sprintf("storing the runtime ID: %v", err), s.PollInterval, s.RetryTime)
 	}
-	log.WithField("runtime_id", op.Data.RuntimeID).Info("runtime requested")
+	op.LastError = ""
 	return op, 0, nil
 }

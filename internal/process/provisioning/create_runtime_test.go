@@ -76,6 +76,7 @@ func TestCreateRuntime_SkipsWhenAlreadyRequested(t *testing.T) {
 	assert.Empty(t, e.prov.Calls(), "no second provisioning request")
 	assert.Equal(t, "rt-1", out.Data.RuntimeID)
 	assert.Equal(t, "pop-1", out.Data.ProvisionerOperationID)
+	assert.Equal(t, "rt-1", getInstance(t, e.store).RuntimeID, "the instance has the runtime ID requested earlier")
 }
 
 func TestCreateRuntime_TransientErrorRetries(t *testing.T) {

@@ -56,7 +56,18 @@ func shootInput(d instanceUpdate) gqlschema.UpgradeShootInput {
 		g.AutoScalerMax = &p.AutoScalerMax
 	}
 	if p.OIDC != nil {
-		g.OidcConfig = &gqlschema.OIDCConfigInput{ClientID: p.OIDC.ClientID, IssuerURL: p.OIDC.IssuerURL, SigningAlgs: p.OIDC.SigningAlgs}
+		// The provisioner replaces the whole OIDC config: send every field, as provisioning does.
+		o := p.OIDC
+		g.OidcConfig = &gqlschema.OIDCConfigInput{ClientID: o.ClientID, IssuerURL: o.IssuerURL, SigningAlgs: o.SigningAlgs}
+		if o.GroupsClaim != "" {
+			g.OidcConfig.GroupsClaim = &o.GroupsClaim
+		}
+		if o.UsernameClaim != "" {
+			g.OidcConfig.UsernameClaim = &o.UsernameClaim
+		}
+		if o.UsernamePrefix != "" {
+			g.OidcConfig.UsernamePrefix = &o.UsernamePrefix
+		}
 	}
 	return gqlschema.UpgradeShootInput{GardenerConfig: g, Administrators: p.Administrators}
 }
