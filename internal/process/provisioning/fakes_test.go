@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"io"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client/clienttest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 )
@@ -29,104 +27,35 @@ const (
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
 // provCall is one call the steps made to the provisioner.
-type provCall struct {
-	Method    string
-	Tenant    string
-	ID        string // runtime ID or operation ID, depending on the method
-	Provision *gqlschema.ProvisionRuntimeInput
-}
+type provCall = clienttest.Call
 
-// fakeProvisioner is a hand-written client.Client: each method the steps use is answered by
-// the matching func (nil: "not implemented"); every call is recorded.
+// fakeProvisioner is the shared clienttest.Fake, answering ProvisionRuntime with provision and
+// RuntimeOperationStatus with status (nil: not implemented), as they are when the steps call.
 type fakeProvisioner struct {
-	mu        sync.Mutex
-	calls     []provCall
+	*clienttest.Fake
 	provision func(tenant string, in gqlschema.ProvisionRuntimeInput) (*gqlschema.OperationStatus, error)
 	status    func(tenant, opID string) (*gqlschema.OperationStatus, error)
 }
 
-var _ client.Client = (*fakeProvisioner)(nil)
-
-var errNotImplemented = errors.New("fake: not implemented")
-
-func (f *fakeProvisioner) record(c provCall) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, c)
-}
-
-func (f *fakeProvisioner) Calls() []provCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]provCall(nil), f.calls...)
-}
-
-func (f *fakeProvisioner) ProvisionRuntime(_ context.Context, tenant string, in gqlschema.ProvisionRuntimeInput) (*gqlschema.OperationStatus, error) {
-	f.record(provCall{Method: "ProvisionRuntime", Tenant: tenant, Provision: &in})
-	if f.provision == nil {
-		return nil, errNotImplemented
-	}
-	return f.provision(tenant, in)
-}
-
-func (f *fakeProvisioner) DeprovisionRuntime(_ context.Context, tenant, runtimeID string) (string, error) {
-	f.record(provCall{Method: "DeprovisionRuntime", Tenant: tenant, ID: runtimeID})
-	return "", errNotImplemented
-}
-
-func (f *fakeProvisioner) UpgradeRuntime(_ context.Context, tenant, runtimeID string, _ gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error) {
-	f.record(provCall{Method: "UpgradeRuntime", Tenant: tenant, ID: runtimeID})
-	return nil, errNotImplemented
-}
-
-func (f *fakeProvisioner) UpgradeShoot(_ context.Context, tenant, runtimeID string, _ gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error) {
-	f.record(provCall{Method: "UpgradeShoot", Tenant: tenant, ID: runtimeID})
-	return nil, errNotImplemented
-}
-
-func (f *fakeProvisioner) HibernateRuntime(_ context.Context, tenant, runtimeID string) (*gqlschema.OperationStatus, error) {
-	f.record(provCall{Method: "HibernateRuntime", Tenant: tenant, ID: runtimeID})
-	return nil, errNotImplemented
-}
-
-func (f *fakeProvisioner) ReconnectRuntimeAgent(_ context.Context, tenant, runtimeID string) (string, error) {
-	f.record(provCall{Method: "ReconnectRuntimeAgent", Tenant: tenant, ID: runtimeID})
-	return "", errNotImplemented
-}
-
-func (f *fakeProvisioner) RuntimeStatus(_ context.Context, tenant, runtimeID string) (*gqlschema.RuntimeStatus, error) {
-	f.record(provCall{Method: "RuntimeStatus", Tenant: tenant, ID: runtimeID})
-	return nil, errNotImplemented
-}
-
-func (f *fakeProvisioner) RuntimeOperationStatus(_ context.Context, tenant, opID string) (*gqlschema.OperationStatus, error) {
-	f.record(provCall{Method: "RuntimeOperationStatus", Tenant: tenant, ID: opID})
-	if f.status == nil {
-		return nil, errNotImplemented
-	}
-	return f.status(tenant, opID)
+func newFakeProvisioner() *fakeProvisioner {
+	f := &fakeProvisioner{Fake: &clienttest.Fake{}}
+	f.BindProvisionRuntime(&f.provision)
+	f.BindRuntimeOperationStatus(&f.status)
+	return f
 }
 
 func strp(s string) *string { return &s }
 
 func opStatus(id string, state gqlschema.OperationState) *gqlschema.OperationStatus {
-	return &gqlschema.OperationStatus{ID: strp(id), Operation: gqlschema.OperationTypeProvision, State: state}
+	st := clienttest.Status(id, "", state)
+	st.Operation = gqlschema.OperationTypeProvision
+	return st
 }
 
 func testLog() logrus.FieldLogger {
 	l := logrus.New()
 	l.SetOutput(io.Discard)
 	return l
-}
-
-// newStore opens a real SQLite store in the test's temp dir.
-func newStore(t *testing.T) storage.Store {
-	t.Helper()
-	cfg := driver.Config{Driver: driver.SQLite, Path: filepath.Join(t.TempDir(), "keb.db"), SecretKey: strings.Repeat("k", 32)}
-	store, err := driver.Open(context.Background(), cfg, testLog())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = store.Close() })
-	return store
 }
 
 // seedInstance stores the instance the operation belongs to.
@@ -162,9 +91,9 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	store := newStore(t)
+	store := storagetest.OpenSQLite(t)
 	seedInstance(t, store)
-	prov := &fakeProvisioner{}
+	prov := newFakeProvisioner()
 	return &env{store: store, prov: prov, deps: Deps{Instances: store.Instances(), Provisioner: prov, PollInterval: testPoll, Defaults: testDefaults()}}
 }
 
