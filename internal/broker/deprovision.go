@@ -18,6 +18,8 @@ func (b *Broker) Deprovision(ctx context.Context, instanceID string, _ domain.De
 	if !asyncAllowed {
 		return domain.DeprovisionServiceSpec{}, apiresponses.ErrAsyncRequired
 	}
+	// A concurrent repeat must find this request's operation rather than insert its own.
+	defer b.locks.lock("instance/" + instanceID)()
 	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
 	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
 		return domain.DeprovisionServiceSpec{}, apiresponses.ErrInstanceDoesNotExist

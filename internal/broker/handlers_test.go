@@ -81,11 +81,12 @@ func TestProvisionBadRequest(t *testing.T) {
 		{"service_id of the wrong type", `{"service_id": 5, "plan_id": "` + bt.AWSPlanID + `"}`, "service_id"},
 		{"missing service_id", map[string]any{"plan_id": bt.AWSPlanID, "parameters": params(), "context": ctx}, "service_id"},
 		{"missing plan_id", map[string]any{"service_id": bt.ServiceID, "parameters": params(), "context": ctx}, "plan_id"},
-		{"unknown service", map[string]any{"service_id": "f3b1b0b2-0000-4000-8000-000000000000", "plan_id": bt.AWSPlanID, "parameters": params(), "context": ctx}, "service_id"},
-		{"unknown plan", bt.ProvisionBody("f3b1b0b2-0000-4000-8000-000000000001", params(), ctx), "plan_id"},
+		// brokerapi checks the catalog first and spells the fields service-id and plan-id.
+		{"unknown service", map[string]any{"service_id": "f3b1b0b2-0000-4000-8000-000000000000", "plan_id": bt.AWSPlanID, "parameters": params(), "context": ctx}, "service-id"},
+		{"unknown plan", bt.ProvisionBody("f3b1b0b2-0000-4000-8000-000000000001", params(), ctx), "plan-id"},
 		// The catalog has one service: the plan of another service is a plan this one lacks,
 		// or a known plan sent with another service's ID.
-		{"plan of another service", map[string]any{"service_id": "another-service", "plan_id": bt.TrialPlanID, "parameters": params(), "context": ctx}, "service_id"},
+		{"plan of another service", map[string]any{"service_id": "another-service", "plan_id": bt.TrialPlanID, "parameters": params(), "context": ctx}, "service-id"},
 		{"missing name", bt.ProvisionBody(bt.AWSPlanID, params("name", nil), ctx), "name"},
 		{"name with forbidden characters", bt.ProvisionBody(bt.AWSPlanID, params("name", "bad name!"), ctx), "name"},
 		{"name too long", bt.ProvisionBody(bt.AWSPlanID, params("name", strings.Repeat("a", 65)), ctx), "name"},
@@ -282,9 +283,9 @@ func TestUpdate(t *testing.T) {
 
 func TestUpdateAfterFailedProvisioning(t *testing.T) {
 	t.Parallel()
-	b := bt.Start(t, bt.Options{})
+	b := bt.Start(t, bt.Options{FailureRate: 1})
 	id := newID()
-	op := b.Provision(id, bt.FailingRuntimeName, "ga-fail")
+	op := b.Provision(id, "rt-doomed", "ga-fail")
 	lo := b.WaitForLastOperation(id, op, 20*time.Second)
 	require.Equal(t, domain.Failed, lo.State, "%+v", lo)
 	assert.NotEmpty(t, lo.Description)
@@ -294,7 +295,7 @@ func TestUpdateAfterFailedProvisioning(t *testing.T) {
 	assert.Contains(t, r.Description(), "failed provisioning")
 	requireStatus(t, http.StatusNotFound, b.Get("/v2/service_instances/"+id))
 	// A repeat of the failed request reports the failed operation.
-	r = b.Put(bt.InstancePath(id), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams(bt.FailingRuntimeName), bt.SAPContext("ga-fail", "sub-ga-fail")))
+	r = b.Put(bt.InstancePath(id), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams("rt-doomed"), bt.SAPContext("ga-fail", "sub-ga-fail")))
 	requireStatus(t, http.StatusAccepted, r)
 	assert.Equal(t, op, r.Operation())
 

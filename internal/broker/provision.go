@@ -45,6 +45,8 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
 	}
 	if plan.Trial {
+		// The quota check and the insert below must not interleave with another trial's.
+		defer b.locks.lock("trial/" + v.Context.GlobalAccountID)()
 		if err := b.checkTrialQuota(ctx, plan.ID, v.Context.GlobalAccountID); err != nil {
 			return domain.ProvisionedServiceSpec{}, err
 		}

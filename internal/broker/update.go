@@ -19,6 +19,8 @@ const actionUpdate = "update"
 // platform retries, and no hidden queue can pile up.
 func (b *Broker) Update(ctx context.Context, instanceID string, details domain.UpdateDetails, asyncAllowed bool) (domain.UpdateServiceSpec, error) {
 	log := b.logFor(ctx, instanceID)
+	// No other update or deprovisioning of the instance may pass the checks below meanwhile.
+	defer b.locks.lock("instance/" + instanceID)()
 	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
 	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
 		return domain.UpdateServiceSpec{}, notFound(actionUpdate, "instance %s does not exist", instanceID)

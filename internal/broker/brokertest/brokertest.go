@@ -24,9 +24,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
-	"github.com/kyma-project/kyma-environment-broker/internal/process/deprovisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	"github.com/kyma-project/kyma-environment-broker/internal/process/update"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
@@ -58,9 +57,6 @@ const (
 	FreePlanID  = "b1a5764e-2ea1-4f95-94c0-2b4538b37b55"
 )
 
-// FailingRuntimeName is a runtime name whose creation the simulated backend fails.
-const FailingRuntimeName = "doomed-runtime"
-
 // Options adjust Start; the zero value is SQLite in a temporary directory with a running engine.
 type Options struct {
 	// DatabaseURL, when set, runs on PostgreSQL at that URL (see pgtest.NewDatabase).
@@ -69,6 +65,10 @@ type Options struct {
 	NoEngine bool
 	// DefaultRequestRegion of /v2 and /oauth/v2 [cf-eu10].
 	DefaultRequestRegion string
+	// FailureRate (0..1) is the share of runtimes whose creation the simulated backend fails;
+	// 1 fails every provisioning. (Its failRuntimeNames match the cluster's shoot name, which
+	// the broker leaves to the provisioner, not the runtime name of the parameters.)
+	FailureRate float64
 }
 
 // Broker is a running broker.
@@ -108,7 +108,7 @@ func Start(t testing.TB, o Options) *Broker {
 	provCfg, err := provconfig.Load()
 	must(t, err)
 	p, err := provisioner.New(ctx, store, provisioner.Options{
-		Config: provCfg, Backends: infrastructure.Config{SetJSON: failingSimulation(t)}, PollInterval: 25 * time.Millisecond, Log: log,
+		Config: provCfg, Backends: infrastructure.Config{SetJSON: simulation(t, o.FailureRate)}, PollInterval: 25 * time.Millisecond, Log: log,
 		Clusters: runtimeclient.Clusters{Simulated: runtimeclient.Simulated{InstallDuration: 100 * time.Millisecond, ConnectionDuration: 50 * time.Millisecond}},
 	})
 	must(t, err)
@@ -124,15 +124,9 @@ func Start(t testing.TB, o Options) *Broker {
 		KubernetesVersion: "1.31", KymaVersion: "2.20.0", Components: []string{"istio", "api-gateway"},
 		DashboardURL: "https://dashboard.kyma.local", TargetSecretPrefix: "kyma-",
 	}
-	provDef, err := provisioning.Process(provisioning.Deps{Instances: store.Instances(), Provisioner: prov, PollInterval: poll, Defaults: defaults}, brokerCfg.OperationTimeout)
+	defs, err := definitions.Broker(definitions.Deps{Store: store, Provisioner: prov, PollInterval: poll, Runtime: defaults, Timeout: brokerCfg.OperationTimeout})
 	must(t, err)
-	deprovDef, err := deprovisioning.Process(deprovisioning.Deps{Instances: store.Instances(), Operations: store.Operations(), Provisioner: prov, PollInterval: poll}, brokerCfg.OperationTimeout)
-	must(t, err)
-	updateDef, err := update.Process(update.Deps{Instances: store.Instances(), Provisioner: prov, PollInterval: poll}, brokerCfg.OperationTimeout)
-	must(t, err)
-	for _, d := range []process.Definition{provDef, deprovDef, updateDef} {
-		must(t, eng.Register(d))
-	}
+	must(t, definitions.Register(eng, defs))
 
 	basic, err := auth.NewBasic(Username, Password, auth.WithLogger(log))
 	must(t, err)
@@ -161,12 +155,12 @@ func Start(t testing.TB, o Options) *Broker {
 	return &Broker{t: t, URL: srv.URL, Server: srv, Handler: handler, Store: store, Client: srv.Client()}
 }
 
-// failingSimulation is provisionertest.FastSimulation with FailingRuntimeName failing.
-func failingSimulation(t testing.TB) string {
+// simulation is provisionertest.FastSimulation with the failure rate.
+func simulation(t testing.TB, failureRate float64) string {
 	var set map[string]map[string]any
 	must(t, json.Unmarshal([]byte(provisionertest.FastSimulation), &set))
 	spec := set["simulated"]["spec"].(map[string]any)
-	spec["failRuntimeNames"] = []string{FailingRuntimeName}
+	spec["failureRate"] = failureRate
 	raw, err := json.Marshal(set)
 	must(t, err)
 	return string(raw)
@@ -386,4 +380,39 @@ func (b *Broker) Operations(instanceID string) []storage.Operation {
 	page, err := b.Store.Operations().ListOperations(context.Background(), storage.OperationFilter{InstanceIDs: []string{instanceID}, Paging: storage.Paging{PageSize: 1000}})
 	must(b.t, err)
 	return page.Items
+}
+
+// InstanceFilter selects instances by ID, deleted ones included.
+func InstanceFilter(ids ...string) storage.InstanceFilter {
+	return storage.InstanceFilter{InstanceIDs: ids, IncludeDeleted: true}
+}
+
+// FinishOperation sets an operation's final state directly in the store (for tests that run
+// without the engine).
+func (b *Broker) FinishOperation(id string, state storage.OperationState) {
+	b.t.Helper()
+	ctx := context.Background()
+	op, err := b.Store.Operations().GetOperation(ctx, id)
+	must(b.t, err)
+	op.State, op.DueAt = state, nil
+	if state == storage.StateFailed {
+		op.LastError = "failed by the test"
+	}
+	_, err = b.Store.Operations().UpdateOperation(ctx, op)
+	must(b.t, err)
+}
+
+// ModifyInstance changes an instance directly in the store.
+func (b *Broker) ModifyInstance(id string, change func(*storage.Instance)) storage.Instance {
+	b.t.Helper()
+	inst, err := storage.ModifyInstance(context.Background(), b.Store.Instances(), id, change)
+	must(b.t, err)
+	return inst
+}
+
+// For returns the broker reporting to t (a subtest or a fuzz target's T).
+func (b *Broker) For(t testing.TB) *Broker {
+	c := *b
+	c.t = t
+	return &c
 }
