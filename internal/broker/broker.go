@@ -7,7 +7,6 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
@@ -63,9 +62,6 @@ type Broker struct {
 	cfg         Config
 	now         func() time.Time
 	log         logrus.FieldLogger
-	// locks serialise this replica's check-then-insert sequences per instance and per trial
-	// global account; without them concurrent requests all pass the checks.
-	locks keyedLocks
 }
 
 var _ domain.ServiceBroker = (*Broker)(nil)
@@ -125,39 +121,4 @@ func (b *Broker) logFor(ctx context.Context, instanceID string) logrus.FieldLogg
 		l = l.WithField("request_id", id)
 	}
 	return l
-}
-
-// keyedLocks is a mutex per key, kept only while someone holds or waits for it.
-type keyedLocks struct {
-	mu sync.Mutex
-	m  map[string]*keyedLock
-}
-
-type keyedLock struct {
-	sync.Mutex
-	users int
-}
-
-// lock locks key and returns its unlock.
-func (k *keyedLocks) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*keyedLock{}
-	}
-	l := k.m[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.m[key] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
 }

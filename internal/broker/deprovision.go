@@ -18,8 +18,6 @@ func (b *Broker) Deprovision(ctx context.Context, instanceID string, _ domain.De
 	if !asyncAllowed {
 		return domain.DeprovisionServiceSpec{}, apiresponses.ErrAsyncRequired
 	}
-	// A concurrent repeat must find this request's operation rather than insert its own.
-	defer b.locks.lock("instance/" + instanceID)()
 	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
 	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
 		return domain.DeprovisionServiceSpec{}, apiresponses.ErrInstanceDoesNotExist
@@ -27,17 +25,18 @@ func (b *Broker) Deprovision(ctx context.Context, instanceID string, _ domain.De
 	if err != nil {
 		return domain.DeprovisionServiceSpec{}, internal(log, actionDeprovision, err)
 	}
-	if op, ok, err := b.latestOperation(ctx, instanceID, instance.TypeDeprovision); err != nil {
-		return domain.DeprovisionServiceSpec{}, internal(log, actionDeprovision, err)
-	} else if ok && op.State.Active() {
-		return domain.DeprovisionServiceSpec{IsAsync: true, OperationData: op.ID}, nil
-	}
-	// The deprovisioning waits in its first step for a provisioning or update still running.
+	// The deprovisioning waits in its first step for a provisioning or update still running;
+	// a repeat (also concurrent, also on another replica) gets the running deprovisioning.
 	op, err := process.NewOperation(instance.TypeDeprovision, instanceID, instance.DeprovisioningData{GlobalAccountID: inst.GlobalAccountID}, b.cfg.OperationTimeout, b.now())
 	if err != nil {
 		return domain.DeprovisionServiceSpec{}, internal(log, actionDeprovision, err)
 	}
-	if op, err = b.store.Operations().InsertOperation(ctx, op); err != nil {
+	op, err = b.store.Instances().InsertOperationExclusive(ctx, op, []string{instance.TypeDeprovision})
+	var running *storage.InProgressError
+	if errors.As(err, &running) {
+		return domain.DeprovisionServiceSpec{IsAsync: true, OperationData: running.Operation.ID}, nil
+	}
+	if err != nil {
 		return domain.DeprovisionServiceSpec{}, internal(log, actionDeprovision, err)
 	}
 	log.WithField("operation_id", op.ID).Info("deprovisioning accepted")

@@ -44,13 +44,6 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 	} else if !errors.Is(err, storage.ErrNotFound) {
 		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
 	}
-	if plan.Trial {
-		// The quota check and the insert below must not interleave with another trial's.
-		defer b.locks.lock("trial/" + v.Context.GlobalAccountID)()
-		if err := b.checkTrialQuota(ctx, plan.ID, v.Context.GlobalAccountID); err != nil {
-			return domain.ProvisionedServiceSpec{}, err
-		}
-	}
 	data := instance.ProvisioningData{
 		ServiceID: details.ServiceID, PlanID: plan.ID, PlanName: plan.Name, Provider: v.Provider,
 		PlatformRegion: region, Parameters: v.Parameters, Context: v.Context,
@@ -63,7 +56,15 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 		InstanceID: instanceID, GlobalAccountID: v.Context.GlobalAccountID, SubAccountID: v.Context.SubAccountID,
 		ServiceID: details.ServiceID, PlanID: plan.ID, ProviderRegion: v.Parameters.Region, Parameters: params,
 	}
-	_, op, err = b.store.Instances().InsertInstanceWithOperation(ctx, inst, op)
+	insert := b.store.Instances().InsertInstanceWithOperation
+	if plan.Trial {
+		insert = b.store.Instances().InsertUniqueInstanceWithOperation // one per global account
+	}
+	_, op, err = insert(ctx, inst, op)
+	var quota *storage.QuotaError
+	if errors.As(err, &quota) {
+		return domain.ProvisionedServiceSpec{}, badRequest(actionProvision, "plan_id: the global account %s already has a trial runtime (instance %s); only one is allowed", v.Context.GlobalAccountID, quota.InstanceID)
+	}
 	if errors.Is(err, storage.ErrAlreadyExists) {
 		// A concurrent identical request won the race: answer as for a repeat.
 		existing, getErr := b.store.Instances().GetInstance(ctx, instanceID)
@@ -96,18 +97,6 @@ func (b *Broker) repeatedProvision(ctx context.Context, existing storage.Instanc
 	}
 	// In progress, or failed: last_operation tells the platform which.
 	return domain.ProvisionedServiceSpec{IsAsync: true, OperationData: op.ID}, nil
-}
-
-// checkTrialQuota allows one trial runtime per global account.
-func (b *Broker) checkTrialQuota(ctx context.Context, planID, globalAccountID string) error {
-	page, err := b.store.Instances().ListInstances(ctx, storage.InstanceFilter{PlanIDs: []string{planID}, GlobalAccountIDs: []string{globalAccountID}, Paging: storage.Paging{PageSize: 1}})
-	if err != nil {
-		return internal(b.log, actionProvision, err)
-	}
-	if page.TotalCount > 0 {
-		return badRequest(actionProvision, "plan_id: the global account %s already has a trial runtime (instance %s); only one is allowed", globalAccountID, page.Items[0].InstanceID)
-	}
-	return nil
 }
 
 // cfContext adds Cloud Foundry's body fields to the context when the platform sent them

@@ -10,17 +10,32 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
+	"github.com/sirupsen/logrus"
 )
 
 const actionUpdate = "update"
+
+// allTypes block an update or a suspension change: one operation of an instance at a time.
+var allTypes = []string{instance.TypeProvision, instance.TypeDeprovision, instance.TypeUpdate, instance.TypeSuspension}
+
+// exclusiveInsertError maps a refused exclusive insert to OSB: 422 ConcurrencyError, or 422
+// naming the deprovisioning.
+func (b *Broker) exclusiveInsertError(log logrus.FieldLogger, err error) error {
+	var running *storage.InProgressError
+	if !errors.As(err, &running) {
+		return internal(log, actionUpdate, err)
+	}
+	if running.Operation.Type == instance.TypeDeprovision {
+		return unprocessable(actionUpdate, "instance %s is being deprovisioned", running.Operation.InstanceID)
+	}
+	return apiresponses.ErrConcurrentInstanceAccess
+}
 
 // Update changes an instance's plan (along the allowed upgrades) or parameters. While another
 // operation of the instance runs it answers 422 ConcurrencyError rather than queueing: the
 // platform retries, and no hidden queue can pile up.
 func (b *Broker) Update(ctx context.Context, instanceID string, details domain.UpdateDetails, asyncAllowed bool) (domain.UpdateServiceSpec, error) {
 	log := b.logFor(ctx, instanceID)
-	// No other update or deprovisioning of the instance may pass the checks below meanwhile.
-	defer b.locks.lock("instance/" + instanceID)()
 	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
 	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
 		return domain.UpdateServiceSpec{}, notFound(actionUpdate, "instance %s does not exist", instanceID)
@@ -89,8 +104,9 @@ func (b *Broker) Update(ctx context.Context, instanceID string, details domain.U
 	if err != nil {
 		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
 	}
-	if op, err = b.store.Operations().InsertOperation(ctx, op); err != nil {
-		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	// The checks above answer most requests; this insert is the guarantee (across replicas).
+	if op, err = b.store.Instances().InsertOperationExclusive(ctx, op, allTypes); err != nil {
+		return domain.UpdateServiceSpec{}, b.exclusiveInsertError(log, err)
 	}
 	log.WithField("operation_id", op.ID).Info("update accepted")
 	return domain.UpdateServiceSpec{IsAsync: true, OperationData: op.ID, DashboardURL: inst.DashboardURL}, nil

@@ -4,11 +4,28 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
 // ErrOperationInProgress: the runtime already has an active operation.
 var ErrOperationInProgress = errors.New("another operation is in progress for this runtime")
+
+// InProgressError: an operation blocks the one that was to be inserted.
+type InProgressError struct{ Operation Operation }
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("%s operation %s is in progress", e.Operation.Type, e.Operation.ID)
+}
+
+func (e *InProgressError) Is(target error) bool { return target == ErrOperationInProgress }
+
+// QuotaError: the global account already has its one instance of the plan.
+type QuotaError struct{ InstanceID string }
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("the global account already has instance %s of this plan", e.InstanceID)
+}
 
 // ErrNoCapacity: a static pool has no host with enough free slots.
 var ErrNoCapacity = errors.New("no host with enough free slots")

@@ -205,6 +205,14 @@ type Instances interface {
 	// transaction (ErrAlreadyExists if the instance exists: then nothing is written) and
 	// wakes the engine.
 	InsertInstanceWithOperation(ctx context.Context, inst Instance, op Operation) (Instance, Operation, error)
+	// InsertUniqueInstanceWithOperation is InsertInstanceWithOperation for plans limited to one
+	// live instance per global account (trial): under a lock on (global account, plan) it
+	// refuses with a *QuotaError when such an instance exists. Safe across replicas.
+	InsertUniqueInstanceWithOperation(ctx context.Context, inst Instance, op Operation) (Instance, Operation, error)
+	// InsertOperationExclusive inserts op for the instance op.InstanceID unless the instance
+	// has an active operation of one of the blocking types; then it returns an
+	// *InProgressError carrying that operation. Check and insert are atomic across replicas.
+	InsertOperationExclusive(ctx context.Context, op Operation, blocking []string) (Operation, error)
 	GetInstance(ctx context.Context, id string) (Instance, error)
 	// UpdateInstance writes inst if inst.Version is current and returns it with the new version.
 	UpdateInstance(ctx context.Context, inst Instance) (Instance, error)

@@ -49,7 +49,7 @@ func (s *Store) InsertInstance(ctx context.Context, inst storage.Instance) (stor
 }
 
 func (s *Store) InsertInstanceWithOperation(ctx context.Context, inst storage.Instance, op storage.Operation) (storage.Instance, storage.Operation, error) {
-	outInst, outOp, err := s.insertInstanceWithOperation(ctx, inst, op)
+	outInst, outOp, err := s.insertInstanceWithOperation(ctx, inst, op, nil)
 	if err != nil {
 		return storage.Instance{}, storage.Operation{}, fmt.Errorf("inserting instance %s with operation %s: %w", inst.InstanceID, op.ID, err)
 	}
@@ -57,7 +57,33 @@ func (s *Store) InsertInstanceWithOperation(ctx context.Context, inst storage.In
 	return outInst, outOp, nil
 }
 
-func (s *Store) insertInstanceWithOperation(ctx context.Context, inst storage.Instance, op storage.Operation) (storage.Instance, storage.Operation, error) {
+func (s *Store) InsertUniqueInstanceWithOperation(ctx context.Context, inst storage.Instance, op storage.Operation) (storage.Instance, storage.Operation, error) {
+	outInst, outOp, err := s.insertInstanceWithOperation(ctx, inst, op, func(tx *sqlx.Tx) error {
+		if s.d.XactLockSQL != "" { // SQLite transactions are exclusive already
+			if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.XactLockSQL), "instance-quota:"+inst.GlobalAccountID+"/"+inst.PlanID); err != nil {
+				return err
+			}
+		}
+		var existing string
+		err := tx.QueryRowxContext(ctx, s.d.rebind(`SELECT instance_id FROM instances
+			WHERE global_account_id = ? AND plan_id = ? AND deleted_at IS NULL LIMIT 1`), inst.GlobalAccountID, inst.PlanID).Scan(&existing)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		}
+		return &storage.QuotaError{InstanceID: existing}
+	})
+	if err != nil {
+		return storage.Instance{}, storage.Operation{}, fmt.Errorf("inserting instance %s with operation %s: %w", inst.InstanceID, op.ID, err)
+	}
+	s.notify(ctx)
+	return outInst, outOp, nil
+}
+
+// insertInstanceWithOperation inserts both in one transaction after check (if any) passed in it.
+func (s *Store) insertInstanceWithOperation(ctx context.Context, inst storage.Instance, op storage.Operation, check func(*sqlx.Tx) error) (storage.Instance, storage.Operation, error) {
 	if op.InstanceID != inst.InstanceID {
 		return storage.Instance{}, storage.Operation{}, fmt.Errorf("operation is for %q, not for the instance", op.InstanceID)
 	}
@@ -66,6 +92,11 @@ func (s *Store) insertInstanceWithOperation(ctx context.Context, inst storage.In
 		return storage.Instance{}, storage.Operation{}, err
 	}
 	defer rollback(tx)
+	if check != nil {
+		if err := check(tx); err != nil {
+			return storage.Instance{}, storage.Operation{}, err
+		}
+	}
 	outInst, err := s.insertInstance(ctx, tx, inst)
 	if err != nil {
 		return storage.Instance{}, storage.Operation{}, err
@@ -219,4 +250,52 @@ func (s *Store) listInstances(ctx context.Context, f storage.InstanceFilter) (st
 		out.Items = append(out.Items, inst)
 	}
 	return out, rows.Err()
+}
+
+func (s *Store) InsertOperationExclusive(ctx context.Context, op storage.Operation, blocking []string) (storage.Operation, error) {
+	out, err := s.insertOperationExclusive(ctx, op, blocking)
+	if err != nil {
+		return storage.Operation{}, fmt.Errorf("inserting %s operation for instance %s: %w", op.Type, op.InstanceID, err)
+	}
+	s.notify(ctx)
+	return out, nil
+}
+
+func (s *Store) insertOperationExclusive(ctx context.Context, op storage.Operation, blocking []string) (storage.Operation, error) {
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	defer rollback(tx)
+	// The instance row serialises operation starts of one instance (SQLite transactions are
+	// exclusive already).
+	lock := "SELECT instance_id FROM instances WHERE instance_id = ?"
+	if s.d.SkipLocked {
+		lock += " FOR UPDATE"
+	}
+	var id string
+	if err := tx.QueryRowxContext(ctx, s.d.rebind(lock), op.InstanceID).Scan(&id); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return storage.Operation{}, storage.ErrNotFound
+		}
+		return storage.Operation{}, err
+	}
+	q, args, err := s.sb().Select(opCols).From("operations").
+		Where(sq.Eq{"instance_id": op.InstanceID, "state": activeStates, "type": blocking}).
+		OrderBy("created_at DESC").Limit(1).ToSql()
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	running, err := s.scanOperation(tx.QueryRowxContext(ctx, q, args...))
+	switch {
+	case err == nil:
+		return storage.Operation{}, &storage.InProgressError{Operation: running}
+	case !errors.Is(err, sql.ErrNoRows):
+		return storage.Operation{}, err
+	}
+	out, err := s.insertOperation(ctx, tx, op)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	return out, tx.Commit()
 }

@@ -95,6 +95,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Runtimes", testRuntimes},
 		{"InstanceWithOperation", testInstanceWithOperation},
 		{"InstanceArchive", testInstanceArchive},
+		{"InsertOperationExclusive", testInsertOperationExclusive},
+		{"InsertUniqueInstance", testInsertUniqueInstance},
 		{"RuntimeOperationsOneAtATime", testRuntimeOperationsOneAtATime},
 		{"StaticAllocations", testStaticAllocations},
 		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},
