@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -103,7 +104,7 @@ func (h *Handler) runtimes(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, d := range dtos {
-			if contains(wantStates, d.Status.State) {
+			if slices.Contains(wantStates, d.Status.State) {
 				all = append(all, d)
 			}
 		}
@@ -225,15 +226,6 @@ func list(q map[string][]string, key string) []string {
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (h *Handler) fail(w http.ResponseWriter, err error) {

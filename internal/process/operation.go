@@ -3,6 +3,7 @@ package process
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,7 +49,7 @@ func (op Operation[T]) RetryOperationWithoutFail(msg string, interval, maxTime t
 		return op, interval, nil
 	}
 	op.LastError = msg
-	if !contains(op.Progress.ExecutedButNotCompleted, op.step) {
+	if !slices.Contains(op.Progress.ExecutedButNotCompleted, op.step) {
 		op.Progress.ExecutedButNotCompleted = append(op.Progress.ExecutedButNotCompleted, op.step)
 	}
 	return op, 0, nil
@@ -80,15 +81,6 @@ func NewOperation(opType, instanceID string, data any, timeout time.Duration, no
 		Deadline:   now.Add(timeout),
 		Data:       raw,
 	}, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // ForStep returns op as the engine hands it to step at time now. Step unit tests use it to

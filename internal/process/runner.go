@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -182,7 +183,7 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	default:
 		r.x.metrics.stepFinished(r.op.Type, name, "succeeded", took)
 		msg := ""
-		if contains(r.op.Progress.ExecutedButNotCompleted, name) {
+		if slices.Contains(r.op.Progress.ExecutedButNotCompleted, name) {
 			msg = "executed but not completed: " + r.op.LastError
 		}
 		r.markStep(name, func(sp *storage.StepProgress) { sp.Done = true })

@@ -21,3 +21,21 @@ func ModifyInstance(ctx context.Context, instances Instances, id string, change 
 		return out, err
 	}
 }
+
+// ModifyRuntime is ModifyInstance for the provisioner's runtimes; change may refuse with an error.
+func ModifyRuntime(ctx context.Context, runtimes Runtimes, id string, change func(*Runtime) error) (Runtime, error) {
+	for attempt := 0; ; attempt++ {
+		rt, err := runtimes.GetRuntime(ctx, id)
+		if err != nil {
+			return Runtime{}, err
+		}
+		if err := change(&rt); err != nil {
+			return Runtime{}, err
+		}
+		out, err := runtimes.UpdateRuntime(ctx, rt)
+		if errors.Is(err, ErrConflict) && attempt == 0 {
+			continue
+		}
+		return out, err
+	}
+}

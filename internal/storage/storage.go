@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -87,14 +88,7 @@ type StepProgress struct {
 }
 
 // StageFinished reports whether the stage is recorded as finished.
-func (p Progress) StageFinished(stage string) bool {
-	for _, s := range p.FinishedStages {
-		if s == stage {
-			return true
-		}
-	}
-	return false
-}
+func (p Progress) StageFinished(stage string) bool { return slices.Contains(p.FinishedStages, stage) }
 
 // EventType is what happened to a step.
 type EventType string

@@ -2,7 +2,6 @@ package operations
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -85,22 +84,10 @@ func (d Deps) cluster(ctx context.Context, op Op) (runtimeclient.Runtime, error)
 	return d.Clusters.ForKubeconfig(kc)
 }
 
-// updateRuntime applies change to the stored runtime, re-reading once on a version conflict.
+// updateRuntime applies change to the stored runtime (re-reading once on a version conflict).
 func (d Deps) updateRuntime(ctx context.Context, id string, change func(*storage.Runtime) error) error {
-	for attempt := 0; ; attempt++ {
-		rt, err := d.Runtimes.GetRuntime(ctx, id)
-		if err != nil {
-			return err
-		}
-		if err := change(&rt); err != nil {
-			return err
-		}
-		_, err = d.Runtimes.UpdateRuntime(ctx, rt)
-		if errors.Is(err, storage.ErrConflict) && attempt == 0 {
-			continue
-		}
-		return err
-	}
+	_, err := storage.ModifyRuntime(ctx, d.Runtimes, id, change)
+	return err
 }
 
 func kymaSpec(k *Kyma) runtimeclient.KymaSpec {
