@@ -381,8 +381,11 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 		return storage.Operation{}, err
 	}
 	defer rollback(tx)
-	q := s.d.rebind("UPDATE operations SET " + saveProgressSet + " WHERE " + saveProgressWhere + " RETURNING " + opCols)
-	out, err := s.scanOperation(tx.QueryRowxContext(ctx, q, args...))
+	var (
+		version           int64
+		updated, leaseExp dbTime
+	)
+	err = tx.StmtxContext(ctx, s.updateStmt).QueryRowxContext(ctx, args...).Scan(&version, &updated, &leaseExp)
 	if errors.Is(err, sql.ErrNoRows) {
 		rollback(tx)
 		return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
@@ -390,18 +393,26 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 	if err != nil {
 		return storage.Operation{}, err
 	}
-	filled := make([]storage.Event, len(events))
-	for i, e := range events {
-		filled[i] = defaultEvent(e, op, now)
-	}
-	if err := s.insertEvents(ctx, tx, filled); err != nil {
-		return storage.Operation{}, err
+	insert := tx.StmtxContext(ctx, s.eventStmt)
+	for _, e := range events {
+		e = defaultEvent(e, op, now)
+		if _, err := insert.ExecContext(ctx, e.OperationID, e.InstanceID, e.Step, string(e.Type), e.Message,
+			e.Duration.Microseconds(), e.Wait.Microseconds(), s.d.timeArg(e.CreatedAt)); err != nil {
+			return storage.Operation{}, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return storage.Operation{}, err
 	}
-	return out, nil
+	return written(op, version, updated.Time, leaseExp.ptr()), nil
 }
+
+// saveProgressUpdate is SaveProgress's update in the transaction form; it returns only what
+// the database decides.
+const saveProgressUpdate = "UPDATE operations SET " + saveProgressSet + " WHERE " + saveProgressWhere + " RETURNING version, updated_at, lease_expires_at"
+
+// insertEventSQL inserts one event.
+const insertEventSQL = "INSERT INTO events (operation_id, instance_id, step, type, message, duration_us, wait_us, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
 // defaultEvent fills an event's operation, instance and time from op and now when unset.
 func defaultEvent(e storage.Event, op storage.Operation, now time.Time) storage.Event {

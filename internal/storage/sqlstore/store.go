@@ -47,6 +47,9 @@ type Store struct {
 
 	// saveProgress is the prepared single-statement SaveProgress (dialects with Array only).
 	saveProgressStmt *sqlx.Stmt
+	// updateStmt and eventStmt are the prepared transaction form (dialects without Array):
+	// parsed once instead of on every step transition.
+	updateStmt, eventStmt *sqlx.Stmt
 	// batcher writes concurrent SaveProgress calls together (dialects with Array only).
 	batcher *saveBatcher
 }
@@ -88,6 +91,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			_ = stmt.Close()
 			return nil, err
 		}
+		return s, nil
+	}
+	var err error
+	if s.updateStmt, err = s.w.PreparexContext(ctx, s.d.rebind(saveProgressUpdate)); err != nil {
+		return nil, fmt.Errorf("preparing save progress statement: %w", err)
+	}
+	if s.eventStmt, err = s.w.PreparexContext(ctx, s.d.rebind(insertEventSQL)); err != nil {
+		_ = s.updateStmt.Close()
+		return nil, fmt.Errorf("preparing event statement: %w", err)
 	}
 	return s, nil
 }
@@ -120,8 +132,10 @@ func (s *Store) Close() error {
 	if s.batcher != nil {
 		errs = append(errs, s.batcher.stop())
 	}
-	if s.saveProgressStmt != nil {
-		errs = append(errs, s.saveProgressStmt.Close())
+	for _, st := range []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
 	}
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())
