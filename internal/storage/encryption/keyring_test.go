@@ -25,7 +25,8 @@ func TestRoundTrip(t *testing.T) {
 		ct, err := kr.Encrypt(plain)
 		require.NoError(t, err)
 		assert.True(t, kr.IsPrimary(ct))
-		if len(plain) > 0 {
+		// A short plaintext can appear in random ciphertext bytes by chance; a long one cannot.
+		if len(plain) >= 16 {
 			assert.False(t, bytes.Contains(ct, plain))
 		}
 		got, err := kr.Decrypt(ct)
