@@ -172,7 +172,10 @@ func TestConcurrentMutations(t *testing.T) {
 			_, counts = parallel(n, func() bt.Response {
 				return b.Patch(bt.InstancePath(id), map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSHAPlanID})
 			})
-			assert.Equal(t, map[int]int{http.StatusAccepted: 1, http.StatusUnprocessableEntity: n - 1}, counts, "one update at a time")
+			// One update is accepted; the others are refused while it runs, or find nothing to
+			// change (200) once it has finished.
+			assert.Equal(t, 1, counts[http.StatusAccepted], "one update at a time: %v", counts)
+			assert.Equal(t, n, counts[http.StatusAccepted]+counts[http.StatusUnprocessableEntity]+counts[http.StatusOK], "only 202, 422 or 200: %v", counts)
 			require.Len(t, b.Operations(id), 2)
 			b.WaitSucceeded(id, b.Operations(id)[0].ID)
 
