@@ -1,0 +1,61 @@
+package avs
+
+import (
+	"errors"
+	"net/url"
+	"time"
+)
+
+// Config configures the AVS client. Read it with envconfig.Process("APP", &cfg): the variables are
+// APP_AVS_URL, APP_AVS_OAUTH_URL, APP_AVS_CLIENT_ID, ...
+type Config struct {
+	// URL is the base of the AVS API; the client calls <URL>/api/v2/evaluationmetadata.
+	URL string `envconfig:"AVS_URL"`
+	// OAuthURL is the OAuth2 token endpoint (client credentials grant).
+	OAuthURL     string `envconfig:"AVS_OAUTH_URL"`
+	ClientID     string `envconfig:"AVS_CLIENT_ID"`
+	ClientSecret string `envconfig:"AVS_CLIENT_SECRET"`
+	// ParentID is the parent evaluation internal evaluations are created under.
+	ParentID int64 `envconfig:"AVS_PARENT_ID"`
+	// InternalTesterAccessID and ExternalTesterAccessID are the tester access ids of internal and
+	// external evaluations.
+	InternalTesterAccessID int64 `envconfig:"AVS_INTERNAL_TESTER_ACCESS_ID"`
+	ExternalTesterAccessID int64 `envconfig:"AVS_EXTERNAL_TESTER_ACCESS_ID"`
+	// Timeout bounds one HTTP request (token requests included); retries are bounded by the caller's context.
+	Timeout time.Duration `envconfig:"AVS_TIMEOUT" default:"30s"`
+	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
+	// transient failures.
+	RetryInitialBackoff time.Duration `envconfig:"AVS_RETRY_INITIAL_BACKOFF" default:"200ms"`
+	RetryMaxBackoff     time.Duration `envconfig:"AVS_RETRY_MAX_BACKOFF" default:"10s"`
+}
+
+func (c *Config) withDefaults() {
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.RetryInitialBackoff <= 0 {
+		c.RetryInitialBackoff = 200 * time.Millisecond
+	}
+	if c.RetryMaxBackoff < c.RetryInitialBackoff {
+		c.RetryMaxBackoff = max(10*time.Second, c.RetryInitialBackoff)
+	}
+}
+
+// Validate reports missing or malformed settings.
+func (c Config) Validate() error {
+	var errs []error
+	for _, u := range []struct{ name, val string }{{"APP_AVS_URL", c.URL}, {"APP_AVS_OAUTH_URL", c.OAuthURL}} {
+		if u.val == "" {
+			errs = append(errs, errors.New(u.name+" is required"))
+			continue
+		}
+		p, err := url.Parse(u.val)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, errors.New(u.name+" must be an absolute http(s) URL"))
+		}
+	}
+	if c.ClientID == "" {
+		errs = append(errs, errors.New("APP_AVS_CLIENT_ID is required"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,538 @@
+// Package avs is the sandbox stand-in for SAP's Availability Service (AVS) evaluation API as the broker
+// uses it: an OAuth2 client-credentials token endpoint and the v2 evaluation metadata resource with
+// tags and parent/child links. It keeps everything in memory and counts calls per evaluation and
+// creations per name, so tests can see duplicates.
+package avs
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Name is the path prefix the stand-in is mounted at.
+const Name = "avs"
+
+// Tag is an evaluation tag.
+type Tag struct {
+	Content      string `json:"content"`
+	TagClassID   int64  `json:"tag_class_id"`
+	TagClassName string `json:"tag_class_name,omitempty"`
+}
+
+// Evaluation is an evaluation as the API returns it.
+type Evaluation struct {
+	ID               int64  `json:"id"`
+	Name             string `json:"name"`
+	Description      string `json:"description"`
+	DefinitionType   string `json:"definition_type"`
+	URL              string `json:"url"`
+	CheckType        string `json:"check_type"`
+	Interval         int32  `json:"interval"`
+	TesterAccessID   int64  `json:"tester_access_id"`
+	Timeout          int    `json:"timeout"`
+	ReadOnly         bool   `json:"read_only"`
+	ContentCheck     string `json:"content_check"`
+	ContentCheckType string `json:"content_check_type"`
+	Threshold        int64  `json:"threshold"`
+	GroupID          int64  `json:"group_id"`
+	Visibility       string `json:"visibility"`
+	ParentID         int64  `json:"parent_id"`
+	Tags             []Tag  `json:"tags"`
+	Status           string `json:"status"`
+	Owner            string `json:"owner"`
+	CreatedAt        int64  `json:"created_at"`
+}
+
+// createRequest is the body of POST /api/v2/evaluationmetadata.
+type createRequest struct {
+	Name             string `json:"name"`
+	Description      string `json:"description"`
+	DefinitionType   string `json:"definition_type"`
+	URL              string `json:"url"`
+	CheckType        string `json:"check_type"`
+	Interval         int32  `json:"interval"`
+	TesterAccessID   int64  `json:"tester_access_id"`
+	Timeout          int    `json:"timeout"`
+	ReadOnly         bool   `json:"read_only"`
+	ContentCheck     string `json:"content_check"`
+	ContentCheckType string `json:"content_check_type"`
+	Threshold        int64  `json:"threshold"`
+	GroupID          int64  `json:"group_id"`
+	Visibility       string `json:"visibility"`
+	ParentID         int64  `json:"parent_id"`
+	Tags             []Tag  `json:"tags"`
+}
+
+// Options configures the stand-in.
+type Options struct {
+	// ClientID and ClientSecret are the only credentials the token endpoint accepts.
+	ClientID     string
+	ClientSecret string
+	// TokenTTL is the lifetime of issued tokens; one hour when zero.
+	TokenTTL time.Duration
+	// ParentIDs are parent evaluations that exist from the start and survive Reset, like the
+	// pre-provisioned parent evaluation the broker's configuration points at.
+	ParentIDs []int64
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+}
+
+// Object is one evaluation in the inspection snapshot with the calls made on it.
+type Object struct {
+	Evaluation
+	Calls map[string]int `json:"calls"`
+}
+
+// Objects is the inspection snapshot served at GET /_sandbox/avs/objects.
+type Objects struct {
+	// Evaluations lists the existing evaluations by id.
+	Evaluations []Object `json:"evaluations"`
+	// CreatesByName counts successful creations per evaluation name, deleted ones included.
+	CreatesByName map[string]int `json:"createsByName"`
+	// DeletesByName counts successful deletions per evaluation name.
+	DeletesByName map[string]int `json:"deletesByName"`
+	// Calls counts authorised calls per operation, including those that failed validation.
+	Calls map[string]int `json:"calls"`
+}
+
+// StandIn is the AVS stand-in; it implements sandbox.System.
+type StandIn struct {
+	opts Options
+	mux  *http.ServeMux
+
+	mu            sync.Mutex
+	nextID        int64
+	evals         map[int64]*Evaluation
+	calls         map[int64]map[string]int
+	createsByName map[string]int
+	deletesByName map[string]int
+	totals        map[string]int
+	tokens        map[string]time.Time
+}
+
+// New returns a stand-in with only the configured parent evaluations.
+func New(opts Options) *StandIn {
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &StandIn{opts: opts, tokens: map[string]time.Time{}}
+	s.reset()
+	m := http.NewServeMux()
+	m.HandleFunc("POST /oauth/token", s.handleToken)
+	const base = "/api/v2/evaluationmetadata"
+	m.HandleFunc("POST "+base, s.authorised(s.handleCreate))
+	m.HandleFunc("GET "+base, s.authorised(s.handleList))
+	m.HandleFunc("GET "+base+"/{id}", s.authorised(s.handleGet))
+	m.HandleFunc("DELETE "+base+"/{id}", s.authorised(s.handleDelete))
+	m.HandleFunc("PUT "+base+"/{id}/tag", s.authorised(s.handleTag))
+	m.HandleFunc("POST "+base+"/{id}/child/{child}", s.authorised(s.handleLink))
+	m.HandleFunc("DELETE "+base+"/{id}/child/{child}", s.authorised(s.handleUnlink))
+	s.mux = m
+	return s
+}
+
+// Name implements sandbox.System.
+func (s *StandIn) Name() string { return Name }
+
+// ServeHTTP implements sandbox.System; paths are relative to /avs.
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Objects implements sandbox.System.
+func (s *StandIn) Objects() any { return s.Snapshot() }
+
+// Reset implements sandbox.System: it forgets every evaluation and count but the configured
+// parents, and keeps issued tokens valid.
+func (s *StandIn) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset()
+}
+
+func (s *StandIn) reset() {
+	s.nextID = 100000
+	s.evals = map[int64]*Evaluation{}
+	s.calls = map[int64]map[string]int{}
+	s.createsByName = map[string]int{}
+	s.deletesByName = map[string]int{}
+	s.totals = map[string]int{}
+	for _, id := range s.opts.ParentIDs {
+		s.evals[id] = &Evaluation{ID: id, Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED",
+			Status: "ACTIVE", Owner: "sandbox", Tags: []Tag{}, CreatedAt: s.opts.Now().UnixMilli()}
+	}
+}
+
+// Snapshot returns the inspection snapshot.
+func (s *StandIn) Snapshot() Objects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Objects{
+		Evaluations:   make([]Object, 0, len(s.evals)),
+		CreatesByName: make(map[string]int, len(s.createsByName)),
+		DeletesByName: make(map[string]int, len(s.deletesByName)),
+		Calls:         make(map[string]int, len(s.totals)),
+	}
+	for _, e := range s.evals {
+		calls := map[string]int{}
+		for k, v := range s.calls[e.ID] {
+			calls[k] = v
+		}
+		out.Evaluations = append(out.Evaluations, Object{Evaluation: clone(e), Calls: calls})
+	}
+	sort.Slice(out.Evaluations, func(i, j int) bool { return out.Evaluations[i].ID < out.Evaluations[j].ID })
+	for k, v := range s.createsByName {
+		out.CreatesByName[k] = v
+	}
+	for k, v := range s.deletesByName {
+		out.DeletesByName[k] = v
+	}
+	for k, v := range s.totals {
+		out.Calls[k] = v
+	}
+	return out
+}
+
+func clone(e *Evaluation) Evaluation {
+	c := *e
+	c.Tags = append([]Tag{}, e.Tags...)
+	return c
+}
+
+type apiError struct {
+	Message string `json:"message"`
+}
+
+type oauthError struct {
+	Error            string `json:"error"`
+	ErrorDescription string `json:"error_description,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *StandIn) handleToken(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
+	if err := r.ParseForm(); err != nil {
+		writeJSON(w, http.StatusBadRequest, oauthError{Error: "invalid_request", ErrorDescription: err.Error()})
+		return
+	}
+	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
+		writeJSON(w, http.StatusBadRequest, oauthError{Error: "unsupported_grant_type",
+			ErrorDescription: fmt.Sprintf("grant_type %q is not supported", gt)})
+		return
+	}
+	id, secret, ok := r.BasicAuth()
+	if !ok {
+		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals["token"]++
+	if id == "" || id != s.opts.ClientID || secret != s.opts.ClientSecret {
+		s.totals["token.rejected"]++
+		w.Header().Set("WWW-Authenticate", `Basic realm="avs"`)
+		writeJSON(w, http.StatusUnauthorized, oauthError{Error: "invalid_client", ErrorDescription: "bad client credentials"})
+		return
+	}
+	buf := make([]byte, 24)
+	_, _ = rand.Read(buf)
+	tok := hex.EncodeToString(buf)
+	s.tokens[tok] = s.opts.Now().Add(s.opts.TokenTTL)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"access_token": tok,
+		"token_type":   "bearer",
+		"expires_in":   int(s.opts.TokenTTL.Seconds()),
+	})
+}
+
+func (s *StandIn) authorised(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		s.mu.Lock()
+		exp, ok := s.tokens[tok]
+		valid := ok && strings.EqualFold(scheme, "Bearer") && s.opts.Now().Before(exp)
+		if !valid {
+			s.totals["unauthorized"]++
+		}
+		s.mu.Unlock()
+		if !valid {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			writeJSON(w, http.StatusUnauthorized, apiError{Message: "missing, unknown or expired bearer token"})
+			return
+		}
+		next(w, r)
+	}
+}
+
+func pathID(w http.ResponseWriter, r *http.Request, key string) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue(key), 10, 64)
+	if err != nil || id <= 0 {
+		writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("invalid evaluation id %q", r.PathValue(key))})
+		return 0, false
+	}
+	return id, true
+}
+
+func validate(req *createRequest) string {
+	switch {
+	case strings.TrimSpace(req.Name) == "":
+		return "name is required"
+	case len(req.Name) > 255:
+		return "name is longer than 255 characters"
+	case req.DefinitionType == "":
+		return "definition_type is required"
+	case req.DefinitionType == "BASIC" && req.URL == "":
+		return "url is required for a BASIC evaluation"
+	case req.Interval < 0 || req.Timeout < 0 || req.Threshold < 0:
+		return "interval, timeout and threshold must not be negative"
+	}
+	for _, t := range req.Tags {
+		if msg := validateTag(t); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+func validateTag(t Tag) string {
+	if t.Content == "" || t.TagClassID <= 0 {
+		return "a tag needs content and a positive tag_class_id"
+	}
+	return ""
+}
+
+func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		s.count(0, "create")
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals["create"]++
+	if msg := validate(&req); msg != "" {
+		writeJSON(w, http.StatusBadRequest, apiError{Message: msg})
+		return
+	}
+	if req.ParentID != 0 {
+		if _, ok := s.evals[req.ParentID]; !ok {
+			writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("parent evaluation %d does not exist", req.ParentID)})
+			return
+		}
+	}
+	for {
+		s.nextID++
+		if _, taken := s.evals[s.nextID]; !taken {
+			break
+		}
+	}
+	e := &Evaluation{
+		ID: s.nextID, Name: req.Name, Description: req.Description, DefinitionType: req.DefinitionType,
+		URL: req.URL, CheckType: req.CheckType, Interval: req.Interval, TesterAccessID: req.TesterAccessID,
+		Timeout: req.Timeout, ReadOnly: req.ReadOnly, ContentCheck: req.ContentCheck,
+		ContentCheckType: req.ContentCheckType, Threshold: req.Threshold, GroupID: req.GroupID,
+		Visibility: req.Visibility, ParentID: req.ParentID, Tags: []Tag{}, Status: "ACTIVE",
+		Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli(),
+	}
+	for _, t := range req.Tags {
+		e.Tags = addTag(e.Tags, t)
+	}
+	s.evals[e.ID] = e
+	s.calls[e.ID] = map[string]int{"create": 1}
+	s.createsByName[e.Name]++
+	writeJSON(w, http.StatusOK, clone(e))
+}
+
+func (s *StandIn) count(id int64, op string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.countLocked(id, op)
+}
+
+func (s *StandIn) countLocked(id int64, op string) {
+	s.totals[op]++
+	if c, ok := s.calls[id]; ok {
+		c[op]++
+	}
+}
+
+func (s *StandIn) ensureCalls(id int64) {
+	if _, ok := s.calls[id]; !ok {
+		s.calls[id] = map[string]int{}
+	}
+}
+
+func (s *StandIn) handleList(w http.ResponseWriter, r *http.Request) {
+	name, byName := r.URL.Query()["name"]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals["list"]++
+	out := []Evaluation{}
+	for _, e := range s.evals {
+		if byName && e.Name != name[0] {
+			continue
+		}
+		out = append(out, clone(e))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ensureCallsIfExists(id)
+	s.countLocked(id, "get")
+	e, ok := s.evals[id]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
+		return
+	}
+	writeJSON(w, http.StatusOK, clone(e))
+}
+
+func (s *StandIn) ensureCallsIfExists(ids ...int64) {
+	for _, id := range ids {
+		if _, ok := s.evals[id]; ok {
+			s.ensureCalls(id)
+		}
+	}
+}
+
+func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals["delete"]++
+	e, ok := s.evals[id]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
+		return
+	}
+	delete(s.evals, id)
+	delete(s.calls, id)
+	for _, other := range s.evals {
+		if other.ParentID == id {
+			other.ParentID = 0
+		}
+	}
+	s.deletesByName[e.Name]++
+	writeJSON(w, http.StatusOK, clone(e))
+}
+
+func (s *StandIn) handleTag(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	var t Tag
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&t); err != nil {
+		s.count(id, "tag")
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ensureCallsIfExists(id)
+	s.countLocked(id, "tag")
+	e, ok := s.evals[id]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
+		return
+	}
+	if msg := validateTag(t); msg != "" {
+		writeJSON(w, http.StatusBadRequest, apiError{Message: msg})
+		return
+	}
+	e.Tags = addTag(e.Tags, t)
+	writeJSON(w, http.StatusOK, clone(e))
+}
+
+// addTag adds t unless a tag with the same class and content is already there.
+func addTag(tags []Tag, t Tag) []Tag {
+	for _, have := range tags {
+		if have.TagClassID == t.TagClassID && have.Content == t.Content {
+			return tags
+		}
+	}
+	return append(tags, t)
+}
+
+func (s *StandIn) linkTargets(w http.ResponseWriter, r *http.Request, op string) (parent, child *Evaluation, ok bool) {
+	pid, ok := pathID(w, r, "id")
+	if !ok {
+		return nil, nil, false
+	}
+	cid, ok := pathID(w, r, "child")
+	if !ok {
+		return nil, nil, false
+	}
+	s.ensureCallsIfExists(pid, cid)
+	s.countLocked(pid, op)
+	if c, exists := s.calls[cid]; exists && cid != pid {
+		c[op]++
+	}
+	parent, pok := s.evals[pid]
+	child, cok := s.evals[cid]
+	switch {
+	case !pok:
+		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", pid)})
+		return nil, nil, false
+	case !cok:
+		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", cid)})
+		return nil, nil, false
+	case pid == cid:
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "an evaluation cannot be its own child"})
+		return nil, nil, false
+	}
+	return parent, child, true
+}
+
+func (s *StandIn) handleLink(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parent, child, ok := s.linkTargets(w, r, "addChild")
+	if !ok {
+		return
+	}
+	if child.ParentID != 0 && child.ParentID != parent.ID {
+		writeJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("evaluation %d already has parent %d", child.ID, child.ParentID)})
+		return
+	}
+	child.ParentID = parent.ID
+	writeJSON(w, http.StatusOK, clone(child))
+}
+
+func (s *StandIn) handleUnlink(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parent, child, ok := s.linkTargets(w, r, "removeChild")
+	if !ok {
+		return
+	}
+	if child.ParentID == parent.ID {
+		child.ParentID = 0
+	}
+	writeJSON(w, http.StatusOK, clone(child))
+}

@@ -1,0 +1,232 @@
+package avs_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const base = "/avs/api/v2/evaluationmetadata"
+
+type env struct {
+	t     *testing.T
+	st    *avs.StandIn
+	srv   *httptest.Server
+	mu    sync.Mutex
+	now   time.Time
+	token string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e.st = avs.New(avs.Options{ClientID: "id", ClientSecret: "secret", ParentIDs: []int64{7}, TokenTTL: time.Minute, Now: e.clock})
+	sb := sandbox.New(sandbox.Options{})
+	require.NoError(t, sb.Register(e.st))
+	e.srv = httptest.NewServer(sb)
+	t.Cleanup(e.srv.Close)
+	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}}, nil)
+	require.Equal(t, http.StatusOK, code, body)
+	var tok struct {
+		AccessToken string `json:"access_token"`
+		TokenType   string `json:"token_type"`
+		ExpiresIn   int    `json:"expires_in"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &tok))
+	assert.Equal(t, "bearer", tok.TokenType)
+	assert.Equal(t, 60, tok.ExpiresIn)
+	e.token = tok.AccessToken
+	return e
+}
+
+func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
+func (e *env) advance(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.now = e.now.Add(d)
+}
+
+func (e *env) tokenRequest(form url.Values, basic []string) (int, string) {
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/avs/oauth/token", strings.NewReader(form.Encode()))
+	require.NoError(e.t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if basic != nil {
+		req.SetBasicAuth(basic[0], basic[1])
+	}
+	return e.send(req)
+}
+
+func (e *env) send(req *http.Request) (int, string) {
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return resp.StatusCode, string(b)
+}
+
+func (e *env) api(method, path, body string) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+base+path, strings.NewReader(body))
+	require.NoError(e.t, err)
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Content-Type", "application/json")
+	return e.send(req)
+}
+
+func (e *env) create(name string, extra string) avs.Evaluation {
+	e.t.Helper()
+	code, body := e.api(http.MethodPost, "", `{"name":"`+name+`","description":"d","definition_type":"BASIC","url":"https://a.example","check_type":"HTTPSGET","interval":180,"timeout":30000,"tester_access_id":11,"tags":[{"content":"eu","tag_class_id":5}]`+extra+`}`)
+	require.Equal(e.t, http.StatusOK, code, body)
+	var ev avs.Evaluation
+	require.NoError(e.t, json.Unmarshal([]byte(body), &ev))
+	return ev
+}
+
+func TestTokenEndpoint(t *testing.T) {
+	e := newEnv(t)
+	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, []string{"id", "secret"})
+	assert.Equal(t, http.StatusOK, code, "credentials in a basic auth header: %s", body)
+	code, body = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"wrong"}}, nil)
+	assert.Equal(t, http.StatusUnauthorized, code)
+	assert.Contains(t, body, "invalid_client")
+	code, _ = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, nil)
+	assert.Equal(t, http.StatusUnauthorized, code, "no credentials")
+	code, body = e.tokenRequest(url.Values{"grant_type": {"password"}}, []string{"id", "secret"})
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, "unsupported_grant_type")
+	snap := e.st.Snapshot()
+	assert.Equal(t, 2, snap.Calls["token.rejected"])
+}
+
+func TestAPIRequiresBearerToken(t *testing.T) {
+	e := newEnv(t)
+	for _, auth := range []string{"", "Bearer nope", "Basic " + e.token} {
+		req, err := http.NewRequest(http.MethodGet, e.srv.URL+base+"/7", nil)
+		require.NoError(t, err)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		code, _ := e.send(req)
+		assert.Equal(t, http.StatusUnauthorized, code, auth)
+	}
+	code, _ := e.api(http.MethodGet, "/7", "")
+	assert.Equal(t, http.StatusOK, code)
+	e.advance(2 * time.Minute)
+	code, _ = e.api(http.MethodGet, "/7", "")
+	assert.Equal(t, http.StatusUnauthorized, code, "expired token")
+}
+
+func TestEvaluationLifecycle(t *testing.T) {
+	e := newEnv(t)
+	ev := e.create("runtime-1", `,"parent_id":7`)
+	assert.Positive(t, ev.ID)
+	assert.Equal(t, "runtime-1", ev.Name)
+	assert.Equal(t, int64(7), ev.ParentID)
+	assert.Equal(t, int64(11), ev.TesterAccessID)
+	assert.Equal(t, "ACTIVE", ev.Status)
+	assert.Equal(t, []avs.Tag{{Content: "eu", TagClassID: 5}}, ev.Tags)
+	id := "/" + jsonInt(ev.ID)
+
+	code, body := e.api(http.MethodGet, id, "")
+	require.Equal(t, http.StatusOK, code)
+	var got avs.Evaluation
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	assert.Equal(t, ev, got)
+
+	code, body = e.api(http.MethodGet, "?name=runtime-1", "")
+	require.Equal(t, http.StatusOK, code)
+	var list []avs.Evaluation
+	require.NoError(t, json.Unmarshal([]byte(body), &list))
+	assert.Equal(t, []avs.Evaluation{ev}, list)
+	code, body = e.api(http.MethodGet, "?name=other", "")
+	require.Equal(t, http.StatusOK, code)
+	assert.JSONEq(t, `[]`, body)
+
+	// tags: added once, a repeat is a no-op
+	for range 2 {
+		code, body = e.api(http.MethodPut, id+"/tag", `{"content":"gcp","tag_class_id":9}`)
+		require.Equal(t, http.StatusOK, code, body)
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	assert.Equal(t, []avs.Tag{{Content: "eu", TagClassID: 5}, {Content: "gcp", TagClassID: 9}}, got.Tags)
+	code, _ = e.api(http.MethodPut, id+"/tag", `{"content":""}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	code, _ = e.api(http.MethodPut, "/999/tag", `{"content":"x","tag_class_id":1}`)
+	assert.Equal(t, http.StatusNotFound, code)
+
+	// parent/child links
+	other := e.create("runtime-1-external", "")
+	otherID := "/" + jsonInt(other.ID)
+	code, body = e.api(http.MethodPost, "/7/child"+otherID, "")
+	require.Equal(t, http.StatusOK, code, body)
+	code, _ = e.api(http.MethodPost, "/7/child"+otherID, "")
+	assert.Equal(t, http.StatusOK, code, "linking again")
+	code, _ = e.api(http.MethodPost, id+"/child"+otherID, "")
+	assert.Equal(t, http.StatusConflict, code, "a second parent")
+	code, _ = e.api(http.MethodPost, "/7/child/999", "")
+	assert.Equal(t, http.StatusNotFound, code)
+	code, body = e.api(http.MethodDelete, "/7/child"+otherID, "")
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	assert.Zero(t, got.ParentID)
+
+	// deletion, then 404
+	code, _ = e.api(http.MethodDelete, id, "")
+	assert.Equal(t, http.StatusOK, code)
+	code, _ = e.api(http.MethodDelete, id, "")
+	assert.Equal(t, http.StatusNotFound, code)
+	code, _ = e.api(http.MethodGet, id, "")
+	assert.Equal(t, http.StatusNotFound, code)
+	code, _ = e.api(http.MethodGet, "/abc", "")
+	assert.Equal(t, http.StatusBadRequest, code)
+
+	snap := e.st.Snapshot()
+	require.Len(t, snap.Evaluations, 2)
+	assert.Equal(t, int64(7), snap.Evaluations[0].ID)
+	assert.Equal(t, other.ID, snap.Evaluations[1].ID)
+	assert.Equal(t, map[string]int{"create": 1, "addChild": 3, "removeChild": 1}, snap.Evaluations[1].Calls)
+	assert.Equal(t, map[string]int{"runtime-1": 1, "runtime-1-external": 1}, snap.CreatesByName)
+	assert.Equal(t, map[string]int{"runtime-1": 1}, snap.DeletesByName)
+}
+
+func TestDuplicateNamesAreCounted(t *testing.T) {
+	e := newEnv(t)
+	a := e.create("same", "")
+	b := e.create("same", "")
+	assert.NotEqual(t, a.ID, b.ID, "AVS itself does not deduplicate")
+	assert.Equal(t, 2, e.st.Snapshot().CreatesByName["same"])
+}
+
+func TestCreateValidation(t *testing.T) {
+	e := newEnv(t)
+	for _, body := range []string{
+		`{"definition_type":"BASIC","url":"https://x"}`,
+		`{"name":"a","url":"https://x"}`,
+		`{"name":"a","definition_type":"BASIC"}`,
+		`{"name":"a","definition_type":"BASIC","url":"https://x","interval":-1}`,
+		`{"name":"a","definition_type":"BASIC","url":"https://x","tags":[{"content":"x"}]}`,
+		`{"name":"a","definition_type":"BASIC","url":"https://x","parent_id":12345}`,
+		`{"name":`,
+	} {
+		code, resp := e.api(http.MethodPost, "", body)
+		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", body, resp)
+	}
+	assert.Empty(t, e.st.Snapshot().CreatesByName)
+}
+
+func jsonInt(v int64) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,368 @@
+// Package sandbox serves in-memory stand-ins for the external systems the broker talks to (AVS first),
+// each under its own path prefix (/avs/...), with inspection endpoints and fault injection under
+// /_sandbox/. It is an http.Handler, so it can run on its own (cmd/sandbox) or inside another process.
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// System is a stand-in for one external system. It is mounted at /<Name()>/ and sees request paths
+// with that prefix removed. It keeps its state in memory and must be safe for concurrent use.
+type System interface {
+	http.Handler
+	// Name is the path prefix and the name used on the /_sandbox/<name>/ endpoints.
+	Name() string
+	// Objects returns a JSON-encodable snapshot of what exists, with per-object call counts.
+	Objects() any
+	// Reset forgets everything created and every count.
+	Reset()
+}
+
+// Options configures a Sandbox.
+type Options struct {
+	// Seed seeds the random source that decides which requests get injected errors, so that a run
+	// with the same seed and the same sequence of requests injects the same errors.
+	Seed uint64
+	// Now returns the current time for outage windows; time.Now when nil.
+	Now func() time.Time
+	// Log receives one entry per injected fault and per admin change; discarded when nil.
+	Log logrus.FieldLogger
+}
+
+// Stats counts what the fault injection did to the requests of one system.
+type Stats struct {
+	Requests  int `json:"requests"`
+	Served    int `json:"served"`
+	Delayed   int `json:"delayed"`
+	Abandoned int `json:"abandoned"`
+	Outage    int `json:"outage"`
+	Errors500 int `json:"errors500"`
+	Errors503 int `json:"errors503"`
+}
+
+type entry struct {
+	sys     System
+	handler http.Handler
+	faults  Faults
+	stats   Stats
+}
+
+// Sandbox hosts the stand-ins. Create it with New and add stand-ins with Register.
+type Sandbox struct {
+	now   func() time.Time
+	log   logrus.FieldLogger
+	admin *http.ServeMux
+
+	mu      sync.Mutex
+	rnd     *rand.Rand
+	systems map[string]*entry
+}
+
+// New returns an empty sandbox.
+func New(opts Options) *Sandbox {
+	s := &Sandbox{
+		now:     opts.Now,
+		log:     opts.Log,
+		rnd:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5DEECE66D)),
+		systems: map[string]*entry{},
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		l := logrus.New()
+		l.SetOutput(discard{})
+		s.log = l
+	}
+	s.admin = http.NewServeMux()
+	s.admin.HandleFunc("GET /_sandbox/{$}", s.handleList)
+	s.admin.HandleFunc("POST /_sandbox/reset", s.handleResetAll)
+	s.admin.HandleFunc("GET /_sandbox/{system}/objects", s.handleObjects)
+	s.admin.HandleFunc("GET /_sandbox/{system}/faults", s.handleGetFaults)
+	s.admin.HandleFunc("PUT /_sandbox/{system}/faults", s.handlePutFaults)
+	s.admin.HandleFunc("DELETE /_sandbox/{system}/faults", s.handleDeleteFaults)
+	s.admin.HandleFunc("GET /_sandbox/{system}/stats", s.handleStats)
+	s.admin.HandleFunc("POST /_sandbox/{system}/reset", s.handleResetOne)
+	return s
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+var validName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// Register mounts a stand-in at /<name>/.
+func (s *Sandbox) Register(sys System) error {
+	name := sys.Name()
+	if !validName.MatchString(name) || name == "reset" {
+		return fmt.Errorf("sandbox: invalid system name %q", name)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.systems[name]; ok {
+		return fmt.Errorf("sandbox: system %q is already registered", name)
+	}
+	s.systems[name] = &entry{sys: sys, handler: http.StripPrefix("/"+name, sys)}
+	return nil
+}
+
+// Systems lists the registered system names, sorted.
+func (s *Sandbox) Systems() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.systems))
+	for n := range s.systems {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// SetFaults replaces the faults of a system.
+func (s *Sandbox) SetFaults(system string, f Faults) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.systems[system]
+	if !ok {
+		return fmt.Errorf("sandbox: unknown system %q", system)
+	}
+	e.faults = f
+	s.log.WithFields(logrus.Fields{"system": system, "errorRate": f.ErrorRate, "latency": f.Latency.String(),
+		"outageFrom": f.OutageFrom, "outageUntil": f.OutageUntil}).Info("faults set")
+	return nil
+}
+
+// Faults returns the faults of a system.
+func (s *Sandbox) Faults(system string) (Faults, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.systems[system]
+	if !ok {
+		return Faults{}, fmt.Errorf("sandbox: unknown system %q", system)
+	}
+	return e.faults, nil
+}
+
+// Stats returns what fault injection did to a system's requests since the last reset.
+func (s *Sandbox) Stats(system string) (Stats, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.systems[system]
+	if !ok {
+		return Stats{}, fmt.Errorf("sandbox: unknown system %q", system)
+	}
+	return e.stats, nil
+}
+
+// Reset forgets the state and counts of every system. Faults stay as they are.
+func (s *Sandbox) Reset() {
+	s.mu.Lock()
+	entries := make([]*entry, 0, len(s.systems))
+	for _, e := range s.systems {
+		e.stats = Stats{}
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	for _, e := range entries {
+		e.sys.Reset()
+	}
+}
+
+// ServeHTTP routes /_sandbox/... to the admin endpoints and /<system>/... through the system's
+// faults to its stand-in.
+func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/_sandbox" || strings.HasPrefix(r.URL.Path, "/_sandbox/") {
+		s.admin.ServeHTTP(w, r)
+		return
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	s.mu.Lock()
+	e, ok := s.systems[name]
+	if !ok {
+		s.mu.Unlock()
+		writeJSON(w, http.StatusNotFound, errorBody{Message: fmt.Sprintf("no sandbox system at /%s", name)})
+		return
+	}
+	e.stats.Requests++
+	f := e.faults
+	s.mu.Unlock()
+
+	if f.Latency > 0 {
+		// Read the body first: until it is consumed, net/http does not notice the client going away.
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Message: "reading request body: " + err.Error()})
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		t := time.NewTimer(f.Latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			s.mu.Lock()
+			e.stats.Abandoned++
+			s.mu.Unlock()
+			return
+		}
+	}
+
+	status := 0
+	s.mu.Lock()
+	if f.Latency > 0 {
+		e.stats.Delayed++
+	}
+	switch {
+	case f.InOutage(s.now()):
+		e.stats.Outage++
+		status = http.StatusServiceUnavailable
+	case f.ErrorRate > 0 && s.rnd.Float64() < f.ErrorRate:
+		if s.rnd.IntN(2) == 0 {
+			e.stats.Errors503++
+			status = http.StatusServiceUnavailable
+		} else {
+			e.stats.Errors500++
+			status = http.StatusInternalServerError
+		}
+	default:
+		e.stats.Served++
+	}
+	s.mu.Unlock()
+
+	if status != 0 {
+		s.log.WithFields(logrus.Fields{"system": name, "method": r.Method, "path": r.URL.Path, "status": status}).
+			Debug("injected fault")
+		writeJSON(w, status, errorBody{Message: fmt.Sprintf("sandbox: injected fault in %s", name)})
+		return
+	}
+	e.handler.ServeHTTP(w, r)
+}
+
+// maxBody bounds the request bodies buffered while injecting latency.
+const maxBody = 8 << 20
+
+type errorBody struct {
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Sandbox) lookup(w http.ResponseWriter, r *http.Request) (*entry, string, bool) {
+	name := r.PathValue("system")
+	s.mu.Lock()
+	e, ok := s.systems[name]
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, errorBody{Message: fmt.Sprintf("unknown system %q", name)})
+	}
+	return e, name, ok
+}
+
+type systemView struct {
+	Name   string `json:"name"`
+	Faults Faults `json:"faults"`
+	Stats  Stats  `json:"stats"`
+}
+
+func (s *Sandbox) handleList(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	out := make([]systemView, 0, len(s.systems))
+	for name, e := range s.systems {
+		out = append(out, systemView{Name: name, Faults: e.faults, Stats: e.stats})
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	writeJSON(w, http.StatusOK, map[string]any{"systems": out})
+}
+
+func (s *Sandbox) handleResetAll(w http.ResponseWriter, _ *http.Request) {
+	s.Reset()
+	s.log.Info("sandbox reset")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Sandbox) handleResetOne(w http.ResponseWriter, r *http.Request) {
+	e, name, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	e.stats = Stats{}
+	s.mu.Unlock()
+	e.sys.Reset()
+	s.log.WithField("system", name).Info("system reset")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Sandbox) handleObjects(w http.ResponseWriter, r *http.Request) {
+	e, _, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, e.sys.Objects())
+}
+
+func (s *Sandbox) handleStats(w http.ResponseWriter, r *http.Request) {
+	_, name, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	st, _ := s.Stats(name)
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Sandbox) handleGetFaults(w http.ResponseWriter, r *http.Request) {
+	_, name, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	f, _ := s.Faults(name)
+	writeJSON(w, http.StatusOK, f)
+}
+
+func (s *Sandbox) handlePutFaults(w http.ResponseWriter, r *http.Request) {
+	_, name, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	var f Faults
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&f); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Message: "decoding faults: " + err.Error()})
+		return
+	}
+	if err := s.SetFaults(name, f); err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+func (s *Sandbox) handleDeleteFaults(w http.ResponseWriter, r *http.Request) {
+	_, name, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	_ = s.SetFaults(name, Faults{})
+	w.WriteHeader(http.StatusNoContent)
+}
