@@ -19,6 +19,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	avsstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	edpstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
 	"github.com/sirupsen/logrus"
 )
 
@@ -28,6 +29,10 @@ type config struct {
 	AVSClientID     string `envconfig:"AVS_CLIENT_ID" default:"sandbox-avs-client"`
 	AVSClientSecret string `envconfig:"AVS_CLIENT_SECRET" default:"sandbox-avs-secret"`
 	AVSParentIDs    string `envconfig:"AVS_PARENT_IDS" default:"1000"`
+	EDPClientID     string `envconfig:"EDP_CLIENT_ID" default:"sandbox-edp-client"`
+	EDPClientSecret string `envconfig:"EDP_CLIENT_SECRET" default:"sandbox-edp-secret"`
+	// EDPNamespaces that exist (comma-separated; empty: any).
+	EDPNamespaces string `envconfig:"EDP_NAMESPACES" default:"kyma-dev"`
 }
 
 func main() {
@@ -98,6 +103,10 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 	fs.StringVar(&cfg.AVSClientSecret, "avs-client-secret", cfg.AVSClientSecret, "client secret the AVS token endpoint accepts (APP_SANDBOX_AVS_CLIENT_SECRET)")
 	fs.StringVar(&cfg.AVSParentIDs, "avs-parent-ids", cfg.AVSParentIDs, "comma-separated ids of AVS parent evaluations that always exist (APP_SANDBOX_AVS_PARENT_IDS)")
 	avsFaults := faultFlags(fs, avsstandin.Name)
+	fs.StringVar(&cfg.EDPClientID, "edp-client-id", cfg.EDPClientID, "client id the EDP token endpoint accepts (APP_SANDBOX_EDP_CLIENT_ID)")
+	fs.StringVar(&cfg.EDPClientSecret, "edp-client-secret", cfg.EDPClientSecret, "client secret the EDP token endpoint accepts (APP_SANDBOX_EDP_CLIENT_SECRET)")
+	fs.StringVar(&cfg.EDPNamespaces, "edp-namespaces", cfg.EDPNamespaces, "comma-separated EDP namespaces that exist; empty: any (APP_SANDBOX_EDP_NAMESPACES)")
+	edpFaults := faultFlags(fs, edpstandin.Name)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,6 +118,10 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 	if err != nil {
 		return err
 	}
+	edpFaultCfg, err := edpFaults()
+	if err != nil {
+		return err
+	}
 
 	sb := sandbox.New(sandbox.Options{Seed: *seed, Log: log})
 	if err := sb.Register(avsstandin.New(avsstandin.Options{
@@ -117,6 +130,14 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 		return err
 	}
 	if err := sb.SetFaults(avsstandin.Name, faults); err != nil {
+		return err
+	}
+	if err := sb.Register(edpstandin.New(edpstandin.Options{
+		ClientID: cfg.EDPClientID, ClientSecret: cfg.EDPClientSecret, Namespaces: splitList(cfg.EDPNamespaces),
+	})); err != nil {
+		return err
+	}
+	if err := sb.SetFaults(edpstandin.Name, edpFaultCfg); err != nil {
 		return err
 	}
 
@@ -146,4 +167,15 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 	}
 	log.Info("sandbox stopped")
 	return nil
+}
+
+// splitList splits a comma-separated list, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

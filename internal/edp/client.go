@@ -1,0 +1,390 @@
+// Package edp is the client of SAP's Event Data Platform (EDP) data tenant API: it registers a runtime
+// as the data tenant <subaccount ID>/<environment> of the configured namespace, with the runtime's
+// parameters as metadata, and deregisters it. Calls authenticate with OAuth2 client credentials, are
+// retried with backoff on transient failures only (network errors, 429, 5xx) until the caller's
+// context ends, and are idempotent: registering a registered runtime upserts its metadata,
+// deregistering a missing one succeeds.
+package edp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// Metadata keys the broker writes; EDP accepts any key.
+const (
+	MetadataPlan           = "plan"
+	MetadataRegion         = "region"
+	MetadataPlatformRegion = "platformRegion"
+	MetadataServiceID      = "serviceID"
+)
+
+// Namespace is a data tenant's namespace.
+type Namespace struct {
+	Name string `json:"name"`
+}
+
+// DataTenant is a data tenant as EDP returns it.
+type DataTenant struct {
+	Namespace   Namespace `json:"namespace"`
+	Name        string    `json:"name"`
+	Environment string    `json:"environment"`
+}
+
+type dataTenantRequest struct {
+	Name        string `json:"name"`
+	Environment string `json:"environment"`
+}
+
+// MetadataItem is one metadata entry of a data tenant as EDP returns it.
+type MetadataItem struct {
+	DataTenant DataTenant `json:"dataTenant"`
+	Key        string     `json:"key"`
+	Value      string     `json:"value"`
+}
+
+type metadataRequest struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Client calls the EDP data tenant API. It is safe for concurrent use.
+type Client struct {
+	cfg    Config
+	base   string // <URL>/namespaces/<namespace>/dataTenants
+	http   *http.Client
+	source oauth2.TokenSource // fetches a new token
+
+	mu     sync.Mutex
+	tokens oauth2.TokenSource // caches the current token; replaced when EDP rejects it
+}
+
+// New returns a client for cfg; zero Environment, Timeout and backoff settings take their defaults.
+// A disabled configuration is refused: the caller is meant to skip EDP instead.
+func New(cfg Config) (*Client, error) {
+	if cfg.Disabled {
+		return nil, errors.New("EDP configuration: EDP is disabled (APP_EDP_DISABLED)")
+	}
+	cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("EDP configuration: %w", err)
+	}
+	httpc := &http.Client{Timeout: cfg.Timeout}
+	cc := &clientcredentials.Config{
+		ClientID:     cfg.ClientID,
+		ClientSecret: cfg.ClientSecret,
+		TokenURL:     cfg.OAuthURL,
+		AuthStyle:    oauth2.AuthStyleInHeader,
+	}
+	// The token source outlives any one call; its requests are bounded by httpc's timeout.
+	tokenCtx := context.WithValue(context.Background(), oauth2.HTTPClient, httpc)
+	source := fetcher{cc: cc, ctx: tokenCtx}
+	return &Client{
+		cfg:    cfg,
+		base:   strings.TrimRight(cfg.URL, "/") + "/namespaces/" + url.PathEscape(cfg.Namespace) + "/dataTenants",
+		http:   httpc,
+		source: source,
+		tokens: oauth2.ReuseTokenSource(nil, source),
+	}, nil
+}
+
+// Config returns the configuration in use, defaults applied.
+func (c *Client) Config() Config { return c.cfg }
+
+func (c *Client) tenantPath(subaccountID string) string {
+	return "/" + url.PathEscape(subaccountID) + "/" + url.PathEscape(c.cfg.Environment)
+}
+
+func (c *Client) tenantName(subaccountID string) string {
+	return fmt.Sprintf("%q", subaccountID+"/"+c.cfg.Environment)
+}
+
+func checkSubaccount(op, subaccountID string) error {
+	switch {
+	case strings.TrimSpace(subaccountID) == "":
+		return &Error{Op: op, Err: errors.New("the subaccount ID is empty")}
+	case strings.Contains(subaccountID, "/"):
+		return &Error{Op: op, Err: errors.New("the subaccount ID contains '/'")}
+	}
+	return nil
+}
+
+// RegisterRuntime registers the runtime of a subaccount: it creates the data tenant
+// <subaccountID>/<Environment> unless it exists (EDP answering 409), then sets every metadata entry,
+// replacing values already there and leaving other keys alone. Each step is retried on its own, so
+// calling it again after a failure, or for a registered runtime, finishes the registration without
+// duplicates.
+func (c *Client) RegisterRuntime(ctx context.Context, subaccountID string, metadata map[string]string) error {
+	if err := checkSubaccount(fmt.Sprintf("registering subaccount %q in EDP", subaccountID), subaccountID); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(metadata))
+	for k := range metadata {
+		if strings.TrimSpace(k) == "" || strings.Contains(k, "/") {
+			return &Error{Op: fmt.Sprintf("registering subaccount %q in EDP", subaccountID),
+				Err: fmt.Errorf("invalid metadata key %q", k)}
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	tenant := c.tenantName(subaccountID)
+	err := c.retry(ctx, "creating EDP data tenant "+tenant, func(ctx context.Context) error {
+		err := c.call(ctx, http.MethodPost, "", dataTenantRequest{Name: subaccountID, Environment: c.cfg.Environment}, nil)
+		if statusOf(err) == http.StatusConflict {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		item := metadataRequest{Key: k, Value: metadata[k]}
+		err := c.retry(ctx, fmt.Sprintf("setting metadata %q of EDP data tenant %s", k, tenant), func(ctx context.Context) error {
+			return c.call(ctx, http.MethodPost, c.tenantPath(subaccountID)+"/metadata", item, nil)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeregisterRuntime deregisters the runtime of a subaccount: it deletes every metadata entry of the
+// data tenant, then the data tenant. A missing data tenant or entry counts as deleted, so calling it
+// again, or for a runtime never registered, succeeds.
+func (c *Client) DeregisterRuntime(ctx context.Context, subaccountID string) error {
+	if err := checkSubaccount(fmt.Sprintf("deregistering subaccount %q from EDP", subaccountID), subaccountID); err != nil {
+		return err
+	}
+	tenant := c.tenantName(subaccountID)
+	items, err := c.listMetadata(ctx, subaccountID)
+	if IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		err := c.retry(ctx, fmt.Sprintf("deleting metadata %q of EDP data tenant %s", it.Key, tenant), func(ctx context.Context) error {
+			return ignoreNotFound(c.call(ctx, http.MethodDelete, c.tenantPath(subaccountID)+"/metadata/"+url.PathEscape(it.Key), nil, nil))
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return c.retry(ctx, "deleting EDP data tenant "+tenant, func(ctx context.Context) error {
+		return ignoreNotFound(c.call(ctx, http.MethodDelete, c.tenantPath(subaccountID), nil, nil))
+	})
+}
+
+// GetDataTenant returns the data tenant of a subaccount; a missing one is a permanent error for which
+// IsNotFound is true.
+func (c *Client) GetDataTenant(ctx context.Context, subaccountID string) (*DataTenant, error) {
+	op := "getting EDP data tenant " + c.tenantName(subaccountID)
+	if err := checkSubaccount(op, subaccountID); err != nil {
+		return nil, err
+	}
+	var out DataTenant
+	err := c.retry(ctx, op, func(ctx context.Context) error {
+		return c.call(ctx, http.MethodGet, c.tenantPath(subaccountID), nil, &out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetMetadata returns the metadata of a subaccount's data tenant; a missing data tenant is a permanent
+// error for which IsNotFound is true.
+func (c *Client) GetMetadata(ctx context.Context, subaccountID string) (map[string]string, error) {
+	if err := checkSubaccount("listing metadata of EDP data tenant "+c.tenantName(subaccountID), subaccountID); err != nil {
+		return nil, err
+	}
+	items, err := c.listMetadata(ctx, subaccountID)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(items))
+	for _, it := range items {
+		out[it.Key] = it.Value
+	}
+	return out, nil
+}
+
+func (c *Client) listMetadata(ctx context.Context, subaccountID string) ([]MetadataItem, error) {
+	var items []MetadataItem
+	err := c.retry(ctx, "listing metadata of EDP data tenant "+c.tenantName(subaccountID), func(ctx context.Context) error {
+		items = nil
+		return c.call(ctx, http.MethodGet, c.tenantPath(subaccountID)+"/metadata", nil, &items)
+	})
+	return items, err
+}
+
+func statusOf(err error) int {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.code
+	}
+	return 0
+}
+
+func ignoreNotFound(err error) error {
+	if statusOf(err) == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
+// retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
+// exponential backoff between attempts.
+func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
+	backoff := c.cfg.RetryInitialBackoff
+	for n := 1; ; n++ {
+		err := attempt(ctx)
+		if err == nil {
+			return nil
+		}
+		temporary, status := classify(err)
+		if !temporary {
+			return &Error{Op: op, StatusCode: status, Attempts: n, Err: err}
+		}
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctxErr)}
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		var se *statusError
+		if errors.As(err, &se) && se.retryAfter > wait {
+			wait = min(se.retryAfter, c.cfg.RetryMaxBackoff)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			// Waiting would outlive the context: give up now, as the deadline would have.
+			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, context.DeadlineExceeded)}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctx.Err())}
+		case <-t.C:
+		}
+		backoff = min(backoff*2, c.cfg.RetryMaxBackoff)
+	}
+}
+
+func joinCtx(err, ctxErr error) error {
+	if errors.Is(err, ctxErr) {
+		return err
+	}
+	return fmt.Errorf("%w (giving up: %w)", err, ctxErr)
+}
+
+// token returns a valid access token, fetching one if needed, without waiting past ctx.
+func (c *Client) token(ctx context.Context) (*oauth2.Token, error) {
+	type result struct {
+		tok *oauth2.Token
+		err error
+	}
+	c.mu.Lock()
+	ts := c.tokens
+	c.mu.Unlock()
+	ch := make(chan result, 1)
+	go func() {
+		tok, err := ts.Token()
+		ch <- result{tok, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("obtaining OAuth token: %w", r.err)
+		}
+		return r.tok, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("obtaining OAuth token: %w", ctx.Err())
+	}
+}
+
+// fetcher fetches a new token on every call; clientcredentials.Config.TokenSource would cache it.
+type fetcher struct {
+	cc  *clientcredentials.Config
+	ctx context.Context
+}
+
+func (f fetcher) Token() (*oauth2.Token, error) { return f.cc.Token(f.ctx) }
+
+// dropToken forgets the cached token, so that the next call fetches a new one.
+func (c *Client) dropToken() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tokens = oauth2.ReuseTokenSource(nil, c.source)
+}
+
+// call makes one authenticated request; in and out are JSON bodies, either may be nil. When EDP
+// rejects a token it still considers valid (EDP restarted, token revoked), it fetches a new token
+// and tries once more.
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	for try := 1; ; try++ {
+		tok, err := c.token(ctx)
+		if err != nil {
+			return err
+		}
+		err = c.callWith(ctx, tok, method, path, in, out)
+		if try == 1 && statusOf(err) == http.StatusUnauthorized {
+			c.dropToken()
+			continue
+		}
+		return err
+	}
+}
+
+func (c *Client) callWith(ctx context.Context, tok *oauth2.Token, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return &permanentError{fmt.Errorf("encoding request: %w", err)}
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return &permanentError{err}
+	}
+	tok.SetAuthHeader(req)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("reading response: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return newStatusError(resp, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return &permanentError{fmt.Errorf("decoding %s %s response: %w", method, path, err)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package edp
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config configures the EDP client. Read it with envconfig.Process("APP", &cfg): the variables are
+// APP_EDP_URL, APP_EDP_OAUTH_URL, APP_EDP_CLIENT_ID, ...
+type Config struct {
+	// URL is the base of the EDP API; the client calls <URL>/namespaces/<Namespace>/dataTenants.
+	URL string `envconfig:"EDP_URL"`
+	// OAuthURL is the OAuth2 token endpoint (client credentials grant).
+	OAuthURL     string `envconfig:"EDP_OAUTH_URL"`
+	ClientID     string `envconfig:"EDP_CLIENT_ID"`
+	ClientSecret string `envconfig:"EDP_CLIENT_SECRET"`
+	// Namespace is the EDP namespace runtimes are registered in.
+	Namespace string `envconfig:"EDP_NAMESPACE"`
+	// Environment is the data tenant environment a runtime is registered with: a runtime is the data
+	// tenant <subaccount ID>/<Environment>.
+	Environment string `envconfig:"EDP_ENVIRONMENT" default:"prod"`
+	// Disabled tells the provisioning and deprovisioning steps to skip EDP altogether; nothing else is
+	// then required. New refuses a disabled configuration.
+	Disabled bool `envconfig:"EDP_DISABLED"`
+	// Timeout bounds one HTTP request (token requests included); retries are bounded by the caller's context.
+	Timeout time.Duration `envconfig:"EDP_TIMEOUT" default:"30s"`
+	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
+	// transient failures.
+	RetryInitialBackoff time.Duration `envconfig:"EDP_RETRY_INITIAL_BACKOFF" default:"200ms"`
+	RetryMaxBackoff     time.Duration `envconfig:"EDP_RETRY_MAX_BACKOFF" default:"10s"`
+}
+
+func (c *Config) withDefaults() {
+	if c.Environment == "" {
+		c.Environment = "prod"
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.RetryInitialBackoff <= 0 {
+		c.RetryInitialBackoff = 200 * time.Millisecond
+	}
+	if c.RetryMaxBackoff < c.RetryInitialBackoff {
+		c.RetryMaxBackoff = max(10*time.Second, c.RetryInitialBackoff)
+	}
+}
+
+// Validate reports missing or malformed settings; a disabled configuration is always valid.
+func (c Config) Validate() error {
+	if c.Disabled {
+		return nil
+	}
+	var errs []error
+	for _, u := range []struct{ name, val string }{{"APP_EDP_URL", c.URL}, {"APP_EDP_OAUTH_URL", c.OAuthURL}} {
+		if u.val == "" {
+			errs = append(errs, errors.New(u.name+" is required"))
+			continue
+		}
+		p, err := url.Parse(u.val)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, errors.New(u.name+" must be an absolute http(s) URL"))
+		}
+	}
+	if c.ClientID == "" {
+		errs = append(errs, errors.New("APP_EDP_CLIENT_ID is required"))
+	}
+	if c.Namespace == "" {
+		errs = append(errs, errors.New("APP_EDP_NAMESPACE is required"))
+	} else if strings.Contains(c.Namespace, "/") {
+		errs = append(errs, errors.New("APP_EDP_NAMESPACE must not contain '/'"))
+	}
+	if strings.Contains(c.Environment, "/") {
+		errs = append(errs, errors.New("APP_EDP_ENVIRONMENT must not contain '/'"))
+	}
+	return errors.Join(errs...)
+}

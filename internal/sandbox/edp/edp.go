@@ -1,0 +1,415 @@
+// Package edp is the sandbox stand-in for SAP's Event Data Platform (EDP) as the broker uses it: an
+// OAuth2 client-credentials token endpoint and the data tenant API of a namespace, where a runtime is
+// registered as the data tenant <subaccount ID>/<environment> with string metadata (plan, region, ...).
+// It keeps everything in memory and counts calls per data tenant and creations per data tenant, so
+// tests can see duplicates.
+package edp
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Name is the path prefix the stand-in is mounted at.
+const Name = "edp"
+
+// Namespace is a data tenant's namespace as the API returns it.
+type Namespace struct {
+	Name string `json:"name"`
+}
+
+// DataTenant is a data tenant as the API returns it.
+type DataTenant struct {
+	Namespace   Namespace `json:"namespace"`
+	Name        string    `json:"name"`
+	Environment string    `json:"environment"`
+	CreatedAt   int64     `json:"createdAt"`
+}
+
+// MetadataItem is one metadata entry as the API returns it.
+type MetadataItem struct {
+	DataTenant DataTenant `json:"dataTenant"`
+	Key        string     `json:"key"`
+	Value      string     `json:"value"`
+}
+
+// dataTenantRequest is the body of POST /namespaces/{namespace}/dataTenants.
+type dataTenantRequest struct {
+	Name        string `json:"name"`
+	Environment string `json:"environment"`
+}
+
+// metadataRequest is the body of POST .../dataTenants/{name}/{environment}/metadata.
+type metadataRequest struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Options configures the stand-in.
+type Options struct {
+	// ClientID and ClientSecret are the only credentials the token endpoint accepts.
+	ClientID     string
+	ClientSecret string
+	// TokenTTL is the lifetime of issued tokens; one hour when zero.
+	TokenTTL time.Duration
+	// Namespaces are the namespaces that exist; requests for any other get 404. When empty, every
+	// namespace exists.
+	Namespaces []string
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+}
+
+// Object is one data tenant in the inspection snapshot, with its metadata and the calls made on it.
+type Object struct {
+	DataTenant
+	Metadata map[string]string `json:"metadata"`
+	Calls    map[string]int    `json:"calls"`
+}
+
+// Objects is the inspection snapshot served at GET /_sandbox/edp/objects.
+type Objects struct {
+	// DataTenants lists the existing data tenants by namespace, name and environment.
+	DataTenants []Object `json:"dataTenants"`
+	// CreatesByTenant counts successful creations per "<namespace>/<name>/<environment>", deleted ones
+	// included; a create answered 409 does not count.
+	CreatesByTenant map[string]int `json:"createsByTenant"`
+	// DeletesByTenant counts successful deletions per "<namespace>/<name>/<environment>".
+	DeletesByTenant map[string]int `json:"deletesByTenant"`
+	// Calls counts authorised calls per operation, including those that failed.
+	Calls map[string]int `json:"calls"`
+}
+
+type tenant struct {
+	DataTenant
+	metadata map[string]string
+	calls    map[string]int
+}
+
+// StandIn is the EDP stand-in; it implements sandbox.System.
+type StandIn struct {
+	opts       Options
+	namespaces map[string]bool
+	mux        *http.ServeMux
+
+	mu              sync.Mutex
+	tenants         map[string]*tenant
+	createsByTenant map[string]int
+	deletesByTenant map[string]int
+	totals          map[string]int
+	tokens          map[string]time.Time
+}
+
+// New returns a stand-in without data tenants.
+func New(opts Options) *StandIn {
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &StandIn{opts: opts, tokens: map[string]time.Time{}}
+	if len(opts.Namespaces) > 0 {
+		s.namespaces = map[string]bool{}
+		for _, ns := range opts.Namespaces {
+			s.namespaces[ns] = true
+		}
+	}
+	s.reset()
+	m := http.NewServeMux()
+	m.HandleFunc("POST /oauth/token", s.handleToken)
+	const base = "/namespaces/{namespace}/dataTenants"
+	const one = base + "/{name}/{environment}"
+	m.HandleFunc("POST "+base, s.authorised(s.handleCreate))
+	m.HandleFunc("GET "+one, s.authorised(s.handleGet))
+	m.HandleFunc("DELETE "+one, s.authorised(s.handleDelete))
+	m.HandleFunc("POST "+one+"/metadata", s.authorised(s.handleSetMetadata))
+	m.HandleFunc("GET "+one+"/metadata", s.authorised(s.handleListMetadata))
+	m.HandleFunc("DELETE "+one+"/metadata/{key}", s.authorised(s.handleDeleteMetadata))
+	s.mux = m
+	return s
+}
+
+// Name implements sandbox.System.
+func (s *StandIn) Name() string { return Name }
+
+// ServeHTTP implements sandbox.System; paths are relative to /edp.
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Objects implements sandbox.System.
+func (s *StandIn) Objects() any { return s.Snapshot() }
+
+// Reset implements sandbox.System: it forgets every data tenant and count, and keeps issued tokens valid.
+func (s *StandIn) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset()
+}
+
+func (s *StandIn) reset() {
+	s.tenants = map[string]*tenant{}
+	s.createsByTenant = map[string]int{}
+	s.deletesByTenant = map[string]int{}
+	s.totals = map[string]int{}
+}
+
+// Snapshot returns the inspection snapshot.
+func (s *StandIn) Snapshot() Objects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Objects{
+		DataTenants:     make([]Object, 0, len(s.tenants)),
+		CreatesByTenant: make(map[string]int, len(s.createsByTenant)),
+		DeletesByTenant: make(map[string]int, len(s.deletesByTenant)),
+		Calls:           make(map[string]int, len(s.totals)),
+	}
+	for _, t := range s.tenants {
+		md := make(map[string]string, len(t.metadata))
+		for k, v := range t.metadata {
+			md[k] = v
+		}
+		calls := make(map[string]int, len(t.calls))
+		for k, v := range t.calls {
+			calls[k] = v
+		}
+		out.DataTenants = append(out.DataTenants, Object{DataTenant: t.DataTenant, Metadata: md, Calls: calls})
+	}
+	sort.Slice(out.DataTenants, func(i, j int) bool {
+		return tenantKey(out.DataTenants[i].Namespace.Name, out.DataTenants[i].Name, out.DataTenants[i].Environment) <
+			tenantKey(out.DataTenants[j].Namespace.Name, out.DataTenants[j].Name, out.DataTenants[j].Environment)
+	})
+	for k, v := range s.createsByTenant {
+		out.CreatesByTenant[k] = v
+	}
+	for k, v := range s.deletesByTenant {
+		out.DeletesByTenant[k] = v
+	}
+	for k, v := range s.totals {
+		out.Calls[k] = v
+	}
+	return out
+}
+
+func tenantKey(namespace, name, environment string) string {
+	return namespace + "/" + name + "/" + environment
+}
+
+type apiError struct {
+	Message string `json:"message"`
+}
+
+type oauthError struct {
+	Error            string `json:"error"`
+	ErrorDescription string `json:"error_description,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *StandIn) handleToken(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
+	if err := r.ParseForm(); err != nil {
+		writeJSON(w, http.StatusBadRequest, oauthError{Error: "invalid_request", ErrorDescription: err.Error()})
+		return
+	}
+	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
+		writeJSON(w, http.StatusBadRequest, oauthError{Error: "unsupported_grant_type",
+			ErrorDescription: fmt.Sprintf("grant_type %q is not supported", gt)})
+		return
+	}
+	id, secret, ok := r.BasicAuth()
+	if !ok {
+		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals["token"]++
+	if id == "" || id != s.opts.ClientID || secret != s.opts.ClientSecret {
+		s.totals["token.rejected"]++
+		w.Header().Set("WWW-Authenticate", `Basic realm="edp"`)
+		writeJSON(w, http.StatusUnauthorized, oauthError{Error: "invalid_client", ErrorDescription: "bad client credentials"})
+		return
+	}
+	buf := make([]byte, 24)
+	_, _ = rand.Read(buf)
+	tok := hex.EncodeToString(buf)
+	s.tokens[tok] = s.opts.Now().Add(s.opts.TokenTTL)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"access_token": tok,
+		"token_type":   "bearer",
+		"expires_in":   int(s.opts.TokenTTL.Seconds()),
+	})
+}
+
+func (s *StandIn) authorised(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		s.mu.Lock()
+		exp, ok := s.tokens[tok]
+		valid := ok && strings.EqualFold(scheme, "Bearer") && s.opts.Now().Before(exp)
+		if !valid {
+			s.totals["unauthorized"]++
+		}
+		s.mu.Unlock()
+		if !valid {
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			writeJSON(w, http.StatusUnauthorized, apiError{Message: "missing, unknown or expired bearer token"})
+			return
+		}
+		next(w, r)
+	}
+}
+
+// namespaceExists answers 404 for an unknown namespace; s.mu must be held.
+func (s *StandIn) namespaceExists(w http.ResponseWriter, ns string) bool {
+	if s.namespaces != nil && !s.namespaces[ns] {
+		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("namespace %q not found", ns)})
+		return false
+	}
+	return true
+}
+
+// lookup counts op and finds the data tenant addressed by the path, answering 404 when the namespace
+// or the data tenant does not exist; s.mu must be held.
+func (s *StandIn) lookup(w http.ResponseWriter, r *http.Request, op string) (*tenant, bool) {
+	s.totals[op]++
+	ns, name, env := r.PathValue("namespace"), r.PathValue("name"), r.PathValue("environment")
+	if !s.namespaceExists(w, ns) {
+		return nil, false
+	}
+	t, ok := s.tenants[tenantKey(ns, name, env)]
+	if !ok {
+		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("data tenant %s/%s not found in namespace %q", name, env, ns)})
+		return nil, false
+	}
+	t.calls[op]++
+	return t, true
+}
+
+func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req dataTenantRequest
+	decodeErr := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req)
+	ns := r.PathValue("namespace")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals["create"]++
+	switch {
+	case decodeErr != nil:
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + decodeErr.Error()})
+		return
+	case !s.namespaceExists(w, ns):
+		return
+	case strings.TrimSpace(req.Name) == "" || strings.TrimSpace(req.Environment) == "":
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "name and environment are required"})
+		return
+	case strings.Contains(req.Name, "/") || strings.Contains(req.Environment, "/"):
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "name and environment must not contain '/'"})
+		return
+	}
+	key := tenantKey(ns, req.Name, req.Environment)
+	if t, ok := s.tenants[key]; ok {
+		t.calls["create"]++
+		writeJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("data tenant %s/%s already exists in namespace %q", req.Name, req.Environment, ns)})
+		return
+	}
+	t := &tenant{
+		DataTenant: DataTenant{Namespace: Namespace{Name: ns}, Name: req.Name, Environment: req.Environment,
+			CreatedAt: s.opts.Now().UnixMilli()},
+		metadata: map[string]string{},
+		calls:    map[string]int{"create": 1},
+	}
+	s.tenants[key] = t
+	s.createsByTenant[key]++
+	writeJSON(w, http.StatusCreated, t.DataTenant)
+}
+
+func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.lookup(w, r, "get")
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, t.DataTenant)
+}
+
+func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.lookup(w, r, "delete")
+	if !ok {
+		return
+	}
+	key := tenantKey(t.Namespace.Name, t.Name, t.Environment)
+	delete(s.tenants, key)
+	s.deletesByTenant[key]++
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *StandIn) handleSetMetadata(w http.ResponseWriter, r *http.Request) {
+	var req metadataRequest
+	decodeErr := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.lookup(w, r, "metadata.set")
+	if !ok {
+		return
+	}
+	switch {
+	case decodeErr != nil:
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + decodeErr.Error()})
+		return
+	case strings.TrimSpace(req.Key) == "":
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "key is required"})
+		return
+	case strings.Contains(req.Key, "/"):
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "key must not contain '/'"})
+		return
+	}
+	status := http.StatusCreated
+	if _, exists := t.metadata[req.Key]; exists {
+		status = http.StatusOK
+	}
+	t.metadata[req.Key] = req.Value
+	writeJSON(w, status, MetadataItem{DataTenant: t.DataTenant, Key: req.Key, Value: req.Value})
+}
+
+func (s *StandIn) handleListMetadata(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.lookup(w, r, "metadata.list")
+	if !ok {
+		return
+	}
+	out := make([]MetadataItem, 0, len(t.metadata))
+	for k, v := range t.metadata {
+		out = append(out, MetadataItem{DataTenant: t.DataTenant, Key: k, Value: v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *StandIn) handleDeleteMetadata(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.lookup(w, r, "metadata.delete")
+	if !ok {
+		return
+	}
+	key := r.PathValue("key")
+	if _, exists := t.metadata[key]; !exists {
+		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("metadata %q not found", key)})
+		return
+	}
+	delete(t.metadata, key)
+	w.WriteHeader(http.StatusNoContent)
+}
