@@ -1,4 +1,4 @@
-// Command sandbox serves the stand-ins for the broker's external systems (AVS for now) on
+// Command sandbox serves the stand-ins for the broker's external systems (AVS, EDP, IAS so far) on
 // APP_SANDBOX_ADDRESS, with inspection and fault injection under /_sandbox/. See docs/user/sandbox.md.
 package main
 
@@ -20,6 +20,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	avsstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
 	edpstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
+	iasstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
 	"github.com/sirupsen/logrus"
 )
 
@@ -33,6 +34,8 @@ type config struct {
 	EDPClientSecret string `envconfig:"EDP_CLIENT_SECRET" default:"sandbox-edp-secret"`
 	// EDPNamespaces that exist (comma-separated; empty: any).
 	EDPNamespaces string `envconfig:"EDP_NAMESPACES" default:"kyma-dev"`
+	IASUser       string `envconfig:"IAS_USER" default:"sandbox-ias-user"`
+	IASPassword   string `envconfig:"IAS_PASSWORD" default:"sandbox-ias-password"`
 }
 
 func main() {
@@ -107,6 +110,9 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 	fs.StringVar(&cfg.EDPClientSecret, "edp-client-secret", cfg.EDPClientSecret, "client secret the EDP token endpoint accepts (APP_SANDBOX_EDP_CLIENT_SECRET)")
 	fs.StringVar(&cfg.EDPNamespaces, "edp-namespaces", cfg.EDPNamespaces, "comma-separated EDP namespaces that exist; empty: any (APP_SANDBOX_EDP_NAMESPACES)")
 	edpFaults := faultFlags(fs, edpstandin.Name)
+	fs.StringVar(&cfg.IASUser, "ias-user", cfg.IASUser, "basic-auth user the IAS stand-in accepts (APP_SANDBOX_IAS_USER)")
+	fs.StringVar(&cfg.IASPassword, "ias-password", cfg.IASPassword, "basic-auth password the IAS stand-in accepts (APP_SANDBOX_IAS_PASSWORD)")
+	iasFaults := faultFlags(fs, iasstandin.Name)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -119,6 +125,10 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 		return err
 	}
 	edpFaultCfg, err := edpFaults()
+	if err != nil {
+		return err
+	}
+	iasFaultCfg, err := iasFaults()
 	if err != nil {
 		return err
 	}
@@ -138,6 +148,12 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 		return err
 	}
 	if err := sb.SetFaults(edpstandin.Name, edpFaultCfg); err != nil {
+		return err
+	}
+	if err := sb.Register(iasstandin.New(iasstandin.Options{User: cfg.IASUser, Password: cfg.IASPassword})); err != nil {
+		return err
+	}
+	if err := sb.SetFaults(iasstandin.Name, iasFaultCfg); err != nil {
 		return err
 	}
 

@@ -1,0 +1,482 @@
+// Package ias is the sandbox stand-in for SAP's Identity Authentication Service (IAS) service provider
+// API as the broker uses it: search, create, read, update (SSO type and OpenID Connect settings),
+// authentication settings (subject name identifier, assertion attributes, default identity provider),
+// client secrets and deletion, all behind HTTP basic authentication. It keeps everything in memory and
+// counts calls per service provider and creations per name, so tests can see duplicates.
+package ias
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Name is the path prefix the stand-in is mounted at.
+const Name = "ias"
+
+// SSO types a service provider can have.
+const (
+	SSOTypeOpenIDConnect = "openIdConnect"
+	SSOTypeSAML2         = "saml2"
+)
+
+// OIDCConfiguration is the OpenID Connect configuration of a service provider.
+type OIDCConfiguration struct {
+	PostLogoutRedirectURIs []string `json:"post_logout_redirect_uris"`
+}
+
+// AssertionAttribute maps a user attribute to the name it has in assertions and tokens.
+type AssertionAttribute struct {
+	AssertionAttributeName string `json:"assertion_attribute_name"`
+	UserAttributeName      string `json:"user_attribute_name"`
+}
+
+// ServiceProvider is a service provider (an application) as the API returns it. Its OpenID Connect
+// client id is its id.
+type ServiceProvider struct {
+	ID                         string               `json:"id"`
+	Name                       string               `json:"sp_name"`
+	SSOType                    string               `json:"sso_type"`
+	OpenIDConnectConfiguration OIDCConfiguration    `json:"openid_connect_configuration"`
+	RedirectURIs               []string             `json:"redirect_uris"`
+	SubjectNameIdentifier      string               `json:"subject_name_identifier"`
+	AssertionAttributes        []AssertionAttribute `json:"assertion_attributes"`
+	DefaultAuthenticatingIDP   string               `json:"default_authenticating_idp"`
+}
+
+// SearchResult is the body of GET /service/sps.
+type SearchResult struct {
+	ServiceProviders []ServiceProvider `json:"service_providers"`
+}
+
+// Secret is the body answering POST /service/sps/<id>/client-secrets.
+type Secret struct {
+	ClientID     string `json:"clientid"`
+	ClientSecret string `json:"clientsecret"`
+}
+
+type createRequest struct {
+	Name string `json:"sp_name"`
+}
+
+// updateRequest is the body of PUT /service/sps; absent fields stay as they are.
+type updateRequest struct {
+	ID                         string             `json:"id"`
+	SSOType                    string             `json:"sso_type"`
+	OpenIDConnectConfiguration *OIDCConfiguration `json:"openid_connect_configuration"`
+	RedirectURIs               []string           `json:"redirect_uris"`
+}
+
+// rbaRequest is the body of POST /service/sps/<id>/rba; absent fields stay as they are.
+type rbaRequest struct {
+	SubjectNameIdentifier    string               `json:"subject_name_identifier"`
+	AssertionAttributes      []AssertionAttribute `json:"assertion_attributes"`
+	DefaultAuthenticatingIDP string               `json:"default_authenticating_idp"`
+}
+
+// Options configures the stand-in.
+type Options struct {
+	// User and Password are the only basic auth credentials the API accepts.
+	User     string
+	Password string
+}
+
+// Object is one service provider in the inspection snapshot with its number of client secrets and
+// the calls made on it.
+type Object struct {
+	ServiceProvider
+	Secrets int            `json:"secrets"`
+	Calls   map[string]int `json:"calls"`
+}
+
+// Objects is the inspection snapshot served at GET /_sandbox/ias/objects.
+type Objects struct {
+	// ServiceProviders lists the existing service providers in creation order.
+	ServiceProviders []Object `json:"serviceProviders"`
+	// CreatesByName counts successful creations per name, deleted ones included.
+	CreatesByName map[string]int `json:"createsByName"`
+	// DeletesByName counts successful deletions per name.
+	DeletesByName map[string]int `json:"deletesByName"`
+	// Calls counts authorised calls per operation, including those that failed validation, and
+	// rejected credentials as "unauthorized".
+	Calls map[string]int `json:"calls"`
+}
+
+type record struct {
+	seq     int64
+	sp      *ServiceProvider
+	secrets []string
+	calls   map[string]int
+}
+
+// StandIn is the IAS stand-in; it implements sandbox.System.
+type StandIn struct {
+	opts Options
+	mux  *http.ServeMux
+
+	mu            sync.Mutex
+	seq           int64
+	sps           map[string]*record
+	createsByName map[string]int
+	deletesByName map[string]int
+	totals        map[string]int
+}
+
+// New returns a stand-in without service providers.
+func New(opts Options) *StandIn {
+	s := &StandIn{opts: opts}
+	s.reset()
+	m := http.NewServeMux()
+	const base = "/service/sps"
+	m.HandleFunc("GET "+base, s.authorised(s.handleSearch))
+	m.HandleFunc("POST "+base, s.authorised(s.handleCreate))
+	m.HandleFunc("PUT "+base, s.authorised(s.handleUpdate))
+	m.HandleFunc("GET "+base+"/{id}", s.authorised(s.handleGet))
+	m.HandleFunc("DELETE "+base+"/{id}", s.authorised(s.handleDelete))
+	m.HandleFunc("POST "+base+"/{id}/rba", s.authorised(s.handleRBA))
+	m.HandleFunc("POST "+base+"/{id}/client-secrets", s.authorised(s.handleCreateSecret))
+	m.HandleFunc("DELETE "+base+"/{id}/client-secrets", s.authorised(s.handleDeleteSecrets))
+	s.mux = m
+	return s
+}
+
+// Name implements sandbox.System.
+func (s *StandIn) Name() string { return Name }
+
+// ServeHTTP implements sandbox.System; paths are relative to /ias.
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Objects implements sandbox.System.
+func (s *StandIn) Objects() any { return s.Snapshot() }
+
+// Reset implements sandbox.System: it forgets every service provider and count.
+func (s *StandIn) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset()
+}
+
+func (s *StandIn) reset() {
+	s.sps = map[string]*record{}
+	s.createsByName = map[string]int{}
+	s.deletesByName = map[string]int{}
+	s.totals = map[string]int{}
+}
+
+// Snapshot returns the inspection snapshot.
+func (s *StandIn) Snapshot() Objects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Objects{
+		ServiceProviders: make([]Object, 0, len(s.sps)),
+		CreatesByName:    make(map[string]int, len(s.createsByName)),
+		DeletesByName:    make(map[string]int, len(s.deletesByName)),
+		Calls:            make(map[string]int, len(s.totals)),
+	}
+	for _, rec := range s.sorted() {
+		calls := make(map[string]int, len(rec.calls))
+		for k, v := range rec.calls {
+			calls[k] = v
+		}
+		out.ServiceProviders = append(out.ServiceProviders, Object{ServiceProvider: clone(rec.sp), Secrets: len(rec.secrets), Calls: calls})
+	}
+	for k, v := range s.createsByName {
+		out.CreatesByName[k] = v
+	}
+	for k, v := range s.deletesByName {
+		out.DeletesByName[k] = v
+	}
+	for k, v := range s.totals {
+		out.Calls[k] = v
+	}
+	return out
+}
+
+// sorted returns the records in creation order.
+func (s *StandIn) sorted() []*record {
+	recs := make([]*record, 0, len(s.sps))
+	for _, rec := range s.sps {
+		recs = append(recs, rec)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].seq < recs[j].seq })
+	return recs
+}
+
+func clone(sp *ServiceProvider) ServiceProvider {
+	c := *sp
+	c.RedirectURIs = append([]string{}, sp.RedirectURIs...)
+	c.AssertionAttributes = append([]AssertionAttribute{}, sp.AssertionAttributes...)
+	c.OpenIDConnectConfiguration.PostLogoutRedirectURIs = append([]string{}, sp.OpenIDConnectConfiguration.PostLogoutRedirectURIs...)
+	return c
+}
+
+type apiError struct {
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *StandIn) authorised(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		user, password, ok := r.BasicAuth()
+		valid := ok && s.opts.User != "" &&
+			subtle.ConstantTimeCompare([]byte(user), []byte(s.opts.User)) == 1 &&
+			subtle.ConstantTimeCompare([]byte(password), []byte(s.opts.Password)) == 1
+		if !valid {
+			s.mu.Lock()
+			s.totals["unauthorized"]++
+			s.mu.Unlock()
+			w.Header().Set("WWW-Authenticate", `Basic realm="ias"`)
+			writeJSON(w, http.StatusUnauthorized, apiError{Message: "missing or wrong basic auth credentials"})
+			return
+		}
+		next(w, r)
+	}
+}
+
+func randomHex(n int) string {
+	buf := make([]byte, n)
+	_, _ = rand.Read(buf)
+	return hex.EncodeToString(buf)
+}
+
+// newID returns a random UUID-shaped id.
+func newID() string {
+	h := randomHex(16)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// countLocked counts op in the totals and, when the service provider exists, on it.
+func (s *StandIn) countLocked(id, op string) *record {
+	s.totals[op]++
+	rec, ok := s.sps[id]
+	if !ok {
+		return nil
+	}
+	rec.calls[op]++
+	return rec
+}
+
+func notFound(w http.ResponseWriter, id string) {
+	writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("service provider %q not found", id)})
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	return json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(v)
+}
+
+func (s *StandIn) handleSearch(w http.ResponseWriter, r *http.Request) {
+	name, byName := r.URL.Query()["sp_name"]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals["search"]++
+	out := SearchResult{ServiceProviders: []ServiceProvider{}}
+	for _, rec := range s.sorted() {
+		if byName && rec.sp.Name != name[0] {
+			continue
+		}
+		out.ServiceProviders = append(out.ServiceProviders, clone(rec.sp))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	err := decode(w, r, &req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals["create"]++
+	switch {
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		return
+	case strings.TrimSpace(req.Name) == "":
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "sp_name is required"})
+		return
+	case len(req.Name) > 255:
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "sp_name is longer than 255 characters"})
+		return
+	}
+	id := newID()
+	for s.sps[id] != nil {
+		id = newID()
+	}
+	s.seq++
+	s.sps[id] = &record{
+		seq: s.seq,
+		sp: &ServiceProvider{ID: id, Name: req.Name, SSOType: SSOTypeSAML2, RedirectURIs: []string{},
+			AssertionAttributes: []AssertionAttribute{}, SubjectNameIdentifier: "uid"},
+		calls: map[string]int{"create": 1},
+	}
+	s.createsByName[req.Name]++
+	w.Header().Set("Location", "/service/sps/"+id)
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.countLocked(id, "get")
+	if rec == nil {
+		notFound(w, id)
+		return
+	}
+	writeJSON(w, http.StatusOK, clone(rec.sp))
+}
+
+func validURI(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "https" || p.Scheme == "http") && p.Host != ""
+}
+
+func (s *StandIn) handleUpdate(w http.ResponseWriter, r *http.Request) {
+	var req updateRequest
+	err := decode(w, r, &req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.countLocked(req.ID, "update")
+	switch {
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		return
+	case req.ID == "":
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "id is required"})
+		return
+	case rec == nil:
+		notFound(w, req.ID)
+		return
+	case req.SSOType != "" && req.SSOType != SSOTypeOpenIDConnect && req.SSOType != SSOTypeSAML2:
+		writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("sso_type %q is neither %q nor %q", req.SSOType, SSOTypeOpenIDConnect, SSOTypeSAML2)})
+		return
+	}
+	uris := append([]string{}, req.RedirectURIs...)
+	if req.OpenIDConnectConfiguration != nil {
+		uris = append(uris, req.OpenIDConnectConfiguration.PostLogoutRedirectURIs...)
+	}
+	for _, u := range uris {
+		if !validURI(u) {
+			writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("redirect URI %q is not an absolute http(s) URL", u)})
+			return
+		}
+	}
+	sp := rec.sp
+	if req.SSOType != "" {
+		sp.SSOType = req.SSOType
+	}
+	if req.OpenIDConnectConfiguration != nil {
+		sp.OpenIDConnectConfiguration = OIDCConfiguration{PostLogoutRedirectURIs: append([]string{}, req.OpenIDConnectConfiguration.PostLogoutRedirectURIs...)}
+	}
+	if req.RedirectURIs != nil {
+		sp.RedirectURIs = append([]string{}, req.RedirectURIs...)
+	}
+	writeJSON(w, http.StatusOK, clone(sp))
+}
+
+var subjectNameIdentifiers = map[string]bool{"none": true, "uid": true, "mail": true, "loginName": true, "displayName": true}
+
+func (s *StandIn) handleRBA(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req rbaRequest
+	err := decode(w, r, &req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.countLocked(id, "rba")
+	switch {
+	case rec == nil:
+		notFound(w, id)
+		return
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		return
+	case req.SubjectNameIdentifier != "" && !subjectNameIdentifiers[req.SubjectNameIdentifier]:
+		writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("unknown subject_name_identifier %q", req.SubjectNameIdentifier)})
+		return
+	}
+	for _, a := range req.AssertionAttributes {
+		if a.AssertionAttributeName == "" || a.UserAttributeName == "" {
+			writeJSON(w, http.StatusBadRequest, apiError{Message: "an assertion attribute needs assertion_attribute_name and user_attribute_name"})
+			return
+		}
+	}
+	sp := rec.sp
+	if req.SubjectNameIdentifier != "" {
+		sp.SubjectNameIdentifier = req.SubjectNameIdentifier
+	}
+	if req.AssertionAttributes != nil {
+		sp.AssertionAttributes = append([]AssertionAttribute{}, req.AssertionAttributes...)
+	}
+	if req.DefaultAuthenticatingIDP != "" {
+		sp.DefaultAuthenticatingIDP = req.DefaultAuthenticatingIDP
+	}
+	writeJSON(w, http.StatusOK, clone(sp))
+}
+
+func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals["delete"]++
+	rec, ok := s.sps[id]
+	if !ok {
+		notFound(w, id)
+		return
+	}
+	delete(s.sps, id)
+	s.deletesByName[rec.sp.Name]++
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *StandIn) handleCreateSecret(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.countLocked(id, "createSecret")
+	if rec == nil {
+		notFound(w, id)
+		return
+	}
+	secret := randomHex(24)
+	rec.secrets = append(rec.secrets, secret)
+	writeJSON(w, http.StatusCreated, Secret{ClientID: rec.sp.ID, ClientSecret: secret})
+}
+
+func (s *StandIn) handleDeleteSecrets(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.countLocked(id, "deleteSecrets")
+	if rec == nil {
+		notFound(w, id)
+		return
+	}
+	rec.secrets = nil
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// HasSecret tells whether secret is a current client secret of the service provider clientID.
+func (s *StandIn) HasSecret(clientID, secret string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.sps[clientID]
+	if !ok {
+		return false
+	}
+	for _, have := range rec.secrets {
+		if subtle.ConstantTimeCompare([]byte(have), []byte(secret)) == 1 {
+			return true
+		}
+	}
+	return false
+}
