@@ -1,0 +1,64 @@
+package ias
+
+import (
+	"errors"
+	"net/url"
+	"time"
+)
+
+// ErrDisabled is returned by New when the configuration disables IAS; the steps that use IAS are
+// then skipped and no client is needed.
+var ErrDisabled = errors.New("IAS is disabled (APP_IAS_DISABLED)")
+
+// Config configures the IAS client. Read it with envconfig.Process("APP", &cfg): the variables are
+// APP_IAS_URL, APP_IAS_USER_ID, APP_IAS_PASSWORD, ...
+type Config struct {
+	// URL is the base of the IAS API; the client calls <URL>/service/sps.
+	URL string `envconfig:"IAS_URL"`
+	// UserID and Password are the basic auth credentials of the IAS API.
+	UserID   string `envconfig:"IAS_USER_ID"`
+	Password string `envconfig:"IAS_PASSWORD"`
+	// IdentityProvider is the default authenticating identity provider set on service providers;
+	// left as IAS has it when empty.
+	IdentityProvider string `envconfig:"IAS_IDENTITY_PROVIDER"`
+	// Disabled turns the IAS steps off; nothing else is required then.
+	Disabled bool `envconfig:"IAS_DISABLED" default:"false"`
+	// Timeout bounds one HTTP request; retries are bounded by the caller's context.
+	Timeout time.Duration `envconfig:"IAS_TIMEOUT" default:"30s"`
+	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
+	// transient failures.
+	RetryInitialBackoff time.Duration `envconfig:"IAS_RETRY_INITIAL_BACKOFF" default:"200ms"`
+	RetryMaxBackoff     time.Duration `envconfig:"IAS_RETRY_MAX_BACKOFF" default:"10s"`
+}
+
+func (c *Config) withDefaults() {
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.RetryInitialBackoff <= 0 {
+		c.RetryInitialBackoff = 200 * time.Millisecond
+	}
+	if c.RetryMaxBackoff < c.RetryInitialBackoff {
+		c.RetryMaxBackoff = max(10*time.Second, c.RetryInitialBackoff)
+	}
+}
+
+// Validate reports missing or malformed settings; a disabled configuration is always valid.
+func (c Config) Validate() error {
+	if c.Disabled {
+		return nil
+	}
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, errors.New("APP_IAS_URL is required"))
+	} else if p, err := url.Parse(c.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		errs = append(errs, errors.New("APP_IAS_URL must be an absolute http(s) URL"))
+	}
+	if c.UserID == "" {
+		errs = append(errs, errors.New("APP_IAS_USER_ID is required"))
+	}
+	if c.Password == "" {
+		errs = append(errs, errors.New("APP_IAS_PASSWORD is required"))
+	}
+	return errors.Join(errs...)
+}
