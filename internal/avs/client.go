@@ -6,22 +6,16 @@
 package avs
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/clientcredentials"
 )
 
 const evaluationPath = "/api/v2/evaluationmetadata"
@@ -82,10 +76,7 @@ type Client struct {
 	cfg    Config
 	base   string
 	http   *http.Client
-	source oauth2.TokenSource // fetches a new token
-
-	mu     sync.Mutex
-	tokens oauth2.TokenSource // caches the current token; replaced when AVS rejects it
+	tokens *httpretry.Tokens
 }
 
 // New returns a client for cfg; zero Timeout and backoff settings take their defaults.
@@ -95,21 +86,11 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg.withDefaults()
 	httpc := &http.Client{Timeout: cfg.Timeout}
-	cc := &clientcredentials.Config{
-		ClientID:     cfg.ClientID,
-		ClientSecret: cfg.ClientSecret,
-		TokenURL:     cfg.OAuthURL,
-		AuthStyle:    oauth2.AuthStyleInHeader,
-	}
-	// The token source outlives any one call; its requests are bounded by httpc's timeout.
-	tokenCtx := context.WithValue(context.Background(), oauth2.HTTPClient, httpc)
-	source := fetcher{cc: cc, ctx: tokenCtx}
 	return &Client{
 		cfg:    cfg,
 		base:   strings.TrimRight(cfg.URL, "/") + evaluationPath,
 		http:   httpc,
-		source: source,
-		tokens: oauth2.ReuseTokenSource(nil, source),
+		tokens: httpretry.NewTokens(httpc, cfg.OAuthURL, cfg.ClientID, cfg.ClientSecret),
 	}, nil
 }
 
@@ -184,7 +165,7 @@ func (c *Client) GetEvaluation(ctx context.Context, id int64) (*Evaluation, erro
 // DeleteEvaluation deletes the evaluation; deleting a missing one succeeds.
 func (c *Client) DeleteEvaluation(ctx context.Context, id int64) error {
 	return c.retry(ctx, fmt.Sprintf("deleting AVS evaluation %d", id), func(ctx context.Context) error {
-		return ignoreNotFound(c.call(ctx, http.MethodDelete, "/"+strconv.FormatInt(id, 10), nil, nil, nil))
+		return httpretry.IgnoreNotFound(c.call(ctx, http.MethodDelete, "/"+strconv.FormatInt(id, 10), nil, nil, nil))
 	})
 }
 
@@ -210,7 +191,7 @@ func (c *Client) SetParent(ctx context.Context, parentID, childID int64) error {
 // RemoveParent removes childID from parentID's children; a missing parent or child counts as done.
 func (c *Client) RemoveParent(ctx context.Context, parentID, childID int64) error {
 	return c.retry(ctx, fmt.Sprintf("unlinking AVS evaluation %d from parent %d", childID, parentID), func(ctx context.Context) error {
-		return ignoreNotFound(c.call(ctx, http.MethodDelete, childPath(parentID, childID), nil, nil, nil))
+		return httpretry.IgnoreNotFound(c.call(ctx, http.MethodDelete, childPath(parentID, childID), nil, nil, nil))
 	})
 }
 
@@ -218,154 +199,18 @@ func childPath(parentID, childID int64) string {
 	return "/" + strconv.FormatInt(parentID, 10) + "/child/" + strconv.FormatInt(childID, 10)
 }
 
-func ignoreNotFound(err error) error {
-	var se *statusError
-	if errors.As(err, &se) && se.code == http.StatusNotFound {
-		return nil
-	}
-	return err
-}
-
 // retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
 // exponential backoff between attempts.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	backoff := c.cfg.RetryInitialBackoff
-	for n := 1; ; n++ {
-		err := attempt(ctx)
-		if err == nil {
-			return nil
-		}
-		temporary, status := classify(err)
-		if !temporary {
-			return &Error{Op: op, StatusCode: status, Attempts: n, Err: err}
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctxErr)}
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		var se *statusError
-		if errors.As(err, &se) && se.retryAfter > wait {
-			wait = min(se.retryAfter, c.cfg.RetryMaxBackoff)
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			// Waiting would outlive the context: give up now, as the deadline would have.
-			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, context.DeadlineExceeded)}
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctx.Err())}
-		case <-t.C:
-		}
-		backoff = min(backoff*2, c.cfg.RetryMaxBackoff)
-	}
-}
-
-func joinCtx(err, ctxErr error) error {
-	if errors.Is(err, ctxErr) {
-		return err
-	}
-	return fmt.Errorf("%w (giving up: %w)", err, ctxErr)
-}
-
-// token returns a valid access token, fetching one if needed, without waiting past ctx.
-func (c *Client) token(ctx context.Context) (*oauth2.Token, error) {
-	type result struct {
-		tok *oauth2.Token
-		err error
-	}
-	c.mu.Lock()
-	ts := c.tokens
-	c.mu.Unlock()
-	ch := make(chan result, 1)
-	go func() {
-		tok, err := ts.Token()
-		ch <- result{tok, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("obtaining OAuth token: %w", r.err)
-		}
-		return r.tok, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("obtaining OAuth token: %w", ctx.Err())
-	}
-}
-
-// fetcher fetches a new token on every call; clientcredentials.Config.TokenSource would cache it.
-type fetcher struct {
-	cc  *clientcredentials.Config
-	ctx context.Context
-}
-
-func (f fetcher) Token() (*oauth2.Token, error) { return f.cc.Token(f.ctx) }
-
-// dropToken forgets the cached token, so that the next call fetches a new one.
-func (c *Client) dropToken() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tokens = oauth2.ReuseTokenSource(nil, c.source)
+	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
 }
 
 // call makes one authenticated request; in and out are JSON bodies, either may be nil. When AVS
 // rejects a token it still considers valid (AVS restarted, token revoked), it fetches a new token
 // and tries once more.
 func (c *Client) call(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	for try := 1; ; try++ {
-		tok, err := c.token(ctx)
-		if err != nil {
-			return err
-		}
-		err = c.callWith(ctx, tok, method, path, query, in, out)
-		var se *statusError
-		if try == 1 && errors.As(err, &se) && se.code == http.StatusUnauthorized {
-			c.dropToken()
-			continue
-		}
+	return c.tokens.Authorized(ctx, func(tok *oauth2.Token) error {
+		_, err := httpretry.DoJSON(ctx, c.http, tok.SetAuthHeader, method, c.base, path, query, in, out)
 		return err
-	}
-}
-
-func (c *Client) callWith(ctx context.Context, tok *oauth2.Token, method, path string, query url.Values, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return &permanentError{fmt.Errorf("encoding request: %w", err)}
-		}
-		body = bytes.NewReader(b)
-	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return &permanentError{err}
-	}
-	tok.SetAuthHeader(req)
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return fmt.Errorf("reading response: %w", err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return newStatusError(resp, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return &permanentError{fmt.Errorf("decoding %s %s response: %w", method, path, err)}
-		}
-	}
-	return nil
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/url"
 	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 )
 
 // Config configures the AVS client. Read it with envconfig.Process("APP", &cfg): the variables are
@@ -30,15 +32,7 @@ type Config struct {
 }
 
 func (c *Config) withDefaults() {
-	if c.Timeout <= 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.RetryInitialBackoff <= 0 {
-		c.RetryInitialBackoff = 200 * time.Millisecond
-	}
-	if c.RetryMaxBackoff < c.RetryInitialBackoff {
-		c.RetryMaxBackoff = max(10*time.Second, c.RetryInitialBackoff)
-	}
+	c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff = httpretry.Defaults(c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff)
 }
 
 // Validate reports missing or malformed settings.

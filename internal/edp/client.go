@@ -7,22 +7,16 @@
 package edp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
-	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"golang.org/x/oauth2"
-	"golang.org/x/oauth2/clientcredentials"
 )
 
 // Metadata keys the broker writes; EDP accepts any key.
@@ -67,10 +61,7 @@ type Client struct {
 	cfg    Config
 	base   string // <URL>/namespaces/<namespace>/dataTenants
 	http   *http.Client
-	source oauth2.TokenSource // fetches a new token
-
-	mu     sync.Mutex
-	tokens oauth2.TokenSource // caches the current token; replaced when EDP rejects it
+	tokens *httpretry.Tokens
 }
 
 // New returns a client for cfg; zero Environment, Timeout and backoff settings take their defaults.
@@ -84,21 +75,11 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("EDP configuration: %w", err)
 	}
 	httpc := &http.Client{Timeout: cfg.Timeout}
-	cc := &clientcredentials.Config{
-		ClientID:     cfg.ClientID,
-		ClientSecret: cfg.ClientSecret,
-		TokenURL:     cfg.OAuthURL,
-		AuthStyle:    oauth2.AuthStyleInHeader,
-	}
-	// The token source outlives any one call; its requests are bounded by httpc's timeout.
-	tokenCtx := context.WithValue(context.Background(), oauth2.HTTPClient, httpc)
-	source := fetcher{cc: cc, ctx: tokenCtx}
 	return &Client{
 		cfg:    cfg,
 		base:   strings.TrimRight(cfg.URL, "/") + "/namespaces/" + url.PathEscape(cfg.Namespace) + "/dataTenants",
 		http:   httpc,
-		source: source,
-		tokens: oauth2.ReuseTokenSource(nil, source),
+		tokens: httpretry.NewTokens(httpc, cfg.OAuthURL, cfg.ClientID, cfg.ClientSecret),
 	}, nil
 }
 
@@ -144,7 +125,7 @@ func (c *Client) RegisterRuntime(ctx context.Context, subaccountID string, metad
 	tenant := c.tenantName(subaccountID)
 	err := c.retry(ctx, "creating EDP data tenant "+tenant, func(ctx context.Context) error {
 		err := c.call(ctx, http.MethodPost, "", dataTenantRequest{Name: subaccountID, Environment: c.cfg.Environment}, nil)
-		if statusOf(err) == http.StatusConflict {
+		if httpretry.StatusOf(err) == http.StatusConflict {
 			return nil
 		}
 		return err
@@ -181,14 +162,14 @@ func (c *Client) DeregisterRuntime(ctx context.Context, subaccountID string) err
 	}
 	for _, it := range items {
 		err := c.retry(ctx, fmt.Sprintf("deleting metadata %q of EDP data tenant %s", it.Key, tenant), func(ctx context.Context) error {
-			return ignoreNotFound(c.call(ctx, http.MethodDelete, c.tenantPath(subaccountID)+"/metadata/"+url.PathEscape(it.Key), nil, nil))
+			return httpretry.IgnoreNotFound(c.call(ctx, http.MethodDelete, c.tenantPath(subaccountID)+"/metadata/"+url.PathEscape(it.Key), nil, nil))
 		})
 		if err != nil {
 			return err
 		}
 	}
 	return c.retry(ctx, "deleting EDP data tenant "+tenant, func(ctx context.Context) error {
-		return ignoreNotFound(c.call(ctx, http.MethodDelete, c.tenantPath(subaccountID), nil, nil))
+		return httpretry.IgnoreNotFound(c.call(ctx, http.MethodDelete, c.tenantPath(subaccountID), nil, nil))
 	})
 }
 
@@ -235,156 +216,18 @@ func (c *Client) listMetadata(ctx context.Context, subaccountID string) ([]Metad
 	return items, err
 }
 
-func statusOf(err error) int {
-	var se *statusError
-	if errors.As(err, &se) {
-		return se.code
-	}
-	return 0
-}
-
-func ignoreNotFound(err error) error {
-	if statusOf(err) == http.StatusNotFound {
-		return nil
-	}
-	return err
-}
-
 // retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
 // exponential backoff between attempts.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	backoff := c.cfg.RetryInitialBackoff
-	for n := 1; ; n++ {
-		err := attempt(ctx)
-		if err == nil {
-			return nil
-		}
-		temporary, status := classify(err)
-		if !temporary {
-			return &Error{Op: op, StatusCode: status, Attempts: n, Err: err}
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctxErr)}
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		var se *statusError
-		if errors.As(err, &se) && se.retryAfter > wait {
-			wait = min(se.retryAfter, c.cfg.RetryMaxBackoff)
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			// Waiting would outlive the context: give up now, as the deadline would have.
-			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, context.DeadlineExceeded)}
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctx.Err())}
-		case <-t.C:
-		}
-		backoff = min(backoff*2, c.cfg.RetryMaxBackoff)
-	}
-}
-
-func joinCtx(err, ctxErr error) error {
-	if errors.Is(err, ctxErr) {
-		return err
-	}
-	return fmt.Errorf("%w (giving up: %w)", err, ctxErr)
-}
-
-// token returns a valid access token, fetching one if needed, without waiting past ctx.
-func (c *Client) token(ctx context.Context) (*oauth2.Token, error) {
-	type result struct {
-		tok *oauth2.Token
-		err error
-	}
-	c.mu.Lock()
-	ts := c.tokens
-	c.mu.Unlock()
-	ch := make(chan result, 1)
-	go func() {
-		tok, err := ts.Token()
-		ch <- result{tok, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("obtaining OAuth token: %w", r.err)
-		}
-		return r.tok, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("obtaining OAuth token: %w", ctx.Err())
-	}
-}
-
-// fetcher fetches a new token on every call; clientcredentials.Config.TokenSource would cache it.
-type fetcher struct {
-	cc  *clientcredentials.Config
-	ctx context.Context
-}
-
-func (f fetcher) Token() (*oauth2.Token, error) { return f.cc.Token(f.ctx) }
-
-// dropToken forgets the cached token, so that the next call fetches a new one.
-func (c *Client) dropToken() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tokens = oauth2.ReuseTokenSource(nil, c.source)
+	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
 }
 
 // call makes one authenticated request; in and out are JSON bodies, either may be nil. When EDP
 // rejects a token it still considers valid (EDP restarted, token revoked), it fetches a new token
 // and tries once more.
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
-	for try := 1; ; try++ {
-		tok, err := c.token(ctx)
-		if err != nil {
-			return err
-		}
-		err = c.callWith(ctx, tok, method, path, in, out)
-		if try == 1 && statusOf(err) == http.StatusUnauthorized {
-			c.dropToken()
-			continue
-		}
+	return c.tokens.Authorized(ctx, func(tok *oauth2.Token) error {
+		_, err := httpretry.DoJSON(ctx, c.http, tok.SetAuthHeader, method, c.base, path, nil, in, out)
 		return err
-	}
-}
-
-func (c *Client) callWith(ctx context.Context, tok *oauth2.Token, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return &permanentError{fmt.Errorf("encoding request: %w", err)}
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return &permanentError{err}
-	}
-	tok.SetAuthHeader(req)
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return fmt.Errorf("reading response: %w", err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return newStatusError(resp, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return &permanentError{fmt.Errorf("decoding %s %s response: %w", method, path, err)}
-		}
-	}
-	return nil
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 )
 
 // Config configures the EDP client. Read it with envconfig.Process("APP", &cfg): the variables are
@@ -36,15 +38,7 @@ func (c *Config) withDefaults() {
 	if c.Environment == "" {
 		c.Environment = "prod"
 	}
-	if c.Timeout <= 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.RetryInitialBackoff <= 0 {
-		c.RetryInitialBackoff = 200 * time.Millisecond
-	}
-	if c.RetryMaxBackoff < c.RetryInitialBackoff {
-		c.RetryMaxBackoff = max(10*time.Second, c.RetryInitialBackoff)
-	}
+	c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff = httpretry.Defaults(c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff)
 }
 
 // Validate reports missing or malformed settings; a disabled configuration is always valid.

@@ -7,18 +7,15 @@
 package ias
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
-	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 )
 
 const serviceProvidersPath = "/service/sps"
@@ -157,11 +154,11 @@ func (c *Client) CreateServiceProvider(ctx context.Context, name string) (*Servi
 func idFromLocation(loc string) (string, error) {
 	u, err := url.Parse(loc)
 	if err != nil || !strings.Contains(u.Path, serviceProvidersPath+"/") {
-		return "", &permanentError{fmt.Errorf("unexpected Location %q in the creation response", loc)}
+		return "", httpretry.Permanent(fmt.Errorf("unexpected Location %q in the creation response", loc))
 	}
 	id, err := url.PathUnescape(path.Base(u.Path))
 	if err != nil || id == "" || id == "." || id == "/" {
-		return "", &permanentError{fmt.Errorf("no service provider id in Location %q", loc)}
+		return "", httpretry.Permanent(fmt.Errorf("no service provider id in Location %q", loc))
 	}
 	return id, nil
 }
@@ -255,7 +252,7 @@ func (c *Client) GenerateSecret(ctx context.Context, id string) (clientID, clien
 			return err
 		}
 		if out.ClientID == "" || out.ClientSecret == "" {
-			return &permanentError{errors.New("the response lacks clientid or clientsecret")}
+			return httpretry.Permanent(errors.New("the response lacks clientid or clientsecret"))
 		}
 		return nil
 	})
@@ -274,7 +271,7 @@ func (c *Client) DeleteSecrets(ctx context.Context, id string) error {
 	}
 	return c.retry(ctx, op, func(ctx context.Context) error {
 		_, err := c.do(ctx, http.MethodDelete, "/"+url.PathEscape(id)+"/client-secrets", nil, nil, nil)
-		return ignoreNotFound(err)
+		return httpretry.IgnoreNotFound(err)
 	})
 }
 
@@ -286,7 +283,7 @@ func (c *Client) DeleteServiceProvider(ctx context.Context, id string) error {
 	}
 	return c.retry(ctx, op, func(ctx context.Context) error {
 		_, err := c.do(ctx, http.MethodDelete, "/"+url.PathEscape(id), nil, nil, nil)
-		return ignoreNotFound(err)
+		return httpretry.IgnoreNotFound(err)
 	})
 }
 
@@ -297,97 +294,16 @@ func checkID(op, id string) error {
 	return nil
 }
 
-func ignoreNotFound(err error) error {
-	var se *statusError
-	if errors.As(err, &se) && se.code == http.StatusNotFound {
-		return nil
-	}
-	return err
-}
-
 // retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
 // exponential backoff between attempts.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	backoff := c.cfg.RetryInitialBackoff
-	for n := 1; ; n++ {
-		err := attempt(ctx)
-		if err == nil {
-			return nil
-		}
-		temporary, status := classify(err)
-		if !temporary {
-			return &Error{Op: op, StatusCode: status, Attempts: n, Err: err}
-		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctxErr)}
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		var se *statusError
-		if errors.As(err, &se) && se.retryAfter > wait {
-			wait = min(se.retryAfter, c.cfg.RetryMaxBackoff)
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			// Waiting would outlive the context: give up now, as the deadline would have.
-			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, context.DeadlineExceeded)}
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctx.Err())}
-		case <-t.C:
-		}
-		backoff = min(backoff*2, c.cfg.RetryMaxBackoff)
-	}
-}
-
-func joinCtx(err, ctxErr error) error {
-	if errors.Is(err, ctxErr) {
-		return err
-	}
-	return fmt.Errorf("%w (giving up: %w)", err, ctxErr)
+	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
 }
 
 // do makes one request with basic auth; in and out are JSON bodies, either may be nil. It returns
 // the response, whose body is already read and closed, on a 2xx answer.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) (*http.Response, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, &permanentError{fmt.Errorf("encoding request: %w", err)}
-		}
-		body = bytes.NewReader(b)
-	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, &permanentError{err}
-	}
-	req.SetBasicAuth(c.cfg.UserID, c.cfg.Password)
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return nil, fmt.Errorf("reading response: %w", err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, newStatusError(resp, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return nil, &permanentError{fmt.Errorf("decoding %s %s response: %w", method, path, err)}
-		}
-	}
-	return resp, nil
+	return httpretry.DoJSON(ctx, c.http, c.authorize, method, c.base, path, query, in, out)
 }
+
+func (c *Client) authorize(req *http.Request) { req.SetBasicAuth(c.cfg.UserID, c.cfg.Password) }

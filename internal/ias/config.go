@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/url"
 	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 )
 
 // ErrDisabled is returned by New when the configuration disables IAS; the steps that use IAS are
@@ -32,15 +34,7 @@ type Config struct {
 }
 
 func (c *Config) withDefaults() {
-	if c.Timeout <= 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.RetryInitialBackoff <= 0 {
-		c.RetryInitialBackoff = 200 * time.Millisecond
-	}
-	if c.RetryMaxBackoff < c.RetryInitialBackoff {
-		c.RetryMaxBackoff = max(10*time.Second, c.RetryInitialBackoff)
-	}
+	c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff = httpretry.Defaults(c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff)
 }
 
 // Validate reports missing or malformed settings; a disabled configuration is always valid.

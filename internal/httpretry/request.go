@@ -1,0 +1,60 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// maxResponse bounds how much of a response body is read.
+const maxResponse = 8 << 20
+
+// DoJSON makes one request to base+path?query, authorize setting its credentials; in and out are
+// JSON bodies, either may be nil. A non-2xx answer is a *StatusError, an unencodable request or an
+// undecodable answer a permanent failure. It returns the response, whose body is already read and
+// closed, on a 2xx answer.
+func DoJSON(ctx context.Context, httpc *http.Client, authorize func(*http.Request), method, base, path string, query url.Values, in, out any) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, Permanent(fmt.Errorf("encoding request: %w", err))
+		}
+		body = bytes.NewReader(b)
+	}
+	u := base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, Permanent(err)
+	}
+	authorize(req)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return nil, fmt.Errorf("reading response: %w", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, NewStatusError(resp, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return nil, Permanent(fmt.Errorf("decoding %s %s response: %w", method, path, err))
+		}
+	}
+	return resp, nil
+}
