@@ -22,6 +22,7 @@ type Policy struct {
 func Retry(ctx context.Context, p Policy, op string, attempt func(context.Context) error) error {
 	backoff := max(p.InitialBackoff, time.Millisecond)
 	maxBackoff := max(p.MaxBackoff, backoff)
+	lastStatus := 0
 	for n := 1; ; n++ {
 		err := attempt(ctx)
 		if err == nil {
@@ -30,6 +31,13 @@ func Retry(ctx context.Context, p Policy, op string, attempt func(context.Contex
 		temporary, status := Classify(err)
 		if !temporary {
 			return &Error{Op: op, StatusCode: status, Attempts: n, Err: err}
+		}
+		// An attempt cut short by the deadline has no status: report the last one the service
+		// answered, which is what the caller needs to know.
+		if status != 0 {
+			lastStatus = status
+		} else {
+			status = lastStatus
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctxErr)}
