@@ -5,8 +5,6 @@
 package avs
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -108,6 +108,8 @@ type StandIn struct {
 	opts Options
 	mux  *http.ServeMux
 
+	issuer *sandbox.TokenIssuer
+
 	mu            sync.Mutex
 	nextID        int64
 	evals         map[int64]*Evaluation
@@ -115,7 +117,6 @@ type StandIn struct {
 	createsByName map[string]int
 	deletesByName map[string]int
 	totals        map[string]int
-	tokens        map[string]time.Time
 }
 
 // New returns a stand-in with only the configured parent evaluations.
@@ -126,18 +127,21 @@ func New(opts Options) *StandIn {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &StandIn{opts: opts, tokens: map[string]time.Time{}}
+	s := &StandIn{opts: opts}
+	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
+	s.issuer.Realm = Name
+	s.issuer.Count = s.countEvents
 	s.reset()
 	m := http.NewServeMux()
-	m.HandleFunc("POST /oauth/token", s.handleToken)
+	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
 	const base = "/api/v2/evaluationmetadata"
-	m.HandleFunc("POST "+base, s.authorised(s.handleCreate))
-	m.HandleFunc("GET "+base, s.authorised(s.handleList))
-	m.HandleFunc("GET "+base+"/{id}", s.authorised(s.handleGet))
-	m.HandleFunc("DELETE "+base+"/{id}", s.authorised(s.handleDelete))
-	m.HandleFunc("PUT "+base+"/{id}/tag", s.authorised(s.handleTag))
-	m.HandleFunc("POST "+base+"/{id}/child/{child}", s.authorised(s.handleLink))
-	m.HandleFunc("DELETE "+base+"/{id}/child/{child}", s.authorised(s.handleUnlink))
+	m.HandleFunc("POST "+base, s.issuer.Protect(s.handleCreate))
+	m.HandleFunc("GET "+base, s.issuer.Protect(s.handleList))
+	m.HandleFunc("GET "+base+"/{id}", s.issuer.Protect(s.handleGet))
+	m.HandleFunc("DELETE "+base+"/{id}", s.issuer.Protect(s.handleDelete))
+	m.HandleFunc("PUT "+base+"/{id}/tag", s.issuer.Protect(s.handleTag))
+	m.HandleFunc("POST "+base+"/{id}/child/{child}", s.issuer.Protect(s.handleLink))
+	m.HandleFunc("DELETE "+base+"/{id}/child/{child}", s.issuer.Protect(s.handleUnlink))
 	s.mux = m
 	return s
 }
@@ -212,68 +216,17 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-type oauthError struct {
-	Error            string `json:"error"`
-	ErrorDescription string `json:"error_description,omitempty"`
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (s *StandIn) handleToken(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
-	if err := r.ParseForm(); err != nil {
-		writeJSON(w, http.StatusBadRequest, oauthError{Error: "invalid_request", ErrorDescription: err.Error()})
-		return
-	}
-	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
-		writeJSON(w, http.StatusBadRequest, oauthError{Error: "unsupported_grant_type",
-			ErrorDescription: fmt.Sprintf("grant_type %q is not supported", gt)})
-		return
-	}
-	id, secret, ok := r.BasicAuth()
-	if !ok {
-		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
-	}
+func (s *StandIn) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["token"]++
-	if id == "" || id != s.opts.ClientID || secret != s.opts.ClientSecret {
-		s.totals["token.rejected"]++
-		w.Header().Set("WWW-Authenticate", `Basic realm="avs"`)
-		writeJSON(w, http.StatusUnauthorized, oauthError{Error: "invalid_client", ErrorDescription: "bad client credentials"})
-		return
-	}
-	buf := make([]byte, 24)
-	_, _ = rand.Read(buf)
-	tok := hex.EncodeToString(buf)
-	s.tokens[tok] = s.opts.Now().Add(s.opts.TokenTTL)
-	writeJSON(w, http.StatusOK, map[string]any{
-		"access_token": tok,
-		"token_type":   "bearer",
-		"expires_in":   int(s.opts.TokenTTL.Seconds()),
-	})
-}
-
-func (s *StandIn) authorised(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		s.mu.Lock()
-		exp, ok := s.tokens[tok]
-		valid := ok && strings.EqualFold(scheme, "Bearer") && s.opts.Now().Before(exp)
-		if !valid {
-			s.totals["unauthorized"]++
-		}
-		s.mu.Unlock()
-		if !valid {
-			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-			writeJSON(w, http.StatusUnauthorized, apiError{Message: "missing, unknown or expired bearer token"})
-			return
-		}
-		next(w, r)
+	for _, ev := range events {
+		s.totals[ev]++
 	}
 }
 

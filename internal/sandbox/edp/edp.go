@@ -6,8 +6,6 @@
 package edp
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -98,12 +98,13 @@ type StandIn struct {
 	namespaces map[string]bool
 	mux        *http.ServeMux
 
+	issuer *sandbox.TokenIssuer
+
 	mu              sync.Mutex
 	tenants         map[string]*tenant
 	createsByTenant map[string]int
 	deletesByTenant map[string]int
 	totals          map[string]int
-	tokens          map[string]time.Time
 }
 
 // New returns a stand-in without data tenants.
@@ -114,7 +115,10 @@ func New(opts Options) *StandIn {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &StandIn{opts: opts, tokens: map[string]time.Time{}}
+	s := &StandIn{opts: opts}
+	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
+	s.issuer.Realm = Name
+	s.issuer.Count = s.countEvents
 	if len(opts.Namespaces) > 0 {
 		s.namespaces = map[string]bool{}
 		for _, ns := range opts.Namespaces {
@@ -123,15 +127,15 @@ func New(opts Options) *StandIn {
 	}
 	s.reset()
 	m := http.NewServeMux()
-	m.HandleFunc("POST /oauth/token", s.handleToken)
+	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
 	const base = "/namespaces/{namespace}/dataTenants"
 	const one = base + "/{name}/{environment}"
-	m.HandleFunc("POST "+base, s.authorised(s.handleCreate))
-	m.HandleFunc("GET "+one, s.authorised(s.handleGet))
-	m.HandleFunc("DELETE "+one, s.authorised(s.handleDelete))
-	m.HandleFunc("POST "+one+"/metadata", s.authorised(s.handleSetMetadata))
-	m.HandleFunc("GET "+one+"/metadata", s.authorised(s.handleListMetadata))
-	m.HandleFunc("DELETE "+one+"/metadata/{key}", s.authorised(s.handleDeleteMetadata))
+	m.HandleFunc("POST "+base, s.issuer.Protect(s.handleCreate))
+	m.HandleFunc("GET "+one, s.issuer.Protect(s.handleGet))
+	m.HandleFunc("DELETE "+one, s.issuer.Protect(s.handleDelete))
+	m.HandleFunc("POST "+one+"/metadata", s.issuer.Protect(s.handleSetMetadata))
+	m.HandleFunc("GET "+one+"/metadata", s.issuer.Protect(s.handleListMetadata))
+	m.HandleFunc("DELETE "+one+"/metadata/{key}", s.issuer.Protect(s.handleDeleteMetadata))
 	s.mux = m
 	return s
 }
@@ -204,68 +208,17 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-type oauthError struct {
-	Error            string `json:"error"`
-	ErrorDescription string `json:"error_description,omitempty"`
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func (s *StandIn) handleToken(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
-	if err := r.ParseForm(); err != nil {
-		writeJSON(w, http.StatusBadRequest, oauthError{Error: "invalid_request", ErrorDescription: err.Error()})
-		return
-	}
-	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
-		writeJSON(w, http.StatusBadRequest, oauthError{Error: "unsupported_grant_type",
-			ErrorDescription: fmt.Sprintf("grant_type %q is not supported", gt)})
-		return
-	}
-	id, secret, ok := r.BasicAuth()
-	if !ok {
-		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
-	}
+func (s *StandIn) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["token"]++
-	if id == "" || id != s.opts.ClientID || secret != s.opts.ClientSecret {
-		s.totals["token.rejected"]++
-		w.Header().Set("WWW-Authenticate", `Basic realm="edp"`)
-		writeJSON(w, http.StatusUnauthorized, oauthError{Error: "invalid_client", ErrorDescription: "bad client credentials"})
-		return
-	}
-	buf := make([]byte, 24)
-	_, _ = rand.Read(buf)
-	tok := hex.EncodeToString(buf)
-	s.tokens[tok] = s.opts.Now().Add(s.opts.TokenTTL)
-	writeJSON(w, http.StatusOK, map[string]any{
-		"access_token": tok,
-		"token_type":   "bearer",
-		"expires_in":   int(s.opts.TokenTTL.Seconds()),
-	})
-}
-
-func (s *StandIn) authorised(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		scheme, tok, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		s.mu.Lock()
-		exp, ok := s.tokens[tok]
-		valid := ok && strings.EqualFold(scheme, "Bearer") && s.opts.Now().Before(exp)
-		if !valid {
-			s.totals["unauthorized"]++
-		}
-		s.mu.Unlock()
-		if !valid {
-			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-			writeJSON(w, http.StatusUnauthorized, apiError{Message: "missing, unknown or expired bearer token"})
-			return
-		}
-		next(w, r)
+	for _, ev := range events {
+		s.totals[ev]++
 	}
 }
 
