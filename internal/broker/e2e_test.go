@@ -8,6 +8,8 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -172,19 +174,33 @@ func TestConcurrentMutations(t *testing.T) {
 			_, counts = parallel(n, func() bt.Response {
 				return b.Patch(bt.InstancePath(id), map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSHAPlanID})
 			})
-			// One update is accepted; the others are refused while it runs, or find nothing to
-			// change (200) once it has finished.
-			assert.Equal(t, 1, counts[http.StatusAccepted], "one update at a time: %v", counts)
-			assert.Equal(t, n, counts[http.StatusAccepted]+counts[http.StatusUnprocessableEntity]+counts[http.StatusOK], "only 202, 422 or 200: %v", counts)
-			require.Len(t, b.Operations(id), 2)
-			b.WaitSucceeded(id, b.Operations(id)[0].ID)
+			// Updates are accepted one at a time: the others are refused while one runs (422) or
+			// find nothing to change once it has finished (200). A request that read the instance
+			// before the first update finished may still start a second one after it: never two
+			// at once is the guarantee.
+			accepted := counts[http.StatusAccepted]
+			assert.GreaterOrEqual(t, accepted, 1, "%v", counts)
+			assert.Equal(t, n, accepted+counts[http.StatusUnprocessableEntity]+counts[http.StatusOK], "only 202, 422 or 200: %v", counts)
+			var updates []storage.Operation
+			for _, op := range b.Operations(id) {
+				if op.Type == instance.TypeUpdate {
+					b.WaitSucceeded(id, op.ID)
+					updates = append(updates, op)
+				}
+			}
+			// (That no two run at once is storagetest's InsertOperationExclusive race test.)
+			require.Len(t, updates, accepted, "every accepted update is stored and succeeds")
 
 			responses, counts := parallel(n, func() bt.Response { return b.Delete(bt.DeprovisionPath(id, bt.AWSHAPlanID)) })
-			assert.Equal(t, map[int]int{http.StatusAccepted: n}, counts)
+			// Every request gets the one deprovisioning (202), or 410 once it has finished.
+			assert.GreaterOrEqual(t, counts[http.StatusAccepted], 1, "%v", counts)
+			assert.Equal(t, n, counts[http.StatusAccepted]+counts[http.StatusGone], "only 202 or 410: %v", counts)
 			ops := b.Operations(id)
-			require.Len(t, ops, 3, "one deprovisioning")
+			require.Len(t, ops, 2+accepted, "one deprovisioning")
 			for _, r := range responses {
-				assert.Equal(t, ops[0].ID, r.Operation())
+				if r.Status == http.StatusAccepted {
+					assert.Equal(t, ops[0].ID, r.Operation())
+				}
 			}
 			b.WaitSucceeded(id, ops[0].ID)
 		})
