@@ -117,19 +117,20 @@ func (h *Handler) runtimes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) dtos(r *http.Request, items []storage.Instance) ([]runtime.DTO, error) {
+	byInstance, err := h.operationsOf(r, items)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]runtime.DTO, 0, len(items))
 	for _, inst := range items {
-		ops, err := h.store.Operations().ListOperations(r.Context(), storage.OperationFilter{InstanceIDs: []string{inst.InstanceID}, Paging: storage.Paging{PageSize: 1000}})
-		if err != nil {
-			return nil, err
-		}
+		ops := byInstance[inst.InstanceID]
 		d := runtime.DTO{
 			InstanceID: inst.InstanceID, RuntimeID: inst.RuntimeID, GlobalAccountID: inst.GlobalAccountID, SubAccountID: inst.SubAccountID,
 			ProviderRegion: inst.ProviderRegion, ServiceID: inst.ServiceID, ServicePlanID: inst.PlanID, ServicePlanName: h.plans.PlanName(inst.PlanID),
 			DashboardURL: inst.DashboardURL, Parameters: inst.Parameters,
 			Status: runtime.Status{CreatedAt: inst.CreatedAt, ModifiedAt: inst.UpdatedAt, DeletedAt: inst.DeletedAt},
 		}
-		for _, op := range ops.Items { // newest first: keep the first of each type
+		for _, op := range ops { // newest first: keep the first of each type
 			dto := &runtime.Operation{OperationID: op.ID, Type: op.Type, State: string(op.State), Description: op.Description, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 			if op.State == storage.StateFailed {
 				dto.Description = op.LastError
@@ -143,10 +144,35 @@ func (h *Handler) dtos(r *http.Request, items []storage.Instance) ([]runtime.DTO
 				d.Status.Update = dto
 			}
 		}
-		d.Status.State = state(inst, ops.Items)
+		d.Status.State = state(inst, ops)
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// operationsOf reads the operations of a page of instances in one query per 1000 operations
+// (not one per instance), grouped by instance, newest first.
+func (h *Handler) operationsOf(r *http.Request, items []storage.Instance) (map[string][]storage.Operation, error) {
+	out := make(map[string][]storage.Operation, len(items))
+	if len(items) == 0 {
+		return out, nil
+	}
+	ids := make([]string, len(items))
+	for i, inst := range items {
+		ids[i] = inst.InstanceID
+	}
+	for p := 1; ; p++ {
+		page, err := h.store.Operations().ListOperations(r.Context(), storage.OperationFilter{InstanceIDs: ids, Paging: storage.Paging{Page: p, PageSize: 1000}})
+		if err != nil {
+			return nil, err
+		}
+		for _, op := range page.Items {
+			out[op.InstanceID] = append(out[op.InstanceID], op)
+		}
+		if p*1000 >= page.TotalCount {
+			return out, nil
+		}
+	}
 }
 
 // state derives a runtime's state from its newest operation.
