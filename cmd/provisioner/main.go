@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
@@ -20,7 +21,6 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 )
 
@@ -76,8 +76,10 @@ func run(ctx context.Context, log *logrus.Logger) error {
 	}
 
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	probes := health.New(store, dbCfg, reg)
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		mux.Handle(p, probes)
+	}
 	mux.Handle("/", p.Handler())
 	srv := &http.Server{Addr: cfg.Address, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
