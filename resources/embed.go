@@ -9,6 +9,14 @@ import (
 //go:embed plans.yaml
 var plansYAML []byte
 
+//go:embed overrides.yaml
+var overridesYAML []byte
+
+// Overrides returns the default overrides file (entries Kyma components get at provisioning).
+func Overrides() []byte {
+	return slices.Clone(overridesYAML)
+}
+
 // Plans returns the default plans file (service, plans, regions, machine
 // types and defaults of the OSB catalog). Every call returns a fresh copy, so
 // callers may modify it freely.

@@ -15,6 +15,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
@@ -24,6 +25,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +50,8 @@ type serveConfig struct {
 	Database driver.Config                `ignored:"true"`
 	Engine   process.Config               `ignored:"true"`
 	Backends infrastructure.Config        `ignored:"true"`
+	// Externals are read by externals.Load (APP_AVS_*, APP_SANDBOX_*, ...).
+	Externals externals.Config `ignored:"true"`
 }
 
 // load reads every part from APP_* variables (APP_RUNTIME_* for the runtime defaults).
@@ -65,7 +69,9 @@ func load() (serveConfig, error) {
 			return cfg, fmt.Errorf("reading configuration: %w", err)
 		}
 	}
-	return cfg, nil
+	ext, err := externals.Load()
+	cfg.Externals = ext
+	return cfg, err
 }
 
 func serveCommand(log *logrus.Logger) *cobra.Command {
@@ -98,11 +104,16 @@ func serve(ctx context.Context, cfg serveConfig, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	prov, err := provisionerClient(ctx, cfg, store, eng, log)
+	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log)
 	if err != nil {
 		return err
 	}
-	if err := registerProcesses(eng, store, prov, cfg); err != nil {
+	defer stopSandbox()
+	prov, err := provisionerClient(ctx, cfg, store, eng, built, log)
+	if err != nil {
+		return err
+	}
+	if err := registerProcesses(eng, store, prov, cfg, built); err != nil {
 		return err
 	}
 	routes, err := authRoutes(ctx, &cfg, log)
@@ -142,7 +153,7 @@ func serve(ctx context.Context, cfg serveConfig, log *logrus.Logger) error {
 
 // provisionerClient embeds the provisioner (its processes run on the broker's engine) or
 // connects to a remote one.
-func provisionerClient(ctx context.Context, cfg serveConfig, store storage.Store, eng *process.Engine, log logrus.FieldLogger) (client.Client, error) {
+func provisionerClient(ctx context.Context, cfg serveConfig, store storage.Store, eng *process.Engine, built externals.Built, log logrus.FieldLogger) (client.Client, error) {
 	if cfg.ProvisionerURL != "" {
 		return client.NewGraphQL(cfg.ProvisionerURL, &http.Client{Timeout: 30 * time.Second}), nil
 	}
@@ -150,7 +161,11 @@ func provisionerClient(ctx context.Context, cfg serveConfig, store storage.Store
 	if err != nil {
 		return nil, err
 	}
-	p, err := provisioner.New(ctx, store, provisioner.Options{Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log})
+	opts := provisioner.Options{Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log}
+	if built.Director != nil {
+		opts.Director = built.Director
+	}
+	p, err := provisioner.New(ctx, store, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -160,14 +175,48 @@ func provisionerClient(ctx context.Context, cfg serveConfig, store storage.Store
 	return client.NewInProcess(p.Service), nil
 }
 
-func registerProcesses(eng *process.Engine, store storage.Store, prov client.Client, cfg serveConfig) error {
+func registerProcesses(eng *process.Engine, store storage.Store, prov client.Client, cfg serveConfig, built externals.Built) error {
 	defs, err := definitions.Broker(definitions.Deps{
 		Store: store, Provisioner: prov, PollInterval: cfg.PollInterval, Runtime: cfg.Runtime, Timeout: cfg.Broker.OperationTimeout,
+		UpgradeTimeout: cfg.Broker.UpgradeTimeout, Systems: built.Systems, Overrides: built.Overrides, Limits: built.Limits,
 	})
 	if err != nil {
 		return err
 	}
 	return definitions.Register(eng, defs)
+}
+
+// externalSystems builds the external systems' clients; with the sandbox enabled (the default)
+// it first serves the stand-ins on APP_SANDBOX_ADDRESS and points every client at them.
+func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger) (externals.Built, func(), error) {
+	stop := func() {}
+	if cfg.Settings.SandboxEnabled {
+		sb, err := standins.New(standins.Options{Log: log, Seed: uint64(time.Now().UnixNano())})
+		if err != nil {
+			return externals.Built{}, stop, err
+		}
+		ln, err := net.Listen("tcp", cfg.Settings.SandboxAddress)
+		if err != nil {
+			return externals.Built{}, stop, fmt.Errorf("starting the sandbox on APP_SANDBOX_ADDRESS %s: %w", cfg.Settings.SandboxAddress, err)
+		}
+		srv := &http.Server{Handler: sb, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		stop = func() {
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdownCtx)
+		}
+		base := "http://" + ln.Addr().String()
+		cfg.PointAt(base, standins.DefaultCredentials())
+		log.WithFields(logrus.Fields{"address": base, "systems": sb.Systems()}).
+			Info("sandbox serving the external systems (APP_SANDBOX_ENABLED=false to use real ones); inspect it at " + base + "/_sandbox/")
+	}
+	built, err := cfg.Build()
+	if err != nil {
+		stop()
+		return built, func() {}, err
+	}
+	return built, stop, nil
 }
 
 // authRoutes builds the middlewares: basic auth on /v2 (credentials generated and printed when

@@ -50,6 +50,8 @@ type Catalog interface {
 type Config struct {
 	// OperationTimeout is the deadline of provisioning, deprovisioning and update operations.
 	OperationTimeout time.Duration `envconfig:"BROKER_OPERATION_TIMEOUT" default:"24h"`
+	// UpgradeTimeout is the deadline of Kyma and cluster upgrades (seed 001: 3h).
+	UpgradeTimeout time.Duration `envconfig:"BROKER_UPGRADE_TIMEOUT" default:"3h"`
 	// DefaultRequestRegion is the platform region of /oauth/v2 and /v2 requests.
 	DefaultRequestRegion string `envconfig:"BROKER_DEFAULT_REQUEST_REGION" default:"cf-eu10"`
 }

@@ -47,7 +47,7 @@ func TestEndToEnd(t *testing.T) {
 			rt := runtimeOf(t, b, id)
 			assert.Equal(t, "provisioned", rt.Status.State)
 			assert.NotEmpty(t, rt.RuntimeID)
-			assert.Contains(t, rt.DashboardURL, id)
+			assert.Regexp(t, `^https://console\.\S+\.simulated\.kyma\.local$`, rt.DashboardURL, "the console the provisioner registered in the Director")
 			require.NotNil(t, rt.Status.Provisioning)
 			assert.Equal(t, prov, rt.Status.Provisioning.OperationID)
 			assert.Equal(t, "succeeded", rt.Status.Provisioning.State)

@@ -413,7 +413,7 @@ func TestGetInstance(t *testing.T) {
 	r.JSON(t, &got)
 	assert.Equal(t, bt.ServiceID, got.ServiceID)
 	assert.Equal(t, bt.AWSPlanID, got.PlanID)
-	assert.Contains(t, got.DashboardURL, id)
+	assert.Regexp(t, `^https://console\.\S+$`, got.DashboardURL, "the runtime's console, from the Director")
 	assert.Equal(t, "rt-get", got.Parameters["name"])
 	assert.Equal(t, "eu-central-1", got.Parameters["region"])
 	assert.Equal(t, "m6i.large", got.Parameters["machineType"], "defaults are applied")

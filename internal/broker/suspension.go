@@ -56,13 +56,18 @@ func (b *Broker) resumption(ctx context.Context, inst storage.Instance) (storage
 	if err != nil || !ok {
 		return storage.Operation{}, fmt.Errorf("finding the provisioning of %s: %v", inst.InstanceID, err)
 	}
-	var data instance.ProvisioningData
-	if err := json.Unmarshal(prev.Data, &data); err != nil {
+	var old instance.ProvisioningData
+	if err := json.Unmarshal(prev.Data, &old); err != nil {
 		return storage.Operation{}, fmt.Errorf("decoding the provisioning of %s: %w", inst.InstanceID, err)
+	}
+	// Only what the platform asked for carries over: everything the previous run's steps
+	// recorded (runtime, external resources, overrides) belongs to the removed runtime.
+	data := instance.ProvisioningData{
+		ServiceID: old.ServiceID, PlanID: old.PlanID, PlanName: old.PlanName, Provider: old.Provider,
+		PlatformRegion: old.PlatformRegion, Context: old.Context,
 	}
 	if err := json.Unmarshal(inst.Parameters, &data.Parameters); err != nil {
 		return storage.Operation{}, fmt.Errorf("decoding the parameters of %s: %w", inst.InstanceID, err)
 	}
-	data.RuntimeInput, data.RuntimeID, data.ProvisionerOperationID = nil, "", ""
 	return process.NewOperation(instance.TypeProvision, inst.InstanceID, data, b.cfg.OperationTimeout, b.now())
 }

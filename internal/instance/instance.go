@@ -3,7 +3,10 @@
 // these; steps read and extend them.
 package instance
 
-import "github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+import (
+	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+)
 
 // Operation types of the broker.
 const (
@@ -13,6 +16,9 @@ const (
 	// TypeSuspension removes a trial's runtime but keeps the instance; a later provisioning of
 	// the same instance resumes it.
 	TypeSuspension = "suspension"
+	// TypeUpgradeKyma and TypeUpgradeCluster are operator-triggered upgrades of a runtime.
+	TypeUpgradeKyma    = "upgradeKyma"
+	TypeUpgradeCluster = "upgradeCluster"
 )
 
 // OIDC is the runtime's OIDC configuration.
@@ -67,6 +73,44 @@ type ProvisioningData struct {
 	// RuntimeID and ProvisionerOperationID are set once the provisioner accepted the runtime.
 	RuntimeID              string `json:"runtime_id,omitempty"`
 	ProvisionerOperationID string `json:"provisioner_operation_id,omitempty"`
+
+	// KymaVersion is the Kyma version installed (parameters or default); 2.x is installed by
+	// the reconciler (create_kyma), older ones by the provisioner.
+	KymaVersion string `json:"kyma_version,omitempty"`
+	// TargetSecret is the hyperscaler account secret Resolve_Target_Secret picked.
+	TargetSecret string `json:"target_secret,omitempty"`
+	// ShootName and ShootDomain are the cluster's, known after Check_Runtime.
+	ShootName   string `json:"shoot_name,omitempty"`
+	ShootDomain string `json:"shoot_domain,omitempty"`
+	// Overrides are the components' configuration entries the steps collected; secret values
+	// live in the operation's encrypted secrets. Kept so upgrades start from them.
+	Overrides overrides.Overrides `json:"overrides,omitempty"`
+	// Resources are what the steps created in external systems; deprovisioning removes them.
+	Resources Resources `json:"resources"`
+	// ReconcilerConfigurationVersion is the cluster configuration Create_Cluster_Configuration applied.
+	ReconcilerConfigurationVersion int64 `json:"reconciler_configuration_version,omitempty"`
+}
+
+// Resources are the objects an instance's provisioning created in external systems.
+type Resources struct {
+	AVSInternalEvaluationID int64 `json:"avs_internal_evaluation_id,omitempty"`
+	AVSExternalEvaluationID int64 `json:"avs_external_evaluation_id,omitempty"`
+	// AVSTagged tells that AVS_Tags finished.
+	AVSTagged bool `json:"avs_tagged,omitempty"`
+	// IASServiceProviderID is the runtime's IAS service provider; IASClientID its OIDC client.
+	IASServiceProviderID string `json:"ias_service_provider_id,omitempty"`
+	IASClientID          string `json:"ias_client_id,omitempty"`
+	IASOIDCConfigured    bool   `json:"ias_oidc_configured,omitempty"`
+	// EDPSubAccountID is the subaccount registered in EDP.
+	EDPSubAccountID string `json:"edp_subaccount_id,omitempty"`
+	// EventHubResourceGroup and EventHubNamespace are the Azure Event Hubs namespace (Kyma 1.x Kafka).
+	EventHubResourceGroup string `json:"event_hub_resource_group,omitempty"`
+	EventHubNamespace     string `json:"event_hub_namespace,omitempty"`
+	// EMSInstanceID and EMSBindingID are the Enterprise Messaging instance and its binding.
+	EMSInstanceID string `json:"ems_instance_id,omitempty"`
+	EMSBindingID  string `json:"ems_binding_id,omitempty"`
+	// ReconcilerClusterID is the runtime registered with the reconciler.
+	ReconcilerClusterID string `json:"reconciler_cluster_id,omitempty"`
 }
 
 // DeprovisioningData is the payload of a deprovisioning operation.
@@ -74,6 +118,11 @@ type DeprovisioningData struct {
 	GlobalAccountID        string `json:"globalaccount_id"`
 	RuntimeID              string `json:"runtime_id,omitempty"`
 	ProvisionerOperationID string `json:"provisioner_operation_id,omitempty"`
+	// Resources are read by Deprovision_Initialization from the instance's provisioning; each step
+	// clears what it removed, so a rerun does not remove it again.
+	Resources Resources `json:"resources"`
+	// Initialized tells that Resources were read.
+	Initialized bool `json:"initialized,omitempty"`
 }
 
 // UpdateData is the payload of an update operation.
@@ -83,4 +132,41 @@ type UpdateData struct {
 	PlanID                 string     `json:"plan_id"`
 	Parameters             Parameters `json:"parameters"`
 	ProvisionerOperationID string     `json:"provisioner_operation_id,omitempty"`
+}
+
+// UpgradeKymaData is the payload of a Kyma upgrade. The operator API sets the target version;
+// Upgrade_Kyma_Initialisation fills in the rest from the instance's provisioning.
+type UpgradeKymaData struct {
+	KymaVersion string `json:"kyma_version"`
+
+	Initialized     bool     `json:"initialized,omitempty"`
+	GlobalAccountID string   `json:"globalaccount_id,omitempty"`
+	SubAccountID    string   `json:"subaccount_id,omitempty"`
+	RuntimeID       string   `json:"runtime_id,omitempty"`
+	PlanID          string   `json:"plan_id,omitempty"`
+	PlanName        string   `json:"plan_name,omitempty"`
+	ServiceID       string   `json:"service_id,omitempty"`
+	Provider        string   `json:"provider,omitempty"`
+	Region          string   `json:"region,omitempty"`
+	Name            string   `json:"name,omitempty"`
+	ShootName       string   `json:"shoot_name,omitempty"`
+	Administrators  []string `json:"administrators,omitempty"`
+	// ProvisioningOperationID is the provisioning the upgrade started from.
+	ProvisioningOperationID string `json:"provisioning_operation_id,omitempty"`
+	// Overrides start as the provisioning's (secret values copied into this operation's secrets).
+	Overrides overrides.Overrides `json:"overrides,omitempty"`
+	Resources Resources           `json:"resources"`
+
+	ProvisionerOperationID         string `json:"provisioner_operation_id,omitempty"`
+	ReconcilerConfigurationVersion int64  `json:"reconciler_configuration_version,omitempty"`
+}
+
+// UpgradeClusterData is the payload of a cluster upgrade.
+type UpgradeClusterData struct {
+	KubernetesVersion   string `json:"kubernetes_version,omitempty"`
+	MachineImageVersion string `json:"machine_image_version,omitempty"`
+
+	GlobalAccountID        string `json:"globalaccount_id,omitempty"`
+	RuntimeID              string `json:"runtime_id,omitempty"`
+	ProvisionerOperationID string `json:"provisioner_operation_id,omitempty"`
 }

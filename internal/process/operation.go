@@ -55,6 +55,20 @@ func (op Operation[T]) RetryOperationWithoutFail(msg string, interval, maxTime t
 	return op, 0, nil
 }
 
+// Retry is RetryOperation on a pointer to the operation, for helpers shared by every process.
+func (op *Operation[T]) Retry(msg string, interval, maxTime time.Duration) (time.Duration, error) {
+	out, wait, err := op.RetryOperation(msg, interval, maxTime)
+	*op = out
+	return wait, err
+}
+
+// RetryWithoutFail is RetryOperationWithoutFail on a pointer to the operation.
+func (op *Operation[T]) RetryWithoutFail(msg string, interval, maxTime time.Duration) time.Duration {
+	out, wait, _ := op.RetryOperationWithoutFail(msg, interval, maxTime)
+	*op = out
+	return wait
+}
+
 func (op Operation[T]) withinRetryTime(maxTime time.Duration) bool {
 	first := op.Progress.Steps[op.step].FirstAttempt
 	if first.IsZero() {

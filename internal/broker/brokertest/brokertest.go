@@ -21,6 +21,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
@@ -32,6 +33,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
@@ -69,6 +72,12 @@ type Options struct {
 	// 1 fails every provisioning. (Its failRuntimeNames match the cluster's shoot name, which
 	// the broker leaves to the provisioner, not the runtime name of the parameters.)
 	FailureRate float64
+	// NoSandbox runs without external systems: their steps are skipped.
+	NoSandbox bool
+	// Sandbox adjusts the stand-ins of the external systems (credentials are the defaults).
+	Sandbox standins.Options
+	// Externals adjusts the external systems' configuration before the clients are built.
+	Externals func(*externals.Config)
 }
 
 // Broker is a running broker.
@@ -79,6 +88,9 @@ type Broker struct {
 	Handler http.Handler
 	Store   storage.Store
 	Client  *http.Client
+	// Sandbox serves the external systems at SandboxURL (nil with NoSandbox).
+	Sandbox    *sandbox.Sandbox
+	SandboxURL string
 }
 
 // Start runs a broker until the test ends.
@@ -105,12 +117,17 @@ func Start(t testing.TB, o Options) *Broker {
 	eng, err := process.New(store, process.Config{Workers: 32, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, process.WithRegisterer(reg))
 	must(t, err)
 
+	built, sb, sbURL := externalSystems(t, o)
 	provCfg, err := provconfig.Load()
 	must(t, err)
-	p, err := provisioner.New(ctx, store, provisioner.Options{
+	provOpts := provisioner.Options{
 		Config: provCfg, Backends: infrastructure.Config{SetJSON: simulation(t, o.FailureRate)}, PollInterval: 25 * time.Millisecond, Log: log,
 		Clusters: runtimeclient.Clusters{Simulated: runtimeclient.Simulated{InstallDuration: 100 * time.Millisecond, ConnectionDuration: 50 * time.Millisecond}},
-	})
+	}
+	if built.Director != nil {
+		provOpts.Director = built.Director
+	}
+	p, err := provisioner.New(ctx, store, provOpts)
 	must(t, err)
 	must(t, p.Register(eng))
 	prov := client.NewInProcess(p.Service)
@@ -122,9 +139,12 @@ func Start(t testing.TB, o Options) *Broker {
 	}
 	defaults := provisioning.RuntimeDefaults{
 		KubernetesVersion: "1.31", KymaVersion: "2.20.0", Components: []string{"istio", "api-gateway"},
-		DashboardURL: "https://dashboard.kyma.local", TargetSecretPrefix: "kyma-",
+		DashboardURL: "https://dashboard.kyma.local",
 	}
-	defs, err := definitions.Broker(definitions.Deps{Store: store, Provisioner: prov, PollInterval: poll, Runtime: defaults, Timeout: brokerCfg.OperationTimeout})
+	defs, err := definitions.Broker(definitions.Deps{
+		Store: store, Provisioner: prov, PollInterval: poll, Runtime: defaults, Timeout: brokerCfg.OperationTimeout, UpgradeTimeout: time.Minute,
+		Systems: built.Systems, Overrides: built.Overrides, Limits: built.Limits,
+	})
 	must(t, err)
 	must(t, definitions.Register(eng, defs))
 
@@ -152,7 +172,39 @@ func Start(t testing.TB, o Options) *Broker {
 			}
 		})
 	}
-	return &Broker{t: t, URL: srv.URL, Server: srv, Handler: handler, Store: store, Client: srv.Client()}
+	return &Broker{t: t, URL: srv.URL, Server: srv, Handler: handler, Store: store, Client: srv.Client(), Sandbox: sb, SandboxURL: sbURL}
+}
+
+// externalSystems starts the sandbox (unless NoSandbox) and builds the clients pointed at it,
+// with retry windows short enough for tests.
+func externalSystems(t testing.TB, o Options) (externals.Built, *sandbox.Sandbox, string) {
+	cfg, err := externals.Load()
+	must(t, err)
+	s := &cfg.Settings
+	s.RetryTime, s.CleanupRetryTime, s.CallTimeout, s.ReconcileTimeout = 20*time.Second, 5*time.Second, 10*time.Second, 30*time.Second
+	var sb *sandbox.Sandbox
+	var sbURL string
+	if o.NoSandbox {
+		s.AVSDisabled, s.ServiceManagerDisabled, s.EventHubsDisabled, s.ReconcilerDisabled, s.DirectorDisabled = true, true, true, true, true
+		cfg.IAS.Disabled, cfg.EDP.Disabled = true, true
+	} else {
+		sb, err = standins.New(o.Sandbox)
+		must(t, err)
+		srv := httptest.NewServer(sb)
+		t.Cleanup(srv.Close)
+		sbURL = srv.URL
+		cfg.PointAt(sbURL, standins.DefaultCredentials())
+		for _, b := range []*time.Duration{&cfg.AVS.RetryMaxBackoff, &cfg.EDP.RetryMaxBackoff, &cfg.IAS.RetryMaxBackoff, &cfg.ServiceManager.RetryMaxBackoff,
+			&cfg.Azure.RetryMaxBackoff, &cfg.Reconciler.RetryMaxBackoff, &cfg.Director.RetryMaxBackoff} {
+			*b = time.Second
+		}
+	}
+	if o.Externals != nil {
+		o.Externals(&cfg)
+	}
+	built, err := cfg.Build()
+	must(t, err)
+	return built, sb, sbURL
 }
 
 // simulation is provisionertest.FastSimulation with the failure rate.

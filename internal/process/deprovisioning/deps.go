@@ -7,6 +7,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
@@ -20,4 +21,6 @@ type Deps struct {
 	Operations   storage.Operations
 	Provisioner  client.Client
 	PollInterval time.Duration
+	// Systems are the external systems; nil ones are disabled and their steps skipped.
+	Systems systems.Systems
 }

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
 
 // Initialization waits until no other operation of the instance runs (a provisioning or an
-// update still in progress finishes first), then reads the runtime to remove.
+// update still in progress finishes first), then reads the runtime to remove and what the
+// instance's latest provisioning created in external systems.
 type Initialization struct{ Deps }
 
 func (Initialization) Name() string { return "Deprovision_Initialization" }
@@ -33,6 +35,14 @@ func (s Initialization) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (O
 	if err != nil {
 		op.LastError = fmt.Sprintf("reading the instance: %v", err)
 		return op, s.PollInterval, nil
+	}
+	if !op.Data.Initialized {
+		prov, err := instance.LatestProvisioned(ctx, s.Operations, op.InstanceID)
+		if err != nil {
+			op.LastError = err.Error()
+			return op, s.PollInterval, nil
+		}
+		op.Data.Resources, op.Data.Initialized = prov.Resources, true
 	}
 	op.Data.RuntimeID, op.LastError = inst.RuntimeID, ""
 	op.Description = "deprovisioning the runtime"

@@ -7,19 +7,34 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 )
 
-// Process is the deprovisioning process, by weight; Remove_Runtime runs last.
-func Process(d Deps, timeout time.Duration) (*process.Process[instance.DeprovisioningData], error) {
-	return weighted(instance.TypeDeprovision, d, timeout)
+// Process is the deprovisioning process of seed 001, by weight; Remove_Runtime runs last.
+func Process(d Deps, timeout, callTimeout time.Duration) (*process.Process[instance.DeprovisioningData], error) {
+	return weighted(instance.TypeDeprovision, d, timeout, callTimeout)
 }
 
-// SuspensionProcess removes a trial's runtime with the same steps, keeping the instance.
-func SuspensionProcess(d Deps, timeout time.Duration) (*process.Process[instance.DeprovisioningData], error) {
-	return weighted(instance.TypeSuspension, d, timeout)
+// SuspensionProcess removes a trial's runtime and its external resources with the same steps,
+// keeping the instance.
+func SuspensionProcess(d Deps, timeout, callTimeout time.Duration) (*process.Process[instance.DeprovisioningData], error) {
+	return weighted(instance.TypeSuspension, d, timeout, callTimeout)
 }
 
-func weighted(opType string, d Deps, timeout time.Duration) (*process.Process[instance.DeprovisioningData], error) {
-	w := func(weight int, s process.Step[instance.DeprovisioningData]) process.WeightedStep[instance.DeprovisioningData] {
-		return process.WeightedStep[instance.DeprovisioningData]{Weight: weight, StepDef: process.StepDef[instance.DeprovisioningData]{Step: s}}
+func weighted(opType string, d Deps, timeout, callTimeout time.Duration) (*process.Process[instance.DeprovisioningData], error) {
+	w := func(weight int, s process.Step[instance.DeprovisioningData], on bool) process.WeightedStep[instance.DeprovisioningData] {
+		sd := process.StepDef[instance.DeprovisioningData]{Step: s, RunTimeout: callTimeout}
+		if !on {
+			sd.Condition = func(Op) bool { return false }
+		}
+		return process.WeightedStep[instance.DeprovisioningData]{Weight: weight, StepDef: sd}
 	}
-	return process.Weighted(opType, timeout, w(1, Initialization{d}), w(10, RemoveRuntime{d}))
+	sys := d.Systems
+	return process.Weighted(opType, timeout,
+		w(1, Initialization{d}, true),
+		w(2, DeprovisionEventHubs{d}, sys.EventHubs != nil),
+		w(2, DeprovisionEMS{d}, sys.ServiceManager != nil),
+		w(2, DeprovisionAVS{d}, sys.AVS != nil),
+		w(2, IASDeregistration{d}, sys.IAS != nil),
+		w(2, EDPDeregistration{d}, sys.EDP != nil),
+		w(5, DeregisterCluster{d}, sys.Reconciler != nil),
+		w(10, RemoveRuntime{d}, true),
+	)
 }

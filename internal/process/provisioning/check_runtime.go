@@ -3,21 +3,27 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
 
-// CheckRuntime waits for the provisioner to finish the runtime, then gives the instance its
-// dashboard URL.
+// CheckRuntime waits for the provisioner to finish the runtime, then asks the Director for the
+// runtime's console, which becomes the instance's dashboard URL.
 type CheckRuntime struct{ Deps }
 
 func (CheckRuntime) Name() string { return "Check_Runtime" }
 
-func (s CheckRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (Op, time.Duration, error) {
-	st, err := s.Provisioner.RuntimeOperationStatus(ctx, op.Data.Context.GlobalAccountID, op.Data.ProvisionerOperationID)
+// consolePrefix is how the provisioner names a runtime's console: https://console.<domain>.
+const consolePrefix = "https://console."
+
+func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
+	tenant := op.Data.Context.GlobalAccountID
+	st, err := s.Provisioner.RuntimeOperationStatus(ctx, tenant, op.Data.ProvisionerOperationID)
 	if err != nil {
 		op.LastError = fmt.Sprintf("reading the provisioner's operation: %v", err)
 		return op, s.PollInterval, nil
@@ -30,10 +36,35 @@ func (s CheckRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (Op,
 		op.LastError = ""
 		return op, s.PollInterval, nil
 	}
+	if op.Data.ShootName == "" {
+		rs, err := s.Provisioner.RuntimeStatus(ctx, tenant, op.Data.RuntimeID)
+		if err != nil {
+			op.LastError = fmt.Sprintf("reading the runtime's status: %v", err)
+			return op, s.PollInterval, nil
+		}
+		if rc := rs.RuntimeConfiguration; rc != nil && rc.ClusterConfig != nil && rc.ClusterConfig.Name != nil {
+			op.Data.ShootName = *rc.ClusterConfig.Name
+		}
+	}
 	dashboard := fmt.Sprintf("%s/?kubeconfigID=%s", s.Defaults.DashboardURL, op.InstanceID)
+	if s.Systems.Director != nil {
+		console, err := s.Systems.Director.GetConsoleURL(ctx, tenant, op.Data.RuntimeID)
+		switch {
+		case director.IsNotFound(err):
+			// The provisioner labels the runtime when its cluster has a domain; not there yet.
+			return op.RetryOperation("Director: the runtime has no console URL", s.PollInterval, s.Systems.RetryTime)
+		case err != nil:
+			wait, err := s.Systems.Retry(&op, "Director", "reading the runtime's console URL", err, s.PollInterval)
+			return op, wait, err
+		}
+		dashboard = console
+		op.Data.ShootDomain = strings.TrimPrefix(console, consolePrefix)
+	}
 	if _, err := storage.ModifyInstance(ctx, s.Instances, op.InstanceID, func(i *storage.Instance) { i.DashboardURL = dashboard }); err != nil {
 		op.LastError = fmt.Sprintf("storing the dashboard URL: %v", err)
 		return op, s.PollInterval, nil
 	}
+	log.WithField("dashboard_url", dashboard).Info("runtime ready")
+	op.LastError = ""
 	return op, 0, nil
 }

@@ -11,7 +11,8 @@ import (
 )
 
 // Initialization starts the provisioning: it builds, once, the runtime the provisioner will
-// be asked for, from the plan, the parameters and the defaults.
+// be asked for, from the plan, the parameters and the defaults. The account secret and the Kyma
+// configuration are added by later steps (Resolve_Target_Secret, Create_Runtime).
 type Initialization struct{ Deps }
 
 func (Initialization) Name() string { return "Initialization" }
@@ -28,6 +29,7 @@ func (s Initialization) Run(_ context.Context, op Op, _ logrus.FieldLogger) (Op,
 		return op, 0, fmt.Errorf("preparing the runtime request: %w", err)
 	}
 	op.Data.RuntimeInput = &in
+	op.Data.KymaVersion = s.kymaVersion(op)
 	op.Description = "provisioning the runtime"
 	return op, 0, nil
 }
@@ -41,14 +43,6 @@ func (s Initialization) runtimeInput(op Op) (gqlschema.ProvisionRuntimeInput, er
 	provider, err := providerConfig(d.Provider, p.Region, nodes)
 	if err != nil {
 		return gqlschema.ProvisionRuntimeInput{}, err
-	}
-	kymaVersion := s.Defaults.KymaVersion
-	if p.KymaVersion != "" {
-		kymaVersion = p.KymaVersion
-	}
-	components := make([]*gqlschema.ComponentConfigurationInput, 0, len(s.Defaults.Components))
-	for _, c := range s.Defaults.Components {
-		components = append(components, &gqlschema.ComponentConfigurationInput{Component: c, Namespace: "kyma-system"})
 	}
 	return gqlschema.ProvisionRuntimeInput{
 		RuntimeInput: &gqlschema.RuntimeInput{
@@ -65,13 +59,19 @@ func (s Initialization) runtimeInput(op Op) (gqlschema.ProvisionRuntimeInput, er
 			Administrators: p.Administrators,
 			GardenerConfig: &gqlschema.GardenerConfigInput{
 				KubernetesVersion: s.Defaults.KubernetesVersion, Provider: d.Provider, Region: p.Region,
-				TargetSecret: s.Defaults.TargetSecretPrefix + d.Provider, MachineType: p.MachineType, WorkerCidr: nodes,
+				MachineType: p.MachineType, WorkerCidr: nodes,
 				AutoScalerMin: p.AutoScalerMin, AutoScalerMax: p.AutoScalerMax, MaxSurge: 1, MaxUnavailable: 0,
 				ProviderSpecificConfig: provider, OidcConfig: oidc(p.OIDC),
 			},
 		},
-		KymaConfig: &gqlschema.KymaConfigInput{Version: kymaVersion, Components: components},
 	}, nil
+}
+
+func (s Initialization) kymaVersion(op Op) string {
+	if v := op.Data.Parameters.KymaVersion; v != "" {
+		return v
+	}
+	return s.Defaults.KymaVersion
 }
 
 func oidc(o *instance.OIDC) *gqlschema.OIDCConfigInput {

@@ -11,18 +11,60 @@ import (
 const (
 	StageCreateRuntime = "create_runtime"
 	StageCheckRuntime  = "check_runtime"
+	StageCreateKyma    = "create_kyma"
+	StagePostActions   = "post_actions"
 )
 
-// Process is the provisioning process. create_kyma and post_actions join it with the external
-// systems' steps.
-func Process(d Deps, timeout time.Duration) (*process.Process[instance.ProvisioningData], error) {
-	step := func(s process.Step[instance.ProvisioningData]) process.StepDef[instance.ProvisioningData] {
-		return process.StepDef[instance.ProvisioningData]{Step: s}
+// Limits bound the steps that call external systems.
+type Limits struct {
+	// CallTimeout bounds one run of a step that calls an external system (the clients retry
+	// transient failures inside it).
+	CallTimeout time.Duration
+	// ReconcileTimeout bounds Check_Cluster_Configuration.
+	ReconcileTimeout time.Duration
+}
+
+// Process is the provisioning process of seed 001. Steps of disabled systems are skipped
+// (recorded as such); create_kyma runs only for Kyma 2.x.
+func Process(d Deps, timeout time.Duration, limits Limits) (*process.Process[instance.ProvisioningData], error) {
+	type def = process.StepDef[instance.ProvisioningData]
+	step := func(s process.Step[instance.ProvisioningData], cond func(Op) bool) def {
+		return def{Step: s, Condition: cond, RunTimeout: limits.CallTimeout}
 	}
+	sys := d.Systems
+	avsOn := func(Op) bool { return sys.AVS != nil }
+	iasOn := func(Op) bool { return sys.IAS != nil }
+	smOn := func(Op) bool {
+		if sys.ServiceManager == nil {
+			return false
+		}
+		_, ok := sys.ServiceManager.DefaultCredentials()
+		return ok
+	}
+	kyma2 := func(op Op) bool { return sys.Reconciler != nil && Kyma2(op.Data.KymaVersion) }
+	checkCluster := step(CheckClusterConfiguration{d}, kyma2)
+	checkCluster.Timeout = limits.ReconcileTimeout
 	return process.Staged(instance.TypeProvision, timeout,
-		process.Stage[instance.ProvisioningData]{Name: StageCreateRuntime, Steps: []process.StepDef[instance.ProvisioningData]{
-			step(Initialization{d}), step(CreateRuntime{Deps: d, RetryTime: 10 * time.Minute}),
+		process.Stage[instance.ProvisioningData]{Name: StageCreateRuntime, Steps: []def{
+			step(Initialization{d}, nil),
+			step(ResolveTargetSecret{d}, nil),
+			step(AVSInternalEval{d}, avsOn),
+			step(IASRegistration{d}, iasOn),
+			step(EDPRegistration{d}, func(Op) bool { return sys.EDP != nil }),
+			step(ProvisionEventHubs{d}, func(op Op) bool {
+				return sys.EventHubs != nil && op.Data.Provider == "azure" && !Kyma2(op.Data.KymaVersion)
+			}),
+			step(ProvisionEMS{d}, smOn),
+			step(OverridesFromConfig{d}, nil),
+			step(ServiceManagerOverrides{d}, smOn),
+			step(CreateRuntime{Deps: d, RetryTime: 10 * time.Minute}, nil),
 		}},
-		process.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []process.StepDef[instance.ProvisioningData]{step(CheckRuntime{d})}},
+		process.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []def{step(CheckRuntime{d}, nil)}},
+		process.Stage[instance.ProvisioningData]{Name: StageCreateKyma, Steps: []def{
+			step(GetKubeconfig{d}, kyma2), step(CreateClusterConfiguration{d}, kyma2), checkCluster,
+		}},
+		process.Stage[instance.ProvisioningData]{Name: StagePostActions, Steps: []def{
+			step(AVSExternalEval{d}, avsOn), step(AVSTags{d}, avsOn), step(IASType{d}, iasOn),
+		}},
 	)
 }

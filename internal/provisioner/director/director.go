@@ -11,6 +11,18 @@ import (
 	"github.com/google/uuid"
 )
 
+// Status conditions of a runtime in the Director.
+const (
+	ConditionInitial      = "INITIAL"
+	ConditionProvisioning = "PROVISIONING"
+	ConditionConnected    = "CONNECTED"
+	ConditionFailed       = "FAILED"
+)
+
+// ConsoleURLLabel is the runtime label with the runtime's console URL; the broker shows it as the
+// instance's dashboard URL.
+const ConsoleURLLabel = "runtime_consoleUrl"
+
 // Token is a one-time token with the Connector URL it is valid for.
 type Token struct {
 	Token        string
@@ -24,7 +36,10 @@ type Client interface {
 	RegisterRuntime(ctx context.Context, tenant, runtimeID, name string, labels map[string]any) (string, error)
 	UpdateRuntimeLabels(ctx context.Context, tenant, compassID string, labels map[string]string) error
 	RequestOneTimeToken(ctx context.Context, tenant, compassID string) (Token, error)
+	// UnregisterRuntime unregisters the runtime; a runtime that is not registered counts as done.
 	UnregisterRuntime(ctx context.Context, tenant, compassID string) error
+	// SetRuntimeStatusCondition sets the runtime's status condition (one of the Condition* constants).
+	SetRuntimeStatusCondition(ctx context.Context, tenant, compassID, condition string) error
 }
 
 // Local stands in for the Director in the embedded default. It keeps no state, so it survives
@@ -55,3 +70,5 @@ func (l Local) RequestOneTimeToken(_ context.Context, _, compassID string) (Toke
 }
 
 func (Local) UnregisterRuntime(context.Context, string, string) error { return nil }
+
+func (Local) SetRuntimeStatusCondition(context.Context, string, string, string) error { return nil }

@@ -289,6 +289,10 @@ type labelsCall struct {
 	Labels            map[string]string
 }
 
+type conditionCall struct {
+	Tenant, CompassID, Condition string
+}
+
 type fakeDirector struct {
 	mu sync.Mutex
 
@@ -305,6 +309,9 @@ type fakeDirector struct {
 
 	unregisterErr error
 	unregistered  []string
+
+	conditionErr error
+	conditions   []conditionCall
 }
 
 func (d *fakeDirector) set(f func(d *fakeDirector)) {
@@ -319,6 +326,7 @@ func (d *fakeDirector) snapshot() fakeDirector {
 	return fakeDirector{
 		registered: append([]registerCall(nil), d.registered...), labelled: append([]labelsCall(nil), d.labelled...),
 		tokens: append([]string(nil), d.tokens...), unregistered: append([]string(nil), d.unregistered...),
+		conditions: append([]conditionCall(nil), d.conditions...),
 	}
 }
 
@@ -351,6 +359,13 @@ func (d *fakeDirector) UnregisterRuntime(_ context.Context, _, compassID string)
 	defer d.mu.Unlock()
 	d.unregistered = append(d.unregistered, compassID)
 	return d.unregisterErr
+}
+
+func (d *fakeDirector) SetRuntimeStatusCondition(_ context.Context, tenant, compassID, condition string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.conditions = append(d.conditions, conditionCall{tenant, compassID, condition})
+	return d.conditionErr
 }
 
 // --- storage.Runtimes with injected faults -----------------------------------

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
 
-// RegisterRuntime registers the runtime in the Director and keeps its Compass ID.
+// RegisterRuntime registers the runtime in the Director with the status condition PROVISIONING
+// and keeps its Compass ID.
 type RegisterRuntime struct{ Deps }
 
 func (RegisterRuntime) Name() string { return "Register_Runtime" }
@@ -21,6 +23,11 @@ func (s RegisterRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (
 	id, err := s.Director.RegisterRuntime(ctx, op.Data.Tenant, op.Data.RuntimeID, op.Data.Config.Cluster.Name, op.Data.Config.Labels)
 	if err != nil {
 		return s.waitFor(op, fmt.Sprintf("registering runtime in the Director: %v", err))
+	}
+	// Before the ID is kept, so that a failure runs the whole step again: registration is
+	// idempotent (the Director is asked for the runtime with this runtime ID first).
+	if err := s.Director.SetRuntimeStatusCondition(ctx, op.Data.Tenant, id, director.ConditionProvisioning); err != nil {
+		return s.waitFor(op, fmt.Sprintf("setting the runtime's status condition in the Director: %v", err))
 	}
 	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
 		rt.CompassRuntimeID = id

@@ -41,6 +41,7 @@ func TestRegisterRuntime(t *testing.T) {
 		calls := e.director.snapshot().registered
 		require.Len(t, calls, 1)
 		assert.Equal(t, registerCall{Tenant: tenant, RuntimeID: "rt-1", Name: "c-test", Labels: map[string]any{"subaccount": "sub-1"}}, calls[0])
+		assert.Equal(t, []conditionCall{{Tenant: tenant, CompassID: "compass-1", Condition: "PROVISIONING"}}, e.director.snapshot().conditions)
 	})
 
 	t.Run("already registered: the Director is not asked again", func(t *testing.T) {
@@ -52,6 +53,7 @@ func TestRegisterRuntime(t *testing.T) {
 		assert.Zero(t, wait)
 		assert.Equal(t, "compass-0", op.Data.CompassRuntimeID)
 		assert.Empty(t, e.director.snapshot().registered)
+		assert.Empty(t, e.director.snapshot().conditions)
 	})
 
 	t.Run("Director error: retry after the poll interval, nothing stored", func(t *testing.T) {
@@ -65,6 +67,27 @@ func TestRegisterRuntime(t *testing.T) {
 		assert.Contains(t, op.LastError, errTransient.Error())
 		assert.Empty(t, op.Data.CompassRuntimeID)
 		assert.Empty(t, e.runtime("rt-1").CompassRuntimeID)
+	})
+
+	t.Run("setting the condition fails: retry, nothing stored, the next run registers again", func(t *testing.T) {
+		e := newEnv(t)
+		data := e.runtimeData("rt-1", true, false)
+		e.director.set(func(d *fakeDirector) { d.conditionErr = errTransient })
+		op, wait, err := step(e).Run(e.ctx, stepOp("Register_Runtime", t0, data), testLog())
+		require.NoError(t, err)
+		assert.Equal(t, pollInterval, wait)
+		assert.Contains(t, op.LastError, "setting the runtime's status condition in the Director: "+errTransient.Error())
+		assert.Empty(t, op.Data.CompassRuntimeID)
+		assert.Empty(t, e.runtime("rt-1").CompassRuntimeID)
+
+		e.director.set(func(d *fakeDirector) { d.conditionErr = nil })
+		op, wait, err = step(e).Run(e.ctx, op.ForStep("Register_Runtime", t0.Add(pollInterval)), testLog())
+		require.NoError(t, err)
+		assert.Zero(t, wait)
+		assert.Equal(t, "compass-1", op.Data.CompassRuntimeID)
+		assert.Equal(t, "compass-1", e.runtime("rt-1").CompassRuntimeID)
+		assert.Len(t, e.director.snapshot().registered, 2, "registration is idempotent in the Director")
+		assert.Len(t, e.director.snapshot().conditions, 2)
 	})
 
 	t.Run("a version conflict is retried once against the re-read runtime", func(t *testing.T) {
@@ -183,6 +206,7 @@ func TestWaitForClusterDomain(t *testing.T) {
 		assert.Equal(t, t0, status[0].RequestedAt, "asks about the create request made at t0")
 		assert.Equal(t, []labelsCall{{Tenant: tenant, CompassID: "compass-1", Labels: map[string]string{
 			"gardenerClusterName": "c-test", "gardenerClusterDomain": "c-test.kyma.example",
+			"runtime_consoleUrl": "https://console.c-test.kyma.example",
 		}}}, e.director.snapshot().labelled)
 	})
 
@@ -503,6 +527,18 @@ func TestConnectRuntimeAgent(t *testing.T) {
 		assert.Equal(t, []runtimeclient.AgentConfig{{
 			ConnectorURL: "https://connector.example/graphql", RuntimeID: "compass-1", Tenant: tenant, Token: "one-time",
 		}}, e.rt.snapshot().written)
+		assert.Equal(t, []conditionCall{{Tenant: tenant, CompassID: "compass-1", Condition: "CONNECTED"}}, e.director.snapshot().conditions)
+	})
+
+	t.Run("setting the condition fails: retry, the connection wait has not started", func(t *testing.T) {
+		e := newEnv(t)
+		e.director.set(func(d *fakeDirector) { d.conditionErr = errTransient })
+		op, wait, err := step(e).Run(e.ctx, stepOp("Connect_Runtime_Agent", t0, registered(e)), testLog())
+		require.NoError(t, err)
+		assert.Equal(t, pollInterval, wait)
+		assert.Contains(t, op.LastError, "setting the runtime's status condition in the Director: "+errTransient.Error())
+		_, started := op.Data.RequestedAt["agent"]
+		assert.False(t, started)
 	})
 
 	t.Run("a token without connector URL gets the configured one", func(t *testing.T) {
@@ -534,6 +570,7 @@ func TestConnectRuntimeAgent(t *testing.T) {
 		assert.Equal(t, pollInterval, wait)
 		assert.Contains(t, op.LastError, "requesting a one-time token: "+errTransient.Error())
 		assert.Empty(t, e.rt.snapshot().written)
+		assert.Empty(t, e.director.snapshot().conditions)
 		assert.Empty(t, op.Data.RequestedAt["agent"])
 	})
 

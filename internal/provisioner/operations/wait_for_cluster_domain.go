@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/sirupsen/logrus"
 )
 
 // WaitForClusterDomain waits until the cluster has a DNS domain and labels the runtime in
-// the Director with the cluster's name and domain.
+// the Director with the cluster's name and domain and the console URL (the broker shows it as
+// the instance's dashboard URL).
 type WaitForClusterDomain struct{ Deps }
 
 func (WaitForClusterDomain) Name() string { return "Wait_For_Cluster_Domain" }
@@ -33,7 +35,11 @@ func (s WaitForClusterDomain) Run(ctx context.Context, op Op, _ logrus.FieldLogg
 		}
 		op.Data.ClusterDomain = st.Domain
 	}
-	labels := map[string]string{"gardenerClusterName": op.Data.Config.Cluster.Name, "gardenerClusterDomain": op.Data.ClusterDomain}
+	labels := map[string]string{
+		"gardenerClusterName":    op.Data.Config.Cluster.Name,
+		"gardenerClusterDomain":  op.Data.ClusterDomain,
+		director.ConsoleURLLabel: "https://console." + op.Data.ClusterDomain,
+	}
 	if err := s.Director.UpdateRuntimeLabels(ctx, op.Data.Tenant, op.Data.CompassRuntimeID, labels); err != nil {
 		return s.waitFor(op, fmt.Sprintf("labelling runtime in the Director: %v", err))
 	}

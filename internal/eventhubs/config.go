@@ -1,0 +1,73 @@
+package eventhubs
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+)
+
+// DefaultARMURL is Azure Resource Manager of the public cloud.
+const DefaultARMURL = "https://management.azure.com"
+
+// Config configures the Azure client. Read it with envconfig.Process("APP", &cfg): the variables are
+// APP_AZURE_ARM_URL, APP_AZURE_TOKEN_URL, APP_AZURE_CLIENT_ID, ...
+type Config struct {
+	// ARMURL is the base of Azure Resource Manager; tokens are requested for the scope <ARMURL>/.default.
+	ARMURL string `envconfig:"AZURE_ARM_URL" default:"https://management.azure.com"`
+	// TokenURL is the full OAuth2 token endpoint of the tenant, e.g.
+	// https://login.microsoftonline.com/<tenant>/oauth2/v2.0/token.
+	TokenURL string `envconfig:"AZURE_TOKEN_URL"`
+	// ClientID and ClientSecret are the service principal's client credentials.
+	ClientID     string `envconfig:"AZURE_CLIENT_ID"`
+	ClientSecret string `envconfig:"AZURE_CLIENT_SECRET"`
+	// SubscriptionID is the subscription the resource groups are created in.
+	SubscriptionID string `envconfig:"AZURE_SUBSCRIPTION_ID"`
+	// Timeout bounds one HTTP request (token requests included); retries are bounded by the caller's context.
+	Timeout time.Duration `envconfig:"AZURE_TIMEOUT" default:"30s"`
+	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
+	// transient failures.
+	RetryInitialBackoff time.Duration `envconfig:"AZURE_RETRY_INITIAL_BACKOFF" default:"200ms"`
+	RetryMaxBackoff     time.Duration `envconfig:"AZURE_RETRY_MAX_BACKOFF" default:"10s"`
+}
+
+func (c *Config) withDefaults() {
+	if c.ARMURL == "" {
+		c.ARMURL = DefaultARMURL
+	}
+	c.ARMURL = strings.TrimRight(c.ARMURL, "/")
+	c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff = httpretry.Defaults(c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff)
+}
+
+// Validate reports missing or malformed settings; an empty ARMURL stands for DefaultARMURL.
+func (c Config) Validate() error {
+	var errs []error
+	urls := []struct{ name, val string }{{"APP_AZURE_TOKEN_URL", c.TokenURL}}
+	if c.ARMURL != "" {
+		urls = append(urls, struct{ name, val string }{"APP_AZURE_ARM_URL", c.ARMURL})
+	}
+	for _, u := range urls {
+		if u.val == "" {
+			errs = append(errs, errors.New(u.name+" is required"))
+			continue
+		}
+		p, err := url.Parse(u.val)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, errors.New(u.name+" must be an absolute http(s) URL"))
+		}
+	}
+	if c.ClientID == "" {
+		errs = append(errs, errors.New("APP_AZURE_CLIENT_ID is required"))
+	}
+	if c.ClientSecret == "" {
+		errs = append(errs, errors.New("APP_AZURE_CLIENT_SECRET is required"))
+	}
+	if c.SubscriptionID == "" {
+		errs = append(errs, errors.New("APP_AZURE_SUBSCRIPTION_ID is required"))
+	} else if strings.ContainsAny(c.SubscriptionID, "/?#") {
+		errs = append(errs, errors.New("APP_AZURE_SUBSCRIPTION_ID must not contain '/', '?' or '#'"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,184 @@
+// Package externals builds the clients of the broker's external systems from configuration
+// (APP_* variables), or points them all at a sandbox: what cmd/broker and the broker test harness
+// hand to the steps.
+package externals
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/edp"
+	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
+	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
+	"github.com/kyma-project/kyma-environment-broker/internal/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
+	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/resources"
+)
+
+// Settings are the broker's own settings about its external systems.
+type Settings struct {
+	// SandboxEnabled embeds the sandbox and points every system at it (the quickstart default);
+	// configured URLs and credentials are then ignored.
+	SandboxEnabled bool   `envconfig:"SANDBOX_ENABLED" default:"true"`
+	SandboxAddress string `envconfig:"SANDBOX_ADDRESS" default:"127.0.0.1:8090"`
+	// Disabled systems' steps are skipped. IAS and EDP have theirs in their own configuration.
+	AVSDisabled            bool  `envconfig:"AVS_DISABLED"`
+	ServiceManagerDisabled bool  `envconfig:"SERVICE_MANAGER_DISABLED"`
+	EventHubsDisabled      bool  `envconfig:"AZURE_EVENT_HUBS_DISABLED"`
+	ReconcilerDisabled     bool  `envconfig:"RECONCILER_DISABLED"`
+	DirectorDisabled       bool  `envconfig:"DIRECTOR_DISABLED"`
+	AVSGroupID             int64 `envconfig:"AVS_GROUP_ID"`
+	AVSRuntimeIDTagClassID int64 `envconfig:"AVS_RUNTIME_ID_TAG_CLASS_ID" default:"1"`
+	AVSInstanceTagClassID  int64 `envconfig:"AVS_INSTANCE_ID_TAG_CLASS_ID" default:"2"`
+	AVSShootTagClassID     int64 `envconfig:"AVS_SHOOT_NAME_TAG_CLASS_ID" default:"3"`
+	// AccountPool is the hyperscaler account pool: "<hyperscaler>:<secret>[,<secret>...];...".
+	AccountPool string `envconfig:"HYPERSCALER_ACCOUNT_POOL" default:"aws:kyma-aws;azure:kyma-azure;gcp:kyma-gcp;openstack:kyma-openstack"`
+	// OverridesFile replaces the shipped default overrides (resources/overrides.yaml).
+	OverridesFile string `envconfig:"OVERRIDES_FILE"`
+	// RetryTime bounds a provisioning or upgrade step's retries of a failing system,
+	// CleanupRetryTime a deprovisioning step's (then it gives up without failing), CallTimeout one
+	// step run (the clients retry transient failures within it).
+	RetryTime        time.Duration `envconfig:"EXTERNAL_RETRY_TIME" default:"10m"`
+	CleanupRetryTime time.Duration `envconfig:"EXTERNAL_CLEANUP_RETRY_TIME" default:"5m"`
+	CallTimeout      time.Duration `envconfig:"EXTERNAL_CALL_TIMEOUT" default:"1m"`
+	// ReconcileTimeout bounds the wait for the reconciler to install Kyma.
+	ReconcileTimeout time.Duration `envconfig:"RECONCILE_TIMEOUT" default:"2h"`
+}
+
+// Config is every external system's configuration.
+type Config struct {
+	Settings       Settings
+	AVS            avs.Config
+	EDP            edp.Config
+	IAS            ias.Config
+	ServiceManager servicemanager.Config
+	Azure          eventhubs.Config
+	Reconciler     reconciler.Config
+	Director       director.Config
+}
+
+// Load reads Config from APP_* variables.
+func Load() (Config, error) {
+	var c Config
+	for _, part := range []any{&c.Settings, &c.AVS, &c.EDP, &c.IAS, &c.ServiceManager, &c.Azure, &c.Reconciler, &c.Director} {
+		if err := envconfig.Process("APP", part); err != nil {
+			return c, fmt.Errorf("reading external systems' configuration: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// PointAt replaces every system's URL and credentials with the sandbox's at base (http://host:port).
+func (c *Config) PointAt(base string, creds standins.Credentials) {
+	base = strings.TrimRight(base, "/")
+	c.AVS.URL, c.AVS.OAuthURL = base+"/avs", base+"/avs/oauth/token"
+	c.AVS.ClientID, c.AVS.ClientSecret, c.AVS.ParentID = creds.AVSClientID, creds.AVSClientSecret, standins.AVSParentID
+	c.EDP.URL, c.EDP.OAuthURL = base+"/edp", base+"/edp/oauth/token"
+	c.EDP.ClientID, c.EDP.ClientSecret, c.EDP.Namespace = creds.EDPClientID, creds.EDPClientSecret, standins.EDPNamespace
+	c.IAS.URL, c.IAS.UserID, c.IAS.Password = base+"/ias", creds.IASUser, creds.IASPassword
+	c.ServiceManager.URL, c.ServiceManager.TokenURL = base+"/servicemanager", base+"/servicemanager"
+	c.ServiceManager.ClientID, c.ServiceManager.ClientSecret = creds.SMClientID, creds.SMClientSecret
+	c.Azure.ARMURL, c.Azure.TokenURL = base+"/azure", base+"/azure/oauth2/v2.0/token"
+	c.Azure.ClientID, c.Azure.ClientSecret, c.Azure.SubscriptionID = creds.AzureClientID, creds.AzureClientSecret, standins.AzureSubscription
+	c.Reconciler.URL = base + "/reconciler"
+	c.Director.URL, c.Director.OAuthTokenURL = base+"/director/graphql", base+"/director/oauth/token"
+	c.Director.OAuthClientID, c.Director.OAuthClientSecret = creds.DirectorClientID, creds.DirectorClientSecret
+}
+
+// Built are the clients the broker runs with.
+type Built struct {
+	Systems   systems.Systems
+	Overrides overrides.Defaults
+	Limits    provisioning.Limits
+	// Director is the real Director client for the embedded provisioner; nil when disabled.
+	Director *director.Client
+}
+
+// Build creates the clients. A system neither configured nor disabled is an error naming the
+// variables to set, so a misconfigured broker does not start rather than fail every operation.
+func (c Config) Build() (Built, error) {
+	s := c.Settings
+	var errs []error
+	fail := func(system, disable string, err error) {
+		errs = append(errs, fmt.Errorf("%s (or set %s=true): %w", system, disable, err))
+	}
+	b := Built{Limits: provisioning.Limits{CallTimeout: s.CallTimeout, ReconcileTimeout: s.ReconcileTimeout}}
+	b.Systems.RetryTime, b.Systems.CleanupRetryTime = s.RetryTime, s.CleanupRetryTime
+	if !s.AVSDisabled {
+		if cl, err := avs.New(c.AVS); err != nil {
+			fail("AVS", "APP_AVS_DISABLED", err)
+		} else {
+			b.Systems.AVS = cl
+			b.Systems.AVSSettings = systems.AVSSettings{
+				ParentID: c.AVS.ParentID, InternalTesterAccessID: c.AVS.InternalTesterAccessID, ExternalTesterAccessID: c.AVS.ExternalTesterAccessID,
+				GroupID: s.AVSGroupID, RuntimeIDTagClassID: s.AVSRuntimeIDTagClassID, InstanceIDTagClassID: s.AVSInstanceTagClassID, ShootNameTagClassID: s.AVSShootTagClassID,
+			}
+		}
+	}
+	if !c.EDP.Disabled {
+		if cl, err := edp.New(c.EDP); err != nil {
+			fail("EDP", "APP_EDP_DISABLED", err)
+		} else {
+			b.Systems.EDP, b.Systems.EDPEnvironment = cl, c.EDP.Environment
+		}
+	}
+	if !c.IAS.Disabled {
+		if cl, err := ias.New(c.IAS); err != nil {
+			fail("IAS", "APP_IAS_DISABLED", err)
+		} else {
+			b.Systems.IAS = cl
+		}
+	}
+	if !s.ServiceManagerDisabled {
+		if cl, err := servicemanager.New(c.ServiceManager); err != nil {
+			fail("Service Manager", "APP_SERVICE_MANAGER_DISABLED", err)
+		} else if _, ok := cl.DefaultCredentials(); !ok {
+			fail("Service Manager", "APP_SERVICE_MANAGER_DISABLED", errors.New("APP_SERVICE_MANAGER_URL, _TOKEN_URL, _CLIENT_ID and _CLIENT_SECRET are required"))
+		} else {
+			b.Systems.ServiceManager = cl
+		}
+	}
+	if !s.EventHubsDisabled {
+		if cl, err := eventhubs.New(c.Azure); err != nil {
+			fail("Azure Event Hubs", "APP_AZURE_EVENT_HUBS_DISABLED", err)
+		} else {
+			b.Systems.EventHubs = cl
+		}
+	}
+	if !s.ReconcilerDisabled {
+		if cl, err := reconciler.New(c.Reconciler); err != nil {
+			fail("Reconciler", "APP_RECONCILER_DISABLED", err)
+		} else {
+			b.Systems.Reconciler = cl
+		}
+	}
+	if !s.DirectorDisabled {
+		if cl, err := director.New(c.Director); err != nil {
+			fail("Director", "APP_DIRECTOR_DISABLED", err)
+		} else {
+			b.Systems.Director, b.Director = cl, cl
+		}
+	}
+	pool, err := hyperscaler.ParsePool(s.AccountPool)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("APP_HYPERSCALER_ACCOUNT_POOL: %w", err))
+	}
+	b.Systems.AccountPool = pool
+	if b.Overrides, err = overrides.LoadDefaults(s.OverridesFile, resources.Overrides()); err != nil {
+		errs = append(errs, fmt.Errorf("APP_OVERRIDES_FILE: %w", err))
+	}
+	if len(errs) > 0 {
+		return Built{}, fmt.Errorf("configuring external systems: %w", errors.Join(errs...))
+	}
+	return b, nil
+}

@@ -1,0 +1,97 @@
+package provisioning
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
+	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+)
+
+// ProvisionEMS provisions an Enterprise Messaging instance through the Service Manager, waits for
+// it, binds it and gives the binding's credentials to the eventing component.
+type ProvisionEMS struct{ Deps }
+
+func (ProvisionEMS) Name() string { return "Provision EMS" }
+
+// EMS offering and the eventing overrides it fills.
+const (
+	EMSOffering          = "enterprise-messaging"
+	EMSPlan              = "default"
+	EventingComponent    = "eventing"
+	EMSCredentialsKey    = "authentication.ems.credentials"
+	EMSEnabledKey        = "global.eventing.backend.ems.enabled"
+	servicemanagerSystem = "Service Manager (EMS)"
+)
+
+// EMSName is the name of the EMS service instance and binding an operation creates: per
+// operation, because a resumed trial must not find its suspended runtime's instance, which
+// the Service Manager may still be deleting.
+func EMSName(operationID string) string { return "kyma-ems-" + operationID }
+
+func (s ProvisionEMS) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
+	wait, err := EnsureEMS(ctx, s.Systems.ServiceManager, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, EMSName(op.ID), op.InstanceID, log)
+	if err != nil {
+		wait, err = s.Systems.Retry(&op, servicemanagerSystem, "provisioning Enterprise Messaging", err, s.PollInterval)
+		return op, wait, err
+	}
+	if wait > 0 {
+		op.LastError = "waiting for the Enterprise Messaging instance to be ready"
+		return op, s.PollInterval, nil
+	}
+	op.LastError = ""
+	return op, 0, nil
+}
+
+// EnsureEMS provisions and binds the instance's EMS and sets the eventing overrides; provisioning
+// and upgrade share it. It answers wait > 0 while the instance is not ready.
+func EnsureEMS(ctx context.Context, sm systems.ServiceManager, res *instance.Resources, o *overrides.Overrides, secrets *storage.Secrets, name, instanceID string, log logrus.FieldLogger) (time.Duration, error) {
+	creds, ok := sm.DefaultCredentials()
+	if !ok {
+		return 0, httpretry.Permanent(errors.New("no Service Manager credentials configured"))
+	}
+	if res.EMSInstanceID == "" {
+		inst, err := sm.ProvisionInstance(ctx, creds, servicemanager.InstanceRequest{
+			Name: name, OfferingName: EMSOffering, PlanName: EMSPlan,
+			Labels: map[string][]string{"instance_id": {instanceID}},
+		})
+		if err != nil {
+			return 0, fmt.Errorf("creating the service instance: %w", err)
+		}
+		res.EMSInstanceID = inst.ID
+		log.WithField("ems_instance_id", inst.ID).Info("EMS instance requested")
+	}
+	if res.EMSBindingID == "" {
+		inst, err := sm.GetInstance(ctx, creds, res.EMSInstanceID)
+		if err != nil {
+			return 0, fmt.Errorf("reading the service instance: %w", err)
+		}
+		if lo := inst.LastOperation; lo != nil && lo.State == servicemanager.StateFailed {
+			return 0, httpretry.Permanent(fmt.Errorf("the service instance failed: %s", lo.Description))
+		}
+		if !inst.Ready {
+			return time.Second, nil
+		}
+	}
+	b, err := sm.Bind(ctx, creds, servicemanager.BindingRequest{Name: name, InstanceID: res.EMSInstanceID})
+	if err != nil {
+		return 0, fmt.Errorf("binding the service instance: %w", err)
+	}
+	res.EMSBindingID = b.ID
+	raw, err := json.Marshal(b.Credentials)
+	if err != nil {
+		return 0, httpretry.Permanent(fmt.Errorf("encoding the binding's credentials: %w", err))
+	}
+	o.Set(secrets, EventingComponent,
+		overrides.Entry{Key: EMSEnabledKey, Value: "true"},
+		overrides.Entry{Key: EMSCredentialsKey, Value: string(raw), Secret: true})
+	return 0, nil
+}

@@ -1,0 +1,139 @@
+// Package systems is what the broker's steps need of the external systems, as narrow interfaces
+// the real clients (internal/avs, ias, edp, servicemanager, eventhubs, reconciler, director)
+// satisfy and step tests fake. A nil system is a disabled one: its steps are skipped.
+package systems
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
+	"github.com/kyma-project/kyma-environment-broker/internal/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
+)
+
+// AVS creates, tags and deletes evaluations.
+type AVS interface {
+	CreateEvaluation(ctx context.Context, req *avs.EvaluationRequest) (*avs.Evaluation, error)
+	AddTag(ctx context.Context, id int64, tag avs.Tag) (*avs.Evaluation, error)
+	DeleteEvaluation(ctx context.Context, id int64) error
+}
+
+// AVSSettings are the evaluations' fixed attributes.
+type AVSSettings struct {
+	ParentID               int64
+	InternalTesterAccessID int64
+	ExternalTesterAccessID int64
+	GroupID                int64
+	// TagClassIDs are the AVS tag classes AVS_Tags uses.
+	ShootNameTagClassID  int64
+	RuntimeIDTagClassID  int64
+	InstanceIDTagClassID int64
+}
+
+// IAS manages the runtime's service provider.
+type IAS interface {
+	CreateServiceProvider(ctx context.Context, name string) (*ias.ServiceProvider, error)
+	GenerateSecret(ctx context.Context, id string) (clientID, clientSecret string, err error)
+	ConfigureOIDC(ctx context.Context, id string, redirectURIs []string) (*ias.ServiceProvider, error)
+	DeleteServiceProvider(ctx context.Context, id string) error
+}
+
+// EDP registers runtimes with the Event Data Platform.
+type EDP interface {
+	RegisterRuntime(ctx context.Context, subaccountID string, metadata map[string]string) error
+	DeregisterRuntime(ctx context.Context, subaccountID string) error
+}
+
+// ServiceManager provisions and binds Enterprise Messaging instances.
+type ServiceManager interface {
+	DefaultCredentials() (servicemanager.Credentials, bool)
+	ProvisionInstance(ctx context.Context, creds servicemanager.Credentials, req servicemanager.InstanceRequest) (*servicemanager.Instance, error)
+	GetInstance(ctx context.Context, creds servicemanager.Credentials, id string) (*servicemanager.Instance, error)
+	Bind(ctx context.Context, creds servicemanager.Credentials, req servicemanager.BindingRequest) (*servicemanager.Binding, error)
+	Unbind(ctx context.Context, creds servicemanager.Credentials, bindingID string) error
+	DeprovisionInstance(ctx context.Context, creds servicemanager.Credentials, instanceID string) error
+}
+
+// Reconciler installs Kyma 2.x on a cluster.
+type Reconciler interface {
+	ApplyClusterConfig(ctx context.Context, cluster reconciler.Cluster) (*reconciler.State, error)
+	GetStatus(ctx context.Context, runtimeID string) (*reconciler.State, error)
+	DeleteCluster(ctx context.Context, runtimeID string) error
+}
+
+// Director knows the runtime's console URL.
+type Director interface {
+	GetConsoleURL(ctx context.Context, tenant, runtimeID string) (string, error)
+}
+
+// Systems are the broker's external systems; nil ones are disabled.
+type Systems struct {
+	AVS         AVS
+	AVSSettings AVSSettings
+	IAS         IAS
+	EDP         EDP
+	// EDPEnvironment names the landscape in EDP metadata.
+	EDPEnvironment string
+	ServiceManager ServiceManager
+	EventHubs      eventhubs.Namespaces
+	Reconciler     Reconciler
+	Director       Director
+	AccountPool    hyperscaler.Pool
+	// RetryTime bounds how long a provisioning or upgrade step keeps retrying a system that
+	// answers with temporary errors before the operation fails.
+	RetryTime time.Duration
+	// CleanupRetryTime is the same for deprovisioning steps, which then give up without failing
+	// (seed 001: at most 5 minutes).
+	CleanupRetryTime time.Duration
+}
+
+// Temporary tells whether a system's error may go away on retry: a client's *httpretry.Error says
+// so itself; any other failure not marked httpretry.Permanent counts as temporary.
+func Temporary(err error) bool {
+	var e *httpretry.Error
+	if errors.As(err, &e) {
+		return e.Temporary
+	}
+	temporary, _ := httpretry.Classify(err)
+	return temporary
+}
+
+// NotFound tells whether a system answered that the object does not exist.
+func NotFound(err error) bool { return httpretry.IsNotFound(err) }
+
+// Failure names the system in an error: the operation's description then says which system
+// failed, next to the step's name the engine adds.
+func Failure(system string, err error) string { return fmt.Sprintf("%s: %v", system, err) }
+
+// Retry is a provisioning or upgrade step's answer to a system's error: a temporary one is retried
+// every interval until the step has tried for RetryTime, a permanent one fails the operation at
+// once. Either way the description names the system and the step.
+func (s Systems) Retry(op Step, system, what string, err error, interval time.Duration) (time.Duration, error) {
+	msg := Failure(system, fmt.Errorf("%s: %w", what, err))
+	if !Temporary(err) {
+		return 0, fmt.Errorf("%s: step %s failed", msg, op.CurrentStep())
+	}
+	return op.Retry(msg, interval, s.RetryTime)
+}
+
+// Cleanup is a deprovisioning step's answer to a system's error: whatever the error, the step is
+// retried until it has tried for CleanupRetryTime, then recorded as executed but not completed,
+// and the operation goes on (seed 001: no deprovisioning step blocks the operation).
+func (s Systems) Cleanup(op Step, system, what string, err error, interval time.Duration) time.Duration {
+	return op.RetryWithoutFail(Failure(system, fmt.Errorf("%s: %w", what, err)), interval, s.CleanupRetryTime)
+}
+
+// Step is the part of a process.Operation the helpers use; steps pass a pointer to their
+// operation so the helpers can record the error on it.
+type Step interface {
+	CurrentStep() string
+	Retry(msg string, interval, maxTime time.Duration) (time.Duration, error)
+	RetryWithoutFail(msg string, interval, maxTime time.Duration) time.Duration
+}

@@ -1,0 +1,68 @@
+// Package systemstest gives step tests the real clients of every external system, pointed at an
+// in-process sandbox on a loopback HTTP server, so a step's tests exercise the real request
+// shapes, retries and idempotency; faults injected into the sandbox drive the retry and failure
+// paths.
+package systemstest
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/externals"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+)
+
+// Env is a running sandbox and the systems built against it.
+type Env struct {
+	Systems systems.Systems
+	Sandbox *sandbox.Sandbox
+	URL     string
+	// Built carries the overrides defaults and limits too.
+	Built externals.Built
+}
+
+// Start serves the stand-ins until the test ends. Client retries back off at most 50ms and the
+// step retry windows are a minute (provisioning) and 5 minutes (cleanup) of the test's clock.
+func Start(t testing.TB, o standins.Options) *Env {
+	t.Helper()
+	sb, err := standins.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sb)
+	t.Cleanup(srv.Close)
+	cfg, err := externals.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.PointAt(srv.URL, standins.DefaultCredentials())
+	for _, b := range []*time.Duration{&cfg.AVS.RetryMaxBackoff, &cfg.EDP.RetryMaxBackoff, &cfg.IAS.RetryMaxBackoff, &cfg.ServiceManager.RetryMaxBackoff,
+		&cfg.Azure.RetryMaxBackoff, &cfg.Reconciler.RetryMaxBackoff, &cfg.Director.RetryMaxBackoff} {
+		*b = 50 * time.Millisecond
+	}
+	for _, b := range []*time.Duration{&cfg.AVS.RetryInitialBackoff, &cfg.EDP.RetryInitialBackoff, &cfg.IAS.RetryInitialBackoff, &cfg.ServiceManager.RetryInitialBackoff,
+		&cfg.Azure.RetryInitialBackoff, &cfg.Reconciler.RetryInitialBackoff, &cfg.Director.RetryInitialBackoff} {
+		*b = 5 * time.Millisecond
+	}
+	cfg.Settings.RetryTime, cfg.Settings.CleanupRetryTime = time.Minute, 5*time.Minute
+	built, err := cfg.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Env{Systems: built.Systems, Sandbox: sb, URL: srv.URL, Built: built}
+}
+
+// Faults sets a system's faults (sandbox names: avs, edp, ias, servicemanager, azure, reconciler,
+// director).
+func (e *Env) Faults(t testing.TB, system string, f sandbox.Faults) {
+	t.Helper()
+	if err := e.Sandbox.SetFaults(system, f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Down makes a system answer 503 to everything until the test sets other faults.
+func (e *Env) Down(t testing.TB, system string) { e.Faults(t, system, sandbox.Faults{ErrorRate: 1}) }

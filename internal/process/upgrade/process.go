@@ -1,0 +1,44 @@
+package upgrade
+
+import (
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+)
+
+// KymaProcess is the Kyma upgrade of seed 001, by weight. Kyma 2.x goes through the reconciler
+// (Get_Kubeconfig, Apply_Cluster_Configuration), older versions through the provisioner
+// (Upgrade_Runtime).
+func KymaProcess(d Deps, timeout, callTimeout time.Duration) (*process.Process[instance.UpgradeKymaData], error) {
+	sys := d.Systems
+	reconciled := func(op KymaOp) bool { return sys.Reconciler != nil && provisioning.Kyma2(op.Data.KymaVersion) }
+	w := func(weight int, s process.Step[instance.UpgradeKymaData], cond func(KymaOp) bool) process.WeightedStep[instance.UpgradeKymaData] {
+		return process.WeightedStep[instance.UpgradeKymaData]{Weight: weight, StepDef: process.StepDef[instance.UpgradeKymaData]{Step: s, Condition: cond, RunTimeout: callTimeout}}
+	}
+	smOn := func(KymaOp) bool {
+		if sys.ServiceManager == nil {
+			return false
+		}
+		_, ok := sys.ServiceManager.DefaultCredentials()
+		return ok
+	}
+	return process.Weighted(instance.TypeUpgradeKyma, timeout,
+		w(1, KymaInitialisation{d}, nil),
+		w(2, ProvisionEMS{d}, smOn),
+		w(3, DeprovisionEventHubs{d}, func(op KymaOp) bool { return sys.EventHubs != nil && provisioning.Kyma2(op.Data.KymaVersion) }),
+		w(4, Overrides{d}, nil),
+		w(10, UpgradeRuntime{d}, func(op KymaOp) bool { return !reconciled(op) }),
+		w(10, GetKubeconfig{d}, reconciled),
+		w(10, ApplyClusterConfiguration{d}, reconciled),
+	)
+}
+
+// ClusterProcess is the cluster upgrade, by weight.
+func ClusterProcess(d Deps, timeout time.Duration) (*process.Process[instance.UpgradeClusterData], error) {
+	w := func(weight int, s process.Step[instance.UpgradeClusterData]) process.WeightedStep[instance.UpgradeClusterData] {
+		return process.WeightedStep[instance.UpgradeClusterData]{Weight: weight, StepDef: process.StepDef[instance.UpgradeClusterData]{Step: s}}
+	}
+	return process.Weighted(instance.TypeUpgradeCluster, timeout, w(1, ClusterInitialisation{d}), w(10, UpgradeCluster{d}))
+}

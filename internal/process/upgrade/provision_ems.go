@@ -1,0 +1,29 @@
+package upgrade
+
+import (
+	"context"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/sirupsen/logrus"
+)
+
+// ProvisionEMS gives an upgraded runtime Enterprise Messaging when it has none yet (runtimes moving
+// off Kyma 1.x's Azure Event Hubs).
+type ProvisionEMS struct{ Deps }
+
+func (ProvisionEMS) Name() string { return "Provision EMS" }
+
+func (s ProvisionEMS) Run(ctx context.Context, op KymaOp, log logrus.FieldLogger) (KymaOp, time.Duration, error) {
+	wait, err := provisioning.EnsureEMS(ctx, s.Systems.ServiceManager, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, provisioning.EMSName(op.ID), op.InstanceID, log)
+	if err != nil {
+		wait, err = s.Systems.Retry(&op, "Service Manager (EMS)", "provisioning Enterprise Messaging", err, s.PollInterval)
+		return op, wait, err
+	}
+	if wait > 0 {
+		op.LastError = "waiting for the Enterprise Messaging instance to be ready"
+		return op, s.PollInterval, nil
+	}
+	op.LastError = ""
+	return op, 0, nil
+}

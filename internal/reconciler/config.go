@@ -1,0 +1,39 @@
+package reconciler
+
+import (
+	"errors"
+	"net/url"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+)
+
+// Config configures the Reconciler client. Read it with envconfig.Process("APP", &cfg): the variables are
+// APP_RECONCILER_URL, APP_RECONCILER_TIMEOUT, ... The mothership API has no authentication in front of it.
+type Config struct {
+	// URL is the base of the mothership API; the client calls <URL>/v1/clusters. It is required only
+	// when the broker provisions Kyma 2.x runtimes, so New checks it and envconfig does not.
+	URL string `envconfig:"RECONCILER_URL"`
+	// Timeout bounds one HTTP request; retries are bounded by the caller's context.
+	Timeout time.Duration `envconfig:"RECONCILER_TIMEOUT" default:"30s"`
+	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
+	// transient failures.
+	RetryInitialBackoff time.Duration `envconfig:"RECONCILER_RETRY_INITIAL_BACKOFF" default:"200ms"`
+	RetryMaxBackoff     time.Duration `envconfig:"RECONCILER_RETRY_MAX_BACKOFF" default:"10s"`
+}
+
+func (c *Config) withDefaults() {
+	c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff = httpretry.Defaults(c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff)
+}
+
+// Validate reports missing or malformed settings.
+func (c Config) Validate() error {
+	if c.URL == "" {
+		return errors.New("APP_RECONCILER_URL is required")
+	}
+	p, err := url.Parse(c.URL)
+	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+		return errors.New("APP_RECONCILER_URL must be an absolute http(s) URL")
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+// Package azure is the sandbox stand-in for the part of Azure the broker uses for Event Hubs: a
+// Microsoft Entra ID client-credentials token endpoint and Azure Resource Manager (ARM) with resource
+// groups and Microsoft.EventHub namespaces in one subscription. Namespaces activate and groups delete
+// after configurable delays. It keeps everything in memory and counts PUTs and creations per name, so
+// tests can see duplicates.
+package azure
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+)
+
+// Name is the path prefix the stand-in is mounted at.
+const Name = "azure"
+
+// DefaultSubscriptionID is the subscription that exists when Options.SubscriptionID is empty.
+const DefaultSubscriptionID = "00000000-0000-0000-0000-000000000000"
+
+// API versions the stand-in accepts; any other is answered 400 InvalidApiVersionParameter.
+const (
+	ResourceGroupsAPIVersion = "2021-04-01"
+	EventHubAPIVersion       = "2021-11-01"
+)
+
+// RootRule is the one authorization rule every namespace has.
+const RootRule = "RootManageSharedAccessKey"
+
+// Provisioning states.
+const (
+	StateSucceeded  = "Succeeded"
+	StateActivating = "Activating"
+	StateDeleting   = "Deleting"
+)
+
+// Options configures the stand-in.
+type Options struct {
+	// ClientID and ClientSecret are the only credentials the token endpoint accepts.
+	ClientID     string
+	ClientSecret string
+	// TokenTTL is the lifetime of issued tokens; one hour when zero.
+	TokenTTL time.Duration
+	// SubscriptionID is the only subscription that exists (others are 404 SubscriptionNotFound);
+	// DefaultSubscriptionID when empty.
+	SubscriptionID string
+	// ActivationTime is how long a new namespace is "Activating" before it is "Succeeded"; 0 = at once.
+	ActivationTime time.Duration
+	// DeletionTime is how long a group is "Deleting" before it is gone with its namespaces; 0 = at once.
+	DeletionTime time.Duration
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+}
+
+// Sku is a namespace's pricing tier.
+type Sku struct {
+	Name     string `json:"name"`
+	Tier     string `json:"tier"`
+	Capacity int    `json:"capacity"`
+}
+
+// NamespaceObject is one namespace in the inspection snapshot with the calls made on it.
+type NamespaceObject struct {
+	Name              string            `json:"name"`
+	Location          string            `json:"location"`
+	Tags              map[string]string `json:"tags"`
+	Sku               Sku               `json:"sku"`
+	KafkaEnabled      bool              `json:"kafkaEnabled"`
+	ProvisioningState string            `json:"provisioningState"`
+	Calls             map[string]int    `json:"calls"`
+}
+
+// GroupObject is one resource group in the inspection snapshot with its namespaces and the calls made on it.
+type GroupObject struct {
+	Name              string            `json:"name"`
+	Location          string            `json:"location"`
+	Tags              map[string]string `json:"tags"`
+	ProvisioningState string            `json:"provisioningState"`
+	Namespaces        []NamespaceObject `json:"namespaces"`
+	Calls             map[string]int    `json:"calls"`
+}
+
+// Objects is the inspection snapshot served at GET /_sandbox/azure/objects. Names in the counts are
+// lower-cased, as Azure names are case-insensitive.
+type Objects struct {
+	SubscriptionID string `json:"subscriptionId"`
+	// ResourceGroups lists the existing groups by name.
+	ResourceGroups []GroupObject `json:"resourceGroups"`
+	// GroupPutsByName and NamespacePutsByName count authorised PUTs per name, failed ones included.
+	GroupPutsByName     map[string]int `json:"groupPutsByName"`
+	NamespacePutsByName map[string]int `json:"namespacePutsByName"`
+	// GroupCreatesByName and NamespaceCreatesByName count creations per name, deleted objects included.
+	GroupCreatesByName     map[string]int `json:"groupCreatesByName"`
+	NamespaceCreatesByName map[string]int `json:"namespaceCreatesByName"`
+	// GroupDeletesByName counts deletions started per group name.
+	GroupDeletesByName map[string]int `json:"groupDeletesByName"`
+	// Calls counts token requests ("token", "token.rejected"), turned away requests ("unauthorized")
+	// and authorised calls per operation ("group.put", "namespace.listKeys", ...).
+	Calls map[string]int `json:"calls"`
+}
+
+type namespace struct {
+	name, location     string
+	tags               map[string]string
+	sku                Sku
+	kafka              bool
+	created, updated   time.Time
+	primary, secondary string
+	calls              map[string]int
+}
+
+type group struct {
+	name, location string
+	tags           map[string]string
+	deleting       time.Time // zero while not being deleted
+	namespaces     map[string]*namespace
+	calls          map[string]int
+}
+
+// Server is the Azure stand-in; it implements sandbox.System.
+type Server struct {
+	opts   Options
+	issuer *sandbox.TokenIssuer
+
+	mu               sync.Mutex
+	groups           map[string]*group // by lower-cased name
+	groupPuts        map[string]int
+	groupCreates     map[string]int
+	groupDeletes     map[string]int
+	namespacePuts    map[string]int
+	namespaceCreates map[string]int
+	totals           map[string]int
+}
+
+// New returns a stand-in with no resource groups.
+func New(opts Options) *Server {
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.SubscriptionID == "" {
+		opts.SubscriptionID = DefaultSubscriptionID
+	}
+	s := &Server{opts: opts}
+	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
+	s.issuer.Realm = Name
+	s.issuer.Count = s.countEvents
+	s.reset()
+	return s
+}
+
+// Name implements sandbox.System.
+func (s *Server) Name() string { return Name }
+
+// ServeHTTP implements sandbox.System; paths are relative to /azure. It routes by hand: a ServeMux
+// cannot hold both /{tenant}/oauth2/v2.0/token and /subscriptions/..., and ARM paths are case-insensitive.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	switch {
+	case p == "/oauth2/v2.0/token" || (strings.HasSuffix(p, "/oauth2/v2.0/token") && strings.Count(p, "/") == 4):
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, oauthError{Error: "invalid_request", ErrorDescription: "the token endpoint accepts POST only"})
+			return
+		}
+		s.serveToken(w, r)
+	case len(p) >= len("/subscriptions/") && strings.EqualFold(p[:len("/subscriptions/")], "/subscriptions/"):
+		s.serveARM(w, r)
+	default:
+		writeError(w, http.StatusNotFound, "InvalidResourceType", "The sandbox serves no resource type at '%s'.", p)
+	}
+}
+
+// Objects implements sandbox.System.
+func (s *Server) Objects() any { return s.Snapshot() }
+
+// Reset implements sandbox.System: it forgets every group, namespace and count, and keeps issued
+// tokens valid.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset()
+}
+
+func (s *Server) reset() {
+	s.groups = map[string]*group{}
+	s.groupPuts = map[string]int{}
+	s.groupCreates = map[string]int{}
+	s.groupDeletes = map[string]int{}
+	s.namespacePuts = map[string]int{}
+	s.namespaceCreates = map[string]int{}
+	s.totals = map[string]int{}
+}
+
+func (s *Server) countEvents(events ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range events {
+		s.totals[ev]++
+	}
+}
+
+// settle removes the groups whose deletion time is over; the caller holds s.mu. Time-driven state
+// changes happen lazily, so that a test clock moves them without background goroutines.
+func (s *Server) settle() {
+	now := s.opts.Now()
+	for key, g := range s.groups {
+		if !g.deleting.IsZero() && !now.Before(g.deleting.Add(s.opts.DeletionTime)) {
+			delete(s.groups, key)
+		}
+	}
+}
+
+func (g *group) state() string {
+	if !g.deleting.IsZero() {
+		return StateDeleting
+	}
+	return StateSucceeded
+}
+
+func (s *Server) namespaceState(g *group, ns *namespace) string {
+	switch {
+	case !g.deleting.IsZero():
+		return StateDeleting
+	case s.opts.Now().Before(ns.created.Add(s.opts.ActivationTime)):
+		return StateActivating
+	default:
+		return StateSucceeded
+	}
+}
+
+// findNamespace finds a namespace by name in any group: namespace names are global (DNS) names.
+func (s *Server) findNamespace(name string) (*group, *namespace) {
+	for _, g := range s.groups {
+		if ns, ok := g.namespaces[strings.ToLower(name)]; ok {
+			return g, ns
+		}
+	}
+	return nil, nil
+}
+
+// Snapshot returns the inspection snapshot.
+func (s *Server) Snapshot() Objects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	out := Objects{
+		SubscriptionID:         s.opts.SubscriptionID,
+		ResourceGroups:         make([]GroupObject, 0, len(s.groups)),
+		GroupPutsByName:        maps.Clone(s.groupPuts),
+		NamespacePutsByName:    maps.Clone(s.namespacePuts),
+		GroupCreatesByName:     maps.Clone(s.groupCreates),
+		NamespaceCreatesByName: maps.Clone(s.namespaceCreates),
+		GroupDeletesByName:     maps.Clone(s.groupDeletes),
+		Calls:                  maps.Clone(s.totals),
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.groups)) {
+		g := s.groups[key]
+		obj := GroupObject{Name: g.name, Location: g.location, Tags: maps.Clone(g.tags), ProvisioningState: g.state(),
+			Namespaces: []NamespaceObject{}, Calls: maps.Clone(g.calls)}
+		for _, nkey := range slices.Sorted(maps.Keys(g.namespaces)) {
+			ns := g.namespaces[nkey]
+			obj.Namespaces = append(obj.Namespaces, NamespaceObject{Name: ns.name, Location: ns.location,
+				Tags: maps.Clone(ns.tags), Sku: ns.sku, KafkaEnabled: ns.kafka,
+				ProvisioningState: s.namespaceState(g, ns), Calls: maps.Clone(ns.calls)})
+		}
+		out.ResourceGroups = append(out.ResourceGroups, obj)
+	}
+	return out
+}
+
+func randomKey() string {
+	buf := make([]byte, 32)
+	_, _ = rand.Read(buf)
+	return base64.StdEncoding.EncodeToString(buf)
+}

@@ -1,0 +1,278 @@
+// Package director is the sandbox stand-in for the Compass Director's GraphQL API as KEB and the
+// Runtime Provisioner use it: runtimes with labels and a status condition, registered, updated,
+// labelled, listed by label filter and unregistered per tenant (the Tenant header), and one-time
+// tokens for the Runtime Agent, all behind an OAuth2 client-credentials bearer token. Requests are
+// parsed and validated with gqlparser against a schema of those operations and answered like
+// Compass (gqlgen): resolver errors with HTTP 200 and extensions.error, protocol errors with 422.
+// It keeps everything in memory and counts calls per runtime and registrations per runtime-id
+// label, so tests can see duplicates.
+package director
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// Name is the path prefix the stand-in is mounted at.
+const Name = "director"
+
+// RuntimeIDLabel is the label KEB keys its runtimes by in the Director (the client's
+// director.RuntimeIDLabel); registrations and unregistrations are counted per its value.
+const RuntimeIDLabel = "kyma-project.io/runtime-id"
+
+// Status conditions of a runtime.
+const (
+	ConditionInitial      = "INITIAL"
+	ConditionProvisioning = "PROVISIONING"
+	ConditionConnected    = "CONNECTED"
+	ConditionFailed       = "FAILED"
+)
+
+// Options configures the stand-in.
+type Options struct {
+	// ClientID and ClientSecret are the only credentials the token endpoint accepts.
+	ClientID     string
+	ClientSecret string
+	// TokenTTL is the lifetime of issued OAuth tokens; one hour when zero.
+	TokenTTL time.Duration
+	// ConnectorURL is put into one-time tokens.
+	ConnectorURL string
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+}
+
+// Status is a runtime's status condition and when it was last set.
+type Status struct {
+	Condition string    `json:"condition"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// Runtime is a runtime as the inspection snapshot shows it.
+type Runtime struct {
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	Description *string        `json:"description"`
+	Labels      map[string]any `json:"labels"`
+	Status      Status         `json:"status"`
+}
+
+// Object is one runtime in the inspection snapshot with the one-time tokens issued for it and
+// the calls made on it (by GraphQL field name).
+type Object struct {
+	Runtime
+	TokensIssued int            `json:"tokensIssued"`
+	Calls        map[string]int `json:"calls"`
+}
+
+// Objects is the inspection snapshot served at GET /_sandbox/director/objects.
+type Objects struct {
+	// Tenants lists the existing runtimes of each tenant in registration order.
+	Tenants map[string][]Object `json:"tenants"`
+	// RegistrationsByRuntimeID counts registrations per RuntimeIDLabel value, unregistered
+	// runtimes included.
+	RegistrationsByRuntimeID map[string]int `json:"registrationsByRuntimeID"`
+	// UnregistrationsByRuntimeID counts successful unregistrations per RuntimeIDLabel value.
+	UnregistrationsByRuntimeID map[string]int `json:"unregistrationsByRuntimeID"`
+	// Calls counts GraphQL root fields resolved, failed ones included, token endpoint events
+	// ("token", "token.rejected", "unauthorized") and requests rejected before execution
+	// ("invalid").
+	Calls map[string]int `json:"calls"`
+}
+
+type record struct {
+	seq         int64
+	id          string
+	name        string
+	description *string
+	labels      map[string]any
+	status      Status
+	tokens      int
+	calls       map[string]int
+}
+
+// StandIn is the Director stand-in; it implements sandbox.System.
+type StandIn struct {
+	opts      Options
+	mux       *http.ServeMux
+	schema    *ast.Schema
+	issuer    *sandbox.TokenIssuer
+	resolvers map[string]resolver
+
+	mu              sync.Mutex
+	seq             int64
+	tenants         map[string]map[string]*record
+	registrations   map[string]int
+	unregistrations map[string]int
+	totals          map[string]int
+}
+
+// New returns a stand-in without runtimes.
+func New(opts Options) *StandIn {
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &StandIn{opts: opts}
+	// The schema is a constant of this package: failing to load it is a programming error.
+	s.schema = gqlparser.MustLoadSchema(&ast.Source{Name: "director.graphql", Input: schemaSDL})
+	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
+	s.issuer.Realm = Name
+	s.issuer.Count = s.countEvents
+	s.resolvers = map[string]resolver{
+		"registerRuntime":               s.registerRuntime,
+		"updateRuntime":                 s.updateRuntime,
+		"unregisterRuntime":             s.unregisterRuntime,
+		"setRuntimeLabel":               s.setRuntimeLabel,
+		"requestOneTimeTokenForRuntime": s.requestOneTimeToken,
+		"runtime":                       s.runtime,
+		"runtimes":                      s.runtimes,
+	}
+	s.reset()
+	m := http.NewServeMux()
+	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
+	m.HandleFunc("POST /graphql", s.issuer.Protect(s.handleGraphQL))
+	s.mux = m
+	return s
+}
+
+// Name implements sandbox.System.
+func (s *StandIn) Name() string { return Name }
+
+// ServeHTTP implements sandbox.System; paths are relative to /director.
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Objects implements sandbox.System.
+func (s *StandIn) Objects() any { return s.Snapshot() }
+
+// Reset implements sandbox.System: it forgets every runtime and count and keeps issued tokens valid.
+func (s *StandIn) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset()
+}
+
+func (s *StandIn) reset() {
+	s.tenants = map[string]map[string]*record{}
+	s.registrations = map[string]int{}
+	s.unregistrations = map[string]int{}
+	s.totals = map[string]int{}
+}
+
+// Snapshot returns the inspection snapshot.
+func (s *StandIn) Snapshot() Objects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Objects{
+		Tenants:                    make(map[string][]Object, len(s.tenants)),
+		RegistrationsByRuntimeID:   copyCounts(s.registrations),
+		UnregistrationsByRuntimeID: copyCounts(s.unregistrations),
+		Calls:                      copyCounts(s.totals),
+	}
+	for tenant, rts := range s.tenants {
+		if len(rts) == 0 {
+			continue
+		}
+		objs := make([]Object, 0, len(rts))
+		for _, rec := range sorted(rts) {
+			objs = append(objs, Object{Runtime: rec.snapshot(), TokensIssued: rec.tokens, Calls: copyCounts(rec.calls)})
+		}
+		out.Tenants[tenant] = objs
+	}
+	return out
+}
+
+func (rec *record) snapshot() Runtime {
+	rt := Runtime{ID: rec.id, Name: rec.name, Labels: cloneLabels(rec.labels), Status: rec.status}
+	if rec.description != nil {
+		d := *rec.description
+		rt.Description = &d
+	}
+	return rt
+}
+
+func copyCounts(in map[string]int) map[string]int {
+	out := make(map[string]int, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// sorted returns the runtimes in registration order.
+func sorted(rts map[string]*record) []*record {
+	out := make([]*record, 0, len(rts))
+	for _, rec := range rts {
+		out = append(out, rec)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
+	return out
+}
+
+func (s *StandIn) countEvents(events ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range events {
+		s.totals[ev]++
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// handleGraphQL serves POST /graphql like gqlgen's POST transport: 400 for a body that is not a
+// JSON request, 422 for a query that does not parse or validate or variables that do not fit,
+// otherwise 200 with data and the resolvers' errors.
+func (s *StandIn) handleGraphQL(w http.ResponseWriter, r *http.Request) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		s.countEvents("invalid")
+		writeJSON(w, http.StatusBadRequest, response{Errors: []gqlError{{Message: "transport not supported"}}})
+		return
+	}
+	var req request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.UseNumber()
+	if err := dec.Decode(&req); err != nil {
+		s.countEvents("invalid")
+		writeJSON(w, http.StatusBadRequest, response{Errors: []gqlError{{Message: "json request body could not be decoded: " + err.Error()}}})
+		return
+	}
+	op, vars, errs := s.prepare(req)
+	if errs != nil {
+		s.countEvents("invalid")
+		writeJSON(w, http.StatusUnprocessableEntity, response{Errors: errs})
+		return
+	}
+	tenant := strings.TrimSpace(r.Header.Get("Tenant"))
+	if tenant == "" {
+		s.countEvents("invalid")
+		writeJSON(w, http.StatusOK, response{Errors: []gqlError{{Message: "Tenant is required",
+			Extensions: map[string]any{"error": kindTenantRequired}}}})
+		return
+	}
+	s.mu.Lock()
+	resp := s.execute(tenant, op, vars)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func newToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

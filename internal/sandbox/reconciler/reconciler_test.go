@@ -1,0 +1,228 @@
+package reconciler_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const base = "/reconciler/v1/clusters"
+
+type env struct {
+	t   *testing.T
+	st  *reconciler.Server
+	srv *httptest.Server
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newEnv(t *testing.T, opts reconciler.Options) *env {
+	t.Helper()
+	e := &env{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	opts.Now = e.clock
+	e.st = reconciler.New(opts)
+	sb := sandbox.New(sandbox.Options{})
+	require.NoError(t, sb.Register(e.st))
+	e.srv = httptest.NewServer(sb)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
+func (e *env) advance(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.now = e.now.Add(d)
+}
+
+func (e *env) api(method, path, body string) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+base+path, strings.NewReader(body))
+	require.NoError(e.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	return resp.StatusCode, string(b)
+}
+
+func (e *env) state(method, path, body string) reconciler.State {
+	e.t.Helper()
+	code, out := e.api(method, path, body)
+	require.Equal(e.t, http.StatusOK, code, out)
+	var st reconciler.State
+	require.NoError(e.t, json.Unmarshal([]byte(out), &st))
+	return st
+}
+
+func (e *env) status(id string) string {
+	e.t.Helper()
+	return e.state(http.MethodGet, "/"+id+"/status", "").Status
+}
+
+// body is a cluster configuration with the given components, each with a plain and a secret entry.
+func body(id string, components ...string) string {
+	c := reconciler.Cluster{
+		RuntimeID:    id,
+		RuntimeInput: reconciler.RuntimeInput{Name: "rt-" + id, Description: "d"},
+		KymaConfig:   reconciler.KymaConfig{Version: "2.20.0", Profile: "production", Administrators: []string{"admin@example.com"}},
+		Metadata:     reconciler.Metadata{GlobalAccountID: "ga", SubAccountID: "sa", InstanceID: "inst-" + id, Region: "eu-west-1"},
+		Kubeconfig:   "apiVersion: v1\nkind: Config\n",
+	}
+	for _, name := range components {
+		c.KymaConfig.Components = append(c.KymaConfig.Components, reconciler.Component{
+			Component: name, Namespace: "kyma-system",
+			Configuration: []reconciler.Configuration{{Key: "replicas", Value: 2}, {Key: "password", Value: "hunter2", Secret: true}},
+		})
+	}
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+func TestValidation(t *testing.T) {
+	e := newEnv(t, reconciler.Options{})
+	for field, in := range map[string]string{
+		"runtimeID is required":                            strings.Replace(body("x", "istio"), `"runtimeID":"x"`, `"runtimeID":""`, 1),
+		"kubeconfig is required":                           strings.Replace(body("x", "istio"), `"kubeconfig":"apiVersion: v1\nkind: Config\n"`, `"kubeconfig":""`, 1),
+		"kymaConfig.version is required":                   strings.Replace(body("x", "istio"), `"version":"2.20.0"`, `"version":""`, 1),
+		"kymaConfig.components must not be empty":          body("x"),
+		"kymaConfig.components[0].component is required":   body("x", ""),
+		"kymaConfig.components[0].configuration[0].key is": strings.Replace(body("x", "istio"), `"key":"replicas"`, `"key":""`, 1),
+		"invalid JSON":                                     `{"runtimeID":`,
+	} {
+		code, out := e.api(http.MethodPost, "", in)
+		assert.Equal(t, http.StatusBadRequest, code, field)
+		assert.Contains(t, out, field)
+		assert.Contains(t, out, `"error"`, "the mothership's error shape")
+	}
+	code, out := e.api(http.MethodPut, "", body("unknown", "istio"))
+	assert.Equal(t, http.StatusNotFound, code, "PUT updates only: %s", out)
+	code, _ = e.api(http.MethodGet, "/unknown/status", "")
+	assert.Equal(t, http.StatusNotFound, code)
+	code, _ = e.api(http.MethodDelete, "/unknown", "")
+	assert.Equal(t, http.StatusNotFound, code)
+
+	snap := e.st.Snapshot()
+	assert.Empty(t, snap.Clusters)
+	assert.Equal(t, 7, snap.Calls["apply.invalid"])
+	assert.Equal(t, 8, snap.Calls["apply"])
+}
+
+func TestReconcileAndDeleteProgressWithTime(t *testing.T) {
+	e := newEnv(t, reconciler.Options{ReconcileTime: time.Minute, DeleteTime: 30 * time.Second})
+	st := e.state(http.MethodPost, "", body("rt1", "istio", "serverless"))
+	assert.Equal(t, reconciler.State{Cluster: "rt1", ClusterVersion: 1, ConfigurationVersion: 1, Status: reconciler.StatusReconcilePending,
+		StatusURL: e.srv.URL + "/reconciler/v1/clusters/rt1/status"}, st)
+
+	e.advance(59 * time.Second)
+	assert.Equal(t, reconciler.StatusReconcilePending, e.status("rt1"))
+	e.advance(time.Second)
+	assert.Equal(t, reconciler.StatusReconciling, e.status("rt1"))
+	e.advance(time.Minute)
+	assert.Equal(t, reconciler.StatusReady, e.status("rt1"))
+
+	// the same configuration again: no new version, still ready
+	st = e.state(http.MethodPost, "", body("rt1", "istio", "serverless"))
+	assert.Equal(t, int64(1), st.ConfigurationVersion)
+	assert.Equal(t, reconciler.StatusReady, st.Status)
+
+	// a changed configuration reconciles again; the cluster itself did not change
+	st = e.state(http.MethodPut, "", body("rt1", "istio"))
+	assert.Equal(t, int64(2), st.ConfigurationVersion)
+	assert.Equal(t, int64(1), st.ClusterVersion)
+	assert.Equal(t, reconciler.StatusReconcilePending, st.Status)
+	// a new kubeconfig is a new cluster version
+	st = e.state(http.MethodPost, "", strings.Replace(body("rt1", "istio"), "kind: Config", "kind: Config\\ncurrent-context: x", 1))
+	assert.Equal(t, int64(3), st.ConfigurationVersion)
+	assert.Equal(t, int64(2), st.ClusterVersion)
+	e.advance(2 * time.Minute)
+	assert.Equal(t, reconciler.StatusReady, e.status("rt1"))
+
+	st = e.state(http.MethodDelete, "/rt1", "")
+	assert.Equal(t, reconciler.StatusDeletePending, st.Status)
+	e.advance(30 * time.Second)
+	assert.Equal(t, reconciler.StatusDeleting, e.status("rt1"))
+	st = e.state(http.MethodDelete, "/rt1", "")
+	assert.Equal(t, reconciler.StatusDeleting, st.Status, "a second delete does not restart the deletion")
+	e.advance(30 * time.Second)
+	assert.Equal(t, reconciler.StatusDeleted, e.status("rt1"))
+	e.advance(time.Hour)
+	assert.Equal(t, reconciler.StatusDeleted, e.status("rt1"), "a deleted cluster is still known")
+	assert.Equal(t, reconciler.StatusDeleted, e.state(http.MethodDelete, "/rt1", "").Status)
+
+	// a new apply of the same configuration starts over
+	st = e.state(http.MethodPost, "", strings.Replace(body("rt1", "istio"), "kind: Config", "kind: Config\\ncurrent-context: x", 1))
+	assert.Equal(t, reconciler.StatusReconcilePending, st.Status)
+	assert.Equal(t, int64(4), st.ConfigurationVersion)
+	assert.Equal(t, int64(3), st.ClusterVersion)
+
+	snap := e.st.Snapshot()
+	require.Len(t, snap.Clusters, 1)
+	obj := snap.Clusters[0]
+	assert.Equal(t, reconciler.StatusReconcilePending, obj.Status)
+	assert.Equal(t, 4, obj.ConfigurationVersionsCreated)
+	assert.Equal(t, 2, obj.Creations)
+	assert.Equal(t, map[string]int{"apply": 5, "status": 7, "delete": 3}, obj.Calls)
+}
+
+func TestZeroTimesAndFailingComponents(t *testing.T) {
+	e := newEnv(t, reconciler.Options{FailingComponents: []string{"broken"}})
+	assert.Equal(t, reconciler.StatusReady, e.state(http.MethodPost, "", body("ok", "istio")).Status, "ready at once")
+	assert.Equal(t, reconciler.StatusError, e.state(http.MethodPost, "", body("bad", "istio", "broken")).Status)
+	assert.Equal(t, reconciler.StatusError, e.state(http.MethodPost, "", body("bad", "istio", "broken")).Status, "the same configuration stays in error")
+	st := e.state(http.MethodPost, "", body("bad", "istio"))
+	assert.Equal(t, reconciler.StatusReady, st.Status, "a configuration without the failing component reconciles")
+	assert.Equal(t, int64(2), st.ConfigurationVersion)
+	assert.Equal(t, reconciler.StatusDeleted, e.state(http.MethodDelete, "/ok", "").Status, "deleted at once")
+}
+
+func TestObjectsHideSecrets(t *testing.T) {
+	e := newEnv(t, reconciler.Options{})
+	e.state(http.MethodPost, "", body("rt1", "istio"))
+	code, out := func() (int, string) {
+		resp, err := http.Get(e.srv.URL + "/_sandbox/reconciler/objects")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}()
+	require.Equal(t, http.StatusOK, code)
+	assert.NotContains(t, out, "hunter2")
+	assert.NotContains(t, out, "apiVersion")
+	assert.Contains(t, out, `"value":2`, "plain values are shown as sent")
+
+	obj := e.st.Snapshot().Clusters[0]
+	assert.Equal(t, reconciler.Masked, obj.Components[0].Configuration[1].Value)
+	assert.Equal(t, len("apiVersion: v1\nkind: Config\n"), obj.Kubeconfig.Length)
+	assert.Len(t, obj.Kubeconfig.SHA256, 16)
+	assert.Equal(t, "2.20.0", obj.KymaVersion)
+	assert.Equal(t, []string{"admin@example.com"}, obj.Administrators)
+	assert.Equal(t, "inst-rt1", obj.Metadata.InstanceID)
+
+	e.st.Reset()
+	assert.Empty(t, e.st.Snapshot().Clusters)
+	code, _ = e.api(http.MethodGet, "/rt1/status", "")
+	assert.Equal(t, http.StatusNotFound, code)
+}
+
+func TestEqualConfigurationsCompareByValue(t *testing.T) {
+	e := newEnv(t, reconciler.Options{})
+	in := `{"runtimeID":"n","kubeconfig":"k","kymaConfig":{"version":"2","components":[{"component":"c","namespace":"ns","configuration":[{"key":"a","value":{"y":1,"x":10000000000000001}}]}]}}`
+	same := `{"kymaConfig":{"components":[{"configuration":[{"value":{"x":10000000000000001,"y":1},"key":"a"}],"namespace":"ns","component":"c"}],"version":"2","administrators":[]},"kubeconfig":"k","runtimeID":"n"}`
+	assert.Equal(t, int64(1), e.state(http.MethodPost, "", in).ConfigurationVersion)
+	assert.Equal(t, int64(1), e.state(http.MethodPost, "", same).ConfigurationVersion, "key order and empty lists do not matter")
+	changed := strings.Replace(in, "10000000000000001", "10000000000000002", 1)
+	assert.Equal(t, int64(2), e.state(http.MethodPost, "", changed).ConfigurationVersion, "large numbers compare exactly")
+}

@@ -1,0 +1,410 @@
+// Package servicemanager is the sandbox stand-in for SAP Service Manager (SM) REST API v1 as the broker
+// uses it to provision and bind Enterprise Messaging: a UAA-like OAuth2 client-credentials token
+// endpoint, the service offering and plan catalog, service instances created and deleted
+// asynchronously (with operations that stay "in progress" for a configurable time) and service
+// bindings with EMS-like credentials. It keeps everything in memory and counts calls per object and
+// creations per name, so tests can see duplicates.
+package servicemanager
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+)
+
+// Name is the path prefix the stand-in is mounted at.
+const Name = "servicemanager"
+
+// Operation states and types.
+const (
+	StateInProgress = "in progress"
+	StateSucceeded  = "succeeded"
+	StateFailed     = "failed"
+
+	OperationCreate = "create"
+	OperationDelete = "delete"
+)
+
+// Catalog names of what the stand-in offers.
+const (
+	OfferingEnterpriseMessaging = "enterprise-messaging"
+	PlanDefault                 = "default"
+	OfferingServiceManager      = "service-manager"
+	PlanServiceOperatorAccess   = "service-operator-access"
+)
+
+// Offering is a service offering as the API returns it.
+type Offering struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	CatalogID   string `json:"catalog_id"`
+	CatalogName string `json:"catalog_name"`
+	Description string `json:"description"`
+	Bindable    bool   `json:"bindable"`
+	Ready       bool   `json:"ready"`
+	BrokerID    string `json:"broker_id"`
+}
+
+// Plan is a service plan as the API returns it.
+type Plan struct {
+	ID                string `json:"id"`
+	Name              string `json:"name"`
+	CatalogID         string `json:"catalog_id"`
+	CatalogName       string `json:"catalog_name"`
+	ServiceOfferingID string `json:"service_offering_id"`
+	Description       string `json:"description"`
+	Bindable          bool   `json:"bindable"`
+	Free              bool   `json:"free"`
+	Ready             bool   `json:"ready"`
+}
+
+// Operation is an asynchronous operation on an instance as the API returns it.
+type Operation struct {
+	ID           string    `json:"id"`
+	Type         string    `json:"type"`
+	State        string    `json:"state"`
+	ResourceID   string    `json:"resource_id"`
+	ResourceType string    `json:"resource_type"`
+	Description  string    `json:"description,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// Instance is a service instance as the API returns it.
+type Instance struct {
+	ID            string              `json:"id"`
+	Name          string              `json:"name"`
+	ServicePlanID string              `json:"service_plan_id"`
+	PlatformID    string              `json:"platform_id"`
+	Ready         bool                `json:"ready"`
+	Usable        bool                `json:"usable"`
+	Labels        map[string][]string `json:"labels,omitempty"`
+	LastOperation *Operation          `json:"last_operation,omitempty"`
+	CreatedAt     time.Time           `json:"created_at"`
+	UpdatedAt     time.Time           `json:"updated_at"`
+}
+
+// Binding is a service binding as the API returns it.
+type Binding struct {
+	ID                string         `json:"id"`
+	Name              string         `json:"name"`
+	ServiceInstanceID string         `json:"service_instance_id"`
+	Ready             bool           `json:"ready"`
+	Credentials       map[string]any `json:"credentials"`
+	CreatedAt         time.Time      `json:"created_at"`
+	UpdatedAt         time.Time      `json:"updated_at"`
+}
+
+// List is the answer of a list request.
+type List[T any] struct {
+	NumItems int `json:"num_items"`
+	Items    []T `json:"items"`
+}
+
+// Options configures the stand-in.
+type Options struct {
+	// ClientID and ClientSecret are the only credentials the token endpoint accepts.
+	ClientID     string
+	ClientSecret string
+	// TokenTTL is the lifetime of issued tokens; one hour when zero.
+	TokenTTL time.Duration
+	// ProvisionDelay is how long an asynchronous creation or deletion of an instance stays
+	// "in progress", measured with Now; zero finishes it at once.
+	ProvisionDelay time.Duration
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+}
+
+// InstanceObject is one instance in the inspection snapshot, with its parameters, the ids of its
+// bindings and the calls made on it.
+type InstanceObject struct {
+	Instance
+	Parameters map[string]any `json:"parameters,omitempty"`
+	Bindings   []string       `json:"bindings"`
+	Calls      map[string]int `json:"calls"`
+}
+
+// BindingObject is one binding in the inspection snapshot with the calls made on it.
+type BindingObject struct {
+	Binding
+	Calls map[string]int `json:"calls"`
+}
+
+// Objects is the inspection snapshot served at GET /_sandbox/servicemanager/objects.
+type Objects struct {
+	// Instances lists the existing instances (those being deleted included) by name.
+	Instances []InstanceObject `json:"instances"`
+	// Bindings lists the existing bindings by name.
+	Bindings []BindingObject `json:"bindings"`
+	// InstanceCreatesByName and BindingCreatesByName count successful creations per name, deleted
+	// ones included; a creation answered 409 does not count.
+	InstanceCreatesByName map[string]int `json:"instanceCreatesByName"`
+	BindingCreatesByName  map[string]int `json:"bindingCreatesByName"`
+	// InstanceDeletesByName and BindingDeletesByName count finished deletions per name.
+	InstanceDeletesByName map[string]int `json:"instanceDeletesByName"`
+	BindingDeletesByName  map[string]int `json:"bindingDeletesByName"`
+	// Calls counts calls per operation: authorised API calls, including those that failed, and
+	// "token", "token.rejected" and "unauthorized".
+	Calls map[string]int `json:"calls"`
+}
+
+type instance struct {
+	Instance
+	parameters map[string]any
+	doneAt     time.Time // when the operation in progress finishes
+	calls      map[string]int
+}
+
+type binding struct {
+	Binding
+	calls map[string]int
+}
+
+// Server is the Service Manager stand-in; it implements sandbox.System.
+type Server struct {
+	opts      Options
+	mux       *http.ServeMux
+	issuer    *sandbox.TokenIssuer
+	offerings []Offering
+	plans     []Plan
+
+	mu                    sync.Mutex
+	instances             map[string]*instance
+	bindings              map[string]*binding
+	operations            map[string]*Operation // by id; kept after the instance is gone
+	instanceCreatesByName map[string]int
+	bindingCreatesByName  map[string]int
+	instanceDeletesByName map[string]int
+	bindingDeletesByName  map[string]int
+	totals                map[string]int
+}
+
+// New returns a stand-in with the catalog and no instances.
+func New(opts Options) *Server {
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{opts: opts}
+	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
+	s.issuer.Realm = Name
+	s.issuer.Count = s.countEvents
+	s.offerings, s.plans = catalog()
+	s.reset()
+	m := http.NewServeMux()
+	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
+	m.HandleFunc("GET /v1/service_offerings", s.issuer.Protect(s.handleListOfferings))
+	m.HandleFunc("GET /v1/service_plans", s.issuer.Protect(s.handleListPlans))
+	m.HandleFunc("GET /v1/service_instances", s.issuer.Protect(s.handleListInstances))
+	m.HandleFunc("POST /v1/service_instances", s.issuer.Protect(s.handleCreateInstance))
+	m.HandleFunc("GET /v1/service_instances/{id}", s.issuer.Protect(s.handleGetInstance))
+	m.HandleFunc("DELETE /v1/service_instances/{id}", s.issuer.Protect(s.handleDeleteInstance))
+	m.HandleFunc("GET /v1/service_instances/{id}/operations/{op}", s.issuer.Protect(s.handleGetOperation))
+	m.HandleFunc("GET /v1/service_bindings", s.issuer.Protect(s.handleListBindings))
+	m.HandleFunc("POST /v1/service_bindings", s.issuer.Protect(s.handleCreateBinding))
+	m.HandleFunc("GET /v1/service_bindings/{id}", s.issuer.Protect(s.handleGetBinding))
+	m.HandleFunc("DELETE /v1/service_bindings/{id}", s.issuer.Protect(s.handleDeleteBinding))
+	s.mux = m
+	return s
+}
+
+// catalog is what the stand-in offers; fixed ids keep runs comparable.
+func catalog() ([]Offering, []Plan) {
+	const broker = "0e4d7b2c-5a61-4f0e-9a3e-000000000b01"
+	em := Offering{ID: "0e4d7b2c-5a61-4f0e-9a3e-000000000e01", Name: OfferingEnterpriseMessaging, CatalogID: "sandbox-em",
+		CatalogName: OfferingEnterpriseMessaging, Description: "SAP Event Mesh (sandbox)", Bindable: true, Ready: true, BrokerID: broker}
+	sm := Offering{ID: "0e4d7b2c-5a61-4f0e-9a3e-000000000e02", Name: OfferingServiceManager, CatalogID: "sandbox-sm",
+		CatalogName: OfferingServiceManager, Description: "Service Manager (sandbox)", Bindable: true, Ready: true, BrokerID: broker}
+	return []Offering{em, sm}, []Plan{
+		{ID: "0e4d7b2c-5a61-4f0e-9a3e-000000000a01", Name: PlanDefault, CatalogID: "sandbox-em-default", CatalogName: PlanDefault,
+			ServiceOfferingID: em.ID, Description: "Event Mesh default plan", Bindable: true, Ready: true},
+		{ID: "0e4d7b2c-5a61-4f0e-9a3e-000000000a02", Name: PlanServiceOperatorAccess, CatalogID: "sandbox-sm-operator",
+			CatalogName: PlanServiceOperatorAccess, ServiceOfferingID: sm.ID, Description: "Service operator access", Bindable: true, Free: true, Ready: true},
+	}
+}
+
+// Name implements sandbox.System.
+func (s *Server) Name() string { return Name }
+
+// ServeHTTP implements sandbox.System; paths are relative to /servicemanager.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Objects implements sandbox.System.
+func (s *Server) Objects() any { return s.Snapshot() }
+
+// Reset implements sandbox.System: it forgets every instance, binding, operation and count, and keeps
+// the catalog and the issued tokens.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset()
+}
+
+func (s *Server) reset() {
+	s.instances = map[string]*instance{}
+	s.bindings = map[string]*binding{}
+	s.operations = map[string]*Operation{}
+	s.instanceCreatesByName = map[string]int{}
+	s.bindingCreatesByName = map[string]int{}
+	s.instanceDeletesByName = map[string]int{}
+	s.bindingDeletesByName = map[string]int{}
+	s.totals = map[string]int{}
+}
+
+// Snapshot returns the inspection snapshot, operations due by now finished.
+func (s *Server) Snapshot() Objects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle()
+	out := Objects{
+		Instances:             make([]InstanceObject, 0, len(s.instances)),
+		Bindings:              make([]BindingObject, 0, len(s.bindings)),
+		InstanceCreatesByName: copyCounts(s.instanceCreatesByName),
+		BindingCreatesByName:  copyCounts(s.bindingCreatesByName),
+		InstanceDeletesByName: copyCounts(s.instanceDeletesByName),
+		BindingDeletesByName:  copyCounts(s.bindingDeletesByName),
+		Calls:                 copyCounts(s.totals),
+	}
+	for _, in := range s.instances {
+		params, _ := deepCopy(in.parameters).(map[string]any)
+		out.Instances = append(out.Instances, InstanceObject{Instance: in.view(), Parameters: params,
+			Bindings: s.bindingIDs(in.ID), Calls: copyCounts(in.calls)})
+	}
+	sort.Slice(out.Instances, func(i, j int) bool {
+		a, b := out.Instances[i], out.Instances[j]
+		return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
+	})
+	for _, b := range s.bindings {
+		out.Bindings = append(out.Bindings, BindingObject{Binding: b.view(), Calls: copyCounts(b.calls)})
+	}
+	sort.Slice(out.Bindings, func(i, j int) bool {
+		a, b := out.Bindings[i], out.Bindings[j]
+		return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
+	})
+	return out
+}
+
+// bindingIDs lists the ids of the instance's bindings, sorted; s.mu must be held.
+func (s *Server) bindingIDs(instanceID string) []string {
+	ids := []string{}
+	for _, b := range s.bindings {
+		if b.ServiceInstanceID == instanceID {
+			ids = append(ids, b.ID)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// settle finishes the operations due by now; s.mu must be held. Doing it lazily on every request
+// makes the progress follow Options.Now without a background goroutine.
+func (s *Server) settle() {
+	now := s.opts.Now()
+	for id, in := range s.instances {
+		op := in.LastOperation
+		if op == nil || op.State != StateInProgress || now.Before(in.doneAt) {
+			continue
+		}
+		op.State, op.UpdatedAt = StateSucceeded, in.doneAt
+		switch op.Type {
+		case OperationCreate:
+			in.Ready, in.Usable, in.UpdatedAt = true, true, in.doneAt
+		case OperationDelete:
+			delete(s.instances, id)
+			s.instanceDeletesByName[in.Name]++
+		}
+	}
+}
+
+// view is the instance as the API returns it, sharing nothing with the stored one.
+func (in *instance) view() Instance {
+	v := in.Instance
+	if in.Labels != nil {
+		v.Labels = make(map[string][]string, len(in.Labels))
+		for k, vals := range in.Labels {
+			v.Labels[k] = append([]string{}, vals...)
+		}
+	}
+	if in.LastOperation != nil {
+		op := *in.LastOperation
+		v.LastOperation = &op
+	}
+	return v
+}
+
+func (b *binding) view() Binding {
+	v := b.Binding
+	v.Credentials, _ = deepCopy(b.Credentials).(map[string]any)
+	return v
+}
+
+// deepCopy copies a decoded JSON value.
+func deepCopy(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if v == nil {
+			return v
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = deepCopy(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = deepCopy(e)
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+func copyCounts(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *Server) countEvents(events ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range events {
+		s.totals[ev]++
+	}
+}
+
+// apiError is Service Manager's error body.
+type apiError struct {
+	Error       string `json:"error"`
+	Description string `json:"description"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fail answers status with an error body; code is Service Manager's error name.
+func fail(w http.ResponseWriter, status int, code, format string, args ...any) {
+	writeJSON(w, status, apiError{Error: code, Description: fmt.Sprintf(format, args...)})
+}
+
+func badRequest(w http.ResponseWriter, format string, args ...any) {
+	fail(w, http.StatusBadRequest, "BadRequest", format, args...)
+}
+
+func notFound(w http.ResponseWriter, kind, id string) {
+	fail(w, http.StatusNotFound, "NotFound", "could not find such %s %q", kind, id)
+}

@@ -1,0 +1,113 @@
+// Package standins puts every external system's stand-in into one sandbox, with the credentials
+// they accept, for cmd/sandbox, the broker's embedded default and tests.
+package standins
+
+import (
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/sirupsen/logrus"
+)
+
+// Credentials are what the stand-ins accept; the zero value of a field takes its default.
+type Credentials struct {
+	AVSClientID, AVSClientSecret           string
+	EDPClientID, EDPClientSecret           string
+	IASUser, IASPassword                   string
+	SMClientID, SMClientSecret             string
+	AzureClientID, AzureClientSecret       string
+	DirectorClientID, DirectorClientSecret string
+}
+
+// DefaultCredentials are the sandbox's well-known credentials.
+func DefaultCredentials() Credentials {
+	return Credentials{
+		AVSClientID: "sandbox-avs-client", AVSClientSecret: "sandbox-avs-secret",
+		EDPClientID: "sandbox-edp-client", EDPClientSecret: "sandbox-edp-secret",
+		IASUser: "sandbox-ias-user", IASPassword: "sandbox-ias-password",
+		SMClientID: "sandbox-sm-client", SMClientSecret: "sandbox-sm-secret",
+		AzureClientID: "sandbox-azure-client", AzureClientSecret: "sandbox-azure-secret",
+		DirectorClientID: "sandbox-director-client", DirectorClientSecret: "sandbox-director-secret",
+	}
+}
+
+func (c Credentials) withDefaults() Credentials {
+	d := DefaultCredentials()
+	for _, f := range []struct{ v, def *string }{
+		{&c.AVSClientID, &d.AVSClientID}, {&c.AVSClientSecret, &d.AVSClientSecret},
+		{&c.EDPClientID, &d.EDPClientID}, {&c.EDPClientSecret, &d.EDPClientSecret},
+		{&c.IASUser, &d.IASUser}, {&c.IASPassword, &d.IASPassword},
+		{&c.SMClientID, &d.SMClientID}, {&c.SMClientSecret, &d.SMClientSecret},
+		{&c.AzureClientID, &d.AzureClientID}, {&c.AzureClientSecret, &d.AzureClientSecret},
+		{&c.DirectorClientID, &d.DirectorClientID}, {&c.DirectorClientSecret, &d.DirectorClientSecret},
+	} {
+		if *f.v == "" {
+			*f.v = *f.def
+		}
+	}
+	return c
+}
+
+// Sandbox defaults shared with the clients' sandbox configuration.
+const (
+	AVSParentID       = 1000
+	EDPNamespace      = "kyma-dev"
+	ConnectorURL      = "https://connector.sandbox.kyma.local/connector/graphql"
+	AzureSubscription = azure.DefaultSubscriptionID
+)
+
+// Options configure the stand-ins' behaviour; zero durations make every asynchronous change
+// happen at once.
+type Options struct {
+	Seed        uint64
+	Log         logrus.FieldLogger
+	Now         func() time.Time
+	Credentials Credentials
+	// AVSParentIDs exist from the start; {AVSParentID} when empty.
+	AVSParentIDs []int64
+	// EDPNamespaces exist; {EDPNamespace} when nil, any when empty but not nil.
+	EDPNamespaces []string
+	// ReconcileTime and DeleteTime pace the reconciler's statuses.
+	ReconcileTime, ReconcileDeleteTime time.Duration
+	// FailingComponents make the reconciler fail configurations that contain them.
+	FailingComponents []string
+	// SMProvisionDelay is how long EMS instances stay "in progress".
+	SMProvisionDelay time.Duration
+	// AzureActivationTime and AzureDeletionTime pace Event Hubs namespaces and resource groups.
+	AzureActivationTime, AzureDeletionTime time.Duration
+}
+
+// New returns a sandbox with every stand-in registered.
+func New(o Options) (*sandbox.Sandbox, error) {
+	c := o.Credentials.withDefaults()
+	parents := o.AVSParentIDs
+	if len(parents) == 0 {
+		parents = []int64{AVSParentID}
+	}
+	namespaces := o.EDPNamespaces
+	if namespaces == nil {
+		namespaces = []string{EDPNamespace}
+	}
+	sb := sandbox.New(sandbox.Options{Seed: o.Seed, Log: o.Log, Now: o.Now})
+	for _, sys := range []sandbox.System{
+		avs.New(avs.Options{ClientID: c.AVSClientID, ClientSecret: c.AVSClientSecret, ParentIDs: parents, Now: o.Now}),
+		edp.New(edp.Options{ClientID: c.EDPClientID, ClientSecret: c.EDPClientSecret, Namespaces: namespaces, Now: o.Now}),
+		ias.New(ias.Options{User: c.IASUser, Password: c.IASPassword}),
+		servicemanager.New(servicemanager.Options{ClientID: c.SMClientID, ClientSecret: c.SMClientSecret, ProvisionDelay: o.SMProvisionDelay, Now: o.Now}),
+		azure.New(azure.Options{ClientID: c.AzureClientID, ClientSecret: c.AzureClientSecret, ActivationTime: o.AzureActivationTime, DeletionTime: o.AzureDeletionTime, Now: o.Now}),
+		reconciler.New(reconciler.Options{ReconcileTime: o.ReconcileTime, DeleteTime: o.ReconcileDeleteTime, FailingComponents: o.FailingComponents, Now: o.Now}),
+		director.New(director.Options{ClientID: c.DirectorClientID, ClientSecret: c.DirectorClientSecret, ConnectorURL: ConnectorURL, Now: o.Now}),
+	} {
+		if err := sb.Register(sys); err != nil {
+			return nil, err
+		}
+	}
+	return sb, nil
+}

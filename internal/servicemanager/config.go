@@ -1,0 +1,66 @@
+package servicemanager
+
+import (
+	"errors"
+	"net/url"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+)
+
+// Config configures the Service Manager client. Read it with envconfig.Process("APP", &cfg): the
+// variables are APP_SERVICE_MANAGER_URL, APP_SERVICE_MANAGER_TOKEN_URL, ... The credentials are
+// optional: they are the default ones, used when an instance's context brings none
+// (sm_operator_credentials); when one of them is set, URL, TokenURL and ClientID are required.
+type Config struct {
+	// URL is the base of the Service Manager API (sm_url); the client calls <URL>/v1/...
+	URL string `envconfig:"SERVICE_MANAGER_URL"`
+	// TokenURL is the base of the UAA (url); tokens come from <TokenURL>/oauth/token.
+	TokenURL     string `envconfig:"SERVICE_MANAGER_TOKEN_URL"`
+	ClientID     string `envconfig:"SERVICE_MANAGER_CLIENT_ID"`
+	ClientSecret string `envconfig:"SERVICE_MANAGER_CLIENT_SECRET"`
+	// Timeout bounds one HTTP request (token requests included); retries are bounded by the caller's context.
+	Timeout time.Duration `envconfig:"SERVICE_MANAGER_TIMEOUT" default:"30s"`
+	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
+	// transient failures.
+	RetryInitialBackoff time.Duration `envconfig:"SERVICE_MANAGER_RETRY_INITIAL_BACKOFF" default:"200ms"`
+	RetryMaxBackoff     time.Duration `envconfig:"SERVICE_MANAGER_RETRY_MAX_BACKOFF" default:"10s"`
+}
+
+func (c *Config) withDefaults() {
+	c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff = httpretry.Defaults(c.Timeout, c.RetryInitialBackoff, c.RetryMaxBackoff)
+}
+
+// configured tells whether default credentials are set at all.
+func (c Config) configured() bool {
+	return c.URL != "" || c.TokenURL != "" || c.ClientID != "" || c.ClientSecret != ""
+}
+
+// Validate reports malformed settings: none of the credentials is required, but once one is set the
+// others are, since half a set of credentials cannot be used.
+func (c Config) Validate() error {
+	if !c.configured() {
+		return nil
+	}
+	return validateCredentials(Credentials{ClientID: c.ClientID, ClientSecret: c.ClientSecret, URL: c.URL, TokenURL: c.TokenURL},
+		"APP_SERVICE_MANAGER_URL", "APP_SERVICE_MANAGER_TOKEN_URL", "APP_SERVICE_MANAGER_CLIENT_ID")
+}
+
+// validateCredentials reports what is missing or malformed in creds, naming the fields as given.
+func validateCredentials(creds Credentials, urlName, tokenURLName, clientIDName string) error {
+	var errs []error
+	for _, u := range []struct{ name, val string }{{urlName, creds.URL}, {tokenURLName, creds.TokenURL}} {
+		if u.val == "" {
+			errs = append(errs, errors.New(u.name+" is required"))
+			continue
+		}
+		p, err := url.Parse(u.val)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, errors.New(u.name+" must be an absolute http(s) URL"))
+		}
+	}
+	if creds.ClientID == "" {
+		errs = append(errs, errors.New(clientIDName+" is required"))
+	}
+	return errors.Join(errs...)
+}
