@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/app"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -84,4 +85,18 @@ func databaseConfig() (driver.Config, error) {
 		return cfg, fmt.Errorf("reading database configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+func serveCommand(log *logrus.Logger) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the broker: OSB API, operator API and step-engine workers (embedding the provisioner unless APP_PROVISIONER_URL is set, and the sandbox unless APP_SANDBOX_ENABLED=false)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := app.Load()
+			if err != nil {
+				return err
+			}
+			return app.Serve(cmd.Context(), cfg, log)
+		},
+	}
 }

@@ -1,4 +1,5 @@
-// Command sandbox serves the stand-ins for the broker's external systems (AVS, EDP, IAS so far) on
+// Command sandbox serves the stand-ins for the broker's external systems (AVS, EDP, IAS, Service
+// Manager, Azure, Reconciler, Director) on
 // APP_SANDBOX_ADDRESS, with inspection and fault injection under /_sandbox/. See docs/user/sandbox.md.
 package main
 
@@ -18,24 +19,28 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	avsstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
-	edpstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
-	iasstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/sirupsen/logrus"
 )
 
-// config is read from APP_SANDBOX_*; flags override it.
+// config is read from APP_SANDBOX_*; flags override it. Empty credentials take the sandbox's
+// well-known defaults (internal/sandbox/standins).
 type config struct {
-	Address         string `envconfig:"ADDRESS" default:"127.0.0.1:8090"`
-	AVSClientID     string `envconfig:"AVS_CLIENT_ID" default:"sandbox-avs-client"`
-	AVSClientSecret string `envconfig:"AVS_CLIENT_SECRET" default:"sandbox-avs-secret"`
-	AVSParentIDs    string `envconfig:"AVS_PARENT_IDS" default:"1000"`
-	EDPClientID     string `envconfig:"EDP_CLIENT_ID" default:"sandbox-edp-client"`
-	EDPClientSecret string `envconfig:"EDP_CLIENT_SECRET" default:"sandbox-edp-secret"`
-	// EDPNamespaces that exist (comma-separated; empty: any).
-	EDPNamespaces string `envconfig:"EDP_NAMESPACES" default:"kyma-dev"`
-	IASUser       string `envconfig:"IAS_USER" default:"sandbox-ias-user"`
-	IASPassword   string `envconfig:"IAS_PASSWORD" default:"sandbox-ias-password"`
+	Address              string `envconfig:"ADDRESS" default:"127.0.0.1:8090"`
+	AVSClientID          string `envconfig:"AVS_CLIENT_ID"`
+	AVSClientSecret      string `envconfig:"AVS_CLIENT_SECRET"`
+	AVSParentIDs         string `envconfig:"AVS_PARENT_IDS" default:"1000"`
+	EDPClientID          string `envconfig:"EDP_CLIENT_ID"`
+	EDPClientSecret      string `envconfig:"EDP_CLIENT_SECRET"`
+	EDPNamespaces        string `envconfig:"EDP_NAMESPACES" default:"kyma-dev"`
+	IASUser              string `envconfig:"IAS_USER"`
+	IASPassword          string `envconfig:"IAS_PASSWORD"`
+	SMClientID           string `envconfig:"SM_CLIENT_ID"`
+	SMClientSecret       string `envconfig:"SM_CLIENT_SECRET"`
+	AzureClientID        string `envconfig:"AZURE_CLIENT_ID"`
+	AzureClientSecret    string `envconfig:"AZURE_CLIENT_SECRET"`
+	DirectorClientID     string `envconfig:"DIRECTOR_CLIENT_ID"`
+	DirectorClientSecret string `envconfig:"DIRECTOR_CLIENT_SECRET"`
 }
 
 func main() {
@@ -53,11 +58,12 @@ func main() {
 // faultFlags registers -<system>-error-rate, -latency, -outage-from and -outage-until.
 func faultFlags(fs *flag.FlagSet, system string) func() (sandbox.Faults, error) {
 	rate := fs.Float64(system+"-error-rate", 0, "fraction of "+system+" requests answered with 503/500, in [0,1]")
+	lost := fs.Float64(system+"-lost-response-rate", 0, "fraction of "+system+" requests handled but answered with 502, in [0,1]")
 	latency := fs.Duration(system+"-latency", 0, "delay before every "+system+" request is handled")
 	from := fs.String(system+"-outage-from", "", "RFC3339 start of a "+system+" outage (503 to every request)")
 	until := fs.String(system+"-outage-until", "", "RFC3339 end of a "+system+" outage")
 	return func() (sandbox.Faults, error) {
-		f := sandbox.Faults{ErrorRate: *rate, Latency: *latency}
+		f := sandbox.Faults{ErrorRate: *rate, LostResponseRate: *lost, Latency: *latency}
 		for _, t := range []struct {
 			name, val string
 			dst       *time.Time
@@ -102,17 +108,33 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
 	fs.StringVar(&cfg.Address, "address", cfg.Address, "listen address (APP_SANDBOX_ADDRESS)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the random source deciding which requests get injected errors")
-	fs.StringVar(&cfg.AVSClientID, "avs-client-id", cfg.AVSClientID, "client id the AVS token endpoint accepts (APP_SANDBOX_AVS_CLIENT_ID)")
-	fs.StringVar(&cfg.AVSClientSecret, "avs-client-secret", cfg.AVSClientSecret, "client secret the AVS token endpoint accepts (APP_SANDBOX_AVS_CLIENT_SECRET)")
-	fs.StringVar(&cfg.AVSParentIDs, "avs-parent-ids", cfg.AVSParentIDs, "comma-separated ids of AVS parent evaluations that always exist (APP_SANDBOX_AVS_PARENT_IDS)")
-	avsFaults := faultFlags(fs, avsstandin.Name)
-	fs.StringVar(&cfg.EDPClientID, "edp-client-id", cfg.EDPClientID, "client id the EDP token endpoint accepts (APP_SANDBOX_EDP_CLIENT_ID)")
-	fs.StringVar(&cfg.EDPClientSecret, "edp-client-secret", cfg.EDPClientSecret, "client secret the EDP token endpoint accepts (APP_SANDBOX_EDP_CLIENT_SECRET)")
-	fs.StringVar(&cfg.EDPNamespaces, "edp-namespaces", cfg.EDPNamespaces, "comma-separated EDP namespaces that exist; empty: any (APP_SANDBOX_EDP_NAMESPACES)")
-	edpFaults := faultFlags(fs, edpstandin.Name)
-	fs.StringVar(&cfg.IASUser, "ias-user", cfg.IASUser, "basic-auth user the IAS stand-in accepts (APP_SANDBOX_IAS_USER)")
-	fs.StringVar(&cfg.IASPassword, "ias-password", cfg.IASPassword, "basic-auth password the IAS stand-in accepts (APP_SANDBOX_IAS_PASSWORD)")
-	iasFaults := faultFlags(fs, iasstandin.Name)
+	for _, c := range []struct {
+		name string
+		dst  *string
+	}{
+		{"avs-client-id", &cfg.AVSClientID}, {"avs-client-secret", &cfg.AVSClientSecret}, {"avs-parent-ids", &cfg.AVSParentIDs},
+		{"edp-client-id", &cfg.EDPClientID}, {"edp-client-secret", &cfg.EDPClientSecret}, {"edp-namespaces", &cfg.EDPNamespaces},
+		{"ias-user", &cfg.IASUser}, {"ias-password", &cfg.IASPassword},
+		{"sm-client-id", &cfg.SMClientID}, {"sm-client-secret", &cfg.SMClientSecret},
+		{"azure-client-id", &cfg.AzureClientID}, {"azure-client-secret", &cfg.AzureClientSecret},
+		{"director-client-id", &cfg.DirectorClientID}, {"director-client-secret", &cfg.DirectorClientSecret},
+	} {
+		env := "APP_SANDBOX_" + strings.ToUpper(strings.ReplaceAll(c.name, "-", "_"))
+		fs.StringVar(c.dst, c.name, *c.dst, c.name+" ("+env+")")
+	}
+	var o standins.Options
+	fs.DurationVar(&o.ReconcileTime, "reconcile-time", 0, "how long the reconciler keeps a cluster in each of reconcile_pending and reconciling")
+	fs.DurationVar(&o.ReconcileDeleteTime, "reconcile-delete-time", 0, "the same for delete_pending and deleting")
+	failing := fs.String("reconcile-failing-components", "", "comma-separated components whose cluster configurations end in error")
+	fs.DurationVar(&o.SMProvisionDelay, "sm-provision-delay", 0, "how long Service Manager instances stay in progress")
+	fs.DurationVar(&o.AzureActivationTime, "azure-activation-time", 0, "how long Event Hubs namespaces stay Activating")
+	fs.DurationVar(&o.AzureDeletionTime, "azure-deletion-time", 0, "how long resource groups stay Deleting")
+	// The stand-ins' names, for the per-system fault flags.
+	systems := []string{"avs", "edp", "ias", "servicemanager", "azure", "reconciler", "director"}
+	faultsOf := map[string]func() (sandbox.Faults, error){}
+	for _, sys := range systems {
+		faultsOf[sys] = faultFlags(fs, sys)
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -120,41 +142,29 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 	if err != nil {
 		return fmt.Errorf("-avs-parent-ids: %w", err)
 	}
-	faults, err := avsFaults()
+	o.Seed, o.Log, o.AVSParentIDs, o.FailingComponents = *seed, log, parents, splitList(*failing)
+	o.EDPNamespaces = splitList(cfg.EDPNamespaces)
+	if o.EDPNamespaces == nil {
+		o.EDPNamespaces = []string{} // empty: any namespace exists
+	}
+	o.Credentials = standins.Credentials{
+		AVSClientID: cfg.AVSClientID, AVSClientSecret: cfg.AVSClientSecret, EDPClientID: cfg.EDPClientID, EDPClientSecret: cfg.EDPClientSecret,
+		IASUser: cfg.IASUser, IASPassword: cfg.IASPassword, SMClientID: cfg.SMClientID, SMClientSecret: cfg.SMClientSecret,
+		AzureClientID: cfg.AzureClientID, AzureClientSecret: cfg.AzureClientSecret,
+		DirectorClientID: cfg.DirectorClientID, DirectorClientSecret: cfg.DirectorClientSecret,
+	}
+	sb, err := standins.New(o)
 	if err != nil {
 		return err
 	}
-	edpFaultCfg, err := edpFaults()
-	if err != nil {
-		return err
-	}
-	iasFaultCfg, err := iasFaults()
-	if err != nil {
-		return err
-	}
-
-	sb := sandbox.New(sandbox.Options{Seed: *seed, Log: log})
-	if err := sb.Register(avsstandin.New(avsstandin.Options{
-		ClientID: cfg.AVSClientID, ClientSecret: cfg.AVSClientSecret, ParentIDs: parents,
-	})); err != nil {
-		return err
-	}
-	if err := sb.SetFaults(avsstandin.Name, faults); err != nil {
-		return err
-	}
-	if err := sb.Register(edpstandin.New(edpstandin.Options{
-		ClientID: cfg.EDPClientID, ClientSecret: cfg.EDPClientSecret, Namespaces: splitList(cfg.EDPNamespaces),
-	})); err != nil {
-		return err
-	}
-	if err := sb.SetFaults(edpstandin.Name, edpFaultCfg); err != nil {
-		return err
-	}
-	if err := sb.Register(iasstandin.New(iasstandin.Options{User: cfg.IASUser, Password: cfg.IASPassword})); err != nil {
-		return err
-	}
-	if err := sb.SetFaults(iasstandin.Name, iasFaultCfg); err != nil {
-		return err
+	for _, sys := range systems {
+		f, err := faultsOf[sys]()
+		if err != nil {
+			return err
+		}
+		if err := sb.SetFaults(sys, f); err != nil {
+			return err
+		}
 	}
 
 	ln, err := net.Listen("tcp", cfg.Address)

@@ -13,6 +13,10 @@ type Faults struct {
 	// ErrorRate is the fraction of requests, in [0, 1], answered with 503 or 500 (chosen at random)
 	// without reaching the stand-in.
 	ErrorRate float64
+	// LostResponseRate is the fraction of the remaining requests, in [0, 1], that the stand-in
+	// handles but whose answer is replaced by a 502: the change happened and the client does not
+	// know, which only an idempotent client survives without duplicates.
+	LostResponseRate float64
 	// Latency delays every request before it is handled; the delay ends early when the client goes away.
 	Latency time.Duration
 	// OutageFrom and OutageUntil bound a window in which every request is answered with 503.
@@ -23,15 +27,16 @@ type Faults struct {
 }
 
 type faultsJSON struct {
-	ErrorRate   float64    `json:"errorRate"`
-	Latency     string     `json:"latency,omitempty"`
-	OutageFrom  *time.Time `json:"outageFrom,omitempty"`
-	OutageUntil *time.Time `json:"outageUntil,omitempty"`
+	ErrorRate        float64    `json:"errorRate"`
+	LostResponseRate float64    `json:"lostResponseRate,omitempty"`
+	Latency          string     `json:"latency,omitempty"`
+	OutageFrom       *time.Time `json:"outageFrom,omitempty"`
+	OutageUntil      *time.Time `json:"outageUntil,omitempty"`
 }
 
 // MarshalJSON encodes the faults as {"errorRate": 0.3, "latency": "2s", "outageFrom": RFC3339, "outageUntil": RFC3339}.
 func (f Faults) MarshalJSON() ([]byte, error) {
-	out := faultsJSON{ErrorRate: f.ErrorRate}
+	out := faultsJSON{ErrorRate: f.ErrorRate, LostResponseRate: f.LostResponseRate}
 	if f.Latency > 0 {
 		out.Latency = f.Latency.String()
 	}
@@ -55,7 +60,7 @@ func (f *Faults) UnmarshalJSON(data []byte) error {
 	if err := dec.Decode(&in); err != nil {
 		return err
 	}
-	out := Faults{ErrorRate: in.ErrorRate}
+	out := Faults{ErrorRate: in.ErrorRate, LostResponseRate: in.LostResponseRate}
 	if in.Latency != "" {
 		d, err := time.ParseDuration(in.Latency)
 		if err != nil {
@@ -78,6 +83,9 @@ func (f Faults) Validate() error {
 	var errs []error
 	if f.ErrorRate < 0 || f.ErrorRate > 1 {
 		errs = append(errs, fmt.Errorf("errorRate %v is not in [0, 1]", f.ErrorRate))
+	}
+	if f.LostResponseRate < 0 || f.LostResponseRate > 1 {
+		errs = append(errs, fmt.Errorf("lostResponseRate %v is not in [0, 1]", f.LostResponseRate))
 	}
 	if f.Latency < 0 {
 		errs = append(errs, fmt.Errorf("latency %v is negative", f.Latency))

@@ -51,6 +51,8 @@ type Stats struct {
 	Outage    int `json:"outage"`
 	Errors500 int `json:"errors500"`
 	Errors503 int `json:"errors503"`
+	// LostResponses were handled by the stand-in but answered with 502.
+	LostResponses int `json:"lostResponses"`
 }
 
 type entry struct {
@@ -224,7 +226,7 @@ func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	status := 0
+	status, lose := 0, false
 	s.mu.Lock()
 	if f.Latency > 0 {
 		e.stats.Delayed++
@@ -243,6 +245,10 @@ func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		e.stats.Served++
+		if f.LostResponseRate > 0 && s.rnd.Float64() < f.LostResponseRate {
+			e.stats.LostResponses++
+			lose = true
+		}
 	}
 	s.mu.Unlock()
 
@@ -252,8 +258,21 @@ func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, errorBody{Message: fmt.Sprintf("sandbox: injected fault in %s", name)})
 		return
 	}
+	if lose {
+		e.handler.ServeHTTP(discardWriter{header: http.Header{}}, r)
+		s.log.WithFields(logrus.Fields{"system": name, "method": r.Method, "path": r.URL.Path}).Debug("injected lost response")
+		writeJSON(w, http.StatusBadGateway, errorBody{Message: fmt.Sprintf("sandbox: injected lost response in %s", name)})
+		return
+	}
 	e.handler.ServeHTTP(w, r)
 }
+
+// discardWriter swallows a stand-in's answer to a request whose response is "lost".
+type discardWriter struct{ header http.Header }
+
+func (d discardWriter) Header() http.Header       { return d.header }
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (discardWriter) WriteHeader(int)             {}
 
 // maxBody bounds the request bodies buffered while injecting latency.
 const maxBody = 8 << 20

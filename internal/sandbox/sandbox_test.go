@@ -257,3 +257,36 @@ func TestRegister(t *testing.T) {
 	assert.Equal(t, []string{"avs"}, sb.Systems())
 	assert.Error(t, sb.SetFaults("nope", sandbox.Faults{}))
 }
+
+func TestLostResponsesReachTheStandIn(t *testing.T) {
+	sb := sandbox.New(sandbox.Options{Seed: 7})
+	var handled int
+	require.NoError(t, sb.Register(&countingSystem{name: "sys", handled: &handled}))
+	require.NoError(t, sb.SetFaults("sys", sandbox.Faults{LostResponseRate: 1}))
+	srv := httptest.NewServer(sb)
+	defer srv.Close()
+
+	resp, err := http.Post(srv.URL+"/sys/things", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	assert.Equal(t, 1, handled, "the stand-in handled the request whose answer was lost")
+	st, err := sb.Stats("sys")
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.LostResponses)
+
+	assert.Error(t, sandbox.Faults{LostResponseRate: 1.5}.Validate())
+}
+
+type countingSystem struct {
+	name    string
+	handled *int
+}
+
+func (c *countingSystem) Name() string { return c.name }
+func (c *countingSystem) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	*c.handled++
+	w.WriteHeader(http.StatusCreated)
+}
+func (c *countingSystem) Objects() any { return map[string]int{"handled": *c.handled} }
+func (c *countingSystem) Reset()       { *c.handled = 0 }

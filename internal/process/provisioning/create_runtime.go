@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )

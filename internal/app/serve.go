@@ -1,4 +1,7 @@
-package main
+// Package app is the broker process: it reads the configuration, wires storage, the step engine,
+// the embedded provisioner, the external systems (or the sandbox) and the HTTP API, and serves
+// until its context ends. cmd/broker runs it; tests run it in a child process to kill it.
+package app
 
 import (
 	"context"
@@ -31,11 +34,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
-	"github.com/spf13/cobra"
 )
 
-// serveConfig is the broker process's own configuration (APP_*).
-type serveConfig struct {
+// Config is the broker process's own configuration (APP_*).
+type Config struct {
 	Host string `envconfig:"HOST" default:"127.0.0.1"`
 	Port int    `envconfig:"PORT" default:"8080"`
 	// ProvisionerURL points at a remote provisioner's GraphQL API; empty embeds it.
@@ -54,9 +56,9 @@ type serveConfig struct {
 	Externals externals.Config `ignored:"true"`
 }
 
-// load reads every part from APP_* variables (APP_RUNTIME_* for the runtime defaults).
-func load() (serveConfig, error) {
-	var cfg serveConfig
+// Load reads every part from APP_* variables (APP_RUNTIME_* for the runtime defaults).
+func Load() (Config, error) {
+	var cfg Config
 	parts := []struct {
 		prefix string
 		into   any
@@ -74,21 +76,8 @@ func load() (serveConfig, error) {
 	return cfg, err
 }
 
-func serveCommand(log *logrus.Logger) *cobra.Command {
-	return &cobra.Command{
-		Use:   "serve",
-		Short: "Run the broker: OSB API, operator API and step-engine workers (embedding the provisioner unless APP_PROVISIONER_URL is set)",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := load()
-			if err != nil {
-				return err
-			}
-			return serve(cmd.Context(), cfg, log)
-		},
-	}
-}
-
-func serve(ctx context.Context, cfg serveConfig, log *logrus.Logger) error {
+// Serve runs the broker until ctx ends.
+func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	store, err := driver.Open(ctx, cfg.Database, log)
 	if err != nil {
 		return err
@@ -153,7 +142,7 @@ func serve(ctx context.Context, cfg serveConfig, log *logrus.Logger) error {
 
 // provisionerClient embeds the provisioner (its processes run on the broker's engine) or
 // connects to a remote one.
-func provisionerClient(ctx context.Context, cfg serveConfig, store storage.Store, eng *process.Engine, built externals.Built, log logrus.FieldLogger) (client.Client, error) {
+func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng *process.Engine, built externals.Built, log logrus.FieldLogger) (client.Client, error) {
 	if cfg.ProvisionerURL != "" {
 		return client.NewGraphQL(cfg.ProvisionerURL, &http.Client{Timeout: 30 * time.Second}), nil
 	}
@@ -175,7 +164,7 @@ func provisionerClient(ctx context.Context, cfg serveConfig, store storage.Store
 	return client.NewInProcess(p.Service), nil
 }
 
-func registerProcesses(eng *process.Engine, store storage.Store, prov client.Client, cfg serveConfig, built externals.Built) error {
+func registerProcesses(eng *process.Engine, store storage.Store, prov client.Client, cfg Config, built externals.Built) error {
 	defs, err := definitions.Broker(definitions.Deps{
 		Store: store, Provisioner: prov, PollInterval: cfg.PollInterval, Runtime: cfg.Runtime, Timeout: cfg.Broker.OperationTimeout,
 		UpgradeTimeout: cfg.Broker.UpgradeTimeout, Systems: built.Systems, Overrides: built.Overrides, Limits: built.Limits,
@@ -222,7 +211,7 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 // authRoutes builds the middlewares: basic auth on /v2 (credentials generated and printed when
 // none are configured), JWT on /oauth when an issuer is configured (basic there too when
 // allowed or when no issuer is configured), and the operator endpoints with either.
-func authRoutes(ctx context.Context, cfg *serveConfig, log logrus.FieldLogger) (broker.Routes, error) {
+func authRoutes(ctx context.Context, cfg *Config, log logrus.FieldLogger) (broker.Routes, error) {
 	if !cfg.Auth.BasicEnabled() {
 		secret := make([]byte, 16)
 		if _, err := rand.Read(secret); err != nil {

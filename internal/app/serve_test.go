@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"testing"
@@ -17,7 +17,7 @@ func TestConfigurationVariableNames(t *testing.T) {
 	t.Setenv("APP_DATABASE_DRIVER", "postgres")
 	t.Setenv("APP_ENGINE_WORKERS", "7")
 	t.Setenv("APP_DEFAULT_PROVISIONER", "gardener")
-	cfg, err := load()
+	cfg, err := Load()
 	require.NoError(t, err)
 	assert.Equal(t, 9090, cfg.Port)
 	assert.Equal(t, 2*time.Hour, cfg.Broker.OperationTimeout)
@@ -27,5 +27,5 @@ func TestConfigurationVariableNames(t *testing.T) {
 	assert.Equal(t, "postgres", cfg.Database.Driver)
 	assert.Equal(t, 7, cfg.Engine.Workers)
 	assert.Equal(t, "gardener", cfg.Backends.Default)
-	assert.Equal(t, []string{"istio", "api-gateway", "serverless", "eventing"}, cfg.Runtime.Components)
+	assert.Equal(t, []string{"istio", "api-gateway", "serverless", "eventing", "monitoring"}, cfg.Runtime.Components)
 }
