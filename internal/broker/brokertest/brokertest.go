@@ -72,6 +72,9 @@ type Options struct {
 	// 1 fails every provisioning. (Its failRuntimeNames match the cluster's shoot name, which
 	// the broker leaves to the provisioner, not the runtime name of the parameters.)
 	FailureRate float64
+	// OperationTimeout is every operation's deadline [1m]; Workers the engine's workers [32].
+	OperationTimeout time.Duration
+	Workers          int
 	// NoSandbox runs without external systems: their steps are skipped.
 	NoSandbox bool
 	// Sandbox adjusts the stand-ins of the external systems (credentials are the defaults).
@@ -114,7 +117,11 @@ func Start(t testing.TB, o Options) *Broker {
 	catalog, err := plans.FromConfig(plans.Config{})
 	must(t, err)
 	reg := prometheus.NewRegistry()
-	eng, err := process.New(store, process.Config{Workers: 32, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, process.WithRegisterer(reg))
+	workers := o.Workers
+	if workers == 0 {
+		workers = 32
+	}
+	eng, err := process.New(store, process.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, process.WithRegisterer(reg))
 	must(t, err)
 
 	built, sb, sbURL := externalSystems(t, o)
@@ -133,7 +140,10 @@ func Start(t testing.TB, o Options) *Broker {
 	prov := client.NewInProcess(p.Service)
 
 	const poll = 25 * time.Millisecond
-	brokerCfg := broker.Config{OperationTimeout: time.Minute, DefaultRequestRegion: o.DefaultRequestRegion}
+	brokerCfg := broker.Config{OperationTimeout: o.OperationTimeout, DefaultRequestRegion: o.DefaultRequestRegion}
+	if brokerCfg.OperationTimeout == 0 {
+		brokerCfg.OperationTimeout = time.Minute
+	}
 	if brokerCfg.DefaultRequestRegion == "" {
 		brokerCfg.DefaultRequestRegion = "cf-eu10"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/sirupsen/logrus"
 )
@@ -15,6 +16,11 @@ type ProvisionEMS struct{ Deps }
 func (ProvisionEMS) Name() string { return "Provision EMS" }
 
 func (s ProvisionEMS) Run(ctx context.Context, op KymaOp, log logrus.FieldLogger) (KymaOp, time.Duration, error) {
+	if hasEMS(op) {
+		// The runtime is bound already and its eventing credentials were copied from its
+		// provisioning: binding again would leave one more live binding per upgrade.
+		return op, 0, nil
+	}
 	wait, err := provisioning.EnsureEMS(ctx, s.Systems.ServiceManager, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, provisioning.EMSName(op.ID), op.InstanceID, log)
 	if err != nil {
 		wait, err = s.Systems.Retry(&op, "Service Manager (EMS)", "provisioning Enterprise Messaging", err, s.PollInterval)
@@ -26,4 +32,13 @@ func (s ProvisionEMS) Run(ctx context.Context, op KymaOp, log logrus.FieldLogger
 	}
 	op.LastError = ""
 	return op, 0, nil
+}
+
+// hasEMS tells whether the runtime has a bound EMS whose credentials the overrides hold.
+func hasEMS(op KymaOp) bool {
+	if op.Data.Resources.EMSInstanceID == "" || op.Data.Resources.EMSBindingID == "" {
+		return false
+	}
+	_, ok := op.Secrets[overrides.SecretKey(provisioning.EventingComponent, provisioning.EMSCredentialsKey)]
+	return ok
 }
