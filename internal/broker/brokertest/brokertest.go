@@ -250,6 +250,9 @@ func (r Response) JSON(t testing.TB, v any) {
 	}
 }
 
+// DecodeJSON decodes the body into v (for goroutines, which must not fail the test themselves).
+func (r Response) DecodeJSON(v any) error { return json.Unmarshal(r.Body, v) }
+
 // Description is the OSB error description (empty when there is none).
 func (r Response) Description() string {
 	var e struct {

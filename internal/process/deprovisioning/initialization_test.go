@@ -7,30 +7,10 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// insertOp stores an operation of the instance created at createdAt in the given state.
-func insertOp(t *testing.T, store storage.Store, opType, instanceID string, createdAt time.Time, state storage.OperationState) storage.Operation {
-	t.Helper()
-	ctx := context.Background()
-	raw, err := process.NewOperation(opType, instanceID, struct{}{}, time.Hour, createdAt)
-	require.NoError(t, err)
-	op, err := store.Operations().InsertOperation(ctx, raw)
-	require.NoError(t, err)
-	if state != storage.StatePending {
-		op.State = state
-		if !state.Active() {
-			op.DueAt = nil
-		}
-		op, err = store.Operations().UpdateOperation(ctx, op)
-		require.NoError(t, err)
-	}
-	return op
-}
 
 // deprovisionOp stores the deprovisioning operation itself, created at t0.
 func deprovisionOp(t *testing.T, store storage.Store) Op {

@@ -2,7 +2,6 @@ package deprovisioning
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestProcess_Definition(t *testing.T) {
-	p, err := Process(Deps{}, time.Hour)
+	p, err := Process(Deps{}, time.Hour, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, instance.TypeDeprovision, p.Type())
 	assert.Equal(t, time.Hour, p.Timeout())
@@ -41,7 +23,7 @@ func TestProcess_Definition(t *testing.T) {
 		"weight_10": {"Remove_Runtime"},
 	}, p.Stages())
 
-	s, err := SuspensionProcess(Deps{}, time.Hour)
+	s, err := SuspensionProcess(Deps{}, time.Hour, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, instance.TypeSuspension, s.Type())
 	assert.Equal(t, p.Stages(), s.Stages(), "a suspension runs the same steps")
@@ -55,7 +37,7 @@ func TestProcess_RunsInWeightOrder(t *testing.T) {
 	setRuntimeID(t, e.store, "rt-1")
 	e.prov.deprovision = deprovisionAccepted("pop-1")
 	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
-	p, err := Process(e.deps, time.Hour)
+	p, err := Process(e.deps, time.Hour, time.Minute)
 	require.NoError(t, err)
 	clock := &testClock{t: t0}
 	eng, err := process.New(e.store, process.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLog(), process.WithClock(clock))

@@ -1,10 +1,11 @@
-package provisioning
+package provisioning_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,13 +13,13 @@ import (
 
 func runInit(t *testing.T, e *env, data instance.ProvisioningData) (Op, error) {
 	t.Helper()
-	out, wait, err := Initialization{e.deps}.Run(context.Background(), newOp(data).ForStep("Initialization", t0), testLog())
+	out, wait, err := provisioning.Initialization{Deps: e.deps}.Run(context.Background(), newOp(data).ForStep("Initialization", t0), testLog())
 	assert.Zero(t, wait, "Initialization never asks to be retried")
 	return out, err
 }
 
 func TestInitialization_Name(t *testing.T) {
-	assert.Equal(t, "Initialization", Initialization{}.Name())
+	assert.Equal(t, "Initialization", provisioning.Initialization{}.Name())
 }
 
 func TestInitialization_BuildsRuntimeInput(t *testing.T) {
@@ -39,11 +40,11 @@ func TestInitialization_BuildsRuntimeInput(t *testing.T) {
 		"global_subaccount_id": testSA,
 		"globalaccount":        testGA,
 		"subaccount":           testSA,
-		IdempotencyLabel:       "op-1",
+		provisioning.IdempotencyLabel:       "op-1",
 	}, in.RuntimeInput.Labels)
 	// The idempotency key is per operation (a replay after a crash gets the same runtime, a
 	// resumed suspended trial a new one); the instance is named by broker_instance_id.
-	assert.Equal(t, "op-1", in.RuntimeInput.Labels[IdempotencyLabel])
+	assert.Equal(t, "op-1", in.RuntimeInput.Labels[provisioning.IdempotencyLabel])
 
 	require.NotNil(t, in.ClusterConfig)
 	assert.Equal(t, []string{"admin@example.com"}, in.ClusterConfig.Administrators)
@@ -52,7 +53,7 @@ func TestInitialization_BuildsRuntimeInput(t *testing.T) {
 	assert.Equal(t, "1.31", g.KubernetesVersion)
 	assert.Equal(t, "azure", g.Provider)
 	assert.Equal(t, "westeurope", g.Region)
-	assert.Equal(t, "kyma-azure", g.TargetSecret)
+	assert.Empty(t, g.TargetSecret, "the account secret is Resolve_Target_Secret's, added by Create_Runtime")
 	assert.Equal(t, "m1", g.MachineType)
 	assert.Equal(t, "10.250.0.0/16", g.WorkerCidr, "default nodes CIDR")
 	assert.Equal(t, 3, g.AutoScalerMin)
@@ -61,12 +62,9 @@ func TestInitialization_BuildsRuntimeInput(t *testing.T) {
 	assert.Equal(t, 0, g.MaxUnavailable)
 	assert.Nil(t, g.OidcConfig, "no OIDC parameters, no OIDC config")
 
-	require.NotNil(t, in.KymaConfig)
-	assert.Equal(t, "2.20.0", in.KymaConfig.Version, "default Kyma version")
-	assert.Equal(t, []*gqlschema.ComponentConfigurationInput{
-		{Component: "istio", Namespace: "kyma-system"},
-		{Component: "serverless", Namespace: "kyma-system"},
-	}, in.KymaConfig.Components)
+	assert.Nil(t, in.KymaConfig, "the Kyma configuration is built by Create_Runtime, with the collected overrides")
+	assert.Equal(t, "2.20.0", out.Data.KymaVersion, "default Kyma version")
+	assert.Empty(t, out.Secrets, "no secrets")
 
 	// The step only prepares the request: no provisioner call, no instance write.
 	assert.Empty(t, e.prov.Calls())
@@ -84,11 +82,11 @@ func TestInitialization_BuildsInputOnlyOnce(t *testing.T) {
 	e.deps.Defaults.KubernetesVersion = "1.99"
 	op := first.ForStep("Initialization", t0)
 	op.Data.Parameters.Name = "changed"
-	out, wait, err := Initialization{e.deps}.Run(context.Background(), op, testLog())
+	out, wait, err := provisioning.Initialization{Deps: e.deps}.Run(context.Background(), op, testLog())
 	require.NoError(t, err)
 	assert.Zero(t, wait)
 	assert.Same(t, built, out.Data.RuntimeInput)
-	assert.Equal(t, "2.20.0", out.Data.RuntimeInput.KymaConfig.Version)
+	assert.Equal(t, "2.20.0", out.Data.KymaVersion)
 	assert.Equal(t, "1.31", out.Data.RuntimeInput.ClusterConfig.GardenerConfig.KubernetesVersion)
 	assert.Equal(t, "c1", out.Data.RuntimeInput.RuntimeInput.Name)
 }
@@ -99,7 +97,8 @@ func TestInitialization_KymaVersionParameter(t *testing.T) {
 	data.Parameters.KymaVersion = "2.21.1"
 	out, err := runInit(t, e, data)
 	require.NoError(t, err)
-	assert.Equal(t, "2.21.1", out.Data.RuntimeInput.KymaConfig.Version)
+	assert.Equal(t, "2.21.1", out.Data.KymaVersion)
+	assert.Nil(t, out.Data.RuntimeInput.KymaConfig)
 }
 
 func TestInitialization_ProviderConfig(t *testing.T) {
@@ -172,7 +171,6 @@ func TestInitialization_ProviderConfig(t *testing.T) {
 			assert.Equal(t, tc.want, *g.ProviderSpecificConfig)
 			assert.Equal(t, tc.wantWorkerCidr, g.WorkerCidr)
 			assert.Equal(t, tc.provider, g.Provider)
-			assert.Equal(t, "kyma-"+tc.provider, g.TargetSecret)
 		})
 	}
 }

@@ -1,0 +1,170 @@
+package acceptance
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
+	"github.com/kyma-project/kyma-environment-broker/internal/externals"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/pivotal-cf/brokerapi/v10/domain"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var allSystems = []string{"avs", "edp", "ias", "servicemanager", "azure", "reconciler", "director"}
+
+// faultyRun is the acceptance run's size and faults; KEB_ACCEPTANCE_RUNTIMES and
+// KEB_ACCEPTANCE_LATENCY change them for local experiments.
+func faultyRun(t *testing.T) (int, sandbox.Faults) {
+	n, latency := 50, 2*time.Second
+	if v := os.Getenv("KEB_ACCEPTANCE_RUNTIMES"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
+	if v := os.Getenv("KEB_ACCEPTANCE_LATENCY"); v != "" {
+		var err error
+		latency, err = time.ParseDuration(v)
+		require.NoError(t, err)
+	}
+	// 30% of requests fail before the system sees them; 10% more are handled but their answer is
+	// lost, which only idempotent retries survive without duplicates.
+	return n, sandbox.Faults{ErrorRate: 0.3, LostResponseRate: 0.1, Latency: latency}
+}
+
+// Every system answers slowly and fails often: every provisioning and deprovisioning still
+// succeeds, and each system holds exactly one object per runtime.
+func TestFiftyRuntimesUnderInjectedFaults(t *testing.T) {
+	n, faults := faultyRun(t)
+	b := bt.Start(t, bt.Options{
+		OperationTimeout: 30 * time.Minute, Workers: 256,
+		Externals: func(c *externals.Config) {
+			c.Settings.CallTimeout, c.Settings.RetryTime, c.Settings.CleanupRetryTime = 3*time.Minute, 20*time.Minute, 10*time.Minute
+		},
+	})
+	for _, sys := range allSystems {
+		require.NoError(t, b.Sandbox.SetFaults(sys, faults))
+	}
+	ids := make([]string, n)
+	ops := make([]string, n)
+	start := time.Now()
+	for i := range ids {
+		ids[i] = uuid.NewString()
+		ga := fmt.Sprintf("ga-fault-%d", i)
+		r := b.Put(bt.InstancePath(ids[i]), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams(fmt.Sprintf("rt-%d", i)), bt.SAPContext(ga, "sa-"+ga)))
+		require.Equal(t, http.StatusAccepted, r.Status, r.String())
+		ops[i] = r.Operation()
+	}
+	waitAll(t, b, ids, ops, 15*time.Minute)
+	t.Logf("%d provisionings under faults %+v: %s", n, faults, time.Since(start).Round(time.Second))
+
+	inv := readInventory(t, b.SandboxURL)
+	assert.Len(t, inv.evaluations(), 2*n, "one internal and one external evaluation per runtime")
+	assert.Len(t, inv.IAS.ServiceProviders, n)
+	assert.Len(t, inv.EDP.DataTenants, n)
+	assert.Len(t, inv.SM.Instances, n)
+	assert.Len(t, inv.SM.Bindings, n)
+	assert.Len(t, inv.liveClusters(), n)
+	assert.Equal(t, n, inv.directorRuntimes())
+	assertNoDuplicates(t, inv)
+	for _, c := range inv.Reconciler.Clusters {
+		assert.Equal(t, 1, c.ConfigurationVersionsCreated, "cluster %s: a retried apply must not create a configuration", c.RuntimeID)
+	}
+
+	start = time.Now()
+	for i, id := range ids {
+		r := b.Delete(bt.DeprovisionPath(id, bt.AWSPlanID))
+		require.Equal(t, http.StatusAccepted, r.Status, r.String())
+		ops[i] = r.Operation()
+	}
+	waitAll(t, b, ids, ops, 15*time.Minute)
+	t.Logf("%d deprovisionings under faults: %s", n, time.Since(start).Round(time.Second))
+	for _, op := range ops {
+		got, err := b.Store.Operations().GetOperation(context.Background(), op)
+		require.NoError(t, err)
+		assert.Empty(t, got.Progress.ExecutedButNotCompleted, "operation %s gave up on a cleanup", op)
+	}
+
+	inv = readInventory(t, b.SandboxURL)
+	assert.Empty(t, inv.evaluations())
+	assert.Empty(t, inv.IAS.ServiceProviders)
+	assert.Empty(t, inv.EDP.DataTenants)
+	assert.Empty(t, inv.SM.Instances)
+	assert.Empty(t, inv.SM.Bindings)
+	assert.Empty(t, inv.liveClusters())
+	assert.Zero(t, inv.directorRuntimes())
+	assertNoDuplicates(t, inv)
+	for sys, st := range statsOf(t, b) {
+		t.Logf("%s: %+v", sys, st)
+	}
+}
+
+// assertNoDuplicates checks every system's creation counters: each object was created once.
+func assertNoDuplicates(t *testing.T, inv inventory) {
+	t.Helper()
+	for name, m := range map[string]map[string]int{
+		"AVS evaluations": inv.AVS.CreatesByName, "IAS service providers": inv.IAS.CreatesByName, "EDP data tenants": inv.EDP.CreatesByTenant,
+		"EMS instances": inv.SM.InstanceCreatesByName, "EMS bindings": inv.SM.BindingCreatesByName,
+		"Director runtimes": inv.Director.RegistrationsByRuntimeID, "Event Hubs namespaces": inv.Azure.NamespaceCreatesByName,
+	} {
+		for key, count := range m {
+			assert.Equal(t, 1, count, "%s: %s created %d times", name, key, count)
+		}
+	}
+	for _, c := range inv.Reconciler.Clusters {
+		assert.Equal(t, 1, c.Creations, "reconciler cluster %s created %d times", c.RuntimeID, c.Creations)
+	}
+}
+
+func statsOf(t *testing.T, b *bt.Broker) map[string]sandbox.Stats {
+	out := map[string]sandbox.Stats{}
+	for _, sys := range allSystems {
+		st, err := b.Sandbox.Stats(sys)
+		require.NoError(t, err)
+		out[sys] = st
+	}
+	return out
+}
+
+// waitAll waits for every operation and fails the test with the failed ones' descriptions.
+func waitAll(t *testing.T, b *bt.Broker, ids, ops []string, timeout time.Duration) {
+	t.Helper()
+	var wg sync.WaitGroup
+	failures := make([]string, len(ids))
+	for i := range ids {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			lo := waitFor(b, ids[i], ops[i], timeout)
+			if lo.State != domain.Succeeded {
+				failures[i] = fmt.Sprintf("%s: %s %q", ids[i], lo.State, lo.Description)
+			}
+		}(i)
+	}
+	wg.Wait()
+	for _, f := range failures {
+		assert.Empty(t, f)
+	}
+}
+
+// waitFor polls last_operation without failing from another goroutine.
+func waitFor(b *bt.Broker, id, op string, timeout time.Duration) bt.LastOperation {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		r := b.Get(bt.LastOperationPath(id, op))
+		var lo bt.LastOperation
+		if r.Status == http.StatusOK && r.DecodeJSON(&lo) == nil && lo.State != domain.InProgress {
+			return lo
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return bt.LastOperation{State: domain.InProgress, Description: "still in progress after " + timeout.String()}
+}

@@ -1,0 +1,80 @@
+package provisioning_test
+
+import (
+	"testing"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func edpStep(e *env) step { return provisioning.EDPRegistration{Deps: e.deps} }
+
+// dataTenantKey is how the EDP stand-in counts a runtime's data tenant.
+func dataTenantKey(e *env) string {
+	return standins.EDPNamespace + "/" + testSA + "/" + e.deps.Systems.EDPEnvironment
+}
+
+func TestEDPRegistration_Name(t *testing.T) {
+	assert.Equal(t, "EDP_Registration", provisioning.EDPRegistration{}.Name())
+}
+
+func TestEDPRegistration_RegistersTheSubaccount(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	require.NotEmpty(t, e.deps.Systems.EDPEnvironment)
+	out := e.mustRun(t, edpStep(e), newOp(provData("azure", "westeurope")), t0)
+	assert.Equal(t, testSA, out.Data.Resources.EDPSubAccountID)
+	assert.Empty(t, out.LastError)
+
+	objs := objects[sbedp.Objects](t, e, "edp")
+	require.Len(t, objs.DataTenants, 1)
+	dt := objs.DataTenants[0]
+	assert.Equal(t, standins.EDPNamespace, dt.Namespace.Name)
+	assert.Equal(t, testSA, dt.Name, "the data tenant is the subaccount")
+	assert.Equal(t, e.deps.Systems.EDPEnvironment, dt.Environment)
+	assert.Equal(t, map[string]string{
+		provisioning.EDPEnvironmentKey: e.deps.Systems.EDPEnvironment,
+		provisioning.EDPRegionKey:      "cf-eu10",
+		provisioning.EDPSubAccountKey:  testSA,
+		provisioning.EDPServicePlanKey: "azure",
+	}, dt.Metadata)
+	assert.Equal(t, 1, objs.CreatesByTenant[dataTenantKey(e)])
+}
+
+func TestEDPRegistration_Idempotent(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	op := newOp(provData("azure", "westeurope"))
+	e.mustRun(t, edpStep(e), op, t0)
+	// The first result was lost: registering again finds the data tenant (409) and sets the same
+	// metadata.
+	out := e.mustRun(t, edpStep(e), op, t0.Add(testPoll))
+	assert.Equal(t, testSA, out.Data.Resources.EDPSubAccountID)
+
+	// A rerun of the finished step does not call EDP.
+	before := objects[sbedp.Objects](t, e, "edp").Calls
+	e.mustRun(t, edpStep(e), out, t0.Add(2*testPoll))
+	objs := objects[sbedp.Objects](t, e, "edp")
+	assert.Equal(t, before, objs.Calls)
+	assert.Len(t, objs.DataTenants, 1)
+	assert.Equal(t, 1, objs.CreatesByTenant[dataTenantKey(e)], "exactly one data tenant")
+	assert.Len(t, objs.DataTenants[0].Metadata, 4)
+}
+
+func TestEDPRegistration_DownRetriesThenFails(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	out := e.downThenGiveUp(t, edpStep(e), newOp(provData("azure", "westeurope")), "edp", "EDP")
+	assert.Contains(t, out.LastError, "registering the runtime")
+	assert.Empty(t, out.Data.Resources.EDPSubAccountID)
+	assert.Empty(t, objects[sbedp.Objects](t, e, "edp").DataTenants)
+}
+
+// A namespace EDP does not know is a configuration error: retrying cannot help.
+func TestEDPRegistration_UnknownNamespaceFails(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{EDPNamespaces: []string{"other"}})
+	out, wait, err := e.run(edpStep(e), newOp(provData("azure", "westeurope")), t0)
+	assertFailed(t, wait, err, "EDP", "EDP_Registration")
+	assert.Contains(t, err.Error(), "not found")
+	assert.Empty(t, out.Data.Resources.EDPSubAccountID)
+}
