@@ -217,6 +217,12 @@ func externalSystems(t testing.TB, o Options) (externals.Built, *sandbox.Sandbox
 	return built, sb, sbURL
 }
 
+// Remote is a Broker for a broker running elsewhere (another process) at url, with the
+// harness's credentials; Store, Handler and Sandbox are nil.
+func Remote(t testing.TB, url string) *Broker {
+	return &Broker{t: t, URL: url, Client: &http.Client{Timeout: 30 * time.Second}}
+}
+
 // simulation is provisionertest.FastSimulation with the failure rate.
 func simulation(t testing.TB, failureRate float64) string {
 	var set map[string]map[string]any

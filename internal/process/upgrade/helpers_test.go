@@ -283,3 +283,5 @@ func clone[T any](t *testing.T, v T) T {
 	require.NoError(t, json.Unmarshal(raw, &out))
 	return out
 }
+
+func jsonUnmarshal(raw []byte, v any) error { return json.Unmarshal(raw, v) }
