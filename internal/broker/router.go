@@ -47,6 +47,7 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 	if rt.Operator != nil {
 		r.PathPrefix("/runtimes").Handler(rt.OperatorAuth(rt.Operator))
 		r.PathPrefix("/events").Handler(rt.OperatorAuth(rt.Operator))
+		r.PathPrefix("/upgrade/").Handler(rt.OperatorAuth(rt.Operator))
 	}
 	if rt.Health != nil {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {

@@ -42,7 +42,7 @@ func (b *Broker) suspendOrResume(ctx context.Context, inst storage.Instance, act
 	if err != nil {
 		return domain.UpdateServiceSpec{}, true, internal(log, actionUpdate, err)
 	}
-	if op, err = b.store.Instances().InsertOperationExclusive(ctx, op, allTypes); err != nil {
+	if op, err = b.store.Instances().InsertOperationExclusive(ctx, op, instance.AllTypes()); err != nil {
 		return domain.UpdateServiceSpec{}, true, b.exclusiveInsertError(log, err)
 	}
 	log.WithField("operation_id", op.ID).WithField("operation_type", op.Type).Info("trial suspension change accepted")

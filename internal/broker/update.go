@@ -15,8 +15,6 @@ import (
 
 const actionUpdate = "update"
 
-// allTypes block an update or a suspension change: one operation of an instance at a time.
-var allTypes = []string{instance.TypeProvision, instance.TypeDeprovision, instance.TypeUpdate, instance.TypeSuspension}
 
 // exclusiveInsertError maps a refused exclusive insert to OSB: 422 ConcurrencyError, or 422
 // naming the deprovisioning.
@@ -105,7 +103,7 @@ func (b *Broker) Update(ctx context.Context, instanceID string, details domain.U
 		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
 	}
 	// The checks above answer most requests; this insert is the guarantee (across replicas).
-	if op, err = b.store.Instances().InsertOperationExclusive(ctx, op, allTypes); err != nil {
+	if op, err = b.store.Instances().InsertOperationExclusive(ctx, op, instance.AllTypes()); err != nil {
 		return domain.UpdateServiceSpec{}, b.exclusiveInsertError(log, err)
 	}
 	log.WithField("operation_id", op.ID).Info("update accepted")

@@ -21,6 +21,11 @@ const (
 	TypeUpgradeCluster = "upgradeCluster"
 )
 
+// AllTypes are every operation type of the broker: an instance runs one of them at a time.
+func AllTypes() []string {
+	return []string{TypeProvision, TypeDeprovision, TypeUpdate, TypeSuspension, TypeUpgradeKyma, TypeUpgradeCluster}
+}
+
 // OIDC is the runtime's OIDC configuration.
 type OIDC struct {
 	ClientID       string   `json:"clientID"`

@@ -1,5 +1,6 @@
 // Package operator serves the runbook endpoints operators use: GET /runtimes (KEB's filters
-// and paging) and GET /events. It only reads storage.
+// and paging), GET /events, and POST /upgrade/kyma and /upgrade/cluster, which store one
+// upgrade operation per selected runtime for the step engine to run.
 package operator
 
 import (
@@ -36,6 +37,8 @@ func New(store storage.Store, plans PlanNames, log logrus.FieldLogger) *Handler 
 	h := &Handler{store: store, plans: plans, log: log, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /runtimes", h.runtimes)
 	h.mux.HandleFunc("GET /events", h.events)
+	h.mux.HandleFunc("POST /upgrade/kyma", h.upgradeKyma)
+	h.mux.HandleFunc("POST /upgrade/cluster", h.upgradeCluster)
 	return h
 }
 

@@ -20,8 +20,8 @@ var avsCleanup = cleanupStep{
 		r.AVSInternalEvaluationID, r.AVSExternalEvaluationID = 0, 0
 		return r
 	},
-	remaining: func(t *testing.T, e *env) int { return len(evaluationIDs(t, e)) },
-	deletions: func(t *testing.T, e *env) int { return sum(objects[sbavs.Objects](t, e, "avs").DeletesByName) },
+	remaining:        func(t *testing.T, e *env) int { return len(evaluationIDs(t, e)) },
+	deletions:        func(t *testing.T, e *env) int { return sum(objects[sbavs.Objects](t, e, "avs").DeletesByName) },
 	wrongCredentials: func(c *standins.Credentials) { c.AVSClientSecret = "rotated" },
 }
 

@@ -23,8 +23,12 @@ var clusterCleanup = cleanupStep{
 		r.ReconcilerClusterID = ""
 		return r
 	},
-	remaining: func(t *testing.T, e *env) int { return len(clusters(t, e, func(s string) bool { return s != reconciler.StatusDeleted })) },
-	deletions: func(t *testing.T, e *env) int { return len(clusters(t, e, func(s string) bool { return s == reconciler.StatusDeleted })) },
+	remaining: func(t *testing.T, e *env) int {
+		return len(clusters(t, e, func(s string) bool { return s != reconciler.StatusDeleted }))
+	},
+	deletions: func(t *testing.T, e *env) int {
+		return len(clusters(t, e, func(s string) bool { return s == reconciler.StatusDeleted }))
+	},
 	// The reconciler takes no credentials.
 }
 

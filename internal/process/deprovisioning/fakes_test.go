@@ -158,11 +158,11 @@ func (e *env) up(t *testing.T, system string) {
 	e.callTimeout = 10 * time.Second
 }
 
-// loseResponses has a system handle half of the requests but answer them with 502, so the
+// loseResponses has a system handle a third of the requests but answer them with 502, so the
 // clients retry changes that were made: only idempotent calls come out with one change.
 func (e *env) loseResponses(t *testing.T, system string) {
 	t.Helper()
-	e.sys.Faults(t, system, sandbox.Faults{LostResponseRate: 0.5})
+	e.sys.Faults(t, system, sandbox.Faults{LostResponseRate: 0.3})
 }
 
 // lostResponses is how many answers the system lost.

@@ -2,26 +2,37 @@ package deprovisioning
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
+	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
+	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
+	sbias "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
+	sbsm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+var wantStages = map[string][]string{
+	"weight_1":  {"Deprovision_Initialization"},
+	"weight_2":  {"Deprovision Azure Event Hubs", "Deprovision EMS", "De-provision_AVS_Evaluations", "IAS_Deregistration", "EDP_Deregistration"},
+	"weight_5":  {"Deregister_Cluster"},
+	"weight_10": {"Remove_Runtime"},
+}
 
 func TestProcess_Definition(t *testing.T) {
 	p, err := Process(Deps{}, time.Hour, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, instance.TypeDeprovision, p.Type())
 	assert.Equal(t, time.Hour, p.Timeout())
-	assert.Equal(t, map[string][]string{
-		"weight_1":  {"Deprovision_Initialization"},
-		"weight_10": {"Remove_Runtime"},
-	}, p.Stages())
+	assert.Equal(t, wantStages, p.Stages())
 
 	s, err := SuspensionProcess(Deps{}, time.Hour, time.Minute)
 	require.NoError(t, err)
@@ -29,66 +40,221 @@ func TestProcess_Definition(t *testing.T) {
 	assert.Equal(t, p.Stages(), s.Stages(), "a suspension runs the same steps")
 }
 
-// TestProcess_RunsInWeightOrder runs the process on the engine (real SQLite store, fake
-// provisioner): the initialization waits for an older provisioning, then the runtime is removed
-// and the instance archived.
-func TestProcess_RunsInWeightOrder(t *testing.T) {
-	e := newEnv(t)
-	setRuntimeID(t, e.store, "rt-1")
-	e.prov.deprovision = deprovisionAccepted("pop-1")
-	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
-	p, err := Process(e.deps, time.Hour, time.Minute)
+// engineEnv runs processes of opType on the engine with e's store and clock.
+type engineEnv struct {
+	*env
+	eng *process.Engine
+}
+
+func newEngine(t *testing.T, e *env, opType string, callTimeout time.Duration) *engineEnv {
+	t.Helper()
+	if e.clock == nil {
+		e.clock = &testClock{t: t0}
+	}
+	def := Process
+	if opType == instance.TypeSuspension {
+		def = SuspensionProcess
+	}
+	p, err := def(e.deps, time.Hour, callTimeout)
 	require.NoError(t, err)
-	clock := &testClock{t: t0}
-	eng, err := process.New(e.store, process.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLog(), process.WithClock(clock))
+	eng, err := process.New(e.store, process.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLog(), process.WithClock(e.clock))
 	require.NoError(t, err)
 	require.NoError(t, eng.Register(p))
+	return &engineEnv{env: e, eng: eng}
+}
+
+// start stores a new operation of opType for the instance, created now.
+func (x *engineEnv) start(t *testing.T, opType string) storage.Operation {
+	t.Helper()
+	raw, err := process.NewOperation(opType, testInstanceID, instance.DeprovisioningData{GlobalAccountID: testGA}, time.Hour, x.clock.Now())
+	require.NoError(t, err)
+	raw, err = x.store.Operations().InsertOperation(context.Background(), raw)
+	require.NoError(t, err)
+	return raw
+}
+
+// runRounds runs what is due, then moves the clock by step, rounds times or until op finished.
+func (x *engineEnv) runRounds(t *testing.T, id string, rounds int, step time.Duration) storage.Operation {
+	t.Helper()
+	ctx := context.Background()
+	var op storage.Operation
+	for i := 0; i < rounds; i++ {
+		_, err := x.eng.RunDue(ctx)
+		require.NoError(t, err)
+		op, err = x.store.Operations().GetOperation(ctx, id)
+		require.NoError(t, err)
+		if !op.State.Active() {
+			break
+		}
+		x.clock.Advance(step)
+	}
+	return op
+}
+
+// trace is the operation's events as step:type.
+func (x *engineEnv) trace(t *testing.T, id string) []string {
+	t.Helper()
+	events, err := x.store.Events().ListEvents(context.Background(), storage.EventFilter{OperationIDs: []string{id}})
+	require.NoError(t, err)
+	var out []string
+	for _, ev := range events.Items {
+		out = append(out, ev.Step+":"+string(ev.Type))
+	}
+	return out
+}
+
+func provisionerDone(e *env) {
+	e.prov.deprovision = deprovisionAccepted("pop-1")
+	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+}
+
+// TestProcess_SystemsDisabled runs the process on the engine with every external system disabled:
+// their steps are skipped, the initialization waits for an older provisioning, then the runtime
+// is removed and the instance archived.
+func TestProcess_SystemsDisabled(t *testing.T) {
+	e := newEnv(t)
+	setRuntimeID(t, e.store, "rt-1")
+	provisionerDone(e)
+	x := newEngine(t, e, instance.TypeDeprovision, time.Minute)
 	ctx := context.Background()
 
 	// An older provisioning still runs (its type is not registered here, so it stays active).
 	prov := insertOp(t, e.store, instance.TypeProvision, testInstanceID, t0.Add(-time.Minute), storage.StateInProgress)
-	raw, err := process.NewOperation(instance.TypeDeprovision, testInstanceID, instance.DeprovisioningData{GlobalAccountID: testGA}, time.Hour, clock.Now())
-	require.NoError(t, err)
-	raw, err = e.store.Operations().InsertOperation(ctx, raw)
-	require.NoError(t, err)
+	raw := x.start(t, instance.TypeDeprovision)
 
-	_, err = eng.RunDue(ctx)
-	require.NoError(t, err)
-	op, err := e.store.Operations().GetOperation(ctx, raw.ID)
-	require.NoError(t, err)
+	op := x.runRounds(t, raw.ID, 1, 0)
 	assert.Equal(t, "weight_1", op.Stage)
 	assert.Equal(t, "waiting for provision operation "+prov.ID+" to finish", op.LastError)
 	assert.Empty(t, e.prov.Calls())
 
 	prov.State, prov.DueAt = storage.StateSucceeded, nil
-	_, err = e.store.Operations().UpdateOperation(ctx, prov)
+	_, err := e.store.Operations().UpdateOperation(ctx, prov)
 	require.NoError(t, err)
 
-	for i := 0; i < 5 && op.State.Active(); i++ {
-		clock.Advance(testPoll)
-		_, err = eng.RunDue(ctx)
-		require.NoError(t, err)
-		op, err = e.store.Operations().GetOperation(ctx, raw.ID)
-		require.NoError(t, err)
-	}
+	e.clock.Advance(testPoll)
+	op = x.runRounds(t, raw.ID, 5, testPoll)
 	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
-	assert.Equal(t, []string{"weight_1", "weight_10"}, op.Progress.FinishedStages)
+	assert.Equal(t, []string{"weight_1", "weight_2", "weight_5", "weight_10"}, op.Progress.FinishedStages)
+	assert.Empty(t, op.Progress.ExecutedButNotCompleted)
 
-	events, err := e.store.Events().ListEvents(ctx, storage.EventFilter{OperationIDs: []string{raw.ID}})
-	require.NoError(t, err)
-	var trace []string
-	for _, ev := range events.Items {
-		trace = append(trace, ev.Step+":"+string(ev.Type))
-	}
 	assert.Equal(t, []string{
 		"Deprovision_Initialization:started", "Deprovision_Initialization:retrying",
 		"Deprovision_Initialization:started", "Deprovision_Initialization:succeeded",
+		"Deprovision Azure Event Hubs:skipped", "Deprovision EMS:skipped", "De-provision_AVS_Evaluations:skipped",
+		"IAS_Deregistration:skipped", "EDP_Deregistration:skipped", "Deregister_Cluster:skipped",
 		"Remove_Runtime:started", "Remove_Runtime:retrying",
 		"Remove_Runtime:started", "Remove_Runtime:succeeded",
-	}, trace)
+	}, x.trace(t, raw.ID))
 	assert.Equal(t, []provCall{
 		{Method: "DeprovisionRuntime", Tenant: testGA, ID: "rt-1"},
 		{Method: "RuntimeOperationStatus", Tenant: testGA, ID: "pop-1"},
 	}, e.prov.Calls())
 	assert.NotNil(t, getInstance(t, e.store).DeletedAt)
+}
+
+// createEverything creates in the sandbox what a Kyma 1.x provisioning on Azure, upgraded to
+// Kyma 2.x, has: evaluations, a service provider, an EDP registration, Event Hubs, EMS and the
+// reconciler's cluster.
+func createEverything(t *testing.T, e *env) instance.Resources {
+	t.Helper()
+	res := createEvaluations(t, e)
+	ias := createServiceProvider(t, e)
+	res.IASServiceProviderID, res.IASClientID, res.IASOIDCConfigured = ias.IASServiceProviderID, ias.IASClientID, ias.IASOIDCConfigured
+	res.EDPSubAccountID = registerInEDP(t, e, testSA).EDPSubAccountID
+	eh := eventHubsCleanup.create(t, e)
+	res.EventHubResourceGroup, res.EventHubNamespace = eh.EventHubResourceGroup, eh.EventHubNamespace
+	ems := createEMS(t, e, "kyma-ems-prov-1", true)
+	res.EMSInstanceID, res.EMSBindingID = ems.EMSInstanceID, ems.EMSBindingID
+	res.ReconcilerClusterID = registerCluster(t, e, "rt-1").ReconcilerClusterID
+	return res
+}
+
+// assertNothingLeft checks that the sandbox holds none of the runtime's objects any more.
+func assertNothingLeft(t *testing.T, e *env) {
+	t.Helper()
+	assert.Empty(t, evaluationIDs(t, e), "AVS")
+	assert.Empty(t, objects[sbias.Objects](t, e, "ias").ServiceProviders, "IAS")
+	assert.Empty(t, objects[sbedp.Objects](t, e, "edp").DataTenants, "EDP")
+	assert.Empty(t, objects[sbazure.Objects](t, e, "azure").ResourceGroups, "Azure")
+	sm := objects[sbsm.Objects](t, e, "servicemanager")
+	assert.Empty(t, sm.Instances, "Service Manager")
+	assert.Empty(t, sm.Bindings, "Service Manager")
+	assert.Empty(t, clusters(t, e, func(s string) bool { return s != reconciler.StatusDeleted }), "Reconciler")
+}
+
+// TestProcess_RemovesWhatProvisioningCreated runs deprovisioning and suspension on the engine
+// against the sandbox: every object the instance's provisioning recorded is removed.
+func TestProcess_RemovesWhatProvisioningCreated(t *testing.T) {
+	for _, opType := range []string{instance.TypeDeprovision, instance.TypeSuspension} {
+		t.Run(opType, func(t *testing.T) {
+			e := newSystemsEnv(t, standins.Options{})
+			setRuntimeID(t, e.store, "rt-1")
+			provisioned(t, e.store, createEverything(t, e))
+			provisionerDone(e)
+			x := newEngine(t, e, opType, 10*time.Second)
+			raw := x.start(t, opType)
+
+			op := x.runRounds(t, raw.ID, 5, testPoll)
+			require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
+			assert.Empty(t, op.Progress.ExecutedButNotCompleted)
+			assertNothingLeft(t, e)
+
+			var data instance.DeprovisioningData
+			require.NoError(t, json.Unmarshal(op.Data, &data))
+			assert.Equal(t, instance.Resources{AVSTagged: true, IASOIDCConfigured: true}, data.Resources, "every removed object cleared")
+
+			assert.Equal(t, []string{
+				"Deprovision_Initialization:started", "Deprovision_Initialization:succeeded",
+				"Deprovision Azure Event Hubs:started", "Deprovision Azure Event Hubs:succeeded",
+				"Deprovision EMS:started", "Deprovision EMS:succeeded",
+				"De-provision_AVS_Evaluations:started", "De-provision_AVS_Evaluations:succeeded",
+				"IAS_Deregistration:started", "IAS_Deregistration:succeeded",
+				"EDP_Deregistration:started", "EDP_Deregistration:succeeded",
+				"Deregister_Cluster:started", "Deregister_Cluster:retrying",
+				"Deregister_Cluster:started", "Deregister_Cluster:succeeded",
+				"Remove_Runtime:started", "Remove_Runtime:retrying",
+				"Remove_Runtime:started", "Remove_Runtime:succeeded",
+			}, x.trace(t, raw.ID))
+
+			inst := getInstance(t, e.store)
+			if opType == instance.TypeSuspension {
+				assert.Nil(t, inst.DeletedAt, "a suspended instance stays")
+				assert.Empty(t, inst.RuntimeID)
+			} else {
+				assert.NotNil(t, inst.DeletedAt)
+			}
+		})
+	}
+}
+
+// TestProcess_SystemDownDoesNotBlock: AVS is down for good; its step gives up after the cleanup
+// window, recorded as executed but not completed, and the rest of the deprovisioning goes on.
+func TestProcess_SystemDownDoesNotBlock(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	setRuntimeID(t, e.store, "rt-1")
+	res := createEverything(t, e)
+	provisioned(t, e.store, res)
+	provisionerDone(e)
+	e.sys.Down(t, "avs")
+	x := newEngine(t, e, instance.TypeDeprovision, 300*time.Millisecond)
+	raw := x.start(t, instance.TypeDeprovision)
+
+	op := x.runRounds(t, raw.ID, 1, 0)
+	require.Equal(t, storage.StateInProgress, op.State)
+	assert.Equal(t, "weight_2", op.Stage)
+	assert.Contains(t, op.LastError, "AVS: deleting evaluations")
+
+	e.clock.Advance(e.deps.Systems.CleanupRetryTime)
+	op = x.runRounds(t, raw.ID, 5, testPoll)
+	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
+	assert.Equal(t, []string{"De-provision_AVS_Evaluations"}, op.Progress.ExecutedButNotCompleted)
+	assert.Len(t, evaluationIDs(t, e), 2, "left behind")
+	assert.Empty(t, objects[sbias.Objects](t, e, "ias").ServiceProviders, "the other systems are cleaned up")
+	assert.Empty(t, objects[sbedp.Objects](t, e, "edp").DataTenants)
+	assert.NotNil(t, getInstance(t, e.store).DeletedAt)
+
+	var data instance.DeprovisioningData
+	require.NoError(t, json.Unmarshal(op.Data, &data))
+	assert.Equal(t, res.AVSInternalEvaluationID, data.Resources.AVSInternalEvaluationID, "the leftovers stay on record")
+	assert.Equal(t, res.AVSExternalEvaluationID, data.Resources.AVSExternalEvaluationID)
 }

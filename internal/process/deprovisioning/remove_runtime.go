@@ -58,8 +58,8 @@ func (s RemoveRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (
 	if _, err := storage.ModifyInstance(ctx, s.Instances, op.InstanceID, func(i *storage.Instance) {
 		if suspension {
 			i.RuntimeID = "" // the instance stays; resuming provisions a new runtime
-		} else {
-			i.DeletedAt = &now
+		} else if i.DeletedAt == nil {
+			i.DeletedAt = &now // a rerun keeps the time it was archived at
 		}
 	}); err != nil {
 		op.LastError = fmt.Sprintf("archiving the instance: %v", err)

@@ -215,3 +215,52 @@ func TestRemoveRuntime_SuspensionKeepsTheInstance(t *testing.T) {
 	assert.Nil(t, inst.DeletedAt, "a suspended instance stays")
 	assert.Empty(t, inst.RuntimeID, "but has no runtime any more")
 }
+
+// A rerun after the outcome was lost (the engine lost its lease after archiving) archives nothing
+// again: the instance keeps the time it was archived at.
+func TestRemoveRuntime_RerunKeepsTheArchiveTime(t *testing.T) {
+	e := newEnv(t)
+	setRuntimeID(t, e.store, "rt-1")
+	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	op := withRuntime("rt-1", "pop-1")
+
+	_, wait, err := runRemove(e, op, t0)
+	require.NoError(t, err)
+	require.Zero(t, wait)
+	archived := getInstance(t, e.store)
+	require.NotNil(t, archived.DeletedAt)
+
+	out, wait, err := runRemove(e, op, t0.Add(time.Minute))
+	require.NoError(t, err)
+	assert.Zero(t, wait)
+	assert.Empty(t, out.LastError)
+	inst := getInstance(t, e.store)
+	require.NotNil(t, inst.DeletedAt)
+	assert.True(t, inst.DeletedAt.Equal(t0), "archived at the first run's time, got %s", inst.DeletedAt)
+}
+
+// The provisioner keeps the runtime's deprovisioning busy: the step polls it until the
+// operation's deadline (the engine's), asking to deprovision only once.
+func TestRemoveRuntime_PollsWhileTheProvisionerWorks(t *testing.T) {
+	e := newEnv(t)
+	setRuntimeID(t, e.store, "rt-1")
+	e.prov.deprovision = deprovisionAccepted("pop-1")
+	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateInProgress), nil)
+
+	out, wait, err := runRemove(e, withRuntime("rt-1", ""), t0)
+	require.NoError(t, err)
+	now := t0
+	for i := 0; i < 3; i++ {
+		now = now.Add(wait)
+		out, wait, err = runRemove(e, out, now)
+		require.NoError(t, err)
+		assert.Equal(t, testPoll, wait)
+	}
+	calls := e.prov.Calls()
+	require.Len(t, calls, 4)
+	assert.Equal(t, "DeprovisionRuntime", calls[0].Method)
+	for _, c := range calls[1:] {
+		assert.Equal(t, provCall{Method: "RuntimeOperationStatus", Tenant: testGA, ID: "pop-1"}, c)
+	}
+	assert.Nil(t, getInstance(t, e.store).DeletedAt)
+}

@@ -204,9 +204,11 @@ func (e *env) down(t *testing.T, system string) {
 	e.timeout = downTimeout
 }
 
-// up heals a sandbox system.
+// up heals a sandbox system. It first lets the sandbox answer, while still down, a request that a
+// run cut short by its deadline may have left on the wire.
 func (e *env) up(t *testing.T, system string) {
 	t.Helper()
+	time.Sleep(20 * time.Millisecond)
 	e.sb.Faults(t, system, sandbox.Faults{})
 	e.timeout = callTimeout
 }

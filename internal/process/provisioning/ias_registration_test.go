@@ -110,7 +110,6 @@ func TestIASRegistration_DownRetriesThenFails(t *testing.T) {
 		out = e.mustRun(t, iasRegistrationStep(e), out, t0.Add(testPoll))
 		assert.Equal(t, registered.Data.Resources.IASServiceProviderID, out.Data.Resources.IASClientID)
 		assert.Empty(t, out.LastError)
-		t.Logf("%+v", objects[sbias.Objects](t, e, "ias"))
 		assert.Equal(t, 1, serviceProvider(t, objects[sbias.Objects](t, e, "ias")).Secrets)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
 
@@ -15,10 +16,13 @@ type OverridesFromConfig struct{ Deps }
 func (OverridesFromConfig) Name() string { return "Overrides_From_Secrets_And_Config_Step" }
 
 func (s OverridesFromConfig) Run(_ context.Context, op Op, _ logrus.FieldLogger) (Op, time.Duration, error) {
-	// Entries set by earlier steps (credentials) win over configured defaults of the same key.
+	// Entries set by earlier steps (credentials) win over configured defaults of the same key. The
+	// defaults are collected aside, secret values included: collecting them into the operation's
+	// secrets would overwrite the values of earlier steps' secret entries of the same key.
 	var defaults overrides.Overrides
-	s.Overrides.Apply(&defaults, &op.Secrets, op.Data.PlanName)
-	resolved, err := defaults.Resolve(op.Secrets)
+	var values storage.Secrets
+	s.Overrides.Apply(&defaults, &values, op.Data.PlanName)
+	resolved, err := defaults.Resolve(values)
 	if err != nil {
 		return op, 0, err
 	}

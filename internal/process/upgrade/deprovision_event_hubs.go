@@ -26,7 +26,13 @@ func (s DeprovisionEventHubs) Run(ctx context.Context, op KymaOp, log logrus.Fie
 	}
 	if err != nil {
 		// Like deprovisioning: a leftover namespace costs money but must not block the upgrade.
-		return op, s.Systems.Cleanup(&op, "Azure Event Hubs", "deleting the resource group", err, s.PollInterval), nil
+		wait := s.Systems.Cleanup(&op, "Azure Event Hubs", "deleting the resource group", err, s.PollInterval)
+		if wait == 0 {
+			// Given up: the group stays recorded for deprovisioning, but Kyma 2.x must not get
+			// the Kafka component.
+			delete(op.Data.Overrides, provisioning.KafkaComponent)
+		}
+		return op, wait, nil
 	}
 	log.WithField("resource_group", res.EventHubResourceGroup).Info("Event Hubs resource group deleted")
 	res.EventHubResourceGroup, res.EventHubNamespace, op.LastError = "", "", ""

@@ -29,7 +29,9 @@ plans:
   trial:
     monitoring:
       - {key: retention, value: 1d}
-`), func(k string) (string, bool) { return map[string]string{"NATS_PASSWORD": "n4ts"}[k], k == "NATS_PASSWORD" })
+`), func(k string) (string, bool) {
+		return map[string]string{"NATS_PASSWORD": "n4ts"}[k], k == "NATS_PASSWORD"
+	})
 	require.NoError(t, err)
 	return d
 }

@@ -112,7 +112,9 @@ func TestUpgradeCluster_RejectedFailsAtOnce(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			e.prov.shoot = func(string, string, gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error) { return nil, provErr }
+			e.prov.shoot = func(string, string, gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error) {
+				return nil, provErr
+			}
 
 			out, wait, err := runUpgradeCluster(e, clusterInitialized(instance.UpgradeClusterData{KubernetesVersion: "1.20"}), t0)
 			require.Error(t, err)

@@ -87,7 +87,9 @@ func TestUpgradeRuntime_TemporaryErrorRetries(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			e.prov.upgrade = func(string, string, gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error) { return nil, provErr }
+			e.prov.upgrade = func(string, string, gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error) {
+				return nil, provErr
+			}
 			op := e.initialized(t, "1.24.8")
 
 			out, wait, err := runUpgradeRuntime(e, op, t0)
@@ -125,7 +127,9 @@ func TestUpgradeRuntime_RejectedFailsAtOnce(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			e.prov.upgrade = func(string, string, gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error) { return nil, provErr }
+			e.prov.upgrade = func(string, string, gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error) {
+				return nil, provErr
+			}
 			op := e.initialized(t, "1.24.8")
 
 			out, wait, err := runUpgradeRuntime(e, op, t0)
