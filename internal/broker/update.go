@@ -15,7 +15,6 @@ import (
 
 const actionUpdate = "update"
 
-
 // exclusiveInsertError maps a refused exclusive insert to OSB: 422 ConcurrencyError, or 422
 // naming the deprovisioning.
 func (b *Broker) exclusiveInsertError(log logrus.FieldLogger, err error) error {

@@ -30,7 +30,7 @@ var avsCleanup = cleanupStep{
 func createEvaluations(t *testing.T, e *env) instance.Resources {
 	t.Helper()
 	create := func(name string) int64 {
-		ev, err := e.sys.Systems.AVS.CreateEvaluation(ctx(t), &avs.EvaluationRequest{
+		ev, err := e.sys.Systems.AVS.CreateEvaluation(testCtx(t), &avs.EvaluationRequest{
 			Name: name, DefinitionType: "BASIC", CheckType: "HTTPSGET", URL: "https://dashboard.example/?kubeconfigID=" + testInstanceID,
 			Interval: 180, Timeout: 30000, Threshold: 30000, ParentID: standins.AVSParentID, Visibility: "PUBLIC",
 		})
@@ -88,7 +88,7 @@ func TestDeprovisionAVS_OnlyTheRecordedEvaluation(t *testing.T) {
 func TestDeprovisionAVS_OneAlreadyGone(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	res := createEvaluations(t, e)
-	require.NoError(t, e.sys.Systems.AVS.DeleteEvaluation(ctx(t), res.AVSExternalEvaluationID))
+	require.NoError(t, e.sys.Systems.AVS.DeleteEvaluation(testCtx(t), res.AVSExternalEvaluationID))
 
 	out, wait, err := runStep(e, DeprovisionAVS{e.deps}, withResources(res), t0)
 	assertDone(t, out, wait, err)

@@ -41,14 +41,14 @@ func createEMS(t *testing.T, e *env, name string, bind bool) instance.Resources 
 	sm := e.sys.Systems.ServiceManager
 	creds, ok := sm.DefaultCredentials()
 	require.True(t, ok)
-	in, err := sm.ProvisionInstance(ctx(t), creds, servicemanager.InstanceRequest{
+	in, err := sm.ProvisionInstance(testCtx(t), creds, servicemanager.InstanceRequest{
 		Name: name, OfferingName: sbsm.OfferingEnterpriseMessaging, PlanName: sbsm.PlanDefault,
 		Labels: map[string][]string{"instance_id": {testInstanceID}},
 	})
 	require.NoError(t, err)
 	res := instance.Resources{EMSInstanceID: in.ID}
 	if bind {
-		b, err := sm.Bind(ctx(t), creds, servicemanager.BindingRequest{Name: name, InstanceID: in.ID})
+		b, err := sm.Bind(testCtx(t), creds, servicemanager.BindingRequest{Name: name, InstanceID: in.ID})
 		require.NoError(t, err)
 		res.EMSBindingID = b.ID
 	}

@@ -34,7 +34,7 @@ var eventHubsCleanup = cleanupStep{
 // provisioning does for Kyma 1.x on Azure.
 func createEventHubs(t *testing.T, e *env, group, namespace string) instance.Resources {
 	t.Helper()
-	ns, err := e.sys.Systems.EventHubs.EnsureNamespace(ctx(t), eventhubs.NamespaceRequest{
+	ns, err := e.sys.Systems.EventHubs.EnsureNamespace(testCtx(t), eventhubs.NamespaceRequest{
 		ResourceGroup: group, Name: namespace, Region: "westeurope",
 		Tags: map[string]string{"InstanceID": testInstanceID, "SubAccountID": testSA},
 	})

@@ -35,7 +35,7 @@ var clusterCleanup = cleanupStep{
 // registerCluster hands a runtime's cluster to the sandbox's reconciler, as provisioning does.
 func registerCluster(t *testing.T, e *env, runtimeID string) instance.Resources {
 	t.Helper()
-	_, err := e.sys.Systems.Reconciler.ApplyClusterConfig(ctx(t), reconciler.Cluster{
+	_, err := e.sys.Systems.Reconciler.ApplyClusterConfig(testCtx(t), reconciler.Cluster{
 		RuntimeID:    runtimeID,
 		RuntimeInput: reconciler.RuntimeInput{Name: "c1"},
 		KymaConfig: reconciler.KymaConfig{Version: "2.0.0", Profile: "production", Components: []reconciler.Component{

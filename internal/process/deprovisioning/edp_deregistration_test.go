@@ -27,7 +27,7 @@ var edpCleanup = cleanupStep{
 // registerInEDP registers a subaccount's runtime with metadata in the sandbox, as provisioning does.
 func registerInEDP(t *testing.T, e *env, subaccount string) instance.Resources {
 	t.Helper()
-	require.NoError(t, e.sys.Systems.EDP.RegisterRuntime(ctx(t), subaccount, map[string]string{
+	require.NoError(t, e.sys.Systems.EDP.RegisterRuntime(testCtx(t), subaccount, map[string]string{
 		"plan": "azure", "region": "westeurope", "environment": "dev",
 	}))
 	return instance.Resources{EDPSubAccountID: subaccount}

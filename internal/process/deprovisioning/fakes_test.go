@@ -59,8 +59,6 @@ func newFakeProvisioner() *fakeProvisioner {
 	return f
 }
 
-func strp(s string) *string { return &s }
-
 func opStatus(id string, state gqlschema.OperationState) *gqlschema.OperationStatus {
 	st := clienttest.Status(id, "", state)
 	st.Operation = gqlschema.OperationTypeDeprovision
@@ -180,8 +178,8 @@ func runStep(e *env, step process.Step[instance.DeprovisioningData], op Op, now 
 	return step.Run(ctx, op.ForStep(step.Name(), now), testLog())
 }
 
-// ctx is a context for the tests' own calls to the sandbox through the real clients.
-func ctx(t *testing.T) context.Context {
+// testCtx is a context for the tests' own calls to the sandbox through the real clients.
+func testCtx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return c
@@ -209,8 +207,8 @@ func withResources(res instance.Resources) Op {
 	return newOp(instance.DeprovisioningData{GlobalAccountID: testGA, Initialized: true, Resources: res})
 }
 
-// pastCleanupWindow makes op a step's run whose first attempt was at t0 and returns the time just
-// past the cleanup retry window, when the step gives up; justBefore is the last second within it.
+// pastCleanupWindow makes op a step's run whose first attempt was at t0 and returns the time the
+// cleanup retry window ends, when the step gives up; justBefore is the last second within it.
 func pastCleanupWindow(e *env, op Op, step string) (out Op, past, justBefore time.Time) {
 	op.Progress.Steps = map[string]storage.StepProgress{step: {FirstAttempt: t0, Attempts: 12}}
 	window := e.deps.Systems.CleanupRetryTime

@@ -29,11 +29,11 @@ var iasCleanup = cleanupStep{
 func createServiceProvider(t *testing.T, e *env) instance.Resources {
 	t.Helper()
 	ias := e.sys.Systems.IAS
-	sp, err := ias.CreateServiceProvider(ctx(t), "kyma-"+testInstanceID)
+	sp, err := ias.CreateServiceProvider(testCtx(t), "kyma-"+testInstanceID)
 	require.NoError(t, err)
-	clientID, _, err := ias.GenerateSecret(ctx(t), sp.ID)
+	clientID, _, err := ias.GenerateSecret(testCtx(t), sp.ID)
 	require.NoError(t, err)
-	_, err = ias.ConfigureOIDC(ctx(t), sp.ID, []string{"https://console.example/oauth/callback"})
+	_, err = ias.ConfigureOIDC(testCtx(t), sp.ID, []string{"https://console.example/oauth/callback"})
 	require.NoError(t, err)
 	return instance.Resources{IASServiceProviderID: sp.ID, IASClientID: clientID, IASOIDCConfigured: true}
 }
@@ -47,7 +47,7 @@ func TestIASDeregistration(t *testing.T) { testCleanupStep(t, iasCleanup) }
 func TestIASDeregistration_DeletesOnlyTheRuntimesServiceProvider(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	res := createServiceProvider(t, e)
-	other, err := e.sys.Systems.IAS.CreateServiceProvider(ctx(t), "kyma-inst-other")
+	other, err := e.sys.Systems.IAS.CreateServiceProvider(testCtx(t), "kyma-inst-other")
 	require.NoError(t, err)
 
 	out, wait, err := runStep(e, IASDeregistration{e.deps}, withResources(res), t0)

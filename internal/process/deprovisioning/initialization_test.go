@@ -222,9 +222,7 @@ func TestInitialization_NewestOfProvisioningAndKymaUpgrade(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, res, out.Data.Resources)
 	})
-	t.Run("an upgrade that failed before it read the resources", func(t *testing.T) {
-		t.Skip("known bug in instance.LatestProvisioned: an upgradeKyma that failed in Upgrade_Kyma_Initialisation " +
-			"(e.g. the instance had no runtime) holds no resources, and deprovisioning then leaves the provisioning's behind")
+	t.Run("skips an upgrade that failed before it read the resources", func(t *testing.T) {
 		e := newEnv(t)
 		provisioned(t, e.store, provisionedResources)
 		insertOpData(t, e.store, instance.TypeUpgradeKyma, testInstanceID, t0.Add(-time.Minute), storage.StateFailed,

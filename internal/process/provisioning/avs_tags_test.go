@@ -1,0 +1,88 @@
+package provisioning_test
+
+import (
+	"testing"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func tagsStep(e *env) step { return provisioning.AVSTags{Deps: e.deps} }
+
+// monitored is a finished runtime whose internal evaluation AVS_Create_Internal_Eval_Step created.
+func monitored(t *testing.T, e *env) Op {
+	t.Helper()
+	return e.mustRun(t, internalEvalStep(e), ready(), t0)
+}
+
+func internalEvalTags(t *testing.T, e *env) []sbavs.Tag {
+	t.Helper()
+	return evaluation(t, objects[sbavs.Objects](t, e, "avs"), "kyma-internal-"+testInstanceID).Tags
+}
+
+func TestAVSTags_Name(t *testing.T) {
+	assert.Equal(t, "AVS_Tags", provisioning.AVSTags{}.Name())
+}
+
+func TestAVSTags_TagsTheInternalEvaluation(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	out := e.mustRun(t, tagsStep(e), monitored(t, e), t0)
+	assert.True(t, out.Data.Resources.AVSTagged)
+	assert.Empty(t, out.LastError)
+
+	set := e.deps.Systems.AVSSettings
+	assert.ElementsMatch(t, []sbavs.Tag{
+		{Content: "rt-1", TagClassID: set.RuntimeIDTagClassID, TagClassName: "RuntimeID"},
+		{Content: testInstanceID, TagClassID: set.InstanceIDTagClassID, TagClassName: "InstanceID"},
+		{Content: "c-1a2b3c", TagClassID: set.ShootNameTagClassID, TagClassName: "ShootName"},
+	}, internalEvalTags(t, e))
+}
+
+func TestAVSTags_NoShootNoShootTag(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	op := monitored(t, e)
+	op.Data.ShootName = ""
+	e.mustRun(t, tagsStep(e), op, t0)
+	assert.Len(t, internalEvalTags(t, e), 2)
+}
+
+func TestAVSTags_SkippedWithoutInternalEvaluation(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	out := e.mustRun(t, tagsStep(e), ready(), t0)
+	assert.False(t, out.Data.Resources.AVSTagged)
+	assert.Empty(t, objects[sbavs.Objects](t, e, "avs").Calls, "AVS is not called")
+}
+
+func TestAVSTags_Idempotent(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	op := monitored(t, e)
+	e.mustRun(t, tagsStep(e), op, t0)
+	out := e.mustRun(t, tagsStep(e), op, t0.Add(testPoll)) // lost result: tags again
+	assert.True(t, out.Data.Resources.AVSTagged)
+	assert.Len(t, internalEvalTags(t, e), 3, "no duplicated tags")
+
+	before := objects[sbavs.Objects](t, e, "avs").Calls
+	e.mustRun(t, tagsStep(e), out, t0.Add(2*testPoll))
+	assert.Equal(t, before, objects[sbavs.Objects](t, e, "avs").Calls, "a finished step does not call AVS")
+}
+
+func TestAVSTags_DownRetriesThenFails(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	out := e.downThenGiveUp(t, tagsStep(e), monitored(t, e), "avs", "AVS")
+	assert.Contains(t, out.LastError, "tagging the internal evaluation")
+	assert.False(t, out.Data.Resources.AVSTagged)
+}
+
+// An internal evaluation AVS no longer has cannot be tagged: retrying cannot help.
+func TestAVSTags_MissingEvaluationFails(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	op := ready()
+	op.Data.Resources.AVSInternalEvaluationID = 424242
+	out, wait, err := e.run(tagsStep(e), op, t0)
+	assertFailed(t, wait, err, "AVS", "AVS_Tags")
+	assert.Contains(t, err.Error(), "not found")
+	require.False(t, out.Data.Resources.AVSTagged)
+}
