@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -42,11 +43,12 @@ func run(ctx context.Context, log *logrus.Logger) error {
 		return err
 	}
 	var (
-		dbCfg     driver.Config
-		engineCfg process.Config
-		setCfg    infrastructure.Config
+		dbCfg       driver.Config
+		engineCfg   process.Config
+		setCfg      infrastructure.Config
+		directorCfg director.Config
 	)
-	for _, c := range []any{&dbCfg, &engineCfg, &setCfg} {
+	for _, c := range []any{&dbCfg, &engineCfg, &setCfg, &directorCfg} {
 		if err := envconfig.Process("APP", c); err != nil {
 			return fmt.Errorf("reading configuration: %w", err)
 		}
@@ -61,7 +63,18 @@ func run(ctx context.Context, log *logrus.Logger) error {
 	}
 	defer store.Close()
 
-	p, err := provisioner.New(ctx, store, provisioner.Options{Config: cfg, Backends: setCfg, Log: log})
+	opts := provisioner.Options{Config: cfg, Backends: setCfg, Log: log}
+	// The real Director when its OAuth client is configured; otherwise the stateless local stand-in.
+	if directorCfg.OAuthClientID != "" {
+		d, err := director.New(directorCfg)
+		if err != nil {
+			return err
+		}
+		opts.Director = d
+	} else {
+		log.Info("no APP_DIRECTOR_OAUTH_CLIENT_ID: runtimes are registered with a local stand-in of the Director")
+	}
+	p, err := provisioner.New(ctx, store, opts)
 	if err != nil {
 		return err
 	}
