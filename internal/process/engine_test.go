@@ -138,6 +138,38 @@ func TestRetryOperationKeepsItsDeadlineAcrossRestarts(t *testing.T) {
 	assert.Equal(t, time.Minute, ev[len(ev)-3].Wait)
 }
 
+// A step that waits healthily for longer than its retry window (polling a long provisioning)
+// and then meets one failure is retried, not failed: the window starts at its last healthy run.
+func TestRetryWindowStartsAfterTheLastHealthyWait(t *testing.T) {
+	polls := 0
+	check := step("Check_Runtime", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		polls++
+		if polls <= 10 {
+			return op, time.Minute, nil // still provisioning
+		}
+		return op.RetryOperation("Director unavailable", time.Minute, 5*time.Minute)
+	})
+	p, err := Staged("provision", 24*time.Hour, Stage[testData]{Name: "check_runtime", Steps: []StepDef[testData]{def(check)}})
+	require.NoError(t, err)
+	h := newHarness(t, p)
+	op := h.insert("provision", 24*time.Hour)
+	for i := 0; i < 11; i++ {
+		require.Equal(t, 1, h.runDue())
+		h.clock.Advance(time.Minute)
+	}
+	got, _ := h.get(op.ID)
+	require.Equal(t, storage.StateInProgress, got.State, "10 minutes of healthy polls do not use up the 5-minute window")
+	assert.Equal(t, "Director unavailable", got.LastError)
+	for i := 0; i < 10 && got.State == storage.StateInProgress; i++ {
+		h.eng = h.engine(p) // the window start survives restarts
+		h.runDue()
+		h.clock.Advance(time.Minute)
+		got, _ = h.get(op.ID)
+	}
+	assert.Equal(t, storage.StateFailed, got.State)
+	assert.Equal(t, 15, polls, "last healthy poll at 9m, failures from 10m, given up at 14m: 5 minutes later")
+}
+
 func TestRetryOperationWithoutFailLetsTheOperationGoOn(t *testing.T) {
 	stuck := step("IAS_Deregistration", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
 		return op.RetryOperationWithoutFail("IAS returned 503", 30*time.Second, 2*time.Minute)

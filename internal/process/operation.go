@@ -21,6 +21,8 @@ type Operation[T any] struct {
 	// "how long has this step been trying" from the persisted first attempt.
 	step string
 	now  time.Time
+	// failing is set by the retry helpers: this run reported a failure.
+	failing bool
 }
 
 // CurrentStep is the name of the step being run.
@@ -29,10 +31,11 @@ func (op Operation[T]) CurrentStep() string { return op.step }
 // Now is the engine's time at the start of this step run.
 func (op Operation[T]) Now() time.Time { return op.now }
 
-// RetryOperation asks to run the step again after interval while the step has been trying for
-// less than maxTime (measured from its first attempt, which survives restarts); afterwards it
-// fails the operation with msg.
+// RetryOperation asks to run the step again after interval while the step has been failing for
+// less than maxTime (measured from its first attempt or its last healthy run, both of which
+// survive restarts); afterwards it fails the operation with msg.
 func (op Operation[T]) RetryOperation(msg string, interval, maxTime time.Duration) (Operation[T], time.Duration, error) {
+	op.failing = true
 	if op.withinRetryTime(maxTime) {
 		op.LastError = msg
 		return op, interval, nil
@@ -44,6 +47,7 @@ func (op Operation[T]) RetryOperation(msg string, interval, maxTime time.Duratio
 // (deprovisioning): after maxTime the step is recorded as executed but not completed and the
 // operation goes on.
 func (op Operation[T]) RetryOperationWithoutFail(msg string, interval, maxTime time.Duration) (Operation[T], time.Duration, error) {
+	op.failing = true
 	if op.withinRetryTime(maxTime) {
 		op.LastError = msg
 		return op, interval, nil
@@ -70,11 +74,15 @@ func (op *Operation[T]) RetryWithoutFail(msg string, interval, maxTime time.Dura
 }
 
 func (op Operation[T]) withinRetryTime(maxTime time.Duration) bool {
-	first := op.Progress.Steps[op.step].FirstAttempt
-	if first.IsZero() {
+	sp := op.Progress.Steps[op.step]
+	from := sp.FirstAttempt
+	if sp.LastHealthy.After(from) {
+		from = sp.LastHealthy
+	}
+	if from.IsZero() {
 		return true
 	}
-	return op.now.Sub(first) < maxTime
+	return op.now.Sub(from) < maxTime
 }
 
 // NewOperation builds a pending operation, due now, with its deadline (timeout from now) and

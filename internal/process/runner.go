@@ -166,6 +166,10 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		r.fail(now, name, err.Error(), took)
 		return false
 	case wait > 0:
+		if !out.failing {
+			// A healthy wait: a failure after it gets a fresh retry window.
+			r.markStep(name, func(sp *storage.StepProgress) { sp.LastHealthy = started })
+		}
 		r.x.metrics.stepFinished(r.op.Type, name, "retrying", took)
 		r.x.metrics.retry(r.op.Type, name)
 		due := r.capDue(now.Add(wait), st, sd)

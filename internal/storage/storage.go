@@ -82,6 +82,10 @@ type Progress struct {
 // StepProgress records one step's history within an operation.
 type StepProgress struct {
 	FirstAttempt time.Time `json:"first_attempt"`
+	// LastHealthy is the last run that asked to wait without reporting a failure (a poll that
+	// found the work still going): a later failure's retry window starts there, not at the
+	// first attempt, so a long wait does not use up the window.
+	LastHealthy time.Time `json:"last_healthy,omitempty"`
 	Attempts     int       `json:"attempts"`
 	Done         bool      `json:"done,omitempty"`
 	Skipped      bool      `json:"skipped,omitempty"`

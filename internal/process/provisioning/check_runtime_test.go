@@ -8,9 +8,9 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	sbdirector "github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

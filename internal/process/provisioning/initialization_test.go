@@ -36,11 +36,11 @@ func TestInitialization_BuildsRuntimeInput(t *testing.T) {
 	require.NotNil(t, in.RuntimeInput)
 	assert.Equal(t, "c1", in.RuntimeInput.Name)
 	assert.Equal(t, gqlschema.Labels{
-		"broker_instance_id":   testInstanceID,
-		"global_subaccount_id": testSA,
-		"globalaccount":        testGA,
-		"subaccount":           testSA,
-		provisioning.IdempotencyLabel:       "op-1",
+		"broker_instance_id":          testInstanceID,
+		"global_subaccount_id":        testSA,
+		"globalaccount":               testGA,
+		"subaccount":                  testSA,
+		provisioning.IdempotencyLabel: "op-1",
 	}, in.RuntimeInput.Labels)
 	// The idempotency key is per operation (a replay after a crash gets the same runtime, a
 	// resumed suspended trial a new one); the instance is named by broker_instance_id.

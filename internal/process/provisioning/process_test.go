@@ -1,0 +1,263 @@
+package provisioning_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
+	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
+	sbias "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
+	sbrec "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	sbsm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var testLimits = provisioning.Limits{CallTimeout: callTimeout, ReconcileTimeout: time.Hour}
+
+func TestProcess_Definition(t *testing.T) {
+	p, err := provisioning.Process(provisioning.Deps{}, time.Hour, testLimits)
+	require.NoError(t, err)
+	assert.Equal(t, instance.TypeProvision, p.Type())
+	assert.Equal(t, time.Hour, p.Timeout())
+	assert.Equal(t, map[string][]string{
+		provisioning.StageCreateRuntime: {
+			"Initialization", "Resolve_Target_Secret", "AVS_Create_Internal_Eval_Step", "IAS_Registration",
+			"EDP_Registration", "Provision Azure Event Hubs", "Provision EMS", "Overrides_From_Secrets_And_Config_Step",
+			"ServiceManagerOverrides", "Create_Runtime",
+		},
+		provisioning.StageCheckRuntime: {"Check_Runtime"},
+		provisioning.StageCreateKyma:   {"Get_Kubeconfig", "Create_Cluster_Configuration", "Check_Cluster_Configuration"},
+		provisioning.StagePostActions:  {"AVS_Create_External_Eval_Step", "AVS_Tags", "IAS_Type"},
+	}, p.Stages())
+
+	_, err = provisioning.Process(provisioning.Deps{}, 0, testLimits)
+	assert.Error(t, err, "a process needs a timeout")
+}
+
+func TestKyma2(t *testing.T) {
+	for v, want := range map[string]bool{"2.20.0": true, "v2.0.1": true, "3.0": true, "1.24.8": false, "v1.9": false, "main-abc123": true, "": true} {
+		assert.Equal(t, want, provisioning.Kyma2(v), v)
+	}
+}
+
+// runProcess runs a provisioning of data on the engine (real SQLite store, the env's clock),
+// advancing the clock by the poll interval while the operation waits, until it finishes.
+func runProcess(t *testing.T, e *env, data instance.ProvisioningData) storage.Operation {
+	t.Helper()
+	p, err := provisioning.Process(e.deps, time.Hour, testLimits)
+	require.NoError(t, err)
+	eng, err := process.New(e.store, process.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLog(), process.WithClock(e.clock))
+	require.NoError(t, err)
+	require.NoError(t, eng.Register(p))
+
+	ctx := context.Background()
+	raw, err := process.NewOperation(instance.TypeProvision, testInstanceID, data, time.Hour, e.clock.Now())
+	require.NoError(t, err)
+	raw, err = e.store.Operations().InsertOperation(ctx, raw)
+	require.NoError(t, err)
+	for range 20 {
+		_, err = eng.RunDue(ctx)
+		require.NoError(t, err)
+		op, err := e.store.Operations().GetOperation(ctx, raw.ID)
+		require.NoError(t, err)
+		if op.State == storage.StateSucceeded || op.State == storage.StateFailed {
+			return op
+		}
+		e.clock.Advance(testPoll)
+	}
+	t.Fatal("the operation did not finish")
+	return storage.Operation{}
+}
+
+// trace lists the operation's step events as step:type.
+func trace(t *testing.T, e *env, opID string) []string {
+	t.Helper()
+	events, err := e.store.Events().ListEvents(context.Background(), storage.EventFilter{OperationIDs: []string{opID}})
+	require.NoError(t, err)
+	var out []string
+	for _, ev := range events.Items {
+		out = append(out, ev.Step+":"+string(ev.Type))
+	}
+	return out
+}
+
+// skipped lists the steps the engine skipped.
+func skipped(op storage.Operation) []string {
+	var out []string
+	for name, sp := range op.Progress.Steps {
+		if sp.Skipped {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// TestProcess_SystemsDisabled runs the process with every external system disabled: their steps
+// are skipped, the provisioner creates the runtime and installs Kyma.
+func TestProcess_SystemsDisabled(t *testing.T) {
+	e := newEnv(t)
+	polls := 0
+	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
+	e.prov.status = func(string, string) (*gqlschema.OperationStatus, error) {
+		polls++
+		if polls == 1 {
+			return opStatus("pop-1", gqlschema.OperationStateInProgress), nil
+		}
+		return opStatus("pop-1", gqlschema.OperationStateSucceeded), nil
+	}
+	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", "")
+
+	op := runProcess(t, e, provData("gcp", "europe-west3"))
+	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
+	assert.Equal(t, []string{provisioning.StageCreateRuntime, provisioning.StageCheckRuntime, provisioning.StageCreateKyma, provisioning.StagePostActions},
+		op.Progress.FinishedStages)
+	assert.Equal(t, []string{
+		"Initialization:started", "Initialization:succeeded",
+		"Resolve_Target_Secret:started", "Resolve_Target_Secret:succeeded",
+		"AVS_Create_Internal_Eval_Step:skipped", "IAS_Registration:skipped", "EDP_Registration:skipped",
+		"Provision Azure Event Hubs:skipped", "Provision EMS:skipped",
+		"Overrides_From_Secrets_And_Config_Step:started", "Overrides_From_Secrets_And_Config_Step:succeeded",
+		"ServiceManagerOverrides:skipped",
+		"Create_Runtime:started", "Create_Runtime:succeeded",
+		"Check_Runtime:started", "Check_Runtime:retrying",
+		"Check_Runtime:started", "Check_Runtime:succeeded",
+		"Get_Kubeconfig:skipped", "Create_Cluster_Configuration:skipped", "Check_Cluster_Configuration:skipped",
+		"AVS_Create_External_Eval_Step:skipped", "AVS_Tags:skipped", "IAS_Type:skipped",
+	}, trace(t, e, op.ID))
+
+	var methods []string
+	for _, c := range e.prov.Calls() {
+		methods = append(methods, c.Method)
+	}
+	assert.Equal(t, []string{"ProvisionRuntime", "RuntimeOperationStatus", "RuntimeOperationStatus", "RuntimeStatus"}, methods)
+	req := e.prov.Calls()[0].Provision
+	assert.Equal(t, op.ID, req.RuntimeInput.Labels[provisioning.IdempotencyLabel])
+	assert.Equal(t, "kyma-gcp", req.ClusterConfig.GardenerConfig.TargetSecret)
+	require.NotNil(t, req.KymaConfig, "without a reconciler the provisioner installs Kyma")
+	assert.Equal(t, "2.20.0", req.KymaConfig.Version)
+
+	inst := getInstance(t, e.store)
+	assert.Equal(t, "rt-1", inst.RuntimeID)
+	assert.Equal(t, "https://dash.example/?kubeconfigID="+testInstanceID, inst.DashboardURL)
+}
+
+// TestProcess_AllSystems provisions a Kyma 2.x runtime with every external system (the sandbox,
+// real clients): each creates what the runtime needs and the reconciler installs Kyma.
+func TestProcess_AllSystems(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
+	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", testKubeconfig)
+	registerInDirector(t, e, map[string]any{director.ConsoleURLLabel: consoleURL})
+
+	op := runProcess(t, e, provData("azure", "westeurope"))
+	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
+	assert.Equal(t, []string{"Provision Azure Event Hubs"}, skipped(op), "Kyma 2.x eventing needs no Event Hubs")
+	assert.Empty(t, op.Progress.ExecutedButNotCompleted)
+
+	var data instance.ProvisioningData
+	require.NoError(t, json.Unmarshal(op.Data, &data))
+	res := data.Resources
+	assert.NotZero(t, res.AVSInternalEvaluationID)
+	assert.NotZero(t, res.AVSExternalEvaluationID)
+	assert.True(t, res.AVSTagged)
+	assert.True(t, res.IASOIDCConfigured)
+	assert.Equal(t, testSA, res.EDPSubAccountID)
+	assert.NotEmpty(t, res.EMSBindingID)
+	assert.Equal(t, "rt-1", res.ReconcilerClusterID)
+	assert.Equal(t, "c-1a2b3c.kyma.example", data.ShootDomain)
+
+	// What exists in the systems: one of each.
+	avsObjs := objects[sbavs.Objects](t, e, "avs")
+	assert.Len(t, evaluation(t, avsObjs, "kyma-internal-"+testInstanceID).Tags, 3)
+	assert.Equal(t, consoleURL, evaluation(t, avsObjs, externalEvalName).URL)
+	sp := serviceProvider(t, objects[sbias.Objects](t, e, "ias"))
+	assert.Equal(t, []string{"https://grafana.c-1a2b3c.kyma.example/login/generic_oauth"}, sp.RedirectURIs)
+	assert.Equal(t, 1, sp.Secrets)
+	assert.Len(t, objects[sbedp.Objects](t, e, "edp").DataTenants, 1)
+	smObjs := objects[sbsm.Objects](t, e, "servicemanager")
+	assert.Len(t, smObjs.Instances, 1)
+	assert.Len(t, smObjs.Bindings, 1)
+	assert.Empty(t, objects[sbazure.Objects](t, e, "azure").ResourceGroups)
+	c := cluster(t, e)
+	assert.Equal(t, sbrec.StatusReady, c.Status)
+	assert.Equal(t, len(testKubeconfig), c.Kubeconfig.Length)
+	components := map[string][]sbrec.Configuration{}
+	for _, comp := range c.Components {
+		components[comp.Component] = comp.Configuration
+	}
+	assert.Contains(t, components[provisioning.MonitoringComponent], sbrec.Configuration{Key: provisioning.GrafanaClientSecretK, Value: sbrec.Masked, Secret: true})
+	assert.Contains(t, components[provisioning.EventingComponent], sbrec.Configuration{Key: provisioning.EMSCredentialsKey, Value: sbrec.Masked, Secret: true})
+	assert.Contains(t, components[provisioning.SMProxyComponent], sbrec.Configuration{Key: provisioning.SMClientSecretKey, Value: sbrec.Masked, Secret: true})
+	assert.Contains(t, components["istio"], sbrec.Configuration{Key: "global.disableLegacyConnectivity", Value: "true"}, "the shipped defaults")
+
+	// The provisioner only created the cluster, with the resolved account.
+	req := e.prov.Calls()[0].Provision
+	assert.Nil(t, req.KymaConfig)
+	assert.Equal(t, "kyma-azure", req.ClusterConfig.GardenerConfig.TargetSecret)
+	assert.Equal(t, consoleURL, getInstance(t, e.store).DashboardURL)
+
+	// Secret values are stored encrypted, never in the operation's data.
+	assert.Equal(t, testKubeconfig, op.Secrets[provisioning.KubeconfigSecret])
+	for key, value := range op.Secrets {
+		assert.NotContains(t, string(op.Data), value, "secret %s is in the operation's data", key)
+	}
+	assert.NotEmpty(t, op.Secrets[overrides.SecretKey(provisioning.MonitoringComponent, provisioning.GrafanaClientSecretK)])
+}
+
+// TestProcess_Kyma1OnAzure provisions a Kyma 1.x runtime: Event Hubs give eventing its Kafka, the
+// provisioner installs Kyma with every collected override and the reconciler is not involved.
+func TestProcess_Kyma1OnAzure(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
+	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", testKubeconfig)
+	registerInDirector(t, e, map[string]any{director.ConsoleURLLabel: consoleURL})
+	data := provData("azure", "westeurope")
+	data.Parameters.KymaVersion = "1.24.8"
+
+	op := runProcess(t, e, data)
+	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
+	assert.ElementsMatch(t, []string{"Get_Kubeconfig", "Create_Cluster_Configuration", "Check_Cluster_Configuration"}, skipped(op))
+	assert.Empty(t, objects[sbrec.Objects](t, e, "reconciler").Clusters)
+	groups := objects[sbazure.Objects](t, e, "azure").ResourceGroups
+	require.Len(t, groups, 1)
+	assert.Len(t, groups[0].Namespaces, 1)
+
+	k := e.prov.Calls()[0].Provision.KymaConfig
+	require.NotNil(t, k)
+	assert.Equal(t, "1.24.8", k.Version)
+	var names []string
+	for _, c := range k.Components {
+		names = append(names, c.Component)
+		if c.Component == provisioning.KafkaComponent {
+			var keys []string
+			for _, entry := range c.Configuration {
+				keys = append(keys, entry.Key)
+				if entry.Key == provisioning.KafkaPasswordKey {
+					assert.True(t, strings.HasPrefix(entry.Value, "Endpoint=sb://"), "the resolved connection string")
+					require.NotNil(t, entry.Secret)
+					assert.True(t, *entry.Secret)
+				}
+			}
+			assert.Contains(t, keys, provisioning.KafkaPasswordKey)
+		}
+	}
+	assert.Subset(t, names, []string{"istio", "serverless", provisioning.KafkaComponent, provisioning.EventingComponent, provisioning.MonitoringComponent, provisioning.SMProxyComponent})
+	for key, value := range op.Secrets {
+		assert.NotContains(t, string(op.Data), value, "secret %s is in the operation's data", key)
+	}
+}

@@ -1,0 +1,65 @@
+package systems_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func opAt(now time.Time) *process.Operation[struct{}] {
+	op := process.Operation[struct{}]{Operation: storage.Operation{Progress: storage.Progress{Steps: map[string]storage.StepProgress{
+		"EDP_Registration": {FirstAttempt: t0},
+	}}}}
+	op = op.ForStep("EDP_Registration", now)
+	return &op
+}
+
+func TestTemporaryClassifiesClientAndOtherErrors(t *testing.T) {
+	assert.True(t, systems.Temporary(&httpretry.Error{Op: "x", Temporary: true, Err: errors.New("503")}))
+	assert.False(t, systems.Temporary(&httpretry.Error{Op: "x", StatusCode: 400, Err: errors.New("400")}))
+	assert.False(t, systems.Temporary(httpretry.Permanent(errors.New("bad"))))
+	assert.True(t, systems.Temporary(errors.New("connection reset")))
+}
+
+func TestRetryRetriesTemporaryErrorsWithinTheWindowAndNamesSystemAndStep(t *testing.T) {
+	s := systems.Systems{RetryTime: time.Minute}
+	temp := &httpretry.Error{Op: "registering", Temporary: true, Err: errors.New("503")}
+
+	op := opAt(t0.Add(30 * time.Second))
+	wait, err := s.Retry(op, "EDP", "registering the runtime", temp, 5*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, wait)
+	assert.Contains(t, op.LastError, "EDP: registering the runtime")
+
+	op = opAt(t0.Add(time.Minute))
+	_, err = s.Retry(op, "EDP", "registering the runtime", temp, 5*time.Second)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "EDP: registering the runtime")
+	assert.Contains(t, err.Error(), "step EDP_Registration gave up after 1m0s")
+
+	op = opAt(t0)
+	_, err = s.Retry(op, "EDP", "registering the runtime", &httpretry.Error{Op: "x", StatusCode: 404, Err: errors.New("no namespace")}, time.Second)
+	require.Error(t, err, "a permanent error fails at once")
+	assert.Contains(t, err.Error(), "step EDP_Registration failed")
+}
+
+func TestCleanupGivesUpWithoutFailing(t *testing.T) {
+	s := systems.Systems{CleanupRetryTime: 5 * time.Minute}
+	op := opAt(t0.Add(time.Minute))
+	assert.Equal(t, time.Second, s.Cleanup(op, "EDP", "deregistering", errors.New("down"), time.Second))
+	assert.Empty(t, op.Progress.ExecutedButNotCompleted)
+
+	op = opAt(t0.Add(5 * time.Minute))
+	assert.Zero(t, s.Cleanup(op, "EDP", "deregistering", httpretry.Permanent(errors.New("403")), time.Second))
+	assert.Equal(t, []string{"EDP_Registration"}, op.Progress.ExecutedButNotCompleted)
+	assert.Contains(t, op.LastError, "EDP: deregistering")
+}
