@@ -86,9 +86,9 @@ type StepProgress struct {
 	// found the work still going): a later failure's retry window starts there, not at the
 	// first attempt, so a long wait does not use up the window.
 	LastHealthy time.Time `json:"last_healthy,omitempty"`
-	Attempts     int       `json:"attempts"`
-	Done         bool      `json:"done,omitempty"`
-	Skipped      bool      `json:"skipped,omitempty"`
+	Attempts    int       `json:"attempts"`
+	Done        bool      `json:"done,omitempty"`
+	Skipped     bool      `json:"skipped,omitempty"`
 }
 
 // StageFinished reports whether the stage is recorded as finished.
