@@ -2,10 +2,8 @@ package deprovisioning
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -71,23 +69,8 @@ func testLog() logrus.FieldLogger {
 	return l
 }
 
-// testClock is a time the test moves: the engine's and the stand-ins'.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// testClock is the shared test clock.
+type testClock = systemstest.Clock
 
 // seedInstance stores the instance the operation belongs to.
 func seedInstance(t *testing.T, store storage.Store) storage.Instance {
@@ -133,7 +116,7 @@ func newEnv(t *testing.T) *env {
 func newSystemsEnv(t *testing.T, o standins.Options) *env {
 	t.Helper()
 	e := newEnv(t)
-	e.clock = &testClock{t: t0}
+	e.clock = systemstest.NewClock(t0)
 	if o.Now == nil {
 		o.Now = e.clock.Now
 	}
@@ -185,17 +168,10 @@ func testCtx(t *testing.T) context.Context {
 	return c
 }
 
-// objects reads what exists in a sandbox system (GET /_sandbox/<system>/objects) into T, the
-// stand-in package's Objects type.
+// objects reads what exists in a sandbox system into T, the stand-in package's Objects type.
 func objects[T any](t *testing.T, e *env, system string) T {
 	t.Helper()
-	resp, err := http.Get(e.sys.URL + "/_sandbox/" + system + "/objects")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var out T
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	return out
+	return systemstest.Objects[T](t, e.sys, system)
 }
 
 func newOp(data instance.DeprovisioningData) Op {

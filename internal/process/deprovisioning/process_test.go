@@ -8,6 +8,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
@@ -49,7 +50,7 @@ type engineEnv struct {
 func newEngine(t *testing.T, e *env, opType string, callTimeout time.Duration) *engineEnv {
 	t.Helper()
 	if e.clock == nil {
-		e.clock = &testClock{t: t0}
+		e.clock = systemstest.NewClock(t0)
 	}
 	def := Process
 	if opType == instance.TypeSuspension {

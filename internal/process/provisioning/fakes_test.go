@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -113,22 +112,8 @@ func testLog() logrus.FieldLogger {
 	return l
 }
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// testClock is the shared test clock.
+type testClock = systemstest.Clock
 
 func testDefaults() provisioning.RuntimeDefaults {
 	return provisioning.RuntimeDefaults{
@@ -158,7 +143,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	prov := newFakeProvisioner()
 	return &env{
-		store: store, prov: prov, clock: &testClock{t: t0}, timeout: callTimeout,
+		store: store, prov: prov, clock: systemstest.NewClock(t0), timeout: callTimeout,
 		deps: provisioning.Deps{
 			Instances: store.Instances(), Provisioner: prov, PollInterval: testPoll, Defaults: testDefaults(),
 			Systems: systems.Systems{AccountPool: pool, RetryTime: testRetryTime, CleanupRetryTime: 5 * time.Minute},
@@ -213,17 +198,10 @@ func (e *env) up(t *testing.T, system string) {
 	e.timeout = callTimeout
 }
 
-// objects decodes what the sandbox shows of system (GET /_sandbox/<system>/objects) into T, the
-// stand-in package's Objects type.
+// objects reads what exists in a sandbox system into T, the stand-in package's Objects type.
 func objects[T any](t *testing.T, e *env, system string) T {
 	t.Helper()
-	resp, err := http.Get(e.sb.URL + "/_sandbox/" + system + "/objects")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var out T
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	return out
+	return systemstest.Objects[T](t, e.sb, system)
 }
 
 // startedAt records the step's first attempt, as the engine does before its first run.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -45,22 +44,8 @@ var (
 	kafkaPassword  = overrides.SecretKey(provisioning.KafkaComponent, provisioning.KafkaPasswordKey)
 )
 
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// testClock is the shared test clock.
+type testClock = systemstest.Clock
 
 func testLog() logrus.FieldLogger {
 	l := logrus.New()
@@ -144,7 +129,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	store := storagetest.OpenSQLite(t)
 	prov := newFakeProvisioner()
-	e := &env{store: store, prov: prov, clock: &testClock{t: t0}}
+	e := &env{store: store, prov: prov, clock: systemstest.NewClock(t0)}
 	e.deps = Deps{
 		Instances: store.Instances(), Operations: store.Operations(), Provisioner: prov, PollInterval: testPoll,
 		Defaults: provisioning.RuntimeDefaults{KymaVersion: "2.20.0", Components: []string{"istio", "serverless"}},
@@ -253,17 +238,10 @@ func downCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// objects decodes what exists in a sandbox system into T (the stand-in package's Objects).
+// objects reads what exists in a sandbox system into T, the stand-in package's Objects type.
 func objects[T any](t *testing.T, e *env, system string) T {
 	t.Helper()
-	require.NotNil(t, e.sb, "the test has no sandbox")
-	resp, err := http.Get(e.sb.URL + "/_sandbox/" + system + "/objects")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var out T
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
-	return out
+	return systemstest.Objects[T](t, e.sb, system)
 }
 
 // dataJSON is the operation's clear-text data as the store keeps it.

@@ -5,7 +5,10 @@
 package systemstest
 
 import (
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,3 +69,45 @@ func (e *Env) Faults(t testing.TB, system string, f sandbox.Faults) {
 
 // Down makes a system answer 503 to everything until the test sets other faults.
 func (e *Env) Down(t testing.TB, system string) { e.Faults(t, system, sandbox.Faults{ErrorRate: 1}) }
+
+// Objects reads what exists in a system (GET /_sandbox/<system>/objects) into T, the stand-in
+// package's Objects type.
+func Objects[T any](t testing.TB, e *Env, system string) T {
+	t.Helper()
+	resp, err := http.Get(e.URL + "/_sandbox/" + system + "/objects")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reading %s objects: HTTP %d", system, resp.StatusCode)
+	}
+	var out T
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("decoding %s objects: %v", system, err)
+	}
+	return out
+}
+
+// Clock is a time a test moves, shared by the engine and the stand-ins (standins.Options.Now).
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock starts a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
