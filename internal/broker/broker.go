@@ -30,6 +30,8 @@ type Validated struct {
 	Parameters instance.Parameters
 	Context    instance.Context
 	Provider   string
+	// SMCredentials are the context's sm_operator_credentials, when given.
+	SMCredentials *instance.SMCredentials
 }
 
 // Catalog is the plans configuration: the OSB catalog and parameter validation. Its errors

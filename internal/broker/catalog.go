@@ -68,11 +68,15 @@ func (p *PlansCatalog) ValidateProvision(planID, platformRegion string, rawParam
 	if err != nil {
 		return Validated{}, err
 	}
-	return Validated{
+	v := Validated{
 		Parameters: params,
 		Context:    instance.Context{Platform: ctx.Platform, GlobalAccountID: pp.GlobalAccountID, SubAccountID: pp.SubAccountID, UserID: pp.UserID},
 		Provider:   pp.Provider,
-	}, nil
+	}
+	if c := ctx.SMOperatorCredentials; c != nil {
+		v.SMCredentials = &instance.SMCredentials{ClientID: c.ClientID, ClientSecret: c.ClientSecret, URL: c.SMURL, TokenURL: c.URL}
+	}
+	return v, nil
 }
 
 func (p *PlansCatalog) ValidateUpdate(planID string, current instance.Parameters, rawParams json.RawMessage) (instance.Parameters, error) {

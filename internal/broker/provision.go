@@ -52,6 +52,9 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 	if err != nil {
 		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
 	}
+	if v.SMCredentials != nil {
+		v.SMCredentials.Put(&op.Secrets) // encrypted with the operation, never in its data
+	}
 	inst := storage.Instance{
 		InstanceID: instanceID, GlobalAccountID: v.Context.GlobalAccountID, SubAccountID: v.Context.SubAccountID,
 		ServiceID: details.ServiceID, PlanID: plan.ID, ProviderRegion: v.Parameters.Region, Parameters: params,

@@ -69,5 +69,9 @@ func (b *Broker) resumption(ctx context.Context, inst storage.Instance) (storage
 	if err := json.Unmarshal(inst.Parameters, &data.Parameters); err != nil {
 		return storage.Operation{}, fmt.Errorf("decoding the parameters of %s: %w", inst.InstanceID, err)
 	}
-	return process.NewOperation(instance.TypeProvision, inst.InstanceID, data, b.cfg.OperationTimeout, b.now())
+	op, err := process.NewOperation(instance.TypeProvision, inst.InstanceID, data, b.cfg.OperationTimeout, b.now())
+	if c, ok := instance.SMCredentialsFrom(prev.Secrets); ok && err == nil {
+		c.Put(&op.Secrets)
+	}
+	return op, err
 }

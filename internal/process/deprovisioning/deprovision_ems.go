@@ -21,7 +21,7 @@ func (s DeprovisionEMS) Run(ctx context.Context, op Op, log logrus.FieldLogger) 
 	if res.EMSInstanceID == "" {
 		return op, 0, nil
 	}
-	creds, ok := s.Systems.ServiceManager.DefaultCredentials()
+	creds, ok := s.Systems.SMCredentials(op.Secrets)
 	if !ok {
 		return op, s.Systems.Cleanup(&op, smSystem, "deprovisioning Enterprise Messaging", errors.New("no Service Manager credentials configured"), s.PollInterval), nil
 	}

@@ -43,6 +43,9 @@ func (s Initialization) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (O
 			return op, s.PollInterval, nil
 		}
 		op.Data.Resources, op.Data.Initialized = prov.Resources, true
+		if c, ok := instance.SMCredentialsFrom(prov.Secrets); ok {
+			c.Put(&op.Secrets) // Deprovision EMS removes the instance with the credentials that created it
+		}
 	}
 	op.Data.RuntimeID, op.LastError = inst.RuntimeID, ""
 	op.Description = "deprovisioning the runtime"

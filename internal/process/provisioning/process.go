@@ -34,11 +34,8 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*process.Process[ins
 	sys := d.Systems
 	avsOn := func(Op) bool { return sys.AVS != nil }
 	iasOn := func(Op) bool { return sys.IAS != nil }
-	smOn := func(Op) bool {
-		if sys.ServiceManager == nil {
-			return false
-		}
-		_, ok := sys.ServiceManager.DefaultCredentials()
+	smOn := func(op Op) bool {
+		_, ok := sys.SMCredentials(op.Secrets)
 		return ok
 	}
 	kyma2 := func(op Op) bool { return sys.Reconciler != nil && Kyma2(op.Data.KymaVersion) }

@@ -38,7 +38,11 @@ const (
 func EMSName(operationID string) string { return "kyma-ems-" + operationID }
 
 func (s ProvisionEMS) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
-	wait, err := EnsureEMS(ctx, s.Systems.ServiceManager, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, EMSName(op.ID), op.InstanceID, log)
+	creds, ok := s.Systems.SMCredentials(op.Secrets)
+	if !ok {
+		return op, 0, errors.New("Service Manager (EMS): no credentials in the context and none configured")
+	}
+	wait, err := EnsureEMS(ctx, s.Systems.ServiceManager, creds, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, EMSName(op.ID), op.InstanceID, log)
 	if err != nil {
 		wait, err = s.Systems.Retry(&op, servicemanagerSystem, "provisioning Enterprise Messaging", err, s.PollInterval)
 		return op, wait, err
@@ -53,11 +57,7 @@ func (s ProvisionEMS) Run(ctx context.Context, op Op, log logrus.FieldLogger) (O
 
 // EnsureEMS provisions and binds the instance's EMS and sets the eventing overrides; provisioning
 // and upgrade share it. It answers wait > 0 while the instance is not ready.
-func EnsureEMS(ctx context.Context, sm systems.ServiceManager, res *instance.Resources, o *overrides.Overrides, secrets *storage.Secrets, name, instanceID string, log logrus.FieldLogger) (time.Duration, error) {
-	creds, ok := sm.DefaultCredentials()
-	if !ok {
-		return 0, httpretry.Permanent(errors.New("no Service Manager credentials configured"))
-	}
+func EnsureEMS(ctx context.Context, sm systems.ServiceManager, creds servicemanager.Credentials, res *instance.Resources, o *overrides.Overrides, secrets *storage.Secrets, name, instanceID string, log logrus.FieldLogger) (time.Duration, error) {
 	if res.EMSInstanceID == "" {
 		inst, err := sm.ProvisionInstance(ctx, creds, servicemanager.InstanceRequest{
 			Name: name, OfferingName: EMSOffering, PlanName: EMSPlan,

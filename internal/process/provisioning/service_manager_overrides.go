@@ -24,7 +24,7 @@ const (
 )
 
 func (s ServiceManagerOverrides) Run(_ context.Context, op Op, _ logrus.FieldLogger) (Op, time.Duration, error) {
-	creds, ok := s.Systems.ServiceManager.DefaultCredentials()
+	creds, ok := s.Systems.SMCredentials(op.Secrets)
 	if !ok {
 		return op, 0, nil
 	}

@@ -13,9 +13,11 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
 // AVS creates, tags and deletes evaluations.
@@ -59,6 +61,18 @@ type ServiceManager interface {
 	Bind(ctx context.Context, creds servicemanager.Credentials, req servicemanager.BindingRequest) (*servicemanager.Binding, error)
 	Unbind(ctx context.Context, creds servicemanager.Credentials, bindingID string) error
 	DeprovisionInstance(ctx context.Context, creds servicemanager.Credentials, instanceID string) error
+}
+
+// SMCredentials are the Service Manager credentials of an operation: the ones the platform passed
+// in the instance's context (kept in the operation's secrets), else the broker's default ones.
+func (s Systems) SMCredentials(secrets storage.Secrets) (servicemanager.Credentials, bool) {
+	if s.ServiceManager == nil {
+		return servicemanager.Credentials{}, false
+	}
+	if c, ok := instance.SMCredentialsFrom(secrets); ok {
+		return servicemanager.Credentials{ClientID: c.ClientID, ClientSecret: c.ClientSecret, URL: c.URL, TokenURL: c.TokenURL}, true
+	}
+	return s.ServiceManager.DefaultCredentials()
 }
 
 // Reconciler installs Kyma 2.x on a cluster.

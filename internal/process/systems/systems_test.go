@@ -6,8 +6,11 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -62,4 +65,21 @@ func TestCleanupGivesUpWithoutFailing(t *testing.T) {
 	assert.Zero(t, s.Cleanup(op, "EDP", "deregistering", httpretry.Permanent(errors.New("403")), time.Second))
 	assert.Equal(t, []string{"EDP_Registration"}, op.Progress.ExecutedButNotCompleted)
 	assert.Contains(t, op.LastError, "EDP: deregistering")
+}
+
+func TestSMCredentialsPreferTheContexts(t *testing.T) {
+	env := systemstest.Start(t, standins.Options{})
+	def, ok := env.Systems.SMCredentials(nil)
+	require.True(t, ok, "the broker's default credentials")
+
+	var secrets storage.Secrets
+	instance.SMCredentials{ClientID: "ctx-id", ClientSecret: "ctx-secret", URL: "https://sm.ctx", TokenURL: "https://uaa.ctx"}.Put(&secrets)
+	got, ok := env.Systems.SMCredentials(secrets)
+	require.True(t, ok)
+	assert.Equal(t, "ctx-id", got.ClientID)
+	assert.Equal(t, "https://sm.ctx", got.URL)
+	assert.NotEqual(t, def.ClientID, got.ClientID)
+
+	_, ok = systems.Systems{}.SMCredentials(secrets)
+	assert.False(t, ok, "without a Service Manager there are no credentials")
 }

@@ -17,11 +17,8 @@ func KymaProcess(d Deps, timeout, callTimeout time.Duration) (*process.Process[i
 	w := func(weight int, s process.Step[instance.UpgradeKymaData], cond func(KymaOp) bool) process.WeightedStep[instance.UpgradeKymaData] {
 		return process.WeightedStep[instance.UpgradeKymaData]{Weight: weight, StepDef: process.StepDef[instance.UpgradeKymaData]{Step: s, Condition: cond, RunTimeout: callTimeout}}
 	}
-	smOn := func(KymaOp) bool {
-		if sys.ServiceManager == nil {
-			return false
-		}
-		_, ok := sys.ServiceManager.DefaultCredentials()
+	smOn := func(op KymaOp) bool {
+		_, ok := sys.SMCredentials(op.Secrets)
 		return ok
 	}
 	return process.Weighted(instance.TypeUpgradeKyma, timeout,

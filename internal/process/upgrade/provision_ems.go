@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
@@ -21,7 +22,11 @@ func (s ProvisionEMS) Run(ctx context.Context, op KymaOp, log logrus.FieldLogger
 		// provisioning: binding again would leave one more live binding per upgrade.
 		return op, 0, nil
 	}
-	wait, err := provisioning.EnsureEMS(ctx, s.Systems.ServiceManager, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, provisioning.EMSName(op.ID), op.InstanceID, log)
+	creds, ok := s.Systems.SMCredentials(op.Secrets)
+	if !ok {
+		return op, 0, errors.New("Service Manager (EMS): no credentials in the context and none configured")
+	}
+	wait, err := provisioning.EnsureEMS(ctx, s.Systems.ServiceManager, creds, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, provisioning.EMSName(op.ID), op.InstanceID, log)
 	if err != nil {
 		wait, err = s.Systems.Retry(&op, "Service Manager (EMS)", "provisioning Enterprise Messaging", err, s.PollInterval)
 		return op, wait, err

@@ -53,6 +53,9 @@ func (s KymaInitialisation) Run(ctx context.Context, op KymaOp, _ logrus.FieldLo
 	if err := d.Overrides.Copy(&op.Secrets, prov.Overrides, prov.Secrets); err != nil {
 		return op, 0, fmt.Errorf("copying the runtime's overrides: %w", err)
 	}
+	if c, ok := instance.SMCredentialsFrom(prov.Secrets); ok {
+		c.Put(&op.Secrets)
+	}
 	d.Initialized, op.LastError = true, ""
 	op.Description = "upgrading Kyma to " + d.KymaVersion
 	return op, 0, nil
