@@ -66,6 +66,9 @@ func (op *Operation[T]) Retry(msg string, interval, maxTime time.Duration) (time
 	return wait, err
 }
 
+// SetLastError notes why the step waits, for helpers shared by every process.
+func (op *Operation[T]) SetLastError(msg string) { op.LastError = msg }
+
 // RetryWithoutFail is RetryOperationWithoutFail on a pointer to the operation.
 func (op *Operation[T]) RetryWithoutFail(msg string, interval, maxTime time.Duration) time.Duration {
 	out, wait, _ := op.RetryOperationWithoutFail(msg, interval, maxTime)

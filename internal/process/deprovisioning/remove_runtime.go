@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -40,17 +40,8 @@ func (s RemoveRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (
 		}
 	}
 	if op.Data.ProvisionerOperationID != "" {
-		st, err := s.Provisioner.RuntimeOperationStatus(ctx, tenant, op.Data.ProvisionerOperationID)
-		if err != nil {
-			op.LastError = fmt.Sprintf("reading the provisioner's operation: %v", err)
-			return op, s.PollInterval, nil
-		}
-		done, err := client.Outcome(st)
-		if err != nil {
-			return op, 0, err
-		}
-		if !done {
-			return op, s.PollInterval, nil
+		if wait, err := systems.AwaitProvisioner(ctx, s.Provisioner, &op, tenant, op.Data.ProvisionerOperationID, s.PollInterval); wait > 0 || err != nil {
+			return op, wait, err
 		}
 	}
 	now := op.Now().UTC()

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -23,18 +23,8 @@ const consolePrefix = "https://console."
 
 func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
 	tenant := op.Data.Context.GlobalAccountID
-	st, err := s.Provisioner.RuntimeOperationStatus(ctx, tenant, op.Data.ProvisionerOperationID)
-	if err != nil {
-		op.LastError = fmt.Sprintf("reading the provisioner's operation: %v", err)
-		return op, s.PollInterval, nil
-	}
-	done, err := client.Outcome(st)
-	if err != nil {
-		return op, 0, err
-	}
-	if !done {
-		op.LastError = ""
-		return op, s.PollInterval, nil
+	if wait, err := systems.AwaitProvisioner(ctx, s.Provisioner, &op, tenant, op.Data.ProvisionerOperationID, s.PollInterval); wait > 0 || err != nil {
+		return op, wait, err
 	}
 	if op.Data.ShootName == "" {
 		rs, err := s.Provisioner.RuntimeStatus(ctx, tenant, op.Data.RuntimeID)

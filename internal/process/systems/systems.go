@@ -15,6 +15,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
 	"github.com/kyma-project/kyma-environment-broker/internal/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -144,9 +145,30 @@ func (s Systems) Cleanup(op Step, system, what string, err error, interval time.
 	return op.RetryWithoutFail(Failure(system, fmt.Errorf("%s: %w", what, err)), interval, s.CleanupRetryTime)
 }
 
+// AwaitProvisioner is a step's wait for a Runtime Provisioner operation: a wait > 0 to poll again
+// (a failure to read the operation noted on op), the provisioner's reason when the operation
+// failed, and (0, nil) once it succeeded.
+func AwaitProvisioner(ctx context.Context, p client.Client, op Step, tenant, operationID string, poll time.Duration) (time.Duration, error) {
+	st, err := p.RuntimeOperationStatus(ctx, tenant, operationID)
+	if err != nil {
+		op.SetLastError(fmt.Sprintf("reading the provisioner's operation: %v", err))
+		return poll, nil
+	}
+	op.SetLastError("")
+	done, err := client.Outcome(st)
+	if err != nil {
+		return 0, err
+	}
+	if !done {
+		return poll, nil
+	}
+	return 0, nil
+}
+
 // Step is the part of a process.Operation the helpers use; steps pass a pointer to their
 // operation so the helpers can record the error on it.
 type Step interface {
+	SetLastError(msg string)
 	CurrentStep() string
 	Retry(msg string, interval, maxTime time.Duration) (time.Duration, error)
 	RetryWithoutFail(msg string, interval, maxTime time.Duration) time.Duration

@@ -1,6 +1,7 @@
 package systems_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client/clienttest"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
@@ -82,4 +85,38 @@ func TestSMCredentialsPreferTheContexts(t *testing.T) {
 
 	_, ok = systems.Systems{}.SMCredentials(secrets)
 	assert.False(t, ok, "without a Service Manager there are no credentials")
+}
+
+func TestAwaitProvisioner(t *testing.T) {
+	var status func(tenant, id string) (*gqlschema.OperationStatus, error)
+	prov := &clienttest.Fake{}
+	prov.BindRuntimeOperationStatus(&status)
+	ctx := context.Background()
+
+	status = func(string, string) (*gqlschema.OperationStatus, error) { return nil, errors.New("connection refused") }
+	op := opAt(t0)
+	wait, err := systems.AwaitProvisioner(ctx, prov, op, "ga", "pop", 7*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 7*time.Second, wait, "a read failure is polled again")
+	assert.Contains(t, op.LastError, "connection refused")
+
+	status = func(string, string) (*gqlschema.OperationStatus, error) { return clienttest.Status("pop", "", gqlschema.OperationStateInProgress), nil }
+	wait, err = systems.AwaitProvisioner(ctx, prov, op, "ga", "pop", 7*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 7*time.Second, wait)
+	assert.Empty(t, op.LastError, "the operation was read")
+
+	status = func(string, string) (*gqlschema.OperationStatus, error) { return clienttest.Status("pop", "", gqlschema.OperationStateSucceeded), nil }
+	wait, err = systems.AwaitProvisioner(ctx, prov, op, "ga", "pop", 7*time.Second)
+	require.NoError(t, err)
+	assert.Zero(t, wait)
+
+	status = func(string, string) (*gqlschema.OperationStatus, error) {
+		st := clienttest.Status("pop", "", gqlschema.OperationStateFailed)
+		st.LastError = &gqlschema.LastError{ErrMessage: "no capacity"}
+		return st, nil
+	}
+	_, err = systems.AwaitProvisioner(ctx, prov, op, "ga", "pop", 7*time.Second)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no capacity")
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/sirupsen/logrus"
 )
@@ -30,17 +30,8 @@ func (s UpgradeShoot) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (Op,
 		op.Data.ProvisionerOperationID = *st.ID
 		return op, time.Millisecond, nil // persist the ID first
 	}
-	st, err := s.Provisioner.RuntimeOperationStatus(ctx, tenant, op.Data.ProvisionerOperationID)
-	if err != nil {
-		op.LastError = fmt.Sprintf("reading the provisioner's operation: %v", err)
-		return op, s.PollInterval, nil
-	}
-	done, err := client.Outcome(st)
-	if err != nil || done {
-		op.LastError = ""
-		return op, 0, err
-	}
-	return op, s.PollInterval, nil
+	wait, err := systems.AwaitProvisioner(ctx, s.Provisioner, &op, tenant, op.Data.ProvisionerOperationID, s.PollInterval)
+	return op, wait, err
 }
 
 func shootInput(d instanceUpdate) gqlschema.UpgradeShootInput {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/sirupsen/logrus"
 )
@@ -38,18 +38,6 @@ func (s UpgradeCluster) Run(ctx context.Context, op ClusterOp, log logrus.FieldL
 		log.WithField("provisioner_operation_id", *st.ID).Info("cluster upgrade requested")
 		return op, time.Millisecond, nil
 	}
-	st, err := s.Provisioner.RuntimeOperationStatus(ctx, d.GlobalAccountID, d.ProvisionerOperationID)
-	if err != nil {
-		op.LastError = fmt.Sprintf("reading the provisioner's operation: %v", err)
-		return op, s.PollInterval, nil
-	}
-	done, err := client.Outcome(st)
-	if err != nil {
-		return op, 0, err
-	}
-	if !done {
-		return op, s.PollInterval, nil
-	}
-	op.LastError = ""
-	return op, 0, nil
+	wait, err := systems.AwaitProvisioner(ctx, s.Provisioner, &op, d.GlobalAccountID, d.ProvisionerOperationID, s.PollInterval)
+	return op, wait, err
 }
