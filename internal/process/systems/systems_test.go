@@ -100,13 +100,17 @@ func TestAwaitProvisioner(t *testing.T) {
 	assert.Equal(t, 7*time.Second, wait, "a read failure is polled again")
 	assert.Contains(t, op.LastError, "connection refused")
 
-	status = func(string, string) (*gqlschema.OperationStatus, error) { return clienttest.Status("pop", "", gqlschema.OperationStateInProgress), nil }
+	status = func(string, string) (*gqlschema.OperationStatus, error) {
+		return clienttest.Status("pop", "", gqlschema.OperationStateInProgress), nil
+	}
 	wait, err = systems.AwaitProvisioner(ctx, prov, op, "ga", "pop", 7*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, 7*time.Second, wait)
 	assert.Empty(t, op.LastError, "the operation was read")
 
-	status = func(string, string) (*gqlschema.OperationStatus, error) { return clienttest.Status("pop", "", gqlschema.OperationStateSucceeded), nil }
+	status = func(string, string) (*gqlschema.OperationStatus, error) {
+		return clienttest.Status("pop", "", gqlschema.OperationStateSucceeded), nil
+	}
 	wait, err = systems.AwaitProvisioner(ctx, prov, op, "ga", "pop", 7*time.Second)
 	require.NoError(t, err)
 	assert.Zero(t, wait)
