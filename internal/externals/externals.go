@@ -95,6 +95,23 @@ func (c *Config) PointAt(base string, creds standins.Credentials) {
 	c.Director.OAuthClientID, c.Director.OAuthClientSecret = creds.DirectorClientID, creds.DirectorClientSecret
 }
 
+// SetRetryBackoff sets every client's backoff between retries; a zero bound is left as it is.
+func (c *Config) SetRetryBackoff(initial, max time.Duration) {
+	for _, b := range []struct{ initial, max *time.Duration }{
+		{&c.AVS.RetryInitialBackoff, &c.AVS.RetryMaxBackoff}, {&c.EDP.RetryInitialBackoff, &c.EDP.RetryMaxBackoff},
+		{&c.IAS.RetryInitialBackoff, &c.IAS.RetryMaxBackoff}, {&c.ServiceManager.RetryInitialBackoff, &c.ServiceManager.RetryMaxBackoff},
+		{&c.Azure.RetryInitialBackoff, &c.Azure.RetryMaxBackoff}, {&c.Reconciler.RetryInitialBackoff, &c.Reconciler.RetryMaxBackoff},
+		{&c.Director.RetryInitialBackoff, &c.Director.RetryMaxBackoff},
+	} {
+		if initial > 0 {
+			*b.initial = initial
+		}
+		if max > 0 {
+			*b.max = max
+		}
+	}
+}
+
 // Built are the clients the broker runs with.
 type Built struct {
 	Systems   systems.Systems

@@ -63,6 +63,23 @@ func (o Overrides) Components() []string {
 	return names
 }
 
+// Has tells whether component has an entry with key.
+func (o Overrides) Has(component, key string) bool {
+	return slices.ContainsFunc(o[component], func(e Entry) bool { return e.Key == key })
+}
+
+// Install lists the components to install: the given ones, then every other component that
+// has overrides (the global pseudo-component excluded).
+func (o Overrides) Install(components []string) []string {
+	names := append([]string(nil), components...)
+	for _, c := range o.Components() {
+		if c != Global && !slices.Contains(names, c) {
+			names = append(names, c)
+		}
+	}
+	return names
+}
+
 // Resolve returns the overrides with secret values filled in from secrets. A secret entry whose
 // value is missing is an error: handing a component an empty credential would fail much later,
 // far from the cause.

@@ -55,3 +55,11 @@ func TestCopyCarriesSecretsAcross(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []Entry{{Key: "k", Value: "v", Secret: true}, {Key: "plain", Value: "p"}}, resolved["eventing"])
 }
+
+func TestHasAndInstall(t *testing.T) {
+	o := Overrides{Global: {{Key: "g"}}, "eventing": {{Key: "k"}}, "monitoring": {{Key: "m"}}}
+	assert.True(t, o.Has("eventing", "k"))
+	assert.False(t, o.Has("eventing", "m"))
+	assert.Equal(t, []string{"istio", "eventing", "monitoring"}, o.Install([]string{"istio", "eventing"}),
+		"the given components first, then the others with overrides, never the global pseudo-component")
+}

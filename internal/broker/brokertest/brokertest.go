@@ -204,10 +204,7 @@ func externalSystems(t testing.TB, o Options) (externals.Built, *sandbox.Sandbox
 		t.Cleanup(srv.Close)
 		sbURL = srv.URL
 		cfg.PointAt(sbURL, standins.DefaultCredentials())
-		for _, b := range []*time.Duration{&cfg.AVS.RetryMaxBackoff, &cfg.EDP.RetryMaxBackoff, &cfg.IAS.RetryMaxBackoff, &cfg.ServiceManager.RetryMaxBackoff,
-			&cfg.Azure.RetryMaxBackoff, &cfg.Reconciler.RetryMaxBackoff, &cfg.Director.RetryMaxBackoff} {
-			*b = time.Second
-		}
+		cfg.SetRetryBackoff(0, time.Second)
 	}
 	if o.Externals != nil {
 		o.Externals(&cfg)

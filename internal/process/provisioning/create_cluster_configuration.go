@@ -3,7 +3,6 @@ package provisioning
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
@@ -57,14 +56,8 @@ func ReconcilerKymaConfig(version, plan string, components []string, o overrides
 	if plan == "trial" {
 		profile = "evaluation"
 	}
-	names := append([]string(nil), components...)
-	for _, c := range o.Components() {
-		if c != overrides.Global && !slices.Contains(names, c) {
-			names = append(names, c)
-		}
-	}
 	k := reconciler.KymaConfig{Version: version, Profile: profile, Administrators: admins}
-	for _, c := range names {
+	for _, c := range o.Install(components) {
 		comp := reconciler.Component{Component: c, Namespace: "kyma-system"}
 		for _, e := range append(append([]overrides.Entry(nil), o[overrides.Global]...), o[c]...) {
 			comp.Configuration = append(comp.Configuration, reconciler.Configuration{Key: e.Key, Value: e.Value, Secret: e.Secret})

@@ -3,7 +3,6 @@ package provisioning
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
@@ -86,14 +85,8 @@ func KymaConfigInput(version string, components []string, o overrides.Overrides)
 		}
 		return out
 	}
-	names := append([]string(nil), components...)
-	for _, c := range o.Components() {
-		if c != overrides.Global && !slices.Contains(names, c) {
-			names = append(names, c)
-		}
-	}
 	k := &gqlschema.KymaConfigInput{Version: version, Configuration: entries(o[overrides.Global])}
-	for _, c := range names {
+	for _, c := range o.Install(components) {
 		k.Components = append(k.Components, &gqlschema.ComponentConfigurationInput{Component: c, Namespace: "kyma-system", Configuration: entries(o[c])})
 	}
 	return k

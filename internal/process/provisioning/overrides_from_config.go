@@ -28,19 +28,10 @@ func (s OverridesFromConfig) Run(_ context.Context, op Op, _ logrus.FieldLogger)
 	}
 	for _, c := range resolved.Components() {
 		for _, e := range resolved[c] {
-			if !has(op.Data.Overrides[c], e.Key) {
+			if !op.Data.Overrides.Has(c, e.Key) {
 				op.Data.Overrides.Set(&op.Secrets, c, e)
 			}
 		}
 	}
 	return op, 0, nil
-}
-
-func has(entries []overrides.Entry, key string) bool {
-	for _, e := range entries {
-		if e.Key == key {
-			return true
-		}
-	}
-	return false
 }

@@ -42,14 +42,7 @@ func Start(t testing.TB, o standins.Options) *Env {
 		t.Fatal(err)
 	}
 	cfg.PointAt(srv.URL, standins.DefaultCredentials())
-	for _, b := range []*time.Duration{&cfg.AVS.RetryMaxBackoff, &cfg.EDP.RetryMaxBackoff, &cfg.IAS.RetryMaxBackoff, &cfg.ServiceManager.RetryMaxBackoff,
-		&cfg.Azure.RetryMaxBackoff, &cfg.Reconciler.RetryMaxBackoff, &cfg.Director.RetryMaxBackoff} {
-		*b = 50 * time.Millisecond
-	}
-	for _, b := range []*time.Duration{&cfg.AVS.RetryInitialBackoff, &cfg.EDP.RetryInitialBackoff, &cfg.IAS.RetryInitialBackoff, &cfg.ServiceManager.RetryInitialBackoff,
-		&cfg.Azure.RetryInitialBackoff, &cfg.Reconciler.RetryInitialBackoff, &cfg.Director.RetryInitialBackoff} {
-		*b = 5 * time.Millisecond
-	}
+	cfg.SetRetryBackoff(5*time.Millisecond, 50*time.Millisecond)
 	cfg.Settings.RetryTime, cfg.Settings.CleanupRetryTime = time.Minute, 5*time.Minute
 	built, err := cfg.Build()
 	if err != nil {
