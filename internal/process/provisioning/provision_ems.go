@@ -38,26 +38,32 @@ const (
 func EMSName(operationID string) string { return "kyma-ems-" + operationID }
 
 func (s ProvisionEMS) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
-	creds, ok := s.Systems.SMCredentials(op.Secrets)
-	if !ok {
-		return op, 0, errors.New("Service Manager (EMS): no credentials in the context and none configured")
-	}
-	wait, err := EnsureEMS(ctx, s.Systems.ServiceManager, creds, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, EMSName(op.ID), op.InstanceID, log)
-	if err != nil {
-		wait, err = s.Systems.Retry(&op, servicemanagerSystem, "provisioning Enterprise Messaging", err, s.PollInterval)
-		return op, wait, err
-	}
-	if wait > 0 {
-		op.LastError = "waiting for the Enterprise Messaging instance to be ready"
-		return op, s.PollInterval, nil
-	}
-	op.LastError = ""
-	return op, 0, nil
+	wait, err := EnsureEMS(ctx, s.Systems, &op, s.PollInterval, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, EMSName(op.ID), op.InstanceID, log)
+	return op, wait, err
 }
 
-// EnsureEMS provisions and binds the instance's EMS and sets the eventing overrides; provisioning
-// and upgrade share it. It answers wait > 0 while the instance is not ready.
-func EnsureEMS(ctx context.Context, sm systems.ServiceManager, creds servicemanager.Credentials, res *instance.Resources, o *overrides.Overrides, secrets *storage.Secrets, name, instanceID string, log logrus.FieldLogger) (time.Duration, error) {
+// EnsureEMS is the work of the Provision EMS steps of provisioning and upgrades: it provisions
+// and binds EMS (named name) with the operation's Service Manager credentials and sets
+// the eventing overrides, answering as a step does: poll again while the instance is not ready,
+// retry a failing Service Manager within the retry window.
+func EnsureEMS(ctx context.Context, sys systems.Systems, op systems.Step, poll time.Duration, res *instance.Resources, o *overrides.Overrides, secrets *storage.Secrets, name, instanceID string, log logrus.FieldLogger) (time.Duration, error) {
+	creds, ok := sys.SMCredentials(*secrets)
+	if !ok {
+		return 0, errors.New("Service Manager (EMS): no credentials in the context and none configured")
+	}
+	wait, err := ensureEMS(ctx, sys.ServiceManager, creds, res, o, secrets, name, instanceID, log)
+	if err != nil {
+		return sys.Retry(op, servicemanagerSystem, "provisioning Enterprise Messaging", err, poll)
+	}
+	if wait > 0 {
+		op.SetLastError("waiting for the Enterprise Messaging instance to be ready")
+		return poll, nil
+	}
+	op.SetLastError("")
+	return 0, nil
+}
+
+func ensureEMS(ctx context.Context, sm systems.ServiceManager, creds servicemanager.Credentials, res *instance.Resources, o *overrides.Overrides, secrets *storage.Secrets, name, instanceID string, log logrus.FieldLogger) (time.Duration, error) {
 	if res.EMSInstanceID == "" {
 		inst, err := sm.ProvisionInstance(ctx, creds, servicemanager.InstanceRequest{
 			Name: name, OfferingName: EMSOffering, PlanName: EMSPlan,

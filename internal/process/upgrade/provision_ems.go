@@ -2,7 +2,6 @@ package upgrade
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
@@ -22,21 +21,8 @@ func (s ProvisionEMS) Run(ctx context.Context, op KymaOp, log logrus.FieldLogger
 		// provisioning: binding again would leave one more live binding per upgrade.
 		return op, 0, nil
 	}
-	creds, ok := s.Systems.SMCredentials(op.Secrets)
-	if !ok {
-		return op, 0, errors.New("Service Manager (EMS): no credentials in the context and none configured")
-	}
-	wait, err := provisioning.EnsureEMS(ctx, s.Systems.ServiceManager, creds, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, provisioning.EMSName(op.ID), op.InstanceID, log)
-	if err != nil {
-		wait, err = s.Systems.Retry(&op, "Service Manager (EMS)", "provisioning Enterprise Messaging", err, s.PollInterval)
-		return op, wait, err
-	}
-	if wait > 0 {
-		op.LastError = "waiting for the Enterprise Messaging instance to be ready"
-		return op, s.PollInterval, nil
-	}
-	op.LastError = ""
-	return op, 0, nil
+	wait, err := provisioning.EnsureEMS(ctx, s.Systems, &op, s.PollInterval, &op.Data.Resources, &op.Data.Overrides, &op.Secrets, provisioning.EMSName(op.ID), op.InstanceID, log)
+	return op, wait, err
 }
 
 // hasEMS tells whether the runtime has a bound EMS whose credentials the overrides hold.
