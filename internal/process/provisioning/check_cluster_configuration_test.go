@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	sbrec "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
@@ -103,7 +104,7 @@ func TestReconcileOutcome(t *testing.T) {
 		{status: reconciler.StatusError, version: 2, err: "installing Kyma failed (configuration version 2)"},
 		{status: reconciler.StatusDeleting, version: 2, err: `unexpected cluster status "deleting"`},
 	} {
-		wait, err := provisioning.ReconcileOutcome(&reconciler.State{Status: tc.status, ConfigurationVersion: tc.version}, 2)
+		wait, err := systems.ReconcileOutcome(&reconciler.State{Status: tc.status, ConfigurationVersion: tc.version}, 2)
 		if tc.err != "" {
 			assert.EqualError(t, err, tc.err, tc.status)
 			continue

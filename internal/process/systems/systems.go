@@ -165,6 +165,44 @@ func AwaitProvisioner(ctx context.Context, p client.Client, op Step, tenant, ope
 	return 0, nil
 }
 
+// AwaitReconciler is a step's wait for the reconciler to install the applied configuration
+// version of a cluster (or a later one): poll again while it works, fail when it reports an error,
+// retry a failing reconciler within the retry window.
+func (s Systems) AwaitReconciler(ctx context.Context, op Step, runtimeID string, applied int64, poll time.Duration) (time.Duration, error) {
+	st, err := s.Reconciler.GetStatus(ctx, runtimeID)
+	if err != nil {
+		return s.Retry(op, "Reconciler", "reading the cluster's status", err, poll)
+	}
+	wait, err := ReconcileOutcome(st, applied)
+	if err != nil {
+		return 0, fmt.Errorf("Reconciler: %w (step %s)", err, op.CurrentStep())
+	}
+	if wait {
+		op.SetLastError("Reconciler: cluster is " + st.Status)
+		return poll, nil
+	}
+	op.SetLastError("")
+	return 0, nil
+}
+
+// ReconcileOutcome reads a cluster's status: wait while the reconciler works on it, an error when it
+// failed, done when the applied configuration (or a later one) is ready.
+func ReconcileOutcome(st *reconciler.State, applied int64) (wait bool, err error) {
+	switch st.Status {
+	case reconciler.StatusReady:
+		if st.ConfigurationVersion < applied {
+			return true, nil // the status is of an older configuration
+		}
+		return false, nil
+	case reconciler.StatusReconcilePending, reconciler.StatusReconciling:
+		return true, nil
+	case reconciler.StatusError:
+		return false, fmt.Errorf("installing Kyma failed (configuration version %d)", st.ConfigurationVersion)
+	default:
+		return false, fmt.Errorf("unexpected cluster status %q", st.Status)
+	}
+}
+
 // Step is the part of a process.Operation the helpers use; steps pass a pointer to their
 // operation so the helpers can record the error on it.
 type Step interface {

@@ -41,19 +41,6 @@ func (s ApplyClusterConfiguration) Run(ctx context.Context, op KymaOp, log logru
 		log.WithField("configuration_version", st.ConfigurationVersion).Info("cluster configuration applied")
 		return op, time.Millisecond, nil
 	}
-	st, err := s.Systems.Reconciler.GetStatus(ctx, d.RuntimeID)
-	if err != nil {
-		wait, err := s.Systems.Retry(&op, "Reconciler", "reading the cluster's status", err, s.PollInterval)
-		return op, wait, err
-	}
-	wait, err := provisioning.ReconcileOutcome(st, d.ReconcilerConfigurationVersion)
-	if err != nil {
-		return op, 0, fmt.Errorf("Reconciler: %w (step %s)", err, op.CurrentStep())
-	}
-	if wait {
-		op.LastError = "Reconciler: cluster is " + st.Status
-		return op, s.PollInterval, nil
-	}
-	op.LastError = ""
-	return op, 0, nil
+	wait, err := s.Systems.AwaitReconciler(ctx, &op, d.RuntimeID, d.ReconcilerConfigurationVersion, s.PollInterval)
+	return op, wait, err
 }
