@@ -2,7 +2,6 @@ package avs
 
 import (
 	"errors"
-	"net/url"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
@@ -37,19 +36,6 @@ func (c *Config) withDefaults() {
 
 // Validate reports missing or malformed settings.
 func (c Config) Validate() error {
-	var errs []error
-	for _, u := range []struct{ name, val string }{{"APP_AVS_URL", c.URL}, {"APP_AVS_OAUTH_URL", c.OAuthURL}} {
-		if u.val == "" {
-			errs = append(errs, errors.New(u.name+" is required"))
-			continue
-		}
-		p, err := url.Parse(u.val)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, errors.New(u.name+" must be an absolute http(s) URL"))
-		}
-	}
-	if c.ClientID == "" {
-		errs = append(errs, errors.New("APP_AVS_CLIENT_ID is required"))
-	}
-	return errors.Join(errs...)
+	return errors.Join(httpretry.CheckURL("APP_AVS_URL", c.URL), httpretry.CheckURL("APP_AVS_OAUTH_URL", c.OAuthURL),
+		httpretry.Require("APP_AVS_CLIENT_ID", c.ClientID))
 }

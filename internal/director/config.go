@@ -2,7 +2,6 @@ package director
 
 import (
 	"errors"
-	"net/url"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
@@ -35,19 +34,6 @@ func (c *Config) withDefaults() {
 
 // Validate reports missing or malformed settings.
 func (c Config) Validate() error {
-	var errs []error
-	for _, u := range []struct{ name, val string }{{"APP_DIRECTOR_URL", c.URL}, {"APP_DIRECTOR_OAUTH_TOKEN_URL", c.OAuthTokenURL}} {
-		if u.val == "" {
-			errs = append(errs, errors.New(u.name+" is required"))
-			continue
-		}
-		p, err := url.Parse(u.val)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, errors.New(u.name+" must be an absolute http(s) URL"))
-		}
-	}
-	if c.OAuthClientID == "" {
-		errs = append(errs, errors.New("APP_DIRECTOR_OAUTH_CLIENT_ID is required"))
-	}
-	return errors.Join(errs...)
+	return errors.Join(httpretry.CheckURL("APP_DIRECTOR_URL", c.URL), httpretry.CheckURL("APP_DIRECTOR_OAUTH_TOKEN_URL", c.OAuthTokenURL),
+		httpretry.Require("APP_DIRECTOR_OAUTH_CLIENT_ID", c.OAuthClientID))
 }

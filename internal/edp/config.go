@@ -2,7 +2,6 @@ package edp
 
 import (
 	"errors"
-	"net/url"
 	"strings"
 	"time"
 
@@ -46,20 +45,8 @@ func (c Config) Validate() error {
 	if c.Disabled {
 		return nil
 	}
-	var errs []error
-	for _, u := range []struct{ name, val string }{{"APP_EDP_URL", c.URL}, {"APP_EDP_OAUTH_URL", c.OAuthURL}} {
-		if u.val == "" {
-			errs = append(errs, errors.New(u.name+" is required"))
-			continue
-		}
-		p, err := url.Parse(u.val)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, errors.New(u.name+" must be an absolute http(s) URL"))
-		}
-	}
-	if c.ClientID == "" {
-		errs = append(errs, errors.New("APP_EDP_CLIENT_ID is required"))
-	}
+	errs := []error{httpretry.CheckURL("APP_EDP_URL", c.URL), httpretry.CheckURL("APP_EDP_OAUTH_URL", c.OAuthURL),
+		httpretry.Require("APP_EDP_CLIENT_ID", c.ClientID)}
 	if c.Namespace == "" {
 		errs = append(errs, errors.New("APP_EDP_NAMESPACE is required"))
 	} else if strings.Contains(c.Namespace, "/") {

@@ -2,7 +2,6 @@ package eventhubs
 
 import (
 	"errors"
-	"net/url"
 	"strings"
 	"time"
 
@@ -43,26 +42,10 @@ func (c *Config) withDefaults() {
 
 // Validate reports missing or malformed settings; an empty ARMURL stands for DefaultARMURL.
 func (c Config) Validate() error {
-	var errs []error
-	urls := []struct{ name, val string }{{"APP_AZURE_TOKEN_URL", c.TokenURL}}
-	if c.ARMURL != "" {
-		urls = append(urls, struct{ name, val string }{"APP_AZURE_ARM_URL", c.ARMURL})
-	}
-	for _, u := range urls {
-		if u.val == "" {
-			errs = append(errs, errors.New(u.name+" is required"))
-			continue
-		}
-		p, err := url.Parse(u.val)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, errors.New(u.name+" must be an absolute http(s) URL"))
-		}
-	}
-	if c.ClientID == "" {
-		errs = append(errs, errors.New("APP_AZURE_CLIENT_ID is required"))
-	}
-	if c.ClientSecret == "" {
-		errs = append(errs, errors.New("APP_AZURE_CLIENT_SECRET is required"))
+	errs := []error{httpretry.CheckURL("APP_AZURE_TOKEN_URL", c.TokenURL),
+		httpretry.Require("APP_AZURE_CLIENT_ID", c.ClientID), httpretry.Require("APP_AZURE_CLIENT_SECRET", c.ClientSecret)}
+	if c.ARMURL != "" { // empty takes the public cloud's
+		errs = append(errs, httpretry.CheckURL("APP_AZURE_ARM_URL", c.ARMURL))
 	}
 	if c.SubscriptionID == "" {
 		errs = append(errs, errors.New("APP_AZURE_SUBSCRIPTION_ID is required"))

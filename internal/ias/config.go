@@ -2,7 +2,6 @@ package ias
 
 import (
 	"errors"
-	"net/url"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
@@ -42,17 +41,6 @@ func (c Config) Validate() error {
 	if c.Disabled {
 		return nil
 	}
-	var errs []error
-	if c.URL == "" {
-		errs = append(errs, errors.New("APP_IAS_URL is required"))
-	} else if p, err := url.Parse(c.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		errs = append(errs, errors.New("APP_IAS_URL must be an absolute http(s) URL"))
-	}
-	if c.UserID == "" {
-		errs = append(errs, errors.New("APP_IAS_USER_ID is required"))
-	}
-	if c.Password == "" {
-		errs = append(errs, errors.New("APP_IAS_PASSWORD is required"))
-	}
-	return errors.Join(errs...)
+	return errors.Join(httpretry.CheckURL("APP_IAS_URL", c.URL),
+		httpretry.Require("APP_IAS_USER_ID", c.UserID), httpretry.Require("APP_IAS_PASSWORD", c.Password))
 }

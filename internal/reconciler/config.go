@@ -1,8 +1,6 @@
 package reconciler
 
 import (
-	"errors"
-	"net/url"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
@@ -28,12 +26,5 @@ func (c *Config) withDefaults() {
 
 // Validate reports missing or malformed settings.
 func (c Config) Validate() error {
-	if c.URL == "" {
-		return errors.New("APP_RECONCILER_URL is required")
-	}
-	p, err := url.Parse(c.URL)
-	if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-		return errors.New("APP_RECONCILER_URL must be an absolute http(s) URL")
-	}
-	return nil
+	return httpretry.CheckURL("APP_RECONCILER_URL", c.URL)
 }

@@ -2,7 +2,6 @@ package servicemanager
 
 import (
 	"errors"
-	"net/url"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
@@ -48,19 +47,7 @@ func (c Config) Validate() error {
 
 // validateCredentials reports what is missing or malformed in creds, naming the fields as given.
 func validateCredentials(creds Credentials, urlName, tokenURLName, clientIDName string) error {
-	var errs []error
-	for _, u := range []struct{ name, val string }{{urlName, creds.URL}, {tokenURLName, creds.TokenURL}} {
-		if u.val == "" {
-			errs = append(errs, errors.New(u.name+" is required"))
-			continue
-		}
-		p, err := url.Parse(u.val)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, errors.New(u.name+" must be an absolute http(s) URL"))
-		}
-	}
-	if creds.ClientID == "" {
-		errs = append(errs, errors.New(clientIDName+" is required"))
-	}
+	errs := []error{httpretry.CheckURL(urlName, creds.URL), httpretry.CheckURL(tokenURLName, creds.TokenURL),
+		httpretry.Require(clientIDName, creds.ClientID)}
 	return errors.Join(errs...)
 }
