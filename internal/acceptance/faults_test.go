@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
@@ -53,38 +52,19 @@ func TestFiftyRuntimesUnderInjectedFaults(t *testing.T) {
 	for _, sys := range allSystems {
 		require.NoError(t, b.Sandbox.SetFaults(sys, faults))
 	}
-	ids := make([]string, n)
-	ops := make([]string, n)
 	start := time.Now()
-	for i := range ids {
-		ids[i] = uuid.NewString()
-		ga := fmt.Sprintf("ga-fault-%d", i)
-		r := b.Put(bt.InstancePath(ids[i]), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams(fmt.Sprintf("rt-%d", i)), bt.SAPContext(ga, "sa-"+ga)))
-		require.Equal(t, http.StatusAccepted, r.Status, r.String())
-		ops[i] = r.Operation()
-	}
+	ids, ops := provisionMany(t, b, n, "fault")
 	waitAll(t, b, ids, ops, 15*time.Minute)
 	t.Logf("%d provisionings under faults %+v: %s", n, faults, time.Since(start).Round(time.Second))
 
 	inv := readInventory(t, b.SandboxURL)
-	assert.Len(t, inv.evaluations(), 2*n, "one internal and one external evaluation per runtime")
-	assert.Len(t, inv.IAS.ServiceProviders, n)
-	assert.Len(t, inv.EDP.DataTenants, n)
-	assert.Len(t, inv.SM.Instances, n)
-	assert.Len(t, inv.SM.Bindings, n)
-	assert.Len(t, inv.liveClusters(), n)
-	assert.Equal(t, n, inv.directorRuntimes())
-	assertNoDuplicates(t, inv)
+	assertOnePerRuntime(t, inv, n)
 	for _, c := range inv.Reconciler.Clusters {
 		assert.Equal(t, 1, c.ConfigurationVersionsCreated, "cluster %s: a retried apply must not create a configuration", c.RuntimeID)
 	}
 
 	start = time.Now()
-	for i, id := range ids {
-		r := b.Delete(bt.DeprovisionPath(id, bt.AWSPlanID))
-		require.Equal(t, http.StatusAccepted, r.Status, r.String())
-		ops[i] = r.Operation()
-	}
+	ops = deprovisionAll(t, b, ids)
 	waitAll(t, b, ids, ops, 15*time.Minute)
 	t.Logf("%d deprovisionings under faults: %s", n, time.Since(start).Round(time.Second))
 	for _, op := range ops {
@@ -93,15 +73,7 @@ func TestFiftyRuntimesUnderInjectedFaults(t *testing.T) {
 		assert.Empty(t, got.Progress.ExecutedButNotCompleted, "operation %s gave up on a cleanup", op)
 	}
 
-	inv = readInventory(t, b.SandboxURL)
-	assert.Empty(t, inv.evaluations())
-	assert.Empty(t, inv.IAS.ServiceProviders)
-	assert.Empty(t, inv.EDP.DataTenants)
-	assert.Empty(t, inv.SM.Instances)
-	assert.Empty(t, inv.SM.Bindings)
-	assert.Empty(t, inv.liveClusters())
-	assert.Zero(t, inv.directorRuntimes())
-	assertNoDuplicates(t, inv)
+	assertNothingLeft(t, readInventory(t, b.SandboxURL))
 	for sys, st := range statsOf(t, b) {
 		t.Logf("%s: %+v", sys, st)
 	}

@@ -2,9 +2,11 @@ package acceptance
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
@@ -15,6 +17,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -103,6 +106,59 @@ func stepsOf(evs []runtime.Event) (started, skipped []string) {
 		}
 	}
 	return started, skipped
+}
+
+// assertOnePerRuntime checks that every system holds exactly one object (AVS: one internal and one
+// external evaluation) per runtime, each created once.
+func assertOnePerRuntime(t *testing.T, inv inventory, n int) {
+	t.Helper()
+	assert.Len(t, inv.evaluations(), 2*n, "one internal and one external evaluation per runtime")
+	assert.Len(t, inv.IAS.ServiceProviders, n)
+	assert.Len(t, inv.EDP.DataTenants, n)
+	assert.Len(t, inv.SM.Instances, n)
+	assert.Len(t, inv.SM.Bindings, n)
+	assert.Len(t, inv.liveClusters(), n)
+	assert.Equal(t, n, inv.directorRuntimes())
+	assertNoDuplicates(t, inv)
+}
+
+// assertNothingLeft checks that deprovisioning removed everything, each object once.
+func assertNothingLeft(t *testing.T, inv inventory) {
+	t.Helper()
+	assert.Empty(t, inv.evaluations())
+	assert.Empty(t, inv.IAS.ServiceProviders)
+	assert.Empty(t, inv.EDP.DataTenants)
+	assert.Empty(t, inv.SM.Instances)
+	assert.Empty(t, inv.SM.Bindings)
+	assert.Empty(t, inv.liveClusters())
+	assert.Zero(t, inv.directorRuntimes())
+	assertNoDuplicates(t, inv)
+}
+
+// provisionMany sends n AWS provisionings, each for its own global account and subaccount.
+func provisionMany(t *testing.T, b *bt.Broker, n int, prefix string) (ids, ops []string) {
+	t.Helper()
+	ids, ops = make([]string, n), make([]string, n)
+	for i := range ids {
+		ids[i] = uuid.NewString()
+		ga := fmt.Sprintf("ga-%s-%d", prefix, i)
+		r := b.Put(bt.InstancePath(ids[i]), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams(fmt.Sprintf("rt-%s-%d", prefix, i)), bt.SAPContext(ga, "sa-"+ga)))
+		require.Equal(t, http.StatusAccepted, r.Status, r.String())
+		ops[i] = r.Operation()
+	}
+	return ids, ops
+}
+
+// deprovisionAll sends the deprovisioning of every instance and returns the operations.
+func deprovisionAll(t *testing.T, b *bt.Broker, ids []string) []string {
+	t.Helper()
+	ops := make([]string, len(ids))
+	for i, id := range ids {
+		r := b.Delete(bt.DeprovisionPath(id, bt.AWSPlanID))
+		require.Equal(t, http.StatusAccepted, r.Status, r.String())
+		ops[i] = r.Operation()
+	}
+	return ops
 }
 
 // maxCount is the largest value of a creation counter: 1 means no duplicates.

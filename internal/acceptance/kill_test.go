@@ -12,12 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -97,48 +95,21 @@ func TestKillAndRestartTheBrokerDuringTheRun(t *testing.T) {
 	b := bt.Remote(t, child.url)
 
 	const n = 20
-	ids, ops := make([]string, n), make([]string, n)
-	for i := range ids {
-		ids[i] = uuid.NewString()
-		ga := fmt.Sprintf("ga-kill-%d", i)
-		r := b.Put(bt.InstancePath(ids[i]), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams(fmt.Sprintf("rt-kill-%d", i)), bt.SAPContext(ga, "sa-"+ga)))
-		require.Equal(t, http.StatusAccepted, r.Status, r.String())
-		ops[i] = r.Operation()
-	}
+	ids, ops := provisionMany(t, b, n, "kill")
 	killWhenBusy(t, child, sb, 150)
 	child.start()
 	killWhenBusy(t, child, sb, 150)
 	child.start()
 	waitAll(t, b, ids, ops, 10*time.Minute)
 
-	inv := readInventory(t, srv.URL)
-	assert.Len(t, inv.evaluations(), 2*n)
-	assert.Len(t, inv.IAS.ServiceProviders, n)
-	assert.Len(t, inv.EDP.DataTenants, n)
-	assert.Len(t, inv.SM.Instances, n)
-	assert.Len(t, inv.SM.Bindings, n)
-	assert.Len(t, inv.liveClusters(), n)
-	assert.Equal(t, n, inv.directorRuntimes())
-	assertNoDuplicates(t, inv)
+	assertOnePerRuntime(t, readInventory(t, srv.URL), n)
 
-	for i, id := range ids {
-		r := b.Delete(bt.DeprovisionPath(id, bt.AWSPlanID))
-		require.Equal(t, http.StatusAccepted, r.Status, r.String())
-		ops[i] = r.Operation()
-	}
+	ops = deprovisionAll(t, b, ids)
 	killWhenBusy(t, child, sb, 100)
 	child.start()
 	waitAll(t, b, ids, ops, 10*time.Minute)
 
-	inv = readInventory(t, srv.URL)
-	assert.Empty(t, inv.evaluations())
-	assert.Empty(t, inv.IAS.ServiceProviders)
-	assert.Empty(t, inv.EDP.DataTenants)
-	assert.Empty(t, inv.SM.Instances)
-	assert.Empty(t, inv.SM.Bindings)
-	assert.Empty(t, inv.liveClusters())
-	assert.Zero(t, inv.directorRuntimes())
-	assertNoDuplicates(t, inv)
+	assertNothingLeft(t, readInventory(t, srv.URL))
 }
 
 // killWhenBusy kills the broker once the sandbox has seen more requests since the call.
