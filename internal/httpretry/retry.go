@@ -23,6 +23,7 @@ func Retry(ctx context.Context, p Policy, op string, attempt func(context.Contex
 	backoff := max(p.InitialBackoff, time.Millisecond)
 	maxBackoff := max(p.MaxBackoff, backoff)
 	lastStatus := 0
+	var lastFailure error
 	for n := 1; ; n++ {
 		err := attempt(ctx)
 		if err == nil {
@@ -32,14 +33,21 @@ func Retry(ctx context.Context, p Policy, op string, attempt func(context.Contex
 		if !temporary {
 			return &Error{Op: op, StatusCode: status, Attempts: n, Err: err}
 		}
-		// An attempt cut short by the deadline has no status: report the last one the service
-		// answered, which is what the caller needs to know.
+		// An attempt cut short by the deadline tells nothing about the service: report the last
+		// failure (and status) it did give, which is what the caller needs to know.
+		cutShort := ctx.Err() != nil && errors.Is(err, ctx.Err())
+		if !cutShort {
+			lastFailure = err
+		}
 		if status != 0 {
 			lastStatus = status
 		} else {
 			status = lastStatus
 		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
+			if cutShort && lastFailure != nil {
+				err = lastFailure
+			}
 			return &Error{Op: op, StatusCode: status, Temporary: true, Attempts: n, Err: joinCtx(err, ctxErr)}
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)

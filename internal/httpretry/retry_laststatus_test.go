@@ -18,7 +18,7 @@ func TestGivingUpReportsTheLastStatusAnswered(t *testing.T) {
 	err := Retry(ctx, Policy{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond}, "creating x", func(ctx context.Context) error {
 		calls++
 		if calls < 3 {
-			return &StatusError{Code: http.StatusServiceUnavailable}
+			return &StatusError{Code: http.StatusServiceUnavailable, Body: "busy"}
 		}
 		cancel() // the deadline cuts this attempt short: no status of its own
 		return ctx.Err()
@@ -28,4 +28,6 @@ func TestGivingUpReportsTheLastStatusAnswered(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, e.StatusCode)
 	assert.True(t, e.Temporary)
 	assert.Equal(t, 3, e.Attempts)
+	assert.ErrorContains(t, err, "busy", "the last answer, not only its status")
+	assert.ErrorIs(t, err, context.Canceled)
 }
