@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	avsstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -33,14 +31,11 @@ func newEnv(t *testing.T, seed uint64) *env {
 
 func newEnvWithClock(t *testing.T, seed uint64, now func() time.Time) *env {
 	t.Helper()
-	sb := sandbox.New(sandbox.Options{Seed: seed})
 	st := avsstandin.New(avsstandin.Options{ClientID: "keb", ClientSecret: "s3cret", ParentIDs: []int64{parentID}, Now: now})
-	require.NoError(t, sb.Register(st))
-	srv := httptest.NewServer(sb)
-	t.Cleanup(srv.Close)
+	sb, base := sandboxtest.Serve(t, sandbox.Options{Seed: seed}, st)
 	return &env{sb: sb, st: st, cfg: avs.Config{
-		URL:                 srv.URL + "/avs",
-		OAuthURL:            srv.URL + "/avs/oauth/token",
+		URL:                 base + "/avs",
+		OAuthURL:            base + "/avs/oauth/token",
 		ClientID:            "keb",
 		ClientSecret:        "s3cret",
 		ParentID:            parentID,
@@ -50,12 +45,7 @@ func newEnvWithClock(t *testing.T, seed uint64, now func() time.Time) *env {
 	}}
 }
 
-func (e *env) client(t *testing.T) *avs.Client {
-	t.Helper()
-	c, err := avs.New(e.cfg)
-	require.NoError(t, err)
-	return c
-}
+func (e *env) client(t *testing.T) *avs.Client { return sandboxtest.NewClient(t, avs.New, e.cfg) }
 
 func request(name string) *avs.EvaluationRequest {
 	return &avs.EvaluationRequest{
@@ -64,12 +54,6 @@ func request(name string) *avs.EvaluationRequest {
 		TesterAccessID: 77, Visibility: "PUBLIC", ParentID: parentID,
 		Tags: []avs.Tag{{Content: "eu-west", TagClassID: 3, TagClassName: "region"}},
 	}
-}
-
-func ctxWithTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func TestConfigFromEnvironment(t *testing.T) {
@@ -96,7 +80,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestEvaluationLifecycle(t *testing.T) {
 	e := newEnv(t, 1)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	ev, err := c.CreateEvaluation(ctx, request("rt-1"))
 	require.NoError(t, err)
@@ -156,7 +140,7 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026)
 	require.NoError(t, e.sb.SetFaults("avs", sandbox.Faults{ErrorRate: 0.3}))
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 60*time.Second)
+	ctx := sandboxtest.Context(t, 60*time.Second)
 
 	ids := map[int64]string{}
 	for i := range 50 {
@@ -193,7 +177,7 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	e := newEnv(t, 3)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	bad := request("orphan")
 	bad.ParentID = 999
@@ -235,7 +219,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	c := e.client(t)
 
 	start := time.Now()
-	_, err := c.CreateEvaluation(ctxWithTimeout(t, 300*time.Millisecond), request("rt-outage"))
+	_, err := c.CreateEvaluation(sandboxtest.Context(t, 300*time.Millisecond), request("rt-outage"))
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second, "bounded by the context")
 	assert.True(t, avs.IsTemporary(err), "%v", err)
@@ -248,7 +232,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 
 	// once the outage is over the same call succeeds
 	require.NoError(t, e.sb.SetFaults("avs", sandbox.Faults{}))
-	_, err = c.CreateEvaluation(ctxWithTimeout(t, 5*time.Second), request("rt-outage"))
+	_, err = c.CreateEvaluation(sandboxtest.Context(t, 5*time.Second), request("rt-outage"))
 	require.NoError(t, err)
 	assert.Equal(t, 1, e.st.Snapshot().CreatesByName["rt-outage"])
 }
@@ -256,35 +240,28 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 func TestLatencyBeyondRequestTimeoutIsRetried(t *testing.T) {
 	e := newEnv(t, 5)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 	_, err := c.GetEvaluation(ctx, parentID) // fetch the token before slowing AVS down
 	require.NoError(t, err)
 
 	require.NoError(t, e.sb.SetFaults("avs", sandbox.Faults{Latency: time.Second}))
 	e.cfg.Timeout = 100 * time.Millisecond
 	slow := e.client(t)
-	_, err = slow.GetEvaluation(ctxWithTimeout(t, 500*time.Millisecond), parentID)
+	_, err = slow.GetEvaluation(sandboxtest.Context(t, 500*time.Millisecond), parentID)
 	require.Error(t, err)
 	assert.True(t, avs.IsTemporary(err), "%v", err)
 }
 
 func TestRejectedTokenIsReplaced(t *testing.T) {
-	var mu sync.Mutex
-	skew := time.Duration(0)
-	e := newEnvWithClock(t, 6, func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return time.Now().Add(skew)
-	})
+	clock := sandboxtest.NewWallClock()
+	e := newEnvWithClock(t, 6, clock.Now)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 	_, err := c.GetEvaluation(ctx, parentID)
 	require.NoError(t, err)
 
 	// AVS now considers the cached token expired while the client does not
-	mu.Lock()
-	skew = 2 * time.Hour
-	mu.Unlock()
+	clock.Advance(2 * time.Hour)
 	_, err = c.GetEvaluation(ctx, parentID)
 	require.NoError(t, err)
 	snap := e.st.Snapshot()
@@ -298,15 +275,12 @@ func TestRejectedTokenIsReplaced(t *testing.T) {
 }
 
 func TestNetworkErrorsAreTemporary(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := sandboxtest.ClosedAddr(t)
 
 	c, err := avs.New(avs.Config{URL: "http://" + addr, OAuthURL: "http://" + addr + "/oauth/token", ClientID: "x",
 		RetryInitialBackoff: time.Millisecond, RetryMaxBackoff: 5 * time.Millisecond})
 	require.NoError(t, err)
-	err = c.DeleteEvaluation(ctxWithTimeout(t, 100*time.Millisecond), 1)
+	err = c.DeleteEvaluation(sandboxtest.Context(t, 100*time.Millisecond), 1)
 	require.Error(t, err)
 	assert.True(t, avs.IsTemporary(err), "%v", err)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)

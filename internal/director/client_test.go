@@ -15,6 +15,7 @@ import (
 	pdirector "github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	standin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,20 +28,16 @@ const (
 type env struct {
 	sb  *sandbox.Sandbox
 	st  *standin.StandIn
-	srv *httptest.Server
 	cfg director.Config
 }
 
 func newEnv(t *testing.T, seed uint64) *env {
 	t.Helper()
-	sb := sandbox.New(sandbox.Options{Seed: seed})
 	st := standin.New(standin.Options{ClientID: "keb", ClientSecret: "s3cret", ConnectorURL: connector})
-	require.NoError(t, sb.Register(st))
-	srv := httptest.NewServer(sb)
-	t.Cleanup(srv.Close)
-	return &env{sb: sb, st: st, srv: srv, cfg: director.Config{
-		URL:                 srv.URL + "/director/graphql",
-		OAuthTokenURL:       srv.URL + "/director/oauth/token",
+	sb, base := sandboxtest.Serve(t, sandbox.Options{Seed: seed}, st)
+	return &env{sb: sb, st: st, cfg: director.Config{
+		URL:                 base + "/director/graphql",
+		OAuthTokenURL:       base + "/director/oauth/token",
 		OAuthClientID:       "keb",
 		OAuthClientSecret:   "s3cret",
 		Timeout:             2 * time.Second,
@@ -50,16 +47,7 @@ func newEnv(t *testing.T, seed uint64) *env {
 }
 
 func (e *env) client(t *testing.T) *director.Client {
-	t.Helper()
-	c, err := director.New(e.cfg)
-	require.NoError(t, err)
-	return c
-}
-
-func ctxWithTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
+	return sandboxtest.NewClient(t, director.New, e.cfg)
 }
 
 func TestConfigFromEnvironment(t *testing.T) {
@@ -90,7 +78,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestRuntimeLifecycle(t *testing.T) {
 	e := newEnv(t, 1)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	id, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", map[string]any{"subaccount": "sub-1", "global": true})
 	require.NoError(t, err)
@@ -162,7 +150,7 @@ func TestIdempotentRegistrationUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026)
 	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{ErrorRate: 0.3}))
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 60*time.Second)
+	ctx := sandboxtest.Context(t, 60*time.Second)
 
 	ids := map[string]string{}
 	for i := range 30 {
@@ -206,7 +194,7 @@ func TestIdempotentRegistrationUnderInjectedErrors(t *testing.T) {
 func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	e := newEnv(t, 3)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	_, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", map[string]any{"not a key": "x"})
 	require.Error(t, err)
@@ -249,7 +237,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	c := e.client(t)
 
 	start := time.Now()
-	_, err := c.RegisterRuntime(ctxWithTimeout(t, 300*time.Millisecond), tenant, "rt-1", "c-1", nil)
+	_, err := c.RegisterRuntime(sandboxtest.Context(t, 300*time.Millisecond), tenant, "rt-1", "c-1", nil)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second, "bounded by the context")
 	assert.True(t, director.IsTemporary(err), "%v", err)
@@ -261,7 +249,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	assert.Empty(t, e.st.Snapshot().RegistrationsByRuntimeID)
 
 	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{}))
-	_, err = c.RegisterRuntime(ctxWithTimeout(t, 5*time.Second), tenant, "rt-1", "c-1", nil)
+	_, err = c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), tenant, "rt-1", "c-1", nil)
 	require.NoError(t, err)
 }
 
@@ -293,7 +281,7 @@ func TestInternalErrorIsRetried(t *testing.T) {
 	c, err := director.New(director.Config{URL: srv.URL + "/graphql", OAuthTokenURL: srv.URL + "/oauth/token", OAuthClientID: "id",
 		RetryInitialBackoff: time.Millisecond})
 	require.NoError(t, err)
-	tok, err := c.RequestOneTimeToken(ctxWithTimeout(t, 5*time.Second), tenant, "c-id")
+	tok, err := c.RequestOneTimeToken(sandboxtest.Context(t, 5*time.Second), tenant, "c-id")
 	require.NoError(t, err)
 	assert.Equal(t, pdirector.Token{Token: "ott", ConnectorURL: "https://c"}, tok)
 	assert.EqualValues(t, 2, calls.Load())
@@ -310,7 +298,7 @@ func TestSkipCertVerify(t *testing.T) {
 
 	c, err := director.New(cfg)
 	require.NoError(t, err)
-	_, err = c.RegisterRuntime(ctxWithTimeout(t, 200*time.Millisecond), tenant, "rt-1", "c-1", nil)
+	_, err = c.RegisterRuntime(sandboxtest.Context(t, 200*time.Millisecond), tenant, "rt-1", "c-1", nil)
 	require.Error(t, err, "a self-signed certificate is rejected by default")
 	assert.True(t, director.IsTemporary(err), "like any failure to connect: %v", err)
 	assert.Zero(t, st.Snapshot().Calls["token"], "no request got through")
@@ -318,6 +306,6 @@ func TestSkipCertVerify(t *testing.T) {
 	cfg.SkipCertVerify = true
 	c, err = director.New(cfg)
 	require.NoError(t, err)
-	_, err = c.RegisterRuntime(ctxWithTimeout(t, 5*time.Second), tenant, "rt-1", "c-1", nil)
+	_, err = c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), tenant, "rt-1", "c-1", nil)
 	require.NoError(t, err)
 }

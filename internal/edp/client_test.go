@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/edp"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	edpstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -33,14 +31,11 @@ func newEnv(t *testing.T, seed uint64) *env {
 
 func newEnvWithClock(t *testing.T, seed uint64, now func() time.Time) *env {
 	t.Helper()
-	sb := sandbox.New(sandbox.Options{Seed: seed})
 	st := edpstandin.New(edpstandin.Options{ClientID: "keb", ClientSecret: "s3cret", Namespaces: []string{namespace}, Now: now})
-	require.NoError(t, sb.Register(st))
-	srv := httptest.NewServer(sb)
-	t.Cleanup(srv.Close)
+	sb, base := sandboxtest.Serve(t, sandbox.Options{Seed: seed}, st)
 	return &env{sb: sb, st: st, cfg: edp.Config{
-		URL:                 srv.URL + "/edp",
-		OAuthURL:            srv.URL + "/edp/oauth/token",
+		URL:                 base + "/edp",
+		OAuthURL:            base + "/edp/oauth/token",
 		ClientID:            "keb",
 		ClientSecret:        "s3cret",
 		Namespace:           namespace,
@@ -50,22 +45,11 @@ func newEnvWithClock(t *testing.T, seed uint64, now func() time.Time) *env {
 	}}
 }
 
-func (e *env) client(t *testing.T) *edp.Client {
-	t.Helper()
-	c, err := edp.New(e.cfg)
-	require.NoError(t, err)
-	return c
-}
+func (e *env) client(t *testing.T) *edp.Client { return sandboxtest.NewClient(t, edp.New, e.cfg) }
 
 func metadata(plan string) map[string]string {
 	return map[string]string{edp.MetadataPlan: plan, edp.MetadataRegion: "westeurope",
 		edp.MetadataPlatformRegion: "cf-eu10", edp.MetadataServiceID: "47c9dcbf-ff30-448e-ab36-d3bad66ba281"}
-}
-
-func ctxWithTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func tenantKey(subaccountID string) string { return namespace + "/" + subaccountID + "/prod" }
@@ -107,7 +91,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestRegisterAndDeregister(t *testing.T) {
 	e := newEnv(t, 1)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	require.NoError(t, c.RegisterRuntime(ctx, "sa-1", metadata("azure")))
 	dt, err := c.GetDataTenant(ctx, "sa-1")
@@ -145,7 +129,7 @@ func TestRegisterAndDeregister(t *testing.T) {
 func TestRegisterIsIdempotent(t *testing.T) {
 	e := newEnv(t, 2)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	require.NoError(t, c.RegisterRuntime(ctx, "sa-1", map[string]string{"plan": "azure", "region": "westeurope"}))
 	require.NoError(t, c.RegisterRuntime(ctx, "sa-1", map[string]string{"plan": "aws", "serviceID": "svc"}))
@@ -164,7 +148,7 @@ func TestRegistrationsUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026)
 	require.NoError(t, e.sb.SetFaults(edpstandin.Name, sandbox.Faults{ErrorRate: 0.3}))
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 60*time.Second)
+	ctx := sandboxtest.Context(t, 60*time.Second)
 
 	const n = 30
 	for i := range n {
@@ -199,7 +183,7 @@ func TestRegistrationsUnderInjectedErrors(t *testing.T) {
 
 func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	e := newEnv(t, 3)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	e.cfg.Namespace = "unknown"
 	wrongNS := e.client(t)
@@ -252,7 +236,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 		"deregister": func(ctx context.Context) error { return c.DeregisterRuntime(ctx, "sa-outage") },
 	} {
 		start := time.Now()
-		err := call(ctxWithTimeout(t, 300*time.Millisecond))
+		err := call(sandboxtest.Context(t, 300*time.Millisecond))
 		require.Error(t, err, name)
 		assert.Less(t, time.Since(start), 2*time.Second, "%s: bounded by the context", name)
 		assert.True(t, edp.IsTemporary(err), "%s: %v", name, err)
@@ -265,26 +249,19 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 
 	// once the outage is over the same call succeeds
 	require.NoError(t, e.sb.SetFaults(edpstandin.Name, sandbox.Faults{}))
-	require.NoError(t, c.RegisterRuntime(ctxWithTimeout(t, 5*time.Second), "sa-outage", metadata("azure")))
+	require.NoError(t, c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), "sa-outage", metadata("azure")))
 	assert.Equal(t, 1, e.st.Snapshot().CreatesByTenant[tenantKey("sa-outage")])
 }
 
 func TestRejectedTokenIsReplaced(t *testing.T) {
-	var mu sync.Mutex
-	skew := time.Duration(0)
-	e := newEnvWithClock(t, 6, func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return time.Now().Add(skew)
-	})
+	clock := sandboxtest.NewWallClock()
+	e := newEnvWithClock(t, 6, clock.Now)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 	require.NoError(t, c.RegisterRuntime(ctx, "sa-1", nil))
 
 	// EDP now considers the cached token expired while the client does not
-	mu.Lock()
-	skew = 2 * time.Hour
-	mu.Unlock()
+	clock.Advance(2 * time.Hour)
 	_, err := c.GetDataTenant(ctx, "sa-1")
 	require.NoError(t, err)
 	snap := e.st.Snapshot()
@@ -293,15 +270,12 @@ func TestRejectedTokenIsReplaced(t *testing.T) {
 }
 
 func TestNetworkErrorsAreTemporary(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := sandboxtest.ClosedAddr(t)
 
 	c, err := edp.New(edp.Config{URL: "http://" + addr, OAuthURL: "http://" + addr + "/oauth/token", ClientID: "x",
 		Namespace: namespace, RetryInitialBackoff: time.Millisecond, RetryMaxBackoff: 5 * time.Millisecond})
 	require.NoError(t, err)
-	err = c.DeregisterRuntime(ctxWithTimeout(t, 100*time.Millisecond), "sa-1")
+	err = c.DeregisterRuntime(sandboxtest.Context(t, 100*time.Millisecond), "sa-1")
 	require.Error(t, err)
 	assert.True(t, edp.IsTemporary(err), "%v", err)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)

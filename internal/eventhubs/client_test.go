@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,44 +13,30 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	azurestandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 const subscription = "5e7a1c2d-0000-4000-8000-00000000abcd"
 
-// clock is the stand-in's time, moved by tests.
-type clock struct {
-	mu   sync.Mutex
-	skew time.Duration
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return time.Now().Add(c.skew) }
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.skew += d
-}
-
 type env struct {
-	sb    *sandbox.Sandbox
-	st    *azurestandin.Server
-	cfg   eventhubs.Config
-	clock *clock
+	sb  *sandbox.Sandbox
+	st  *azurestandin.Server
+	cfg eventhubs.Config
+	// clock is the stand-in's time, moved by tests.
+	clock *sandboxtest.Clock
 }
 
 func newEnv(t *testing.T, seed uint64, opts azurestandin.Options) *env {
 	t.Helper()
-	c := &clock{}
-	opts.ClientID, opts.ClientSecret, opts.SubscriptionID, opts.Now = "keb", "s3cret", subscription, c.now
-	sb := sandbox.New(sandbox.Options{Seed: seed})
+	c := sandboxtest.NewWallClock()
+	opts.ClientID, opts.ClientSecret, opts.SubscriptionID, opts.Now = "keb", "s3cret", subscription, c.Now
 	st := azurestandin.New(opts)
-	require.NoError(t, sb.Register(st))
-	srv := httptest.NewServer(sb)
-	t.Cleanup(srv.Close)
+	sb, base := sandboxtest.Serve(t, sandbox.Options{Seed: seed}, st)
 	return &env{sb: sb, st: st, clock: c, cfg: eventhubs.Config{
-		ARMURL:              srv.URL + "/azure",
-		TokenURL:            srv.URL + "/azure/oauth2/v2.0/token",
+		ARMURL:              base + "/azure",
+		TokenURL:            base + "/azure/oauth2/v2.0/token",
 		ClientID:            "keb",
 		ClientSecret:        "s3cret",
 		SubscriptionID:      subscription,
@@ -64,21 +47,12 @@ func newEnv(t *testing.T, seed uint64, opts azurestandin.Options) *env {
 }
 
 func (e *env) client(t *testing.T) *eventhubs.Client {
-	t.Helper()
-	c, err := eventhubs.New(e.cfg)
-	require.NoError(t, err)
-	return c
+	return sandboxtest.NewClient(t, eventhubs.New, e.cfg)
 }
 
 func request(name string) eventhubs.NamespaceRequest {
 	return eventhubs.NamespaceRequest{ResourceGroup: "rg-" + name, Name: name, Region: "westeurope",
 		Tags: map[string]string{"InstanceID": name}}
-}
-
-func ctxWithTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func TestConfigFromEnvironment(t *testing.T) {
@@ -113,7 +87,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestNamespaceLifecycle(t *testing.T) {
 	e := newEnv(t, 1, azurestandin.Options{ActivationTime: time.Minute, DeletionTime: 5 * time.Minute})
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 	req := request("kyma-ns-1")
 
 	ns, err := c.EnsureNamespace(ctx, req)
@@ -129,7 +103,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 	again, err := c.EnsureNamespace(ctx, req)
 	require.NoError(t, err)
 	assert.Equal(t, "Activating", again.ProvisioningState)
-	e.clock.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	again, err = c.EnsureNamespace(ctx, req)
 	require.NoError(t, err)
 	assert.Equal(t, eventhubs.StateSucceeded, again.ProvisioningState)
@@ -160,12 +134,12 @@ func TestNamespaceLifecycle(t *testing.T) {
 	gone, err = c.DeleteResourceGroup(ctx, req.ResourceGroup)
 	require.NoError(t, err)
 	assert.False(t, gone)
-	_, err = c.EnsureNamespace(ctxWithTimeout(t, 200*time.Millisecond), req)
+	_, err = c.EnsureNamespace(sandboxtest.Context(t, 200*time.Millisecond), req)
 	require.Error(t, err)
 	assert.True(t, eventhubs.IsTemporary(err), "%v", err)
 	assert.ErrorContains(t, err, "is being deleted")
 
-	e.clock.advance(5 * time.Minute)
+	e.clock.Advance(5 * time.Minute)
 	gone, err = c.DeleteResourceGroup(ctx, req.ResourceGroup)
 	require.NoError(t, err)
 	assert.True(t, gone)
@@ -195,7 +169,7 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026, azurestandin.Options{})
 	require.NoError(t, e.sb.SetFaults(azurestandin.Name, sandbox.Faults{ErrorRate: 0.3}))
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 60*time.Second)
+	ctx := sandboxtest.Context(t, 60*time.Second)
 
 	const n = 30
 	for i := range n {
@@ -242,7 +216,7 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	e := newEnv(t, 3, azurestandin.Options{})
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	bad := request("ns") // namespace names have 6-50 characters
 	_, err := c.EnsureNamespace(ctx, bad)
@@ -308,7 +282,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	c := e.client(t)
 
 	start := time.Now()
-	_, err := c.EnsureNamespace(ctxWithTimeout(t, 300*time.Millisecond), request("namespace-outage"))
+	_, err := c.EnsureNamespace(sandboxtest.Context(t, 300*time.Millisecond), request("namespace-outage"))
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second, "bounded by the context")
 	assert.True(t, eventhubs.IsTemporary(err), "%v", err)
@@ -317,14 +291,14 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, http.StatusServiceUnavailable, ae.StatusCode)
 	assert.Greater(t, ae.Attempts, 1)
-	gone, err := c.DeleteResourceGroup(ctxWithTimeout(t, 100*time.Millisecond), "rg-namespace-outage")
+	gone, err := c.DeleteResourceGroup(sandboxtest.Context(t, 100*time.Millisecond), "rg-namespace-outage")
 	assert.True(t, eventhubs.IsTemporary(err), "%v", err)
 	assert.False(t, gone)
 	assert.Empty(t, e.st.Snapshot().NamespaceCreatesByName)
 
 	// once the outage is over the same call succeeds
 	require.NoError(t, e.sb.SetFaults(azurestandin.Name, sandbox.Faults{}))
-	_, err = c.EnsureNamespace(ctxWithTimeout(t, 5*time.Second), request("namespace-outage"))
+	_, err = c.EnsureNamespace(sandboxtest.Context(t, 5*time.Second), request("namespace-outage"))
 	require.NoError(t, err)
 	assert.Equal(t, 1, e.st.Snapshot().NamespaceCreatesByName["namespace-outage"])
 }
@@ -332,12 +306,12 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 func TestRejectedTokenIsReplaced(t *testing.T) {
 	e := newEnv(t, 6, azurestandin.Options{})
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 	_, err := c.DeleteResourceGroup(ctx, "rg-none")
 	require.NoError(t, err)
 
 	// ARM now considers the cached token expired while the client does not
-	e.clock.advance(2 * time.Hour)
+	e.clock.Advance(2 * time.Hour)
 	gone, err := c.DeleteResourceGroup(ctx, "rg-none")
 	require.NoError(t, err)
 	assert.True(t, gone)
@@ -347,15 +321,12 @@ func TestRejectedTokenIsReplaced(t *testing.T) {
 }
 
 func TestNetworkErrorsAreTemporary(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := sandboxtest.ClosedAddr(t)
 
 	c, err := eventhubs.New(eventhubs.Config{ARMURL: "http://" + addr, TokenURL: "http://" + addr + "/oauth2/v2.0/token",
 		ClientID: "x", ClientSecret: "y", SubscriptionID: "s", RetryInitialBackoff: time.Millisecond, RetryMaxBackoff: 5 * time.Millisecond})
 	require.NoError(t, err)
-	_, err = c.DeleteResourceGroup(ctxWithTimeout(t, 100*time.Millisecond), "rg")
+	_, err = c.DeleteResourceGroup(sandboxtest.Context(t, 100*time.Millisecond), "rg")
 	require.Error(t, err)
 	assert.True(t, eventhubs.IsTemporary(err), "%v", err)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)

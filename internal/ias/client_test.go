@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	iasstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,13 +25,10 @@ type env struct {
 
 func newEnv(t *testing.T, seed uint64) *env {
 	t.Helper()
-	sb := sandbox.New(sandbox.Options{Seed: seed})
 	st := iasstandin.New(iasstandin.Options{User: "keb", Password: "s3cret"})
-	require.NoError(t, sb.Register(st))
-	srv := httptest.NewServer(sb)
-	t.Cleanup(srv.Close)
+	sb, base := sandboxtest.Serve(t, sandbox.Options{Seed: seed}, st)
 	return &env{sb: sb, st: st, cfg: ias.Config{
-		URL:                 srv.URL + "/ias",
+		URL:                 base + "/ias",
 		UserID:              "keb",
 		Password:            "s3cret",
 		IdentityProvider:    "idp-corporate",
@@ -42,18 +38,7 @@ func newEnv(t *testing.T, seed uint64) *env {
 	}}
 }
 
-func (e *env) client(t *testing.T) *ias.Client {
-	t.Helper()
-	c, err := ias.New(e.cfg)
-	require.NoError(t, err)
-	return c
-}
-
-func ctxWithTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func (e *env) client(t *testing.T) *ias.Client { return sandboxtest.NewClient(t, ias.New, e.cfg) }
 
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("APP_IAS_URL", "https://ias.example")
@@ -83,7 +68,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestServiceProviderFlow(t *testing.T) {
 	e := newEnv(t, 1)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	sp, err := c.CreateServiceProvider(ctx, "rt-1")
 	require.NoError(t, err)
@@ -149,7 +134,7 @@ func TestIdentityProviderIsOptional(t *testing.T) {
 	e := newEnv(t, 7)
 	e.cfg.IdentityProvider = ""
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 	sp, err := c.CreateServiceProvider(ctx, "rt-no-idp")
 	require.NoError(t, err)
 	got, err := c.ConfigureOIDC(ctx, sp.ID, nil)
@@ -163,7 +148,7 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026)
 	require.NoError(t, e.sb.SetFaults("ias", sandbox.Faults{ErrorRate: 0.3}))
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 60*time.Second)
+	ctx := sandboxtest.Context(t, 60*time.Second)
 
 	ids := map[string]string{}
 	for i := range 30 {
@@ -204,7 +189,7 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	e := newEnv(t, 3)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 	sp, err := c.CreateServiceProvider(ctx, "rt-4xx")
 	require.NoError(t, err)
 
@@ -251,7 +236,7 @@ func TestWrongCredentialsArePermanent(t *testing.T) {
 	e := newEnv(t, 8)
 	e.cfg.Password = "wrong"
 	c := e.client(t)
-	_, err := c.CreateServiceProvider(ctxWithTimeout(t, 10*time.Second), "rt-denied")
+	_, err := c.CreateServiceProvider(sandboxtest.Context(t, 10*time.Second), "rt-denied")
 	require.Error(t, err)
 	assert.False(t, ias.IsTemporary(err))
 	var ie *ias.Error
@@ -270,7 +255,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	c := e.client(t)
 
 	start := time.Now()
-	_, err := c.CreateServiceProvider(ctxWithTimeout(t, 300*time.Millisecond), "rt-outage")
+	_, err := c.CreateServiceProvider(sandboxtest.Context(t, 300*time.Millisecond), "rt-outage")
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second, "bounded by the context")
 	assert.True(t, ias.IsTemporary(err), "%v", err)
@@ -283,7 +268,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 
 	// once the outage is over the same call succeeds
 	require.NoError(t, e.sb.SetFaults("ias", sandbox.Faults{}))
-	_, err = c.CreateServiceProvider(ctxWithTimeout(t, 5*time.Second), "rt-outage")
+	_, err = c.CreateServiceProvider(sandboxtest.Context(t, 5*time.Second), "rt-outage")
 	require.NoError(t, err)
 	assert.Equal(t, 1, e.st.Snapshot().CreatesByName["rt-outage"])
 }
@@ -293,7 +278,7 @@ func TestLatencyBeyondRequestTimeoutIsRetried(t *testing.T) {
 	require.NoError(t, e.sb.SetFaults("ias", sandbox.Faults{Latency: time.Second}))
 	e.cfg.Timeout = 100 * time.Millisecond
 	c := e.client(t)
-	_, _, err := c.FindServiceProvider(ctxWithTimeout(t, 500*time.Millisecond), "rt")
+	_, _, err := c.FindServiceProvider(sandboxtest.Context(t, 500*time.Millisecond), "rt")
 	require.Error(t, err)
 	assert.True(t, ias.IsTemporary(err), "%v", err)
 	var ie *ias.Error
@@ -302,15 +287,12 @@ func TestLatencyBeyondRequestTimeoutIsRetried(t *testing.T) {
 }
 
 func TestNetworkErrorsAreTemporary(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := sandboxtest.ClosedAddr(t)
 
 	c, err := ias.New(ias.Config{URL: "http://" + addr, UserID: "x", Password: "y",
 		RetryInitialBackoff: time.Millisecond, RetryMaxBackoff: 5 * time.Millisecond})
 	require.NoError(t, err)
-	err = c.DeleteServiceProvider(ctxWithTimeout(t, 100*time.Millisecond), "sp-1")
+	err = c.DeleteServiceProvider(sandboxtest.Context(t, 100*time.Millisecond), "sp-1")
 	require.Error(t, err)
 	assert.True(t, ias.IsTemporary(err), "%v", err)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -15,32 +14,27 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	standin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 type env struct {
-	sb  *sandbox.Sandbox
-	st  *standin.Server
-	cfg reconciler.Config
-	url string
-
-	mu  sync.Mutex
-	now time.Time
+	sb    *sandbox.Sandbox
+	st    *standin.Server
+	cfg   reconciler.Config
+	url   string
+	clock *sandboxtest.Clock
 }
 
 func newEnv(t *testing.T, seed uint64, opts standin.Options) *env {
 	t.Helper()
-	e := &env{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	opts.Now = e.clock
-	e.sb = sandbox.New(sandbox.Options{Seed: seed})
+	e := &env{clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	opts.Now = e.clock.Now
 	e.st = standin.New(opts)
-	require.NoError(t, e.sb.Register(e.st))
-	srv := httptest.NewServer(e.sb)
-	t.Cleanup(srv.Close)
-	e.url = srv.URL
+	e.sb, e.url = sandboxtest.Serve(t, sandbox.Options{Seed: seed}, e.st)
 	e.cfg = reconciler.Config{
-		URL:                 srv.URL + "/reconciler",
+		URL:                 e.url + "/reconciler",
 		Timeout:             2 * time.Second,
 		RetryInitialBackoff: 2 * time.Millisecond,
 		RetryMaxBackoff:     20 * time.Millisecond,
@@ -48,18 +42,8 @@ func newEnv(t *testing.T, seed uint64, opts standin.Options) *env {
 	return e
 }
 
-func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
-func (e *env) advance(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.now = e.now.Add(d)
-}
-
 func (e *env) client(t *testing.T) *reconciler.Client {
-	t.Helper()
-	c, err := reconciler.New(e.cfg)
-	require.NoError(t, err)
-	return c
+	return sandboxtest.NewClient(t, reconciler.New, e.cfg)
 }
 
 func (e *env) object(t *testing.T, runtimeID string) standin.Object {
@@ -96,12 +80,6 @@ func cluster(runtimeID string, components ...string) reconciler.Cluster {
 	return c
 }
 
-func ctxWithTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("APP_RECONCILER_URL", "http://reconciler.example")
 	var cfg reconciler.Config
@@ -119,7 +97,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestClusterLifecycle(t *testing.T) {
 	e := newEnv(t, 1, standin.Options{ReconcileTime: time.Minute, DeleteTime: time.Minute, FailingComponents: []string{"broken"}})
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	st, err := c.ApplyClusterConfig(ctx, cluster("rt-1", "istio", "serverless"))
 	require.NoError(t, err)
@@ -130,11 +108,11 @@ func TestClusterLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, st, again, "the same configuration creates no new version")
 
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	st, err = c.GetStatus(ctx, "rt-1")
 	require.NoError(t, err)
 	assert.Equal(t, reconciler.StatusReconciling, st.Status)
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	st, err = c.GetStatus(ctx, "rt-1")
 	require.NoError(t, err)
 	assert.Equal(t, reconciler.StatusReady, st.Status)
@@ -144,13 +122,13 @@ func TestClusterLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), st.ConfigurationVersion)
 	assert.Equal(t, int64(1), st.ClusterVersion)
-	e.advance(2 * time.Minute)
+	e.clock.Advance(2 * time.Minute)
 	st, err = c.GetStatus(ctx, "rt-1")
 	require.NoError(t, err)
 	assert.Equal(t, reconciler.StatusError, st.Status)
 	_, err = c.ApplyClusterConfig(ctx, cluster("rt-1", "istio", "serverless"))
 	require.NoError(t, err)
-	e.advance(2 * time.Minute)
+	e.clock.Advance(2 * time.Minute)
 	st, err = c.GetStatus(ctx, "rt-1")
 	require.NoError(t, err)
 	assert.Equal(t, reconciler.StatusReady, st.Status)
@@ -171,7 +149,7 @@ func TestClusterLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, reconciler.StatusDeletePending, st.Status)
 	require.NoError(t, c.DeleteCluster(ctx, "rt-1"), "deleting twice")
-	e.advance(2 * time.Minute)
+	e.clock.Advance(2 * time.Minute)
 	st, err = c.GetStatus(ctx, "rt-1")
 	require.NoError(t, err)
 	assert.Equal(t, reconciler.StatusDeleted, st.Status)
@@ -189,7 +167,7 @@ func TestIdempotentApplyUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026, standin.Options{})
 	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{ErrorRate: 0.3}))
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 60*time.Second)
+	ctx := sandboxtest.Context(t, 60*time.Second)
 
 	for i := range 40 {
 		id := fmt.Sprintf("runtime-%02d", i)
@@ -247,7 +225,7 @@ func TestRetryAfterLostResponseCreatesNoNewVersion(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	e.cfg.URL = proxy.URL + "/reconciler"
 
-	st, err := e.client(t).ApplyClusterConfig(ctxWithTimeout(t, 10*time.Second), cluster("rt-lost", "istio"))
+	st, err := e.client(t).ApplyClusterConfig(sandboxtest.Context(t, 10*time.Second), cluster("rt-lost", "istio"))
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), st.ConfigurationVersion)
 	obj := e.object(t, "rt-lost")
@@ -258,7 +236,7 @@ func TestRetryAfterLostResponseCreatesNoNewVersion(t *testing.T) {
 func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	e := newEnv(t, 3, standin.Options{})
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	bad := cluster("rt-bad", "istio")
 	bad.Kubeconfig = ""
@@ -293,7 +271,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	c := e.client(t)
 
 	start := time.Now()
-	_, err := c.ApplyClusterConfig(ctxWithTimeout(t, 300*time.Millisecond), cluster("rt-outage", "istio"))
+	_, err := c.ApplyClusterConfig(sandboxtest.Context(t, 300*time.Millisecond), cluster("rt-outage", "istio"))
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second, "bounded by the context")
 	assert.True(t, reconciler.IsTemporary(err), "%v", err)
@@ -305,20 +283,17 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	assert.Empty(t, e.st.Snapshot().Clusters)
 
 	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{}))
-	_, err = c.ApplyClusterConfig(ctxWithTimeout(t, 5*time.Second), cluster("rt-outage", "istio"))
+	_, err = c.ApplyClusterConfig(sandboxtest.Context(t, 5*time.Second), cluster("rt-outage", "istio"))
 	require.NoError(t, err)
 	assert.Equal(t, 1, e.object(t, "rt-outage").ConfigurationVersionsCreated)
 }
 
 func TestNetworkErrorsAreTemporary(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := sandboxtest.ClosedAddr(t)
 
 	c, err := reconciler.New(reconciler.Config{URL: "http://" + addr, RetryInitialBackoff: time.Millisecond, RetryMaxBackoff: 5 * time.Millisecond})
 	require.NoError(t, err)
-	err = c.DeleteCluster(ctxWithTimeout(t, 100*time.Millisecond), "rt-1")
+	err = c.DeleteCluster(sandboxtest.Context(t, 100*time.Millisecond), "rt-1")
 	require.Error(t, err)
 	assert.True(t, reconciler.IsTemporary(err), "%v", err)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestTokenIssuer(t *testing.T) {
-	clk := &clock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := sandboxtest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	issuer := sandbox.NewTokenIssuer("id", "secret", time.Minute, clk.Now)
 	issuer.Realm = "test"
 	var mu sync.Mutex
@@ -76,7 +77,7 @@ func TestTokenIssuer(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, call("Bearer unknown"))
 	assert.Equal(t, http.StatusUnauthorized, call(""))
 
-	clk.Set(clk.Now().Add(time.Minute))
+	clk.Advance(time.Minute)
 	r := httptest.NewRequest(http.MethodGet, "/x", nil)
 	r.Header.Set("Authorization", "Bearer "+body.AccessToken)
 	assert.False(t, issuer.Authorized(r), "token must expire after its TTL")

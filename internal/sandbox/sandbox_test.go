@@ -5,49 +5,37 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	avsstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
 
 type env struct {
 	t     *testing.T
 	sb    *sandbox.Sandbox
 	avs   *avsstandin.StandIn
-	srv   *httptest.Server
-	clock *clock
+	url   string
+	clock *sandboxtest.Clock
 }
 
 func newEnv(t *testing.T, seed uint64) *env {
 	t.Helper()
-	c := &clock{now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
-	sb := sandbox.New(sandbox.Options{Seed: seed, Now: c.Now})
+	c := sandboxtest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	st := avsstandin.New(avsstandin.Options{ClientID: "id", ClientSecret: "secret", ParentIDs: []int64{7}, Now: c.Now})
-	require.NoError(t, sb.Register(st))
-	srv := httptest.NewServer(sb)
-	t.Cleanup(srv.Close)
-	return &env{t: t, sb: sb, avs: st, srv: srv, clock: c}
+	sb, srvURL := sandboxtest.Serve(t, sandbox.Options{Seed: seed, Now: c.Now}, st)
+	return &env{t: t, sb: sb, avs: st, url: srvURL, clock: c}
 }
 
 func (e *env) do(ctx context.Context, method, path, token, body string) (int, string) {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, method, e.srv.URL+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, e.url+path, strings.NewReader(body))
 	require.NoError(e.t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -55,7 +43,7 @@ func (e *env) do(ctx context.Context, method, path, token, body string) (int, st
 	if strings.HasPrefix(path, "/avs/oauth") {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
-	resp, err := e.srv.Client().Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -67,13 +55,7 @@ func (e *env) do(ctx context.Context, method, path, token, body string) (int, st
 func (e *env) token() string {
 	e.t.Helper()
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}}
-	code, body := e.do(context.Background(), http.MethodPost, "/avs/oauth/token", "", form.Encode())
-	require.Equal(e.t, http.StatusOK, code, body)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	require.NoError(e.t, json.Unmarshal([]byte(body), &tok))
-	return tok.AccessToken
+	return sandboxtest.Token(e.t, e.url+"/avs/oauth/token", form).AccessToken
 }
 
 func (e *env) putFaults(body string) (int, string) {
@@ -200,7 +182,6 @@ func TestLatency(t *testing.T) {
 func TestOutageWindow(t *testing.T) {
 	e := newEnv(t, 5)
 	tok := e.token()
-	t0 := e.clock.Now()
 	code, body := e.putFaults(`{"outageFrom":"2026-01-01T12:10:00Z","outageUntil":"2026-01-01T12:20:00Z"}`)
 	require.Equal(t, http.StatusOK, code, body)
 
@@ -209,11 +190,11 @@ func TestOutageWindow(t *testing.T) {
 		return code
 	}
 	assert.Equal(t, http.StatusOK, get(), "before the window")
-	e.clock.Set(t0.Add(10 * time.Minute))
+	e.clock.Advance(10 * time.Minute) // 12:10
 	assert.Equal(t, http.StatusServiceUnavailable, get(), "at its start")
 	code, _ = e.do(context.Background(), http.MethodPost, "/avs/api/v2/evaluationmetadata", tok, createBody)
 	assert.Equal(t, http.StatusServiceUnavailable, code)
-	e.clock.Set(t0.Add(20 * time.Minute))
+	e.clock.Advance(10 * time.Minute) // 12:20
 	assert.Equal(t, http.StatusOK, get(), "at its end")
 
 	st, _ := e.sb.Stats("avs")
@@ -259,14 +240,11 @@ func TestRegister(t *testing.T) {
 }
 
 func TestLostResponsesReachTheStandIn(t *testing.T) {
-	sb := sandbox.New(sandbox.Options{Seed: 7})
 	var handled int
-	require.NoError(t, sb.Register(&countingSystem{name: "sys", handled: &handled}))
+	sb, srvURL := sandboxtest.Serve(t, sandbox.Options{Seed: 7}, &countingSystem{name: "sys", handled: &handled})
 	require.NoError(t, sb.SetFaults("sys", sandbox.Faults{LostResponseRate: 1}))
-	srv := httptest.NewServer(sb)
-	defer srv.Close()
 
-	resp, err := http.Post(srv.URL+"/sys/things", "application/json", strings.NewReader(`{}`))
+	resp, err := http.Post(srvURL+"/sys/things", "application/json", strings.NewReader(`{}`))
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)

@@ -3,15 +3,13 @@ package servicemanager_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	smstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
 	"github.com/stretchr/testify/assert"
@@ -23,50 +21,30 @@ type env struct {
 	st    *smstandin.Server
 	cfg   servicemanager.Config
 	creds servicemanager.Credentials
-
-	mu  sync.Mutex
-	now time.Time
+	clock *sandboxtest.Clock
 }
 
 func newEnv(t *testing.T, seed uint64, delay time.Duration) *env {
 	t.Helper()
-	e := &env{now: time.Now()}
-	e.sb = sandbox.New(sandbox.Options{Seed: seed})
-	e.st = smstandin.New(smstandin.Options{ClientID: "keb", ClientSecret: "s3cret", ProvisionDelay: delay, Now: e.clock})
-	require.NoError(t, e.sb.Register(e.st))
-	srv := httptest.NewServer(e.sb)
-	t.Cleanup(srv.Close)
-	base := srv.URL + "/" + smstandin.Name
+	e := &env{clock: sandboxtest.NewClock(time.Now())}
+	e.st = smstandin.New(smstandin.Options{ClientID: "keb", ClientSecret: "s3cret", ProvisionDelay: delay, Now: e.clock.Now})
+	var base string
+	e.sb, base = sandboxtest.Serve(t, sandbox.Options{Seed: seed}, e.st)
+	base += "/" + smstandin.Name
 	e.creds = servicemanager.Credentials{ClientID: "keb", ClientSecret: "s3cret", URL: base, TokenURL: base}
 	e.cfg = servicemanager.Config{URL: base, TokenURL: base, ClientID: "keb", ClientSecret: "s3cret",
 		Timeout: 2 * time.Second, RetryInitialBackoff: 2 * time.Millisecond, RetryMaxBackoff: 20 * time.Millisecond}
 	return e
 }
 
-func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
-func (e *env) advance(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.now = e.now.Add(d)
-}
-
 func (e *env) client(t *testing.T) *servicemanager.Client {
-	t.Helper()
-	c, err := servicemanager.New(e.cfg)
-	require.NoError(t, err)
-	return c
+	return sandboxtest.NewClient(t, servicemanager.New, e.cfg)
 }
 
 func emsRequest(name string) servicemanager.InstanceRequest {
 	return servicemanager.InstanceRequest{Name: name, OfferingName: "enterprise-messaging", PlanName: "default",
 		Parameters: map[string]any{"emname": name, "namespace": "default/sap.kyma/" + name},
 		Labels:     map[string][]string{"runtime_id": {name}}}
-}
-
-func ctxWithTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func TestConfigFromEnvironment(t *testing.T) {
@@ -104,7 +82,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 func TestProvisionBindDeprovision(t *testing.T) {
 	e := newEnv(t, 1, time.Minute)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 	creds, ok := c.DefaultCredentials()
 	require.True(t, ok)
 
@@ -130,12 +108,12 @@ func TestProvisionBindDeprovision(t *testing.T) {
 	assert.False(t, servicemanager.IsTemporary(err))
 
 	// deprovisioning during the creation waits for it, as for a transient failure
-	err = c.DeprovisionInstance(ctxWithTimeout(t, 100*time.Millisecond), creds, inst.ID)
+	err = c.DeprovisionInstance(sandboxtest.Context(t, 100*time.Millisecond), creds, inst.ID)
 	require.Error(t, err)
 	assert.True(t, servicemanager.IsTemporary(err), "%v", err)
 	assert.ErrorContains(t, err, "create operation is still in progress")
 
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	got, err := c.GetInstance(ctx, creds, inst.ID)
 	require.NoError(t, err)
 	assert.True(t, got.Ready)
@@ -159,7 +137,7 @@ func TestProvisionBindDeprovision(t *testing.T) {
 	assert.Equal(t, servicemanager.StateInProgress, got.LastOperation.State)
 	require.NoError(t, c.DeprovisionInstance(ctx, creds, inst.ID), "a deletion in progress counts as done")
 
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	_, err = c.GetInstance(ctx, creds, inst.ID)
 	require.Error(t, err)
 	assert.True(t, servicemanager.IsNotFound(err))
@@ -182,7 +160,7 @@ func TestIdempotentUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026, 0)
 	require.NoError(t, e.sb.SetFaults(smstandin.Name, sandbox.Faults{ErrorRate: 0.3}))
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 60*time.Second)
+	ctx := sandboxtest.Context(t, 60*time.Second)
 
 	ids := map[string]string{}
 	for i := range 30 {
@@ -225,7 +203,7 @@ func TestIdempotentUnderInjectedErrors(t *testing.T) {
 func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	e := newEnv(t, 3, 0)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 
 	req := emsRequest("ems-x")
 	req.OfferingName = "no-such-offering"
@@ -282,7 +260,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	c := e.client(t)
 
 	start := time.Now()
-	_, err := c.ProvisionInstance(ctxWithTimeout(t, 300*time.Millisecond), e.creds, emsRequest("ems-outage"))
+	_, err := c.ProvisionInstance(sandboxtest.Context(t, 300*time.Millisecond), e.creds, emsRequest("ems-outage"))
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 2*time.Second, "bounded by the context")
 	assert.True(t, servicemanager.IsTemporary(err), "%v", err)
@@ -294,7 +272,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	assert.Empty(t, e.st.Snapshot().InstanceCreatesByName)
 
 	require.NoError(t, e.sb.SetFaults(smstandin.Name, sandbox.Faults{}))
-	_, err = c.ProvisionInstance(ctxWithTimeout(t, 5*time.Second), e.creds, emsRequest("ems-outage"))
+	_, err = c.ProvisionInstance(sandboxtest.Context(t, 5*time.Second), e.creds, emsRequest("ems-outage"))
 	require.NoError(t, err)
 	assert.Equal(t, 1, e.st.Snapshot().InstanceCreatesByName["ems-outage"])
 }
@@ -302,7 +280,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 func TestTokensPerCredentials(t *testing.T) {
 	e := newEnv(t, 5, 0)
 	c := e.client(t)
-	ctx := ctxWithTimeout(t, 10*time.Second)
+	ctx := sandboxtest.Context(t, 10*time.Second)
 	inst, err := c.ProvisionInstance(ctx, e.creds, emsRequest("ems-t"))
 	require.NoError(t, err)
 
@@ -326,7 +304,7 @@ func TestTokensPerCredentials(t *testing.T) {
 	assert.Equal(t, 1, snap.Calls["token.rejected"])
 
 	// a token Service Manager no longer accepts is replaced once
-	e.advance(2 * time.Hour)
+	e.clock.Advance(2 * time.Hour)
 	_, err = c.GetInstance(ctx, e.creds, inst.ID)
 	require.NoError(t, err)
 	snap = e.st.Snapshot()
@@ -335,15 +313,12 @@ func TestTokensPerCredentials(t *testing.T) {
 }
 
 func TestNetworkErrorsAreTemporary(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
+	addr := sandboxtest.ClosedAddr(t)
 
 	c, err := servicemanager.New(servicemanager.Config{RetryInitialBackoff: time.Millisecond, RetryMaxBackoff: 5 * time.Millisecond})
 	require.NoError(t, err)
 	creds := servicemanager.Credentials{ClientID: "x", URL: "http://" + addr, TokenURL: "http://" + addr}
-	err = c.DeprovisionInstance(ctxWithTimeout(t, 100*time.Millisecond), creds, "id-1")
+	err = c.DeprovisionInstance(sandboxtest.Context(t, 100*time.Millisecond), creds, "id-1")
 	require.Error(t, err)
 	assert.True(t, servicemanager.IsTemporary(err), "%v", err)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)

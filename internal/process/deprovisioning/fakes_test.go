@@ -2,24 +2,21 @@ package deprovisioning
 
 import (
 	"context"
-	"errors"
-	"io"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client/clienttest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -63,31 +60,13 @@ func opStatus(id string, state gqlschema.OperationState) *gqlschema.OperationSta
 	return st
 }
 
-func testLog() logrus.FieldLogger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
-
 // testClock is the shared test clock.
 type testClock = systemstest.Clock
 
-// seedInstance stores the instance the operation belongs to.
-func seedInstance(t *testing.T, store storage.Store) storage.Instance {
-	t.Helper()
-	inst, err := store.Instances().InsertInstance(context.Background(), storage.Instance{
-		InstanceID: testInstanceID, GlobalAccountID: testGA, SubAccountID: testSA,
-		ServiceID: "svc", PlanID: "plan-azure", ProviderRegion: "westeurope", Parameters: []byte(`{"name":"c1"}`),
-	})
-	require.NoError(t, err)
-	return inst
-}
-
+// getInstance reads the instance the operation belongs to.
 func getInstance(t *testing.T, store storage.Store) storage.Instance {
 	t.Helper()
-	inst, err := store.Instances().GetInstance(context.Background(), testInstanceID)
-	require.NoError(t, err)
-	return inst
+	return steptest.GetInstance(t, store, testInstanceID)
 }
 
 type env struct {
@@ -104,8 +83,7 @@ type env struct {
 // newEnv has every external system disabled (Deps.Systems zero).
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	store := storagetest.OpenSQLite(t)
-	seedInstance(t, store)
+	store := steptest.OpenStore(t, steptest.IDs{Instance: testInstanceID, GlobalAccount: testGA, SubAccount: testSA})
 	prov := newFakeProvisioner()
 	return &env{store: store, prov: prov, callTimeout: 10 * time.Second,
 		deps: Deps{Instances: store.Instances(), Operations: store.Operations(), Provisioner: prov, PollInterval: testPoll}}
@@ -156,17 +134,11 @@ func (e *env) lostResponses(t *testing.T, system string) int {
 
 // runStep runs step on op as the engine does at now, its calls bounded by e.callTimeout.
 func runStep(e *env, step process.Step[instance.DeprovisioningData], op Op, now time.Time) (Op, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.callTimeout)
-	defer cancel()
-	return step.Run(ctx, op.ForStep(step.Name(), now), testLog())
+	return steptest.RunWithin(e.callTimeout, step, op, now)
 }
 
 // testCtx is a context for the tests' own calls to the sandbox through the real clients.
-func testCtx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
+func testCtx(t *testing.T) context.Context { return sandboxtest.Context(t, 10*time.Second) }
 
 // objects reads what exists in a sandbox system into T, the stand-in package's Objects type.
 func objects[T any](t *testing.T, e *env, system string) T {
@@ -259,24 +231,6 @@ func setRuntimeID(t *testing.T, store storage.Store, runtimeID string) {
 	t.Helper()
 	_, err := storage.ModifyInstance(context.Background(), store.Instances(), testInstanceID, func(i *storage.Instance) { i.RuntimeID = runtimeID })
 	require.NoError(t, err)
-}
-
-// failingInstances fails UpdateInstance the first fails times (a database error).
-type failingInstances struct {
-	storage.Instances
-	mu    sync.Mutex
-	fails int
-}
-
-func (f *failingInstances) UpdateInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
-	f.mu.Lock()
-	if f.fails > 0 {
-		f.fails--
-		f.mu.Unlock()
-		return storage.Instance{}, errors.New("database is down")
-	}
-	f.mu.Unlock()
-	return f.Instances.UpdateInstance(ctx, inst)
 }
 
 // rejectedSystems are the real clients pointed at e's sandbox with credentials the stand-ins

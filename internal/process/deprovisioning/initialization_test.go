@@ -10,6 +10,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ func deprovisionOp(t *testing.T, store storage.Store) Op {
 }
 
 func runInit(e *env, op Op) (Op, time.Duration, error) {
-	return Initialization{e.deps}.Run(context.Background(), op.ForStep("Deprovision_Initialization", t0), testLog())
+	return steptest.Run(context.Background(), Initialization{e.deps}, op, t0)
 }
 
 func TestInitialization_Name(t *testing.T) {

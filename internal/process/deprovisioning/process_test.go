@@ -8,6 +8,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
@@ -58,55 +59,30 @@ func newEngine(t *testing.T, e *env, opType string, callTimeout time.Duration) *
 	}
 	p, err := def(e.deps, time.Hour, callTimeout)
 	require.NoError(t, err)
-	eng, err := process.New(e.store, process.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLog(), process.WithClock(e.clock))
-	require.NoError(t, err)
-	require.NoError(t, eng.Register(p))
-	return &engineEnv{env: e, eng: eng}
+	return &engineEnv{env: e, eng: steptest.Engine(t, e.store, e.clock, p)}
 }
 
 // start stores a new operation of opType for the instance, created now.
 func (x *engineEnv) start(t *testing.T, opType string) storage.Operation {
 	t.Helper()
-	raw, err := process.NewOperation(opType, testInstanceID, instance.DeprovisioningData{GlobalAccountID: testGA}, time.Hour, x.clock.Now())
-	require.NoError(t, err)
-	raw, err = x.store.Operations().InsertOperation(context.Background(), raw)
-	require.NoError(t, err)
-	return raw
+	return steptest.StartOperation(t, x.store, opType, testInstanceID, instance.DeprovisioningData{GlobalAccountID: testGA}, x.clock.Now())
 }
 
 // runRounds runs what is due, then moves the clock by step, rounds times or until op finished.
 func (x *engineEnv) runRounds(t *testing.T, id string, rounds int, step time.Duration) storage.Operation {
 	t.Helper()
-	ctx := context.Background()
-	var op storage.Operation
-	for i := 0; i < rounds; i++ {
-		_, err := x.eng.RunDue(ctx)
-		require.NoError(t, err)
-		op, err = x.store.Operations().GetOperation(ctx, id)
-		require.NoError(t, err)
-		if !op.State.Active() {
-			break
-		}
-		x.clock.Advance(step)
-	}
-	return op
+	return steptest.RunRounds(t, x.eng, x.store, x.clock, id, rounds, step)
 }
 
 // trace is the operation's events as step:type.
 func (x *engineEnv) trace(t *testing.T, id string) []string {
 	t.Helper()
-	events, err := x.store.Events().ListEvents(context.Background(), storage.EventFilter{OperationIDs: []string{id}})
-	require.NoError(t, err)
-	var out []string
-	for _, ev := range events.Items {
-		out = append(out, ev.Step+":"+string(ev.Type))
-	}
-	return out
+	return steptest.Trace(t, x.store, id)
 }
 
 func provisionerDone(e *env) {
 	e.prov.deprovision = deprovisionAccepted("pop-1")
-	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
 }
 
 // TestProcess_SystemsDisabled runs the process on the engine with every external system disabled:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/stretchr/testify/assert"
@@ -18,15 +19,11 @@ func withRuntime(runtimeID, provOpID string) Op {
 }
 
 func runRemove(e *env, op Op, now time.Time) (Op, time.Duration, error) {
-	return RemoveRuntime{e.deps}.Run(context.Background(), op.ForStep("Remove_Runtime", now), testLog())
+	return steptest.Run(context.Background(), RemoveRuntime{e.deps}, op, now)
 }
 
 func deprovisionAccepted(opID string) func(string, string) (string, error) {
 	return func(string, string) (string, error) { return opID, nil }
-}
-
-func statusReturning(st *gqlschema.OperationStatus, err error) func(string, string) (*gqlschema.OperationStatus, error) {
-	return func(string, string) (*gqlschema.OperationStatus, error) { return st, err }
 }
 
 func TestRemoveRuntime_Name(t *testing.T) {
@@ -86,7 +83,7 @@ func TestRemoveRuntime_FullSequence(t *testing.T) {
 	e := newEnv(t)
 	setRuntimeID(t, e.store, "rt-1")
 	e.prov.deprovision = deprovisionAccepted("pop-1")
-	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
 
 	out, wait, err := runRemove(e, withRuntime("rt-1", ""), t0)
 	require.NoError(t, err)
@@ -159,7 +156,7 @@ func TestRemoveRuntime_DeprovisionRequestRetries(t *testing.T) {
 func TestRemoveRuntime_StatusErrorPolls(t *testing.T) {
 	e := newEnv(t)
 	setRuntimeID(t, e.store, "rt-1")
-	e.prov.status = statusReturning(nil, errors.New("timeout"))
+	e.prov.status = steptest.StatusReturning(nil, errors.New("timeout"))
 
 	out, wait, err := runRemove(e, withRuntime("rt-1", "pop-1"), t0)
 	require.NoError(t, err)
@@ -174,7 +171,7 @@ func TestRemoveRuntime_ProvisionerFailureFails(t *testing.T) {
 	setRuntimeID(t, e.store, "rt-1")
 	st := opStatus("pop-1", gqlschema.OperationStateFailed)
 	st.LastError = &gqlschema.LastError{ErrMessage: "shoot deletion is blocked by a finalizer"}
-	e.prov.status = statusReturning(st, nil)
+	e.prov.status = steptest.StatusReturning(st, nil)
 
 	_, wait, err := runRemove(e, withRuntime("rt-1", "pop-1"), t0)
 	require.Error(t, err)
@@ -186,7 +183,7 @@ func TestRemoveRuntime_ProvisionerFailureFails(t *testing.T) {
 
 func TestRemoveRuntime_ArchiveFailurePolls(t *testing.T) {
 	e := newEnv(t)
-	e.deps.Instances = &failingInstances{Instances: e.store.Instances(), fails: 1}
+	e.deps.Instances = &steptest.FailingInstances{Instances: e.store.Instances(), Fails: 1}
 
 	out, wait, err := runRemove(e, withRuntime("", ""), t0)
 	require.NoError(t, err)
@@ -204,7 +201,7 @@ func TestRemoveRuntime_ArchiveFailurePolls(t *testing.T) {
 func TestRemoveRuntime_SuspensionKeepsTheInstance(t *testing.T) {
 	e := newEnv(t)
 	setRuntimeID(t, e.store, "rt-1")
-	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
 	op := withRuntime("rt-1", "pop-1")
 	op.Type = instance.TypeSuspension
 
@@ -221,7 +218,7 @@ func TestRemoveRuntime_SuspensionKeepsTheInstance(t *testing.T) {
 func TestRemoveRuntime_RerunKeepsTheArchiveTime(t *testing.T) {
 	e := newEnv(t)
 	setRuntimeID(t, e.store, "rt-1")
-	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
 	op := withRuntime("rt-1", "pop-1")
 
 	_, wait, err := runRemove(e, op, t0)
@@ -245,7 +242,7 @@ func TestRemoveRuntime_PollsWhileTheProvisionerWorks(t *testing.T) {
 	e := newEnv(t)
 	setRuntimeID(t, e.store, "rt-1")
 	e.prov.deprovision = deprovisionAccepted("pop-1")
-	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateInProgress), nil)
+	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateInProgress), nil)
 
 	out, wait, err := runRemove(e, withRuntime("rt-1", ""), t0)
 	require.NoError(t, err)

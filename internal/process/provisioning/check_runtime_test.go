@@ -8,6 +8,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	sbdirector "github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
@@ -30,7 +31,7 @@ func runCheck(e *env, op Op) (Op, time.Duration, error) { return e.run(checkStep
 
 // provisioned makes the fake provisioner answer that it finished runtime rt-1 on shoot c-1a2b3c.
 func provisioned(e *env) {
-	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
 	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", "")
 }
 
@@ -94,7 +95,7 @@ func TestCheckRuntime_NotFinishedPolls(t *testing.T) {
 	for _, state := range []gqlschema.OperationState{gqlschema.OperationStatePending, gqlschema.OperationStateInProgress} {
 		t.Run(string(state), func(t *testing.T) {
 			e := newEnv(t)
-			e.prov.status = statusReturning(opStatus("pop-1", state), nil)
+			e.prov.status = steptest.StatusReturning(opStatus("pop-1", state), nil)
 			before := getInstance(t, e.store)
 
 			op := requested()
@@ -112,7 +113,7 @@ func TestCheckRuntime_NotFinishedPolls(t *testing.T) {
 
 func TestCheckRuntime_TransientErrorPolls(t *testing.T) {
 	e := newEnv(t)
-	e.prov.status = statusReturning(nil, errors.New("connection reset"))
+	e.prov.status = steptest.StatusReturning(nil, errors.New("connection reset"))
 	before := getInstance(t, e.store)
 
 	out, wait, err := runCheck(e, requested())
@@ -139,7 +140,7 @@ func TestCheckRuntime_ProvisionerFailureFails(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
-			e.prov.status = statusReturning(tc.st, nil)
+			e.prov.status = steptest.StatusReturning(tc.st, nil)
 
 			_, wait, err := runCheck(e, requested())
 			require.Error(t, err)
@@ -154,7 +155,7 @@ func TestCheckRuntime_ProvisionerFailureFails(t *testing.T) {
 func TestCheckRuntime_InstanceWriteFailurePolls(t *testing.T) {
 	e := newEnv(t)
 	provisioned(e)
-	e.deps.Instances = &failingInstances{Instances: e.store.Instances(), fails: 1}
+	e.deps.Instances = &steptest.FailingInstances{Instances: e.store.Instances(), Fails: 1}
 
 	out, wait, err := runCheck(e, requested())
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
@@ -222,10 +223,10 @@ func TestCreateRuntime_InstanceWriteFailureIsRetried(t *testing.T) {
 	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
 	op := initialized(t, e)
 
-	failing := &failingInstances{Instances: e.store.Instances(), fails: 1}
+	failing := &steptest.FailingInstances{Instances: e.store.Instances(), Fails: 1}
 	deps := e.deps
 	deps.Instances = failing
-	out, wait, err := provisioning.CreateRuntime{Deps: deps, RetryTime: createRetryTime}.Run(context.Background(), op.ForStep("Create_Runtime", t0), testLog())
+	out, wait, err := steptest.Run(context.Background(), provisioning.CreateRuntime{Deps: deps, RetryTime: createRetryTime}, op, t0)
 	require.NoError(t, err)
 	assert.Equal(t, testPoll, wait)
 	assert.Contains(t, out.LastError, "storing the runtime ID")

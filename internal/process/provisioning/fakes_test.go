@@ -3,12 +3,8 @@
 package provisioning_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +12,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client/clienttest"
@@ -23,8 +20,6 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -90,10 +85,6 @@ func acceptingProvisioner(runtimeID, opID string) func(string, gqlschema.Provisi
 	}
 }
 
-func statusReturning(st *gqlschema.OperationStatus, err error) func(string, string) (*gqlschema.OperationStatus, error) {
-	return func(string, string) (*gqlschema.OperationStatus, error) { return st, err }
-}
-
 // runtimeStatusOf is the provisioner's status of a finished runtime: its shoot and kubeconfig
 // ("" for none).
 func runtimeStatusOf(shoot, kubeconfig string) func(string, string) (*gqlschema.RuntimeStatus, error) {
@@ -104,12 +95,6 @@ func runtimeStatusOf(shoot, kubeconfig string) func(string, string) (*gqlschema.
 		}
 		return &gqlschema.RuntimeStatus{RuntimeConfiguration: rc}, nil
 	}
-}
-
-func testLog() logrus.FieldLogger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
 }
 
 // testClock is the shared test clock.
@@ -137,8 +122,7 @@ type env struct {
 // newEnv has no external systems (all disabled) but the account pool.
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	store := storagetest.OpenSQLite(t)
-	seedInstance(t, store)
+	store := steptest.OpenStore(t, steptest.IDs{Instance: testInstanceID, GlobalAccount: testGA, SubAccount: testSA})
 	pool, err := hyperscaler.ParsePool(testAccountPool)
 	require.NoError(t, err)
 	prov := newFakeProvisioner()
@@ -168,9 +152,7 @@ func newSystemsEnv(t *testing.T, o standins.Options) *env {
 
 // run runs s as the engine would at now.
 func (e *env) run(s step, op Op, now time.Time) (Op, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
-	defer cancel()
-	return s.Run(ctx, op.ForStep(s.Name(), now), testLog())
+	return steptest.RunWithin(e.timeout, s, op, now)
 }
 
 // mustRun runs s at now and requires it to finish.
@@ -206,13 +188,7 @@ func objects[T any](t *testing.T, e *env, system string) T {
 
 // startedAt records the step's first attempt, as the engine does before its first run.
 func startedAt(op Op, stepName string, at time.Time) Op {
-	steps := map[string]storage.StepProgress{}
-	for k, v := range op.Progress.Steps {
-		steps[k] = v
-	}
-	steps[stepName] = storage.StepProgress{FirstAttempt: at, Attempts: 1}
-	op.Progress.Steps = steps
-	return op
+	return steptest.Attempted(op, stepName, at, 1)
 }
 
 // afterRetryWindow is the engine time once a step first attempted at t0 has tried for longer than
@@ -265,22 +241,10 @@ func assertNotInData(t *testing.T, op Op, secrets ...string) {
 	}
 }
 
-// seedInstance stores the instance the operation belongs to.
-func seedInstance(t *testing.T, store storage.Store) storage.Instance {
-	t.Helper()
-	inst, err := store.Instances().InsertInstance(context.Background(), storage.Instance{
-		InstanceID: testInstanceID, GlobalAccountID: testGA, SubAccountID: testSA,
-		ServiceID: "svc", PlanID: "plan-azure", ProviderRegion: "westeurope", Parameters: []byte(`{"name":"c1"}`),
-	})
-	require.NoError(t, err)
-	return inst
-}
-
+// getInstance reads the instance the operation belongs to.
 func getInstance(t *testing.T, store storage.Store) storage.Instance {
 	t.Helper()
-	inst, err := store.Instances().GetInstance(context.Background(), testInstanceID)
-	require.NoError(t, err)
-	return inst
+	return steptest.GetInstance(t, store, testInstanceID)
 }
 
 // provData is the payload the provision handler would store.
@@ -304,22 +268,4 @@ func ready() Op {
 	op.Data.RuntimeID, op.Data.ProvisionerOperationID = "rt-1", "pop-1"
 	op.Data.ShootName, op.Data.ShootDomain = "c-1a2b3c", "c-1a2b3c.kyma.example"
 	return op
-}
-
-// failingInstances fails UpdateInstance the first fails times (a database error).
-type failingInstances struct {
-	storage.Instances
-	mu    sync.Mutex
-	fails int
-}
-
-func (f *failingInstances) UpdateInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
-	f.mu.Lock()
-	if f.fails > 0 {
-		f.fails--
-		f.mu.Unlock()
-		return storage.Instance{}, errors.New("database is down")
-	}
-	f.mu.Unlock()
-	return f.Instances.UpdateInstance(ctx, inst)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,7 @@ import (
 
 func runInit(t *testing.T, e *env, data instance.ProvisioningData) (Op, error) {
 	t.Helper()
-	out, wait, err := provisioning.Initialization{Deps: e.deps}.Run(context.Background(), newOp(data).ForStep("Initialization", t0), testLog())
+	out, wait, err := steptest.Run(context.Background(), provisioning.Initialization{Deps: e.deps}, newOp(data), t0)
 	assert.Zero(t, wait, "Initialization never asks to be retried")
 	return out, err
 }
@@ -82,7 +83,7 @@ func TestInitialization_BuildsInputOnlyOnce(t *testing.T) {
 	e.deps.Defaults.KubernetesVersion = "1.99"
 	op := first.ForStep("Initialization", t0)
 	op.Data.Parameters.Name = "changed"
-	out, wait, err := provisioning.Initialization{Deps: e.deps}.Run(context.Background(), op, testLog())
+	out, wait, err := provisioning.Initialization{Deps: e.deps}.Run(context.Background(), op, steptest.Log())
 	require.NoError(t, err)
 	assert.Zero(t, wait)
 	assert.Same(t, built, out.Data.RuntimeInput)

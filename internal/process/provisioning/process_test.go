@@ -1,7 +1,6 @@
 package provisioning_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,8 +9,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
 	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
@@ -59,50 +58,9 @@ func runProcess(t *testing.T, e *env, data instance.ProvisioningData) storage.Op
 	t.Helper()
 	p, err := provisioning.Process(e.deps, time.Hour, testLimits)
 	require.NoError(t, err)
-	eng, err := process.New(e.store, process.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLog(), process.WithClock(e.clock))
-	require.NoError(t, err)
-	require.NoError(t, eng.Register(p))
-
-	ctx := context.Background()
-	raw, err := process.NewOperation(instance.TypeProvision, testInstanceID, data, time.Hour, e.clock.Now())
-	require.NoError(t, err)
-	raw, err = e.store.Operations().InsertOperation(ctx, raw)
-	require.NoError(t, err)
-	for range 20 {
-		_, err = eng.RunDue(ctx)
-		require.NoError(t, err)
-		op, err := e.store.Operations().GetOperation(ctx, raw.ID)
-		require.NoError(t, err)
-		if op.State == storage.StateSucceeded || op.State == storage.StateFailed {
-			return op
-		}
-		e.clock.Advance(testPoll)
-	}
-	t.Fatal("the operation did not finish")
-	return storage.Operation{}
-}
-
-// trace lists the operation's step events as step:type.
-func trace(t *testing.T, e *env, opID string) []string {
-	t.Helper()
-	events, err := e.store.Events().ListEvents(context.Background(), storage.EventFilter{OperationIDs: []string{opID}})
-	require.NoError(t, err)
-	var out []string
-	for _, ev := range events.Items {
-		out = append(out, ev.Step+":"+string(ev.Type))
-	}
-	return out
-}
-
-// skipped lists the steps the engine skipped.
-func skipped(op storage.Operation) []string {
-	var out []string
-	for name, sp := range op.Progress.Steps {
-		if sp.Skipped {
-			out = append(out, name)
-		}
-	}
-	return out
+	eng := steptest.Engine(t, e.store, e.clock, p)
+	raw := steptest.StartOperation(t, e.store, instance.TypeProvision, testInstanceID, data, e.clock.Now())
+	return steptest.RunToEnd(t, eng, e.store, e.clock, raw.ID, testPoll)
 }
 
 // TestProcess_SystemsDisabled runs the process with every external system disabled: their steps
@@ -136,7 +94,7 @@ func TestProcess_SystemsDisabled(t *testing.T) {
 		"Check_Runtime:started", "Check_Runtime:succeeded",
 		"Get_Kubeconfig:skipped", "Create_Cluster_Configuration:skipped", "Check_Cluster_Configuration:skipped",
 		"AVS_Create_External_Eval_Step:skipped", "AVS_Tags:skipped", "IAS_Type:skipped",
-	}, trace(t, e, op.ID))
+	}, steptest.Trace(t, e.store, op.ID))
 
 	var methods []string
 	for _, c := range e.prov.Calls() {
@@ -159,13 +117,13 @@ func TestProcess_SystemsDisabled(t *testing.T) {
 func TestProcess_AllSystems(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
-	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
 	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", testKubeconfig)
 	registerInDirector(t, e, map[string]any{director.ConsoleURLLabel: consoleURL})
 
 	op := runProcess(t, e, provData("azure", "westeurope"))
 	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
-	assert.Equal(t, []string{"Provision Azure Event Hubs"}, skipped(op), "Kyma 2.x eventing needs no Event Hubs")
+	assert.Equal(t, []string{"Provision Azure Event Hubs"}, steptest.Skipped(op), "Kyma 2.x eventing needs no Event Hubs")
 	assert.Empty(t, op.Progress.ExecutedButNotCompleted)
 
 	var data instance.ProvisioningData
@@ -223,7 +181,7 @@ func TestProcess_AllSystems(t *testing.T) {
 func TestProcess_Kyma1OnAzure(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
-	e.prov.status = statusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
 	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", testKubeconfig)
 	registerInDirector(t, e, map[string]any{director.ConsoleURLLabel: consoleURL})
 	data := provData("azure", "westeurope")
@@ -231,7 +189,7 @@ func TestProcess_Kyma1OnAzure(t *testing.T) {
 
 	op := runProcess(t, e, data)
 	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
-	assert.ElementsMatch(t, []string{"Get_Kubeconfig", "Create_Cluster_Configuration", "Check_Cluster_Configuration"}, skipped(op))
+	assert.ElementsMatch(t, []string{"Get_Kubeconfig", "Create_Cluster_Configuration", "Check_Cluster_Configuration"}, steptest.Skipped(op))
 	assert.Empty(t, objects[sbrec.Objects](t, e, "reconciler").Clusters)
 	groups := objects[sbazure.Objects](t, e, "azure").ResourceGroups
 	require.Len(t, groups, 1)

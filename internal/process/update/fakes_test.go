@@ -1,20 +1,14 @@
 package update
 
 import (
-	"context"
-	"errors"
-	"io"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client/clienttest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
-	"github.com/sirupsen/logrus"
-	"github.com/stretchr/testify/require"
 )
 
 const (
@@ -52,28 +46,10 @@ func opStatus(id string, state gqlschema.OperationState) *gqlschema.OperationSta
 	return st
 }
 
-func testLog() logrus.FieldLogger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
-
-// seedInstance stores the instance the operation belongs to.
-func seedInstance(t *testing.T, store storage.Store) storage.Instance {
-	t.Helper()
-	inst, err := store.Instances().InsertInstance(context.Background(), storage.Instance{
-		InstanceID: testInstanceID, GlobalAccountID: testGA, SubAccountID: testSA,
-		ServiceID: "svc", PlanID: "plan-azure", ProviderRegion: "westeurope", Parameters: []byte(`{"name":"c1"}`),
-	})
-	require.NoError(t, err)
-	return inst
-}
-
+// getInstance reads the instance the operation belongs to.
 func getInstance(t *testing.T, store storage.Store) storage.Instance {
 	t.Helper()
-	inst, err := store.Instances().GetInstance(context.Background(), testInstanceID)
-	require.NoError(t, err)
-	return inst
+	return steptest.GetInstance(t, store, testInstanceID)
 }
 
 type env struct {
@@ -84,10 +60,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	store := storagetest.OpenSQLite(t)
-	seedInstance(t, store)
-	_, err := storage.ModifyInstance(context.Background(), store.Instances(), testInstanceID, func(i *storage.Instance) { i.RuntimeID = "rt-1" })
-	require.NoError(t, err)
+	store := steptest.OpenStore(t, steptest.IDs{Instance: testInstanceID, Runtime: "rt-1", GlobalAccount: testGA, SubAccount: testSA})
 	prov := newFakeProvisioner()
 	return &env{store: store, prov: prov, deps: Deps{Instances: store.Instances(), Provisioner: prov, PollInterval: testPoll}}
 }
@@ -103,22 +76,4 @@ func updateData() instance.UpdateData {
 
 func newOp(data instance.UpdateData) Op {
 	return Op{Operation: storage.Operation{ID: "op-1", InstanceID: testInstanceID, Type: instance.TypeUpdate, State: storage.StateInProgress, CreatedAt: t0}, Data: data}
-}
-
-// failingInstances fails UpdateInstance the first fails times (a database error).
-type failingInstances struct {
-	storage.Instances
-	mu    sync.Mutex
-	fails int
-}
-
-func (f *failingInstances) UpdateInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
-	f.mu.Lock()
-	if f.fails > 0 {
-		f.fails--
-		f.mu.Unlock()
-		return storage.Instance{}, errors.New("database is down")
-	}
-	f.mu.Unlock()
-	return f.Instances.UpdateInstance(ctx, inst)
 }

@@ -3,34 +3,17 @@ package update
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func TestProcess_Definition(t *testing.T) {
 	p, err := Process(Deps{}, time.Hour)
@@ -52,28 +35,12 @@ func TestProcess_RunsInWeightOrder(t *testing.T) {
 	e.prov.status = func(string, string) (*gqlschema.OperationStatus, error) { return opStatus("pop-1", state), nil }
 	p, err := Process(e.deps, time.Hour)
 	require.NoError(t, err)
-	clock := &testClock{t: t0}
-	eng, err := process.New(e.store, process.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLog(), process.WithClock(clock))
-	require.NoError(t, err)
-	require.NoError(t, eng.Register(p))
+	clock := systemstest.NewClock(t0)
+	eng := steptest.Engine(t, e.store, clock, p)
 	ctx := context.Background()
 
-	raw, err := process.NewOperation(instance.TypeUpdate, testInstanceID, updateData(), time.Hour, clock.Now())
-	require.NoError(t, err)
-	raw, err = e.store.Operations().InsertOperation(ctx, raw)
-	require.NoError(t, err)
-
-	get := func() storage.Operation {
-		op, err := e.store.Operations().GetOperation(ctx, raw.ID)
-		require.NoError(t, err)
-		return op
-	}
-	for i := 0; i < 3; i++ {
-		_, err = eng.RunDue(ctx)
-		require.NoError(t, err)
-		clock.Advance(time.Second)
-	}
-	op := get()
+	raw := steptest.StartOperation(t, e.store, instance.TypeUpdate, testInstanceID, updateData(), clock.Now())
+	op := steptest.RunRounds(t, eng, e.store, clock, raw.ID, 3, time.Second)
 	assert.Equal(t, storage.StateInProgress, op.State)
 	assert.Equal(t, "weight_10", op.Stage)
 	assert.Equal(t, "plan-azure", getInstance(t, e.store).PlanID, "not written before the shoot is upgraded")
@@ -82,7 +49,7 @@ func TestProcess_RunsInWeightOrder(t *testing.T) {
 	clock.Advance(testPoll)
 	_, err = eng.RunDue(ctx)
 	require.NoError(t, err)
-	op = get()
+	op = steptest.GetOperation(t, e.store, raw.ID)
 	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
 	assert.Equal(t, []string{"weight_10", "weight_20"}, op.Progress.FinishedStages)
 

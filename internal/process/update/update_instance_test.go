@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func runUpdateInstance(e *env, op Op) (Op, time.Duration, error) {
-	return UpdateInstance{e.deps}.Run(context.Background(), op.ForStep("Update_Instance_Parameters", t0), testLog())
+	return steptest.Run(context.Background(), UpdateInstance{e.deps}, op, t0)
 }
 
 func TestUpdateInstance_Name(t *testing.T) {
@@ -62,7 +63,7 @@ func TestUpdateInstance_RerunIsIdempotent(t *testing.T) {
 func TestUpdateInstance_StorageErrorPolls(t *testing.T) {
 	e := newEnv(t)
 	before := getInstance(t, e.store)
-	e.deps.Instances = &failingInstances{Instances: e.store.Instances(), fails: 1}
+	e.deps.Instances = &steptest.FailingInstances{Instances: e.store.Instances(), Fails: 1}
 
 	out, wait, err := runUpdateInstance(e, newOp(updateData()))
 	require.NoError(t, err)

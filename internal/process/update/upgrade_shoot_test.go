@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/stretchr/testify/assert"
@@ -16,17 +17,13 @@ import (
 func intp(i int) *int { return &i }
 
 func runUpgrade(e *env, op Op) (Op, time.Duration, error) {
-	return UpgradeShoot{e.deps}.Run(context.Background(), op.ForStep("Upgrade_Shoot", t0), testLog())
+	return steptest.Run(context.Background(), UpgradeShoot{e.deps}, op, t0)
 }
 
 func shootAccepted(opID string) func(string, string, gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error) {
 	return func(string, string, gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error) {
 		return opStatus(opID, gqlschema.OperationStateInProgress), nil
 	}
-}
-
-func statusReturning(st *gqlschema.OperationStatus, err error) func(string, string) (*gqlschema.OperationStatus, error) {
-	return func(string, string) (*gqlschema.OperationStatus, error) { return st, err }
 }
 
 func TestUpgradeShoot_Name(t *testing.T) {
@@ -152,7 +149,7 @@ func TestUpgradeShoot_TransientErrorsPoll(t *testing.T) {
 	})
 	t.Run("polling", func(t *testing.T) {
 		e := newEnv(t)
-		e.prov.status = statusReturning(nil, errors.New("timeout"))
+		e.prov.status = steptest.StatusReturning(nil, errors.New("timeout"))
 		data := updateData()
 		data.ProvisionerOperationID = "pop-1"
 		out, wait, err := runUpgrade(e, newOp(data))
@@ -182,7 +179,7 @@ func TestUpgradeShoot_ProvisionerFailureFails(t *testing.T) {
 	e := newEnv(t)
 	st := opStatus("pop-1", gqlschema.OperationStateFailed)
 	st.Message = strp("machine type m6i.xlarge is not available in eu-central-1")
-	e.prov.status = statusReturning(st, nil)
+	e.prov.status = steptest.StatusReturning(st, nil)
 	data := updateData()
 	data.ProvisionerOperationID = "pop-1"
 

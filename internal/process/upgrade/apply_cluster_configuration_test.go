@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	recsandbox "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
@@ -19,7 +20,7 @@ import (
 const applyStep = "Apply_Cluster_Configuration"
 
 func runApply(ctx context.Context, e *env, op KymaOp, now time.Time) (KymaOp, time.Duration, error) {
-	return run(ctx, ApplyClusterConfiguration{e.deps}, op, now)
+	return steptest.Run(ctx, ApplyClusterConfiguration{e.deps}, op, now)
 }
 
 func reconcilerObjects(t *testing.T, e *env) recsandbox.Objects {

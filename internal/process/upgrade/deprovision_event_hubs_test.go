@@ -8,6 +8,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	azsandbox "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -17,7 +18,7 @@ import (
 const eventHubsStep = "Deprovision Azure Event Hubs"
 
 func runEventHubs(ctx context.Context, e *env, op KymaOp, now time.Time) (KymaOp, time.Duration, error) {
-	return run(ctx, DeprovisionEventHubs{e.deps}, op, now)
+	return steptest.Run(ctx, DeprovisionEventHubs{e.deps}, op, now)
 }
 
 func azureObjects(t *testing.T, e *env) azsandbox.Objects {

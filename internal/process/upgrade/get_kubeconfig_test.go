@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,7 +16,7 @@ import (
 const kubeconfigStep = "Get_Kubeconfig"
 
 func runKubeconfig(e *env, op KymaOp, now time.Time) (KymaOp, time.Duration, error) {
-	return run(context.Background(), GetKubeconfig{e.deps}, op, now)
+	return steptest.Run(context.Background(), GetKubeconfig{e.deps}, op, now)
 }
 
 func TestGetKubeconfig_Name(t *testing.T) {

@@ -3,7 +3,6 @@ package upgrade
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"sync"
 	"testing"
 	"time"
@@ -12,14 +11,14 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client/clienttest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -46,12 +45,6 @@ var (
 
 // testClock is the shared test clock.
 type testClock = systemstest.Clock
-
-func testLog() logrus.FieldLogger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
 
 func strp(s string) *string { return &s }
 
@@ -127,7 +120,7 @@ type env struct {
 // systems are disabled (no sandbox).
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	store := storagetest.OpenSQLite(t)
+	store := steptest.OpenStore(t, steptest.IDs{Instance: testInstanceID, Runtime: testRuntimeID, GlobalAccount: testGA, SubAccount: testSA})
 	prov := newFakeProvisioner()
 	e := &env{store: store, prov: prov, clock: systemstest.NewClock(t0)}
 	e.deps = Deps{
@@ -135,7 +128,6 @@ func newEnv(t *testing.T) *env {
 		Defaults: provisioning.RuntimeDefaults{KymaVersion: "2.20.0", Components: []string{"istio", "serverless"}},
 		Systems:  systems.Systems{RetryTime: testRetryTime, CleanupRetryTime: testCleanupRetryTime},
 	}
-	insertInstance(t, store, testInstanceID, testRuntimeID)
 	data, secrets := provisioningData("2.19.0")
 	insertOp(t, store, instance.TypeProvision, testInstanceID, data, secrets, storage.StateSucceeded, t0.Add(-2*time.Hour))
 	return e
@@ -151,13 +143,10 @@ func newSandboxEnv(t *testing.T, o standins.Options) *env {
 	return e
 }
 
+// insertInstance stores another instance of the test accounts.
 func insertInstance(t *testing.T, store storage.Store, id, runtimeID string) {
 	t.Helper()
-	_, err := store.Instances().InsertInstance(context.Background(), storage.Instance{
-		InstanceID: id, RuntimeID: runtimeID, GlobalAccountID: testGA, SubAccountID: testSA,
-		ServiceID: "svc", PlanID: "plan-azure", ProviderRegion: "westeurope", Parameters: []byte(`{"name":"c1"}`),
-	})
-	require.NoError(t, err)
+	steptest.SeedInstance(t, store, steptest.IDs{Instance: id, Runtime: runtimeID, GlobalAccount: testGA, SubAccount: testSA})
 }
 
 // insertOp stores a finished operation of the instance as the engine would have left it.
@@ -208,35 +197,20 @@ func clusterOp(data instance.UpgradeClusterData) ClusterOp {
 // initialized is a Kyma upgrade to version after Upgrade_Kyma_Initialisation ran.
 func (e *env) initialized(t *testing.T, version string) KymaOp {
 	t.Helper()
-	out, wait, err := run(context.Background(), KymaInitialisation{e.deps}, kymaOp(version), t0)
+	out, wait, err := steptest.Run(context.Background(), KymaInitialisation{e.deps}, kymaOp(version), t0)
 	require.NoError(t, err)
 	require.Zero(t, wait, out.LastError)
 	return out
 }
 
-// run runs step on op as the engine would at now.
-func run[T any](ctx context.Context, s process.Step[T], op process.Operation[T], now time.Time) (process.Operation[T], time.Duration, error) {
-	return s.Run(ctx, op.ForStep(s.Name(), now), testLog())
-}
-
 // tryingSince records that step first ran at first, as the engine would have.
 func tryingSince[T any](op process.Operation[T], step string, first time.Time) process.Operation[T] {
-	steps := map[string]storage.StepProgress{}
-	for k, v := range op.Progress.Steps {
-		steps[k] = v
-	}
-	steps[step] = storage.StepProgress{FirstAttempt: first, Attempts: 3}
-	op.Progress.Steps = steps
-	return op
+	return steptest.Attempted(op, step, first, 3)
 }
 
 // downCtx bounds a step run against a system that is down: the clients retry until the context
 // ends.
-func downCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	t.Cleanup(cancel)
-	return ctx
-}
+func downCtx(t *testing.T) context.Context { return sandboxtest.Context(t, 100*time.Millisecond) }
 
 // objects reads what exists in a sandbox system into T, the stand-in package's Objects type.
 func objects[T any](t *testing.T, e *env, system string) T {

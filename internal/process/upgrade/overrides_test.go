@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,7 +46,7 @@ func TestOverrides_AppliesTheCurrentDefaultsOverTheRuntimes(t *testing.T) {
 	e.deps.Overrides = testDefaults(t)
 	op := e.initialized(t, "2.21.0")
 
-	out, wait, err := run(context.Background(), Overrides{e.deps}, op, t0)
+	out, wait, err := steptest.Run(context.Background(), Overrides{e.deps}, op, t0)
 	require.NoError(t, err)
 	assert.Zero(t, wait)
 
@@ -65,7 +66,7 @@ func TestOverrides_AppliesTheCurrentDefaultsOverTheRuntimes(t *testing.T) {
 	assert.NotContains(t, dataJSON(t, out.Data), "n4ts", "secret values never in the data")
 
 	once := clone(t, out)
-	again, _, err := run(context.Background(), Overrides{e.deps}, out, t0)
+	again, _, err := steptest.Run(context.Background(), Overrides{e.deps}, out, t0)
 	require.NoError(t, err)
 	assert.Equal(t, once.Data, again.Data, "applying again changes nothing")
 	assert.Equal(t, once.Secrets, again.Secrets)
@@ -74,7 +75,7 @@ func TestOverrides_AppliesTheCurrentDefaultsOverTheRuntimes(t *testing.T) {
 func TestOverrides_NoDefaults(t *testing.T) {
 	e := newEnv(t)
 	op := e.initialized(t, "2.21.0")
-	out, wait, err := run(context.Background(), Overrides{e.deps}, op, t0)
+	out, wait, err := steptest.Run(context.Background(), Overrides{e.deps}, op, t0)
 	require.NoError(t, err)
 	assert.Zero(t, wait)
 	assert.Equal(t, op.Data, out.Data)

@@ -10,6 +10,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
@@ -58,64 +59,15 @@ func (e *env) engine(t *testing.T) *process.Engine {
 	require.NoError(t, err)
 	cluster, err := ClusterProcess(e.deps, time.Hour)
 	require.NoError(t, err)
-	eng, err := process.New(e.store, process.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLog(), process.WithClock(e.clock))
-	require.NoError(t, err)
-	require.NoError(t, eng.Register(kyma))
-	require.NoError(t, eng.Register(cluster))
-	return eng
+	return steptest.Engine(t, e.store, e.clock, kyma, cluster)
 }
 
 // runToEnd inserts an operation of opType with data and runs the engine, moving the clock on by
 // the poll interval between runs, until the operation has finished.
 func (e *env) runToEnd(t *testing.T, eng *process.Engine, opType string, data any) storage.Operation {
 	t.Helper()
-	ctx := context.Background()
-	raw, err := process.NewOperation(opType, testInstanceID, data, time.Hour, e.clock.Now())
-	require.NoError(t, err)
-	raw, err = e.store.Operations().InsertOperation(ctx, raw)
-	require.NoError(t, err)
-	for range 20 {
-		_, err := eng.RunDue(ctx)
-		require.NoError(t, err)
-		op, err := e.store.Operations().GetOperation(ctx, raw.ID)
-		require.NoError(t, err)
-		if !op.State.Active() {
-			return op
-		}
-		e.clock.Advance(testPoll)
-	}
-	t.Fatalf("operation %s did not finish", raw.ID)
-	return storage.Operation{}
-}
-
-// trace is the operation's events as step:type.
-func (e *env) trace(t *testing.T, opID string) []string {
-	t.Helper()
-	events, err := e.store.Events().ListEvents(context.Background(), storage.EventFilter{OperationIDs: []string{opID}})
-	require.NoError(t, err)
-	var out []string
-	for _, ev := range events.Items {
-		out = append(out, ev.Step+":"+string(ev.Type))
-	}
-	return out
-}
-
-func (e *env) skipped(t *testing.T, opID string) []string {
-	t.Helper()
-	var out []string
-	for step, sp := range mustGet(t, e.store, opID).Progress.Steps {
-		if sp.Skipped {
-			out = append(out, step)
-		}
-	}
-	return out
-}
-
-func mustGet(t *testing.T, store storage.Store, id string) storage.Operation {
-	t.Helper()
-	op, err := store.Operations().GetOperation(context.Background(), id)
-	require.NoError(t, err)
-	return op
+	raw := steptest.StartOperation(t, e.store, opType, testInstanceID, data, e.clock.Now())
+	return steptest.RunToEnd(t, eng, e.store, e.clock, raw.ID, testPoll)
 }
 
 // answerUpgrades has the fake provisioner accept a runtime upgrade and finish it at the next poll.
@@ -144,7 +96,7 @@ func TestKymaProcess_SystemsDisabled(t *testing.T) {
 		"Upgrade_Runtime:started", "Upgrade_Runtime:succeeded",
 		"Get_Kubeconfig:skipped",
 		"Apply_Cluster_Configuration:skipped",
-	}, e.trace(t, op.ID))
+	}, steptest.Trace(t, e.store, op.ID))
 	assert.Equal(t, []string{"UpgradeRuntime", "RuntimeOperationStatus", "RuntimeOperationStatus"}, e.prov.methods())
 	assert.Equal(t, "1.24.9", e.prov.CallsTo("UpgradeRuntime")[0].Upgrade.KymaConfig.Version)
 	assert.Equal(t, grafanaSecret, op.Secrets[grafanaKey], "the copied secret is stored encrypted with the operation")
@@ -194,7 +146,7 @@ func TestKymaProcess_Conditions(t *testing.T) {
 			e.answerUpgrades()
 			op := e.runToEnd(t, e.engine(t), instance.TypeUpgradeKyma, instance.UpgradeKymaData{KymaVersion: tc.version})
 			require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
-			assert.ElementsMatch(t, tc.skipped, e.skipped(t, op.ID))
+			assert.ElementsMatch(t, tc.skipped, steptest.Skipped(op))
 		})
 	}
 }
@@ -231,7 +183,7 @@ func TestKymaProcess_FromKyma1WithEventHubs(t *testing.T) {
 		"Get_Kubeconfig:started", "Get_Kubeconfig:succeeded",
 		"Apply_Cluster_Configuration:started", "Apply_Cluster_Configuration:retrying",
 		"Apply_Cluster_Configuration:started", "Apply_Cluster_Configuration:succeeded",
-	}, e.trace(t, first.ID))
+	}, steptest.Trace(t, e.store, first.ID))
 	assert.Empty(t, first.Progress.ExecutedButNotCompleted)
 	assert.Equal(t, []string{"RuntimeStatus"}, e.prov.methods(), "only the kubeconfig is read from the provisioner")
 
@@ -291,7 +243,7 @@ func TestKymaProcess_FailureNamesSystemAndStep(t *testing.T) {
 
 	require.Equal(t, storage.StateFailed, op.State)
 	assert.Equal(t, "Reconciler: installing Kyma failed (configuration version 1) (step Apply_Cluster_Configuration)", op.LastError)
-	trace := e.trace(t, op.ID)
+	trace := steptest.Trace(t, e.store, op.ID)
 	assert.Equal(t, "Apply_Cluster_Configuration:failed", trace[len(trace)-1])
 }
 
@@ -307,7 +259,7 @@ func TestClusterProcess_Runs(t *testing.T) {
 		"Upgrade_Cluster_Initialisation:started", "Upgrade_Cluster_Initialisation:succeeded",
 		"Upgrade_Cluster:started", "Upgrade_Cluster:retrying",
 		"Upgrade_Cluster:started", "Upgrade_Cluster:succeeded",
-	}, e.trace(t, op.ID))
+	}, steptest.Trace(t, e.store, op.ID))
 	var data instance.UpgradeClusterData
 	require.NoError(t, jsonUnmarshal(op.Data, &data))
 	assert.Equal(t, instance.UpgradeClusterData{KubernetesVersion: "1.32.1", GlobalAccountID: testGA, RuntimeID: testRuntimeID, ProvisionerOperationID: "pop-uc"}, data)
@@ -324,6 +276,6 @@ func TestClusterProcess_RejectedUpgradeFails(t *testing.T) {
 
 	require.Equal(t, storage.StateFailed, op.State)
 	assert.Contains(t, op.LastError, "the provisioner rejected the cluster upgrade")
-	trace := e.trace(t, op.ID)
+	trace := steptest.Trace(t, e.store, op.ID)
 	assert.Equal(t, "Upgrade_Cluster:failed", trace[len(trace)-1])
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	smsandbox "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -17,7 +18,7 @@ import (
 const emsStep = "Provision EMS"
 
 func runEMS(ctx context.Context, e *env, op KymaOp, now time.Time) (KymaOp, time.Duration, error) {
-	return run(ctx, ProvisionEMS{e.deps}, op, now)
+	return steptest.Run(ctx, ProvisionEMS{e.deps}, op, now)
 }
 
 func smObjects(t *testing.T, e *env) smsandbox.Objects {

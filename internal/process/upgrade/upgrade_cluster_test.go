@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/stretchr/testify/assert"
@@ -16,7 +17,7 @@ import (
 const upgradeClusterStep = "Upgrade_Cluster"
 
 func runUpgradeCluster(e *env, op ClusterOp, now time.Time) (ClusterOp, time.Duration, error) {
-	return run(context.Background(), UpgradeCluster{e.deps}, op, now)
+	return steptest.Run(context.Background(), UpgradeCluster{e.deps}, op, now)
 }
 
 // clusterInitialized is a cluster upgrade after its initialisation.

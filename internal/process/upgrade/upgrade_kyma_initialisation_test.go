@@ -7,13 +7,14 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func runInit(e *env, op KymaOp) (KymaOp, time.Duration, error) {
-	return run(context.Background(), KymaInitialisation{e.deps}, op, t0)
+	return steptest.Run(context.Background(), KymaInitialisation{e.deps}, op, t0)
 }
 
 func TestKymaInitialisation_Name(t *testing.T) {

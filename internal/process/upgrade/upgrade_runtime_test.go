@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -16,7 +17,7 @@ import (
 const upgradeRuntimeStep = "Upgrade_Runtime"
 
 func runUpgradeRuntime(e *env, op KymaOp, now time.Time) (KymaOp, time.Duration, error) {
-	return run(context.Background(), UpgradeRuntime{e.deps}, op, now)
+	return steptest.Run(context.Background(), UpgradeRuntime{e.deps}, op, now)
 }
 
 func TestUpgradeRuntime_Name(t *testing.T) {

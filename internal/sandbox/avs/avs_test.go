@@ -2,17 +2,14 @@ package avs_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,67 +19,30 @@ const base = "/avs/api/v2/evaluationmetadata"
 type env struct {
 	t     *testing.T
 	st    *avs.StandIn
-	srv   *httptest.Server
-	mu    sync.Mutex
-	now   time.Time
+	url   string
+	clock *sandboxtest.Clock
 	token string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e.st = avs.New(avs.Options{ClientID: "id", ClientSecret: "secret", ParentIDs: []int64{7}, TokenTTL: time.Minute, Now: e.clock})
-	sb := sandbox.New(sandbox.Options{})
-	require.NoError(t, sb.Register(e.st))
-	e.srv = httptest.NewServer(sb)
-	t.Cleanup(e.srv.Close)
-	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}}, nil)
-	require.Equal(t, http.StatusOK, code, body)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-		TokenType   string `json:"token_type"`
-		ExpiresIn   int    `json:"expires_in"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &tok))
+	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	e.st = avs.New(avs.Options{ClientID: "id", ClientSecret: "secret", ParentIDs: []int64{7}, TokenTTL: time.Minute, Now: e.clock.Now})
+	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
+	tok := sandboxtest.Token(t, e.url+"/avs/oauth/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}})
 	assert.Equal(t, "bearer", tok.TokenType)
 	assert.Equal(t, 60, tok.ExpiresIn)
 	e.token = tok.AccessToken
 	return e
 }
 
-func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
-func (e *env) advance(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.now = e.now.Add(d)
-}
-
-func (e *env) tokenRequest(form url.Values, basic []string) (int, string) {
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/avs/oauth/token", strings.NewReader(form.Encode()))
-	require.NoError(e.t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if basic != nil {
-		req.SetBasicAuth(basic[0], basic[1])
-	}
-	return e.send(req)
-}
-
-func (e *env) send(req *http.Request) (int, string) {
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	return resp.StatusCode, string(b)
+func (e *env) tokenRequest(form url.Values, basic ...string) (int, string) {
+	return sandboxtest.PostForm(e.t, e.url+"/avs/oauth/token", form, basic...)
 }
 
 func (e *env) api(method, path, body string) (int, string) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+base+path, strings.NewReader(body))
-	require.NoError(e.t, err)
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	req.Header.Set("Content-Type", "application/json")
-	return e.send(req)
+	return sandboxtest.Do(e.t, sandboxtest.APIRequest(e.t, method, e.url+base+path, e.token, body))
 }
 
 func (e *env) create(name string, extra string) avs.Evaluation {
@@ -96,14 +56,14 @@ func (e *env) create(name string, extra string) avs.Evaluation {
 
 func TestTokenEndpoint(t *testing.T) {
 	e := newEnv(t)
-	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, []string{"id", "secret"})
+	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, "id", "secret")
 	assert.Equal(t, http.StatusOK, code, "credentials in a basic auth header: %s", body)
-	code, body = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"wrong"}}, nil)
+	code, body = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"wrong"}})
 	assert.Equal(t, http.StatusUnauthorized, code)
 	assert.Contains(t, body, "invalid_client")
-	code, _ = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, nil)
+	code, _ = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}})
 	assert.Equal(t, http.StatusUnauthorized, code, "no credentials")
-	code, body = e.tokenRequest(url.Values{"grant_type": {"password"}}, []string{"id", "secret"})
+	code, body = e.tokenRequest(url.Values{"grant_type": {"password"}}, "id", "secret")
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body, "unsupported_grant_type")
 	snap := e.st.Snapshot()
@@ -113,17 +73,16 @@ func TestTokenEndpoint(t *testing.T) {
 func TestAPIRequiresBearerToken(t *testing.T) {
 	e := newEnv(t)
 	for _, auth := range []string{"", "Bearer nope", "Basic " + e.token} {
-		req, err := http.NewRequest(http.MethodGet, e.srv.URL+base+"/7", nil)
-		require.NoError(t, err)
+		req := sandboxtest.Request(t, http.MethodGet, e.url+base+"/7", "")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
-		code, _ := e.send(req)
+		code, _ := sandboxtest.Do(t, req)
 		assert.Equal(t, http.StatusUnauthorized, code, auth)
 	}
 	code, _ := e.api(http.MethodGet, "/7", "")
 	assert.Equal(t, http.StatusOK, code)
-	e.advance(2 * time.Minute)
+	e.clock.Advance(2 * time.Minute)
 	code, _ = e.api(http.MethodGet, "/7", "")
 	assert.Equal(t, http.StatusUnauthorized, code, "expired token")
 }

@@ -2,17 +2,15 @@ package azure_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,65 +25,32 @@ const (
 type env struct {
 	t     *testing.T
 	st    *azure.Server
-	srv   *httptest.Server
-	mu    sync.Mutex
-	now   time.Time
+	url   string
+	clock *sandboxtest.Clock
 	token string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	e.st = azure.New(azure.Options{ClientID: "id", ClientSecret: "secret", SubscriptionID: sub, TokenTTL: time.Hour,
-		ActivationTime: time.Minute, DeletionTime: 5 * time.Minute, Now: e.clock})
-	sb := sandbox.New(sandbox.Options{})
-	require.NoError(t, sb.Register(e.st))
-	e.srv = httptest.NewServer(sb)
-	t.Cleanup(e.srv.Close)
-	code, body := e.tokenRequest("/azure/tenant-1/oauth2/v2.0/token", url.Values{"grant_type": {"client_credentials"},
+		ActivationTime: time.Minute, DeletionTime: 5 * time.Minute, Now: e.clock.Now})
+	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
+	tok := sandboxtest.Token(t, e.url+"/azure/tenant-1/oauth2/v2.0/token", url.Values{"grant_type": {"client_credentials"},
 		"client_id": {"id"}, "client_secret": {"secret"}, "scope": {"https://management.azure.com/.default"}})
-	require.Equal(t, http.StatusOK, code, body)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-		ExpiresIn   int    `json:"expires_in"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &tok))
 	assert.Equal(t, 3600, tok.ExpiresIn)
 	e.token = tok.AccessToken
 	return e
 }
 
-func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
-func (e *env) advance(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.now = e.now.Add(d)
-}
-
 func (e *env) tokenRequest(path string, form url.Values) (int, string) {
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+path, strings.NewReader(form.Encode()))
-	require.NoError(e.t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return e.send(req)
-}
-
-func (e *env) send(req *http.Request) (int, string) {
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	return resp.StatusCode, string(b)
+	return sandboxtest.PostForm(e.t, e.url+path, form)
 }
 
 // arm sends an authorised ARM request to a path relative to /azure.
 func (e *env) arm(method, path, body string) (int, string) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
-	require.NoError(e.t, err)
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	req.Header.Set("Content-Type", "application/json")
-	return e.send(req)
+	return sandboxtest.Do(e.t, sandboxtest.APIRequest(e.t, method, e.url+path, e.token, body))
 }
 
 func nsPath(group, ns string) string {
@@ -133,12 +98,11 @@ func TestTokenEndpoint(t *testing.T) {
 func TestARMChecksTokenAPIVersionAndSubscription(t *testing.T) {
 	e := newEnv(t)
 	for auth, code := range map[string]string{"": "AuthenticationFailed", "Bearer nope": "InvalidAuthenticationToken"} {
-		req, err := http.NewRequest(http.MethodGet, e.srv.URL+rgPath+"rg"+rgAPI, nil)
-		require.NoError(t, err)
+		req := sandboxtest.Request(t, http.MethodGet, e.url+rgPath+"rg"+rgAPI, "")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
-		status, body := e.send(req)
+		status, body := sandboxtest.Do(t, req)
 		assert.Equal(t, http.StatusUnauthorized, status)
 		assert.Equal(t, code, armCode(t, body))
 	}
@@ -262,7 +226,7 @@ func TestLifecycle(t *testing.T) {
 	status, body = e.arm(http.MethodPost, nsPath("rg-1", "kyma-ns-1")+"/authorizationRules/RootManageSharedAccessKey/listKeys"+ehAPI, "")
 	assert.Equal(t, http.StatusConflict, status, body)
 
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	status, body = e.arm(http.MethodGet, nsPath("rg-1", "kyma-ns-1")+ehAPI, "")
 	require.Equal(t, http.StatusOK, status)
 	assert.Contains(t, body, `"provisioningState":"Succeeded"`)
@@ -324,7 +288,7 @@ func TestLifecycle(t *testing.T) {
 	assert.Equal(t, map[string]int{"kyma-ns-1": 1}, snap.NamespaceCreatesByName)
 	assert.Equal(t, map[string]int{"kyma-ns-1": 3}, snap.NamespacePutsByName)
 
-	e.advance(5 * time.Minute)
+	e.clock.Advance(5 * time.Minute)
 	status, body = e.arm(http.MethodGet, rgPath+"rg-1"+rgAPI, "")
 	assert.Equal(t, http.StatusNotFound, status)
 	assert.Equal(t, "ResourceGroupNotFound", armCode(t, body))
@@ -349,24 +313,15 @@ func TestLifecycle(t *testing.T) {
 
 func TestZeroDelays(t *testing.T) {
 	st := azure.New(azure.Options{ClientID: "id", ClientSecret: "secret"})
-	sb := sandbox.New(sandbox.Options{})
-	require.NoError(t, sb.Register(st))
-	srv := httptest.NewServer(sb)
-	t.Cleanup(srv.Close)
-	e := &env{t: t, st: st, srv: srv}
-	code, body := e.tokenRequest("/azure/oauth2/v2.0/token", url.Values{"grant_type": {"client_credentials"},
-		"client_id": {"id"}, "client_secret": {"secret"}, "scope": {"x/.default"}})
-	require.Equal(t, http.StatusOK, code, body)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &tok))
-	e.token = tok.AccessToken
+	e := &env{t: t, st: st}
+	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, st)
+	e.token = sandboxtest.Token(t, e.url+"/azure/oauth2/v2.0/token", url.Values{"grant_type": {"client_credentials"},
+		"client_id": {"id"}, "client_secret": {"secret"}, "scope": {"x/.default"}}).AccessToken
 
 	base := "/azure/subscriptions/" + azure.DefaultSubscriptionID
 	status, _ := e.arm(http.MethodPut, base+"/resourcegroups/rg"+rgAPI, `{"location":"westeurope"}`)
 	require.Equal(t, http.StatusCreated, status)
-	status, body = e.arm(http.MethodPut, base+"/resourceGroups/rg/providers/Microsoft.EventHub/namespaces/namespace-0"+ehAPI, nsBody)
+	status, body := e.arm(http.MethodPut, base+"/resourceGroups/rg/providers/Microsoft.EventHub/namespaces/namespace-0"+ehAPI, nsBody)
 	require.Equal(t, http.StatusCreated, status)
 	assert.Contains(t, body, `"provisioningState":"Succeeded"`, "active at once")
 	status, _ = e.arm(http.MethodDelete, base+"/resourcegroups/rg"+rgAPI, "")

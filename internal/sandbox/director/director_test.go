@@ -3,9 +3,7 @@ package director_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,38 +22,19 @@ const connector = "https://connector.sandbox.example/graphql"
 type env struct {
 	t     *testing.T
 	st    *director.StandIn
-	srv   *httptest.Server
-	mu    sync.Mutex
-	now   time.Time
+	url   string
+	clock *sandboxtest.Clock
 	token string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e.st = director.New(director.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ConnectorURL: connector, Now: e.clock})
-	sb := sandbox.New(sandbox.Options{})
-	require.NoError(t, sb.Register(e.st))
-	e.srv = httptest.NewServer(sb)
-	t.Cleanup(e.srv.Close)
+	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	e.st = director.New(director.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ConnectorURL: connector, Now: e.clock.Now})
+	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}}
-	resp, err := http.Post(e.srv.URL+"/director/oauth/token", "application/x-www-form-urlencoded", strings.NewReader(form.Encode()))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&tok))
-	e.token = tok.AccessToken
+	e.token = sandboxtest.Token(t, e.url+"/director/oauth/token", form).AccessToken
 	return e
-}
-
-func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
-func (e *env) advance(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.now = e.now.Add(d)
 }
 
 type gqlError struct {
@@ -82,17 +62,12 @@ func (r result) kind(t *testing.T) string {
 
 func (e *env) post(header http.Header, body string) result {
 	e.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/director/graphql", strings.NewReader(body))
-	require.NoError(e.t, err)
+	req := sandboxtest.Request(e.t, http.MethodPost, e.url+"/director/graphql", body)
 	req.Header = header
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	r := result{code: resp.StatusCode}
-	if resp.StatusCode != http.StatusUnauthorized {
-		require.NoError(e.t, json.Unmarshal(b, &r), string(b))
+	code, b := sandboxtest.Do(e.t, req)
+	r := result{code: code}
+	if code != http.StatusUnauthorized {
+		require.NoError(e.t, json.Unmarshal([]byte(b), &r), b)
 	}
 	return r
 }
@@ -167,7 +142,7 @@ func TestAuthenticationAndProtocolErrors(t *testing.T) {
 	r = e.gql("t", ``, nil)
 	assert.Equal(t, http.StatusUnprocessableEntity, r.code)
 
-	e.advance(2 * time.Hour)
+	e.clock.Advance(2 * time.Hour)
 	assert.Equal(t, http.StatusUnauthorized, e.gql("t", `{ runtimes { totalCount } }`, nil).code, "expired token")
 	assert.Equal(t, 8, e.st.Snapshot().Calls["invalid"])
 }
@@ -223,7 +198,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	other := e.register("tenant-a", "c-2", map[string]any{director.RuntimeIDLabel: "rt-2"})
 
 	// labels: set one, read one by key, under aliases and through a fragment
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	d = e.ok("tenant-a", `mutation($id: ID!) {
 		a: setRuntimeLabel(runtimeID: $id, key: "runtime_consoleUrl", value: "https://console.x") { key value }
 		b: setRuntimeLabel(runtimeID: $id, key: "n", value: 3) { key }
@@ -272,7 +247,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	assert.Equal(t, "NotFound", r.kind(t))
 
 	// an update replaces name, description and labels; no condition means INITIAL
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	d = e.ok("tenant-a", `mutation($id: ID!, $in: RuntimeInput!) { updateRuntime(id: $id, in: $in) { name description labels status { condition timestamp } } }`,
 		map[string]any{"id": id, "in": map[string]any{"name": "c-1b", "labels": map[string]any{"only": "this"}}})
 	assert.Equal(t, map[string]any{"name": "c-1b", "description": nil, "labels": map[string]any{"only": "this"},
@@ -305,11 +280,9 @@ func TestRuntimeLifecycle(t *testing.T) {
 	assert.NotContains(t, snap.Tenants, "tenant-b")
 
 	// the inspection endpoint serves the same snapshot; a reset forgets everything but tokens
-	resp, err := http.Get(e.srv.URL + "/_sandbox/director/objects")
-	require.NoError(t, err)
-	defer resp.Body.Close()
+	_, objects := sandboxtest.Do(t, sandboxtest.Request(t, http.MethodGet, e.url+"/_sandbox/director/objects", ""))
 	var served director.Objects
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&served))
+	require.NoError(t, json.Unmarshal([]byte(objects), &served))
 	assert.Equal(t, id, served.Tenants["tenant-a"][0].ID)
 	e.st.Reset()
 	assert.Empty(t, e.st.Snapshot().Tenants)
@@ -333,7 +306,7 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			body, _ := json.Marshal(map[string]any{"query": `mutation($in: RuntimeInput!) { registerRuntime(in: $in) { id } }`,
 				"variables": map[string]any{"in": map[string]any{"name": "c", "labels": map[string]any{director.RuntimeIDLabel: string(rune('a' + i))}}}})
-			req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/director/graphql", bytes.NewReader(body))
+			req, _ := http.NewRequest(http.MethodPost, e.url+"/director/graphql", bytes.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+e.token)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Tenant", "t")

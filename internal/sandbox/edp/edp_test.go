@@ -2,17 +2,16 @@ package edp_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,77 +22,40 @@ type env struct {
 	t     *testing.T
 	st    *edp.StandIn
 	sb    *sandbox.Sandbox
-	srv   *httptest.Server
-	mu    sync.Mutex
-	now   time.Time
+	url   string
+	clock *sandboxtest.Clock
 	token string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e.st = edp.New(edp.Options{ClientID: "id", ClientSecret: "secret", Namespaces: []string{"kyma"}, TokenTTL: time.Minute, Now: e.clock})
-	e.sb = sandbox.New(sandbox.Options{})
-	require.NoError(t, e.sb.Register(e.st))
-	e.srv = httptest.NewServer(e.sb)
-	t.Cleanup(e.srv.Close)
-	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}}, nil)
-	require.Equal(t, http.StatusOK, code, body)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-		TokenType   string `json:"token_type"`
-		ExpiresIn   int    `json:"expires_in"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &tok))
+	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	e.st = edp.New(edp.Options{ClientID: "id", ClientSecret: "secret", Namespaces: []string{"kyma"}, TokenTTL: time.Minute, Now: e.clock.Now})
+	e.sb, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
+	tok := sandboxtest.Token(t, e.url+"/edp/oauth/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}})
 	assert.Equal(t, "bearer", tok.TokenType)
 	assert.Equal(t, 60, tok.ExpiresIn)
 	e.token = tok.AccessToken
 	return e
 }
 
-func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
-func (e *env) advance(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.now = e.now.Add(d)
-}
-
-func (e *env) tokenRequest(form url.Values, basic []string) (int, string) {
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/edp/oauth/token", strings.NewReader(form.Encode()))
-	require.NoError(e.t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if basic != nil {
-		req.SetBasicAuth(basic[0], basic[1])
-	}
-	return e.send(req)
-}
-
-func (e *env) send(req *http.Request) (int, string) {
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	return resp.StatusCode, string(b)
+func (e *env) tokenRequest(form url.Values, basic ...string) (int, string) {
+	return sandboxtest.PostForm(e.t, e.url+"/edp/oauth/token", form, basic...)
 }
 
 func (e *env) api(method, path, body string) (int, string) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
-	require.NoError(e.t, err)
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	req.Header.Set("Content-Type", "application/json")
-	return e.send(req)
+	return sandboxtest.Do(e.t, sandboxtest.APIRequest(e.t, method, e.url+path, e.token, body))
 }
 
 func TestTokenEndpoint(t *testing.T) {
 	e := newEnv(t)
-	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, []string{"id", "secret"})
+	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, "id", "secret")
 	assert.Equal(t, http.StatusOK, code, "credentials in a basic auth header: %s", body)
-	code, body = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"wrong"}}, nil)
+	code, body = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"wrong"}})
 	assert.Equal(t, http.StatusUnauthorized, code)
 	assert.Contains(t, body, "invalid_client")
-	code, body = e.tokenRequest(url.Values{"grant_type": {"password"}}, []string{"id", "secret"})
+	code, body = e.tokenRequest(url.Values{"grant_type": {"password"}}, "id", "secret")
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body, "unsupported_grant_type")
 	assert.Equal(t, 1, e.st.Snapshot().Calls["token.rejected"])
@@ -102,16 +64,15 @@ func TestTokenEndpoint(t *testing.T) {
 func TestAPIRequiresBearerToken(t *testing.T) {
 	e := newEnv(t)
 	for _, auth := range []string{"", "Bearer nope", "Basic " + e.token} {
-		req, err := http.NewRequest(http.MethodPost, e.srv.URL+base, strings.NewReader(`{"name":"sa","environment":"prod"}`))
-		require.NoError(t, err)
+		req := sandboxtest.Request(t, http.MethodPost, e.url+base, `{"name":"sa","environment":"prod"}`)
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
-		code, _ := e.send(req)
+		code, _ := sandboxtest.Do(t, req)
 		assert.Equal(t, http.StatusUnauthorized, code, auth)
 	}
 	assert.Empty(t, e.st.Snapshot().DataTenants)
-	e.advance(2 * time.Minute)
+	e.clock.Advance(2 * time.Minute)
 	code, _ := e.api(http.MethodPost, base, `{"name":"sa","environment":"prod"}`)
 	assert.Equal(t, http.StatusUnauthorized, code, "expired token")
 	assert.Equal(t, 4, e.st.Snapshot().Calls["unauthorized"])
@@ -124,7 +85,7 @@ func TestDataTenantLifecycle(t *testing.T) {
 	var dt edp.DataTenant
 	require.NoError(t, json.Unmarshal([]byte(body), &dt))
 	assert.Equal(t, edp.DataTenant{Namespace: edp.Namespace{Name: "kyma"}, Name: "sa-1", Environment: "prod",
-		CreatedAt: e.clock().UnixMilli()}, dt)
+		CreatedAt: e.clock.Now().UnixMilli()}, dt)
 
 	code, body = e.api(http.MethodPost, base, `{"name":"sa-1","environment":"prod"}`)
 	assert.Equal(t, http.StatusConflict, code, body)
@@ -232,7 +193,7 @@ func TestObjectsEndpointAndReset(t *testing.T) {
 	code, _ = e.api(http.MethodPost, base+"/sa/prod/metadata", `{"key":"serviceID","value":"47c9dcbf"}`)
 	require.Equal(t, http.StatusCreated, code)
 
-	code, body := e.send(mustRequest(t, http.MethodGet, e.srv.URL+"/_sandbox/edp/objects"))
+	code, body := sandboxtest.Do(t, sandboxtest.Request(t, http.MethodGet, e.url+"/_sandbox/edp/objects", ""))
 	require.Equal(t, http.StatusOK, code)
 	var objs edp.Objects
 	require.NoError(t, json.Unmarshal([]byte(body), &objs))
@@ -241,7 +202,7 @@ func TestObjectsEndpointAndReset(t *testing.T) {
 	assert.Equal(t, map[string]int{"create": 1, "metadata.set": 1}, objs.DataTenants[0].Calls)
 	assert.Equal(t, map[string]int{"kyma/sa/prod": 1}, objs.CreatesByTenant)
 
-	code, _ = e.send(mustRequest(t, http.MethodPost, e.srv.URL+"/_sandbox/edp/reset"))
+	code, _ = sandboxtest.Do(t, sandboxtest.Request(t, http.MethodPost, e.url+"/_sandbox/edp/reset", ""))
 	require.Equal(t, http.StatusNoContent, code)
 	snap := e.st.Snapshot()
 	assert.Empty(t, snap.DataTenants)
@@ -260,10 +221,4 @@ func TestFaultedCallsCreateNothing(t *testing.T) {
 	snap := e.st.Snapshot()
 	assert.Empty(t, snap.DataTenants)
 	assert.Zero(t, snap.Calls["create"])
-}
-
-func mustRequest(t *testing.T, method, u string) *http.Request {
-	req, err := http.NewRequest(method, u, nil)
-	require.NoError(t, err)
-	return req
 }

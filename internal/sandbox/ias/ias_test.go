@@ -2,14 +2,13 @@ package ias_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,38 +18,23 @@ const base = "/ias/service/sps"
 type env struct {
 	t   *testing.T
 	st  *ias.StandIn
-	srv *httptest.Server
+	url string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t, st: ias.New(ias.Options{User: "keb", Password: "pw"})}
-	sb := sandbox.New(sandbox.Options{})
-	require.NoError(t, sb.Register(e.st))
-	e.srv = httptest.NewServer(sb)
-	t.Cleanup(e.srv.Close)
+	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	return e
-}
-
-func (e *env) send(req *http.Request) (*http.Response, string) {
-	e.t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	return resp, string(b)
 }
 
 func (e *env) apiAs(user, password, method, path, body string) (*http.Response, string) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+base+path, strings.NewReader(body))
-	require.NoError(e.t, err)
+	req := sandboxtest.APIRequest(e.t, method, e.url+base+path, "", body)
 	if user != "" {
 		req.SetBasicAuth(user, password)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	return e.send(req)
+	return sandboxtest.Send(e.t, req)
 }
 
 func (e *env) api(method, path, body string) (int, string) {
@@ -228,10 +212,8 @@ func TestValidation(t *testing.T) {
 func TestObjectsEndpointAndReset(t *testing.T) {
 	e := newEnv(t)
 	e.create("a")
-	req, err := http.NewRequest(http.MethodGet, e.srv.URL+"/_sandbox/ias/objects", nil)
-	require.NoError(t, err)
-	resp, body := e.send(req)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	code, body := sandboxtest.Do(t, sandboxtest.Request(t, http.MethodGet, e.url+"/_sandbox/ias/objects", ""))
+	require.Equal(t, http.StatusOK, code)
 	var objs ias.Objects
 	require.NoError(t, json.Unmarshal([]byte(body), &objs))
 	require.Len(t, objs.ServiceProviders, 1)
@@ -239,10 +221,8 @@ func TestObjectsEndpointAndReset(t *testing.T) {
 	assert.Equal(t, map[string]int{"create": 1}, objs.ServiceProviders[0].Calls)
 	assert.Equal(t, map[string]int{"a": 1}, objs.CreatesByName)
 
-	req, err = http.NewRequest(http.MethodPost, e.srv.URL+"/_sandbox/ias/reset", nil)
-	require.NoError(t, err)
-	resp, _ = e.send(req)
-	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	code, _ = sandboxtest.Do(t, sandboxtest.Request(t, http.MethodPost, e.url+"/_sandbox/ias/reset", ""))
+	require.Equal(t, http.StatusNoContent, code)
 	snap := e.st.Snapshot()
 	assert.Empty(t, snap.ServiceProviders)
 	assert.Empty(t, snap.CreatesByName)

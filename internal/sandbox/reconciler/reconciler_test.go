@@ -2,16 +2,14 @@ package reconciler_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,43 +17,24 @@ import (
 const base = "/reconciler/v1/clusters"
 
 type env struct {
-	t   *testing.T
-	st  *reconciler.Server
-	srv *httptest.Server
-	mu  sync.Mutex
-	now time.Time
+	t     *testing.T
+	st    *reconciler.Server
+	url   string
+	clock *sandboxtest.Clock
 }
 
 func newEnv(t *testing.T, opts reconciler.Options) *env {
 	t.Helper()
-	e := &env{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	opts.Now = e.clock
+	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	opts.Now = e.clock.Now
 	e.st = reconciler.New(opts)
-	sb := sandbox.New(sandbox.Options{})
-	require.NoError(t, sb.Register(e.st))
-	e.srv = httptest.NewServer(sb)
-	t.Cleanup(e.srv.Close)
+	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	return e
-}
-
-func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
-func (e *env) advance(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.now = e.now.Add(d)
 }
 
 func (e *env) api(method, path, body string) (int, string) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+base+path, strings.NewReader(body))
-	require.NoError(e.t, err)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	return resp.StatusCode, string(b)
+	return sandboxtest.Do(e.t, sandboxtest.APIRequest(e.t, method, e.url+base+path, "", body))
 }
 
 func (e *env) state(method, path, body string) reconciler.State {
@@ -124,13 +103,13 @@ func TestReconcileAndDeleteProgressWithTime(t *testing.T) {
 	e := newEnv(t, reconciler.Options{ReconcileTime: time.Minute, DeleteTime: 30 * time.Second})
 	st := e.state(http.MethodPost, "", body("rt1", "istio", "serverless"))
 	assert.Equal(t, reconciler.State{Cluster: "rt1", ClusterVersion: 1, ConfigurationVersion: 1, Status: reconciler.StatusReconcilePending,
-		StatusURL: e.srv.URL + "/reconciler/v1/clusters/rt1/status"}, st)
+		StatusURL: e.url + "/reconciler/v1/clusters/rt1/status"}, st)
 
-	e.advance(59 * time.Second)
+	e.clock.Advance(59 * time.Second)
 	assert.Equal(t, reconciler.StatusReconcilePending, e.status("rt1"))
-	e.advance(time.Second)
+	e.clock.Advance(time.Second)
 	assert.Equal(t, reconciler.StatusReconciling, e.status("rt1"))
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	assert.Equal(t, reconciler.StatusReady, e.status("rt1"))
 
 	// the same configuration again: no new version, still ready
@@ -147,18 +126,18 @@ func TestReconcileAndDeleteProgressWithTime(t *testing.T) {
 	st = e.state(http.MethodPost, "", strings.Replace(body("rt1", "istio"), "kind: Config", "kind: Config\\ncurrent-context: x", 1))
 	assert.Equal(t, int64(3), st.ConfigurationVersion)
 	assert.Equal(t, int64(2), st.ClusterVersion)
-	e.advance(2 * time.Minute)
+	e.clock.Advance(2 * time.Minute)
 	assert.Equal(t, reconciler.StatusReady, e.status("rt1"))
 
 	st = e.state(http.MethodDelete, "/rt1", "")
 	assert.Equal(t, reconciler.StatusDeletePending, st.Status)
-	e.advance(30 * time.Second)
+	e.clock.Advance(30 * time.Second)
 	assert.Equal(t, reconciler.StatusDeleting, e.status("rt1"))
 	st = e.state(http.MethodDelete, "/rt1", "")
 	assert.Equal(t, reconciler.StatusDeleting, st.Status, "a second delete does not restart the deletion")
-	e.advance(30 * time.Second)
+	e.clock.Advance(30 * time.Second)
 	assert.Equal(t, reconciler.StatusDeleted, e.status("rt1"))
-	e.advance(time.Hour)
+	e.clock.Advance(time.Hour)
 	assert.Equal(t, reconciler.StatusDeleted, e.status("rt1"), "a deleted cluster is still known")
 	assert.Equal(t, reconciler.StatusDeleted, e.state(http.MethodDelete, "/rt1", "").Status)
 
@@ -191,13 +170,7 @@ func TestZeroTimesAndFailingComponents(t *testing.T) {
 func TestObjectsHideSecrets(t *testing.T) {
 	e := newEnv(t, reconciler.Options{})
 	e.state(http.MethodPost, "", body("rt1", "istio"))
-	code, out := func() (int, string) {
-		resp, err := http.Get(e.srv.URL + "/_sandbox/reconciler/objects")
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}()
+	code, out := sandboxtest.Do(t, sandboxtest.Request(t, http.MethodGet, e.url+"/_sandbox/reconciler/objects", ""))
 	require.Equal(t, http.StatusOK, code)
 	assert.NotContains(t, out, "hunter2")
 	assert.NotContains(t, out, "apiVersion")

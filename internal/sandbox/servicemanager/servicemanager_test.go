@@ -2,9 +2,7 @@ package servicemanager_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	sm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,65 +25,25 @@ const (
 type env struct {
 	t     *testing.T
 	st    *sm.Server
-	srv   *httptest.Server
-	mu    sync.Mutex
-	now   time.Time
+	url   string
+	clock *sandboxtest.Clock
 	token string
 }
 
 func newEnv(t *testing.T, delay time.Duration) *env {
 	t.Helper()
-	e := &env{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e.st = sm.New(sm.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ProvisionDelay: delay, Now: e.clock})
-	sb := sandbox.New(sandbox.Options{})
-	require.NoError(t, sb.Register(e.st))
-	e.srv = httptest.NewServer(sb)
-	t.Cleanup(e.srv.Close)
-	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, []string{"id", "secret"})
-	require.Equal(t, http.StatusOK, code, body)
-	var tok struct {
-		AccessToken string `json:"access_token"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &tok))
-	e.token = tok.AccessToken
+	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+	e.st = sm.New(sm.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ProvisionDelay: delay, Now: e.clock.Now})
+	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
+	e.token = sandboxtest.Token(t, e.url+"/servicemanager/oauth/token", url.Values{"grant_type": {"client_credentials"}}, "id", "secret").AccessToken
 	return e
-}
-
-func (e *env) clock() time.Time { e.mu.Lock(); defer e.mu.Unlock(); return e.now }
-func (e *env) advance(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.now = e.now.Add(d)
-}
-
-func (e *env) tokenRequest(form url.Values, basic []string) (int, string) {
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+"/servicemanager/oauth/token", strings.NewReader(form.Encode()))
-	require.NoError(e.t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if basic != nil {
-		req.SetBasicAuth(basic[0], basic[1])
-	}
-	code, _, body := e.send(req)
-	return code, body
-}
-
-func (e *env) send(req *http.Request) (int, http.Header, string) {
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
-	return resp.StatusCode, resp.Header, string(b)
 }
 
 // api calls path (with its query) under /servicemanager with the bearer token.
 func (e *env) api(method, path, body string) (int, http.Header, string) {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+"/servicemanager"+path, strings.NewReader(body))
-	require.NoError(e.t, err)
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	req.Header.Set("Content-Type", "application/json")
-	return e.send(req)
+	resp, b := sandboxtest.Send(e.t, sandboxtest.APIRequest(e.t, method, e.url+"/servicemanager"+path, e.token, body))
+	return resp.StatusCode, resp.Header, b
 }
 
 func fq(q string) string { return "?fieldQuery=" + url.QueryEscape(q) }
@@ -111,21 +70,20 @@ func (e *env) createAsync(name string) (id, opPath string) {
 
 func TestTokenAndBearer(t *testing.T) {
 	e := newEnv(t, 0)
-	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, []string{"id", "wrong"})
+	code, body := sandboxtest.PostForm(t, e.url+"/servicemanager/oauth/token", url.Values{"grant_type": {"client_credentials"}}, "id", "wrong")
 	assert.Equal(t, http.StatusUnauthorized, code)
 	assert.Contains(t, body, "invalid_client")
 	for _, auth := range []string{"", "Bearer nope"} {
-		req, err := http.NewRequest(http.MethodGet, e.srv.URL+"/servicemanager/v1/service_offerings", nil)
-		require.NoError(t, err)
+		req := sandboxtest.Request(t, http.MethodGet, e.url+"/servicemanager/v1/service_offerings", "")
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
-		code, _, _ := e.send(req)
+		code, _ := sandboxtest.Do(t, req)
 		assert.Equal(t, http.StatusUnauthorized, code, auth)
 	}
 	code, _, _ = e.api(http.MethodGet, "/v1/service_offerings", "")
 	assert.Equal(t, http.StatusOK, code)
-	e.advance(2 * time.Hour)
+	e.clock.Advance(2 * time.Hour)
 	code, _, _ = e.api(http.MethodGet, "/v1/service_offerings", "")
 	assert.Equal(t, http.StatusUnauthorized, code, "expired token")
 	calls := e.st.Snapshot().Calls
@@ -198,7 +156,7 @@ func TestAsyncInstanceLifecycle(t *testing.T) {
 	code, _, body = e.api(http.MethodPost, "/v1/service_instances?async=true", `{"name":"ems-1","service_plan_id":"`+emPlanID+`"}`)
 	assert.Equal(t, http.StatusConflict, code, "a second instance of the same name: %s", body)
 
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	code, _, body = e.api(http.MethodGet, "/v1/service_instances"+fq("name eq 'ems-1'"), "")
 	require.Equal(t, http.StatusOK, code)
 	list := decodeInto[sm.List[sm.Instance]](t, body)
@@ -249,7 +207,7 @@ func TestAsyncInstanceLifecycle(t *testing.T) {
 	code, _, _ = e.api(http.MethodPost, "/v1/service_bindings", bind)
 	assert.Equal(t, http.StatusUnprocessableEntity, code, "binding an instance being deleted")
 
-	e.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	code, _, _ = e.api(http.MethodGet, "/v1/service_instances/"+id, "")
 	assert.Equal(t, http.StatusNotFound, code)
 	code, _, body = e.api(http.MethodGet, deleteOp, "")
@@ -365,8 +323,8 @@ func TestServiceOperatorAccessBinding(t *testing.T) {
 	creds := decodeInto[sm.Binding](t, body).Credentials
 	assert.Equal(t, "id", creds["clientid"])
 	assert.Equal(t, "secret", creds["clientsecret"])
-	assert.Equal(t, e.srv.URL+"/servicemanager", creds["sm_url"])
-	assert.Equal(t, e.srv.URL+"/servicemanager", creds["url"])
+	assert.Equal(t, e.url+"/servicemanager", creds["sm_url"])
+	assert.Equal(t, e.url+"/servicemanager", creds["url"])
 }
 
 func TestConcurrentCreatesOfOneName(t *testing.T) {

@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 )
 
@@ -83,24 +83,7 @@ func Objects[T any](t testing.TB, e *Env, system string) T {
 }
 
 // Clock is a time a test moves, shared by the engine and the stand-ins (standins.Options.Now).
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = sandboxtest.Clock
 
 // NewClock starts a clock at t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now is the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func NewClock(t time.Time) *Clock { return sandboxtest.NewClock(t) }
