@@ -6,7 +6,7 @@
 # a throwaway one. kube-apiserver is built from source once (several minutes)
 # and cached in ${KEB_CACHE_DIR:-$HOME/.cache/keb}/bin.
 
-.PHONY: test bench bench-engine vet fmt build run kube-apiserver
+.PHONY: test bench bench-engine bench-storage vet fmt build run kube-apiserver
 
 test:
 	bash scripts/with-postgres.sh bash scripts/with-kube.sh go test -count=1 -timeout 30m ./...
@@ -16,10 +16,14 @@ kube-apiserver:
 	bash scripts/kube.sh build
 
 # Umbrella target; further benchmarks get added as dependencies.
-bench: bench-engine
+bench: bench-engine bench-storage
 
 bench-engine:
 	bash scripts/with-postgres.sh go run ./internal/process/bench
+
+# Go benchmarks of the PostgreSQL store (SaveProgress, an instance's newest operation).
+bench-storage:
+	bash scripts/with-postgres.sh go test -run '^$$' -bench . -benchmem ./internal/storage/...
 
 vet:
 	go vet ./...

@@ -95,7 +95,7 @@ func (b *Broker) Services(ctx context.Context) ([]domain.Service, error) {
 
 // latestOperation is the instance's newest operation, optionally of one type.
 func (b *Broker) latestOperation(ctx context.Context, instanceID string, types ...string) (storage.Operation, bool, error) {
-	page, err := b.store.Operations().ListOperations(ctx, storage.OperationFilter{InstanceIDs: []string{instanceID}, Types: types, Paging: storage.Paging{PageSize: 1}})
+	page, err := b.store.Operations().ListOperations(ctx, storage.OperationFilter{InstanceIDs: []string{instanceID}, Types: types, Paging: storage.Paging{PageSize: 1, WithoutTotal: true}})
 	if err != nil || len(page.Items) == 0 {
 		return storage.Operation{}, false, err
 	}
@@ -104,7 +104,7 @@ func (b *Broker) latestOperation(ctx context.Context, instanceID string, types .
 
 func (b *Broker) activeOperation(ctx context.Context, instanceID string) (storage.Operation, bool, error) {
 	page, err := b.store.Operations().ListOperations(ctx, storage.OperationFilter{
-		InstanceIDs: []string{instanceID}, States: []storage.OperationState{storage.StatePending, storage.StateInProgress}, Paging: storage.Paging{PageSize: 1},
+		InstanceIDs: []string{instanceID}, States: []storage.OperationState{storage.StatePending, storage.StateInProgress}, Paging: storage.Paging{PageSize: 1, WithoutTotal: true},
 	})
 	if err != nil || len(page.Items) == 0 {
 		return storage.Operation{}, false, err

@@ -143,7 +143,13 @@ type Instance struct {
 type Paging struct {
 	Page     int
 	PageSize int
+	// WithoutTotal is for callers that want only the items (the newest operation of an instance):
+	// the page's TotalCount is then UnknownTotal unless the page itself tells it, which saves a COUNT.
+	WithoutTotal bool
 }
+
+// UnknownTotal is a page's TotalCount when it was not counted (Paging.WithoutTotal).
+const UnknownTotal = -1
 
 // InstanceFilter: empty slices do not filter. Results are ordered by creation, oldest first.
 type InstanceFilter struct {

@@ -65,7 +65,7 @@ func (s KymaInitialisation) Run(ctx context.Context, op KymaOp, _ logrus.FieldLo
 func (s KymaInitialisation) firstProvisioning(ctx context.Context, instanceID string) (instance.ProvisioningData, error) {
 	page, err := s.Operations.ListOperations(ctx, storage.OperationFilter{
 		InstanceIDs: []string{instanceID}, Types: []string{instance.TypeProvision}, States: []storage.OperationState{storage.StateSucceeded},
-		Paging: storage.Paging{PageSize: 1},
+		Paging: storage.Paging{PageSize: 1, WithoutTotal: true},
 	})
 	if err != nil {
 		return instance.ProvisioningData{}, fmt.Errorf("reading the instance's provisioning: %w", err)

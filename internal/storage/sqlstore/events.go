@@ -71,41 +71,24 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter) (storage.
 }
 
 func (s *Store) listEvents(ctx context.Context, f storage.EventFilter) (storage.Page[storage.Event], error) {
-	limit, offset, err := pageBounds(f.Paging)
-	if err != nil {
-		return storage.Page[storage.Event]{}, err
-	}
 	where := sq.And{}
 	where = eqIfAny(where, "instance_id", f.InstanceIDs)
 	where = eqIfAny(where, "operation_id", f.OperationIDs)
-	total, err := s.count(ctx, "events", where)
-	if err != nil {
-		return storage.Page[storage.Event]{}, err
+	return listPage(ctx, s, pageQuery{table: "events", cols: eventCols, where: where, order: []string{"id"}, paging: f.Paging}, scanEvent)
+}
+
+func scanEvent(r rowScanner) (storage.Event, error) {
+	var (
+		e         storage.Event
+		typ       string
+		dur, wait int64
+		created   dbTime
+	)
+	if err := r.Scan(&e.ID, &e.OperationID, &e.InstanceID, &e.Step, &typ, &e.Message, &dur, &wait, &created); err != nil {
+		return storage.Event{}, err
 	}
-	q, args, err := s.sb().Select(eventCols).From("events").Where(where).OrderBy("id").Limit(limit).Offset(offset).ToSql()
-	if err != nil {
-		return storage.Page[storage.Event]{}, err
-	}
-	rows, err := s.r.QueryxContext(ctx, q, args...)
-	if err != nil {
-		return storage.Page[storage.Event]{}, err
-	}
-	defer rows.Close()
-	out := storage.Page[storage.Event]{TotalCount: total, Items: []storage.Event{}}
-	for rows.Next() {
-		var (
-			e         storage.Event
-			typ       string
-			dur, wait int64
-			created   dbTime
-		)
-		if err := rows.Scan(&e.ID, &e.OperationID, &e.InstanceID, &e.Step, &typ, &e.Message, &dur, &wait, &created); err != nil {
-			return storage.Page[storage.Event]{}, err
-		}
-		e.Type = storage.EventType(typ)
-		e.Duration, e.Wait = time.Duration(dur)*time.Microsecond, time.Duration(wait)*time.Microsecond
-		e.CreatedAt = created.value()
-		out.Items = append(out.Items, e)
-	}
-	return out, rows.Err()
+	e.Type = storage.EventType(typ)
+	e.Duration, e.Wait = time.Duration(dur)*time.Microsecond, time.Duration(wait)*time.Microsecond
+	e.CreatedAt = created.value()
+	return e, nil
 }

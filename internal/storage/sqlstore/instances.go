@@ -213,10 +213,6 @@ func (s *Store) ListInstances(ctx context.Context, f storage.InstanceFilter) (st
 }
 
 func (s *Store) listInstances(ctx context.Context, f storage.InstanceFilter) (storage.Page[storage.Instance], error) {
-	limit, offset, err := pageBounds(f.Paging)
-	if err != nil {
-		return storage.Page[storage.Instance]{}, err
-	}
 	where := sq.And{}
 	where = eqIfAny(where, "instance_id", f.InstanceIDs)
 	where = eqIfAny(where, "runtime_id", f.RuntimeIDs)
@@ -227,29 +223,7 @@ func (s *Store) listInstances(ctx context.Context, f storage.InstanceFilter) (st
 	if !f.IncludeDeleted {
 		where = append(where, sq.Eq{"deleted_at": nil})
 	}
-	total, err := s.count(ctx, "instances", where)
-	if err != nil {
-		return storage.Page[storage.Instance]{}, err
-	}
-	q, args, err := s.sb().Select(instanceCols).From("instances").Where(where).
-		OrderBy("created_at", "instance_id").Limit(limit).Offset(offset).ToSql()
-	if err != nil {
-		return storage.Page[storage.Instance]{}, err
-	}
-	rows, err := s.r.QueryxContext(ctx, q, args...)
-	if err != nil {
-		return storage.Page[storage.Instance]{}, err
-	}
-	defer rows.Close()
-	out := storage.Page[storage.Instance]{TotalCount: total, Items: []storage.Instance{}}
-	for rows.Next() {
-		inst, err := s.scanInstance(rows)
-		if err != nil {
-			return storage.Page[storage.Instance]{}, err
-		}
-		out.Items = append(out.Items, inst)
-	}
-	return out, rows.Err()
+	return listPage(ctx, s, pageQuery{table: "instances", cols: instanceCols, where: where, order: []string{"created_at", "instance_id"}, paging: f.Paging}, s.scanInstance)
 }
 
 func (s *Store) InsertOperationExclusive(ctx context.Context, op storage.Operation, blocking []string) (storage.Operation, error) {

@@ -188,10 +188,6 @@ func (s *Store) ListOperations(ctx context.Context, f storage.OperationFilter) (
 }
 
 func (s *Store) listOperations(ctx context.Context, f storage.OperationFilter) (storage.Page[storage.Operation], error) {
-	limit, offset, err := pageBounds(f.Paging)
-	if err != nil {
-		return storage.Page[storage.Operation]{}, err
-	}
 	states := make([]string, len(f.States))
 	for i, st := range f.States {
 		states[i] = string(st)
@@ -201,24 +197,7 @@ func (s *Store) listOperations(ctx context.Context, f storage.OperationFilter) (
 	where = eqIfAny(where, "instance_id", f.InstanceIDs)
 	where = eqIfAny(where, "type", f.Types)
 	where = eqIfAny(where, "state", states)
-	total, err := s.count(ctx, "operations", where)
-	if err != nil {
-		return storage.Page[storage.Operation]{}, err
-	}
-	q, args, err := s.sb().Select(opCols).From("operations").Where(where).
-		OrderBy("created_at DESC", "id DESC").Limit(limit).Offset(offset).ToSql()
-	if err != nil {
-		return storage.Page[storage.Operation]{}, err
-	}
-	rows, err := s.r.QueryxContext(ctx, q, args...)
-	if err != nil {
-		return storage.Page[storage.Operation]{}, err
-	}
-	items, err := s.scanOperations(rows)
-	if err != nil {
-		return storage.Page[storage.Operation]{}, err
-	}
-	return storage.Page[storage.Operation]{Items: items, TotalCount: total}, nil
+	return listPage(ctx, s, pageQuery{table: "operations", cols: opCols, where: where, order: []string{"created_at DESC", "id DESC"}, paging: f.Paging}, s.scanOperation)
 }
 
 // claimable is the condition for an operation that may be leased at now.

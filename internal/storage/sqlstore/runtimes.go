@@ -150,39 +150,13 @@ func (s *Store) ListRuntimes(ctx context.Context, f storage.RuntimeFilter) (stor
 }
 
 func (s *Store) listRuntimes(ctx context.Context, f storage.RuntimeFilter) (storage.Page[storage.Runtime], error) {
-	limit, offset, err := pageBounds(f.Paging)
-	if err != nil {
-		return storage.Page[storage.Runtime]{}, err
-	}
 	where := sq.And{}
 	where = eqIfAny(where, "id", f.IDs)
 	where = eqIfAny(where, "tenant", f.Tenants)
 	if !f.IncludeDeleted {
 		where = append(where, sq.Eq{"deleted": false})
 	}
-	total, err := s.count(ctx, "runtimes", where)
-	if err != nil {
-		return storage.Page[storage.Runtime]{}, err
-	}
-	q, args, err := s.sb().Select(runtimeCols).From("runtimes").Where(where).
-		OrderBy("created_at", "id").Limit(limit).Offset(offset).ToSql()
-	if err != nil {
-		return storage.Page[storage.Runtime]{}, err
-	}
-	rows, err := s.r.QueryxContext(ctx, q, args...)
-	if err != nil {
-		return storage.Page[storage.Runtime]{}, err
-	}
-	defer rows.Close()
-	out := storage.Page[storage.Runtime]{TotalCount: total, Items: []storage.Runtime{}}
-	for rows.Next() {
-		rt, err := s.scanRuntime(rows)
-		if err != nil {
-			return storage.Page[storage.Runtime]{}, err
-		}
-		out.Items = append(out.Items, rt)
-	}
-	return out, rows.Err()
+	return listPage(ctx, s, pageQuery{table: "runtimes", cols: runtimeCols, where: where, order: []string{"created_at", "id"}, paging: f.Paging}, s.scanRuntime)
 }
 
 func (s *Store) StartRuntimeOperation(ctx context.Context, op storage.Operation) (storage.Operation, error) {

@@ -323,6 +323,57 @@ func (s *Store) count(ctx context.Context, table string, where sq.And) (int, err
 	return n, nil
 }
 
+// pageQuery is one page of a list: the rows of table matching where, in order.
+type pageQuery struct {
+	table, cols string
+	where       sq.And
+	order       []string
+	paging      storage.Paging
+}
+
+// listPage reads a page with scan and how many rows match in all. A page shorter than its size
+// that is not past the end already tells the total, which saves the COUNT on the common lists
+// (an instance's operations, its events).
+func listPage[T any](ctx context.Context, s *Store, pq pageQuery, scan func(rowScanner) (T, error)) (storage.Page[T], error) {
+	limit, offset, err := pageBounds(pq.paging)
+	if err != nil {
+		return storage.Page[T]{}, err
+	}
+	q, args, err := s.sb().Select(pq.cols).From(pq.table).Where(pq.where).OrderBy(pq.order...).Limit(limit).Offset(offset).ToSql()
+	if err != nil {
+		return storage.Page[T]{}, err
+	}
+	rows, err := s.r.QueryxContext(ctx, q, args...)
+	if err != nil {
+		return storage.Page[T]{}, err
+	}
+	defer rows.Close()
+	out := storage.Page[T]{Items: []T{}}
+	for rows.Next() {
+		item, err := scan(rows)
+		if err != nil {
+			return storage.Page[T]{}, err
+		}
+		out.Items = append(out.Items, item)
+	}
+	if err := rows.Err(); err != nil {
+		return storage.Page[T]{}, err
+	}
+	n := uint64(len(out.Items))
+	if n < limit && (n > 0 || offset == 0) {
+		out.TotalCount = int(offset + n)
+		return out, nil
+	}
+	if pq.paging.WithoutTotal {
+		out.TotalCount = storage.UnknownTotal
+		return out, nil
+	}
+	if out.TotalCount, err = s.count(ctx, pq.table, pq.where); err != nil {
+		return storage.Page[T]{}, err
+	}
+	return out, nil
+}
+
 // exists tells ErrConflict from ErrNotFound after a conditional write matched no row.
 func (s *Store) missingOrConflict(ctx context.Context, table, idCol, id string) error {
 	var one int

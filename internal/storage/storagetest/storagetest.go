@@ -464,6 +464,7 @@ func testListInstances(t *testing.T, e *env) {
 	p3, err := is.ListInstances(ctx, storage.InstanceFilter{Paging: storage.Paging{Page: 3, PageSize: 5}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"i01", "i00"}, ids(p3))
+	assert.Equal(t, 12, p3.TotalCount, "a short last page")
 	p4, err := is.ListInstances(ctx, storage.InstanceFilter{GlobalAccountIDs: []string{"ga1"}, Paging: storage.Paging{Page: 9, PageSize: 5}})
 	require.NoError(t, err)
 	assert.Empty(t, p4.Items)
@@ -512,6 +513,20 @@ func testListOperations(t *testing.T, e *env) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"op07", "op06", "op05", "op04"}, ids(p))
 	assert.Equal(t, 12, p.TotalCount)
+	// The total stays right whether or not the page tells it: a full last page, past the end.
+	for page, want := range map[int][]string{3: {"op03", "op02", "op01", "op00"}, 4: nil} {
+		p, err := ops.ListOperations(ctx, storage.OperationFilter{Paging: storage.Paging{Page: page, PageSize: 4}})
+		require.NoError(t, err)
+		assert.Equal(t, want, ids(p), "page %d", page)
+		assert.Equal(t, 12, p.TotalCount, "page %d", page)
+	}
+	newest, err := ops.ListOperations(ctx, storage.OperationFilter{InstanceIDs: []string{"i1"}, Paging: storage.Paging{PageSize: 1, WithoutTotal: true}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"op10"}, ids(newest))
+	assert.Equal(t, storage.UnknownTotal, newest.TotalCount, "not counted")
+	short, err := ops.ListOperations(ctx, storage.OperationFilter{InstanceIDs: []string{"i1"}, Paging: storage.Paging{PageSize: 10, WithoutTotal: true}})
+	require.NoError(t, err)
+	assert.Equal(t, 4, short.TotalCount, "a short page tells the total anyway")
 }
 
 func testEvents(t *testing.T, e *env) {

@@ -120,3 +120,35 @@ func benchmarkSaveProgress(b *testing.B, events, callers int) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "saves/s")
 }
+
+// BenchmarkNewestOperation measures reading an instance's newest operation (what last_operation
+// and every new OSB request do) among 20,000 operations of 2,000 instances, with and without the
+// total count of the instance's operations.
+func BenchmarkNewestOperation(b *testing.B) {
+	ctx := context.Background()
+	kr, err := encryption.NewKeyring(storagetest.Key(b))
+	require.NoError(b, err)
+	s, err := postgres.Open(ctx, postgres.Config{URL: pgtest.NewDatabase(b)}, kr, nil)
+	require.NoError(b, err)
+	defer s.Close()
+	const instances, perInstance = 2000, 10
+	now := time.Now()
+	for i := 0; i < instances*perInstance; i++ {
+		_, err := s.Operations().InsertOperation(ctx, storage.Operation{ID: fmt.Sprint("op", i), InstanceID: fmt.Sprint("inst", i%instances),
+			Type: "update", State: storage.StateSucceeded, Deadline: now.Add(time.Hour), CreatedAt: now.Add(time.Duration(i) * time.Millisecond)})
+		require.NoError(b, err)
+	}
+	for _, withoutTotal := range []bool{false, true} {
+		b.Run(fmt.Sprintf("withoutTotal=%v", withoutTotal), func(b *testing.B) {
+			i := 0
+			for b.Loop() {
+				i++
+				page, err := s.Operations().ListOperations(ctx, storage.OperationFilter{InstanceIDs: []string{fmt.Sprint("inst", i%instances)},
+					Paging: storage.Paging{PageSize: 1, WithoutTotal: withoutTotal}})
+				if err != nil || len(page.Items) != 1 {
+					b.Fatal(err, len(page.Items))
+				}
+			}
+		})
+	}
+}
