@@ -77,11 +77,7 @@ func BenchmarkSaveProgress(b *testing.B) {
 
 func benchmarkSaveProgress(b *testing.B, events, callers int) {
 	ctx := context.Background()
-	kr, err := encryption.NewKeyring(storagetest.Key(b))
-	require.NoError(b, err)
-	s, err := postgres.Open(ctx, postgres.Config{URL: pgtest.NewDatabase(b)}, kr, nil)
-	require.NoError(b, err)
-	defer s.Close()
+	s := benchStore(b)
 	const ops = 256
 	now := time.Now()
 	for i := 0; i < ops; i++ {
@@ -126,11 +122,7 @@ func benchmarkSaveProgress(b *testing.B, events, callers int) {
 // total count of the instance's operations.
 func BenchmarkNewestOperation(b *testing.B) {
 	ctx := context.Background()
-	kr, err := encryption.NewKeyring(storagetest.Key(b))
-	require.NoError(b, err)
-	s, err := postgres.Open(ctx, postgres.Config{URL: pgtest.NewDatabase(b)}, kr, nil)
-	require.NoError(b, err)
-	defer s.Close()
+	s := benchStore(b)
 	const instances, perInstance = 2000, 10
 	now := time.Now()
 	for i := 0; i < instances*perInstance; i++ {
@@ -151,4 +143,14 @@ func BenchmarkNewestOperation(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchStore is a store on a new database of the test server, closed when the benchmark ends.
+func benchStore(b *testing.B) storage.Store {
+	kr, err := encryption.NewKeyring(storagetest.Key(b))
+	require.NoError(b, err)
+	s, err := postgres.Open(context.Background(), postgres.Config{URL: pgtest.NewDatabase(b)}, kr, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	return s
 }
