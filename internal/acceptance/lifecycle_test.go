@@ -93,6 +93,12 @@ func TestProvisionAndDeprovisionThroughEveryExternalSystem(t *testing.T) {
 	assert.Empty(t, inv.SM.Bindings, "EMS binding removed")
 	assert.Empty(t, inv.liveClusters(), "cluster deregistered from the reconciler")
 	assert.Equal(t, 0, inv.directorRuntimes(), "runtime unregistered from the Director")
+
+	metrics := b.Get("/metrics", bt.WithoutAuth(), bt.WithoutAPIVersion()).String()
+	for _, system := range []string{"avs", "edp", "ias", "servicemanager", "reconciler", "director"} {
+		assert.Regexp(t, `keb_external_requests_total\{method="(GET|POST|PUT|PATCH|DELETE)",outcome="2\d\d",system="`+system+`"\} [1-9]`, metrics, "the calls to %s are counted", system)
+		assert.Contains(t, metrics, `keb_external_request_duration_seconds_count{system="`+system+`"}`)
+	}
 }
 
 // A Kyma 1.x runtime on Azure gets an Event Hubs namespace whose credentials go, marked secret,

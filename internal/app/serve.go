@@ -20,6 +20,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
@@ -93,6 +94,11 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
+	calls, err := httpretry.NewCallMetrics(reg)
+	if err != nil {
+		return err
+	}
+	cfg.Externals.Instrument(calls)
 	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log)
 	if err != nil {
 		return err

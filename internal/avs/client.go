@@ -85,7 +85,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("AVS configuration: %w", err)
 	}
 	cfg.withDefaults()
-	httpc := &http.Client{Timeout: cfg.Timeout}
+	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("avs", nil))
 	return &Client{
 		cfg:    cfg,
 		base:   strings.TrimRight(cfg.URL, "/") + evaluationPath,

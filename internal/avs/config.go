@@ -24,6 +24,8 @@ type Config struct {
 	ExternalTesterAccessID int64 `envconfig:"AVS_EXTERNAL_TESTER_ACCESS_ID"`
 	// Timeout bounds one HTTP request (token requests included); retries are bounded by the caller's context.
 	Timeout time.Duration `envconfig:"AVS_TIMEOUT" default:"30s"`
+	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
+	Metrics *httpretry.CallMetrics `ignored:"true"`
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
 	// transient failures.
 	RetryInitialBackoff time.Duration `envconfig:"AVS_RETRY_INITIAL_BACKOFF" default:"200ms"`

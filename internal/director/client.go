@@ -65,13 +65,14 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("Director configuration: %w", err)
 	}
 	cfg.withDefaults()
-	httpc := &http.Client{Timeout: cfg.Timeout}
+	var base http.RoundTripper
 	if cfg.SkipCertVerify {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		// Opted into with APP_SKIP_DIRECTOR_CERT_VERIFICATION, for self-signed development installations.
 		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec
-		httpc.Transport = tr
+		base = tr
 	}
+	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("director", base))
 	return &Client{
 		cfg:    cfg,
 		http:   httpc,

@@ -74,7 +74,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("EDP configuration: %w", err)
 	}
-	httpc := &http.Client{Timeout: cfg.Timeout}
+	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("edp", nil))
 	return &Client{
 		cfg:    cfg,
 		base:   strings.TrimRight(cfg.URL, "/") + "/namespaces/" + url.PathEscape(cfg.Namespace) + "/dataTenants",

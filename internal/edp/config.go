@@ -27,6 +27,8 @@ type Config struct {
 	Disabled bool `envconfig:"EDP_DISABLED"`
 	// Timeout bounds one HTTP request (token requests included); retries are bounded by the caller's context.
 	Timeout time.Duration `envconfig:"EDP_TIMEOUT" default:"30s"`
+	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
+	Metrics *httpretry.CallMetrics `ignored:"true"`
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
 	// transient failures.
 	RetryInitialBackoff time.Duration `envconfig:"EDP_RETRY_INITIAL_BACKOFF" default:"200ms"`

@@ -74,7 +74,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("Azure configuration: %w", err)
 	}
 	cfg.withDefaults()
-	httpc := &http.Client{Timeout: cfg.Timeout}
+	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("azure", nil))
 	return &Client{
 		cfg:    cfg,
 		base:   cfg.ARMURL + "/subscriptions/" + url.PathEscape(cfg.SubscriptionID),

@@ -14,6 +14,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/edp"
 	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
 	"github.com/kyma-project/kyma-environment-broker/internal/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
@@ -110,6 +111,12 @@ func (c *Config) SetRetryBackoff(initial, max time.Duration) {
 			*b.max = max
 		}
 	}
+}
+
+// Instrument makes every client count and time its requests in m (keb_external_* metrics).
+func (c *Config) Instrument(m *httpretry.CallMetrics) {
+	c.AVS.Metrics, c.EDP.Metrics, c.IAS.Metrics, c.ServiceManager.Metrics = m, m, m, m
+	c.Azure.Metrics, c.Reconciler.Metrics, c.Director.Metrics = m, m, m
 }
 
 // Built are the clients the broker runs with.

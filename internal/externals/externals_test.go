@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -65,4 +67,17 @@ func TestBadAccountPoolAndOverridesFileAreNamed(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "APP_HYPERSCALER_ACCOUNT_POOL")
 	assert.Contains(t, err.Error(), "APP_OVERRIDES_FILE")
+}
+
+func TestInstrumentReachesEveryClient(t *testing.T) {
+	var cfg Config
+	m, err := httpretry.NewCallMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	cfg.Instrument(m)
+	for name, got := range map[string]*httpretry.CallMetrics{
+		"AVS": cfg.AVS.Metrics, "EDP": cfg.EDP.Metrics, "IAS": cfg.IAS.Metrics, "ServiceManager": cfg.ServiceManager.Metrics,
+		"Azure": cfg.Azure.Metrics, "Reconciler": cfg.Reconciler.Metrics, "Director": cfg.Director.Metrics,
+	} {
+		assert.Same(t, m, got, name)
+	}
 }

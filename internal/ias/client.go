@@ -106,7 +106,7 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		cfg:  cfg,
 		base: strings.TrimRight(cfg.URL, "/") + serviceProvidersPath,
-		http: &http.Client{Timeout: cfg.Timeout},
+		http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("ias", nil)),
 	}, nil
 }
 

@@ -107,7 +107,7 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		cfg:  cfg,
 		base: strings.TrimRight(cfg.URL, "/") + clustersPath,
-		http: &http.Client{Timeout: cfg.Timeout},
+		http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("reconciler", nil)),
 	}, nil
 }
 

@@ -14,6 +14,8 @@ type Config struct {
 	URL string `envconfig:"RECONCILER_URL"`
 	// Timeout bounds one HTTP request; retries are bounded by the caller's context.
 	Timeout time.Duration `envconfig:"RECONCILER_TIMEOUT" default:"30s"`
+	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
+	Metrics *httpretry.CallMetrics `ignored:"true"`
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
 	// transient failures.
 	RetryInitialBackoff time.Duration `envconfig:"RECONCILER_RETRY_INITIAL_BACKOFF" default:"200ms"`

@@ -97,7 +97,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("configuring the Service Manager client: %w", err)
 	}
 	cfg.withDefaults()
-	return &Client{cfg: cfg, http: &http.Client{Timeout: cfg.Timeout}, tokens: map[tokenKey]*httpretry.Tokens{}}, nil
+	return &Client{cfg: cfg, http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("servicemanager", nil)), tokens: map[tokenKey]*httpretry.Tokens{}}, nil
 }
 
 // Config returns the configuration in use, defaults applied.

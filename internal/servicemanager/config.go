@@ -20,6 +20,8 @@ type Config struct {
 	ClientSecret string `envconfig:"SERVICE_MANAGER_CLIENT_SECRET"`
 	// Timeout bounds one HTTP request (token requests included); retries are bounded by the caller's context.
 	Timeout time.Duration `envconfig:"SERVICE_MANAGER_TIMEOUT" default:"30s"`
+	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
+	Metrics *httpretry.CallMetrics `ignored:"true"`
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
 	// transient failures.
 	RetryInitialBackoff time.Duration `envconfig:"SERVICE_MANAGER_RETRY_INITIAL_BACKOFF" default:"200ms"`

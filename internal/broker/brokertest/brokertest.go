@@ -23,6 +23,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
@@ -124,7 +125,7 @@ func Start(t testing.TB, o Options) *Broker {
 	eng, err := process.New(store, process.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, process.WithRegisterer(reg))
 	must(t, err)
 
-	built, sb, sbURL := externalSystems(t, o)
+	built, sb, sbURL := externalSystems(t, o, reg)
 	provCfg, err := provconfig.Load()
 	must(t, err)
 	provOpts := provisioner.Options{
@@ -187,9 +188,12 @@ func Start(t testing.TB, o Options) *Broker {
 
 // externalSystems starts the sandbox (unless NoSandbox) and builds the clients pointed at it,
 // with retry windows short enough for tests.
-func externalSystems(t testing.TB, o Options) (externals.Built, *sandbox.Sandbox, string) {
+func externalSystems(t testing.TB, o Options, reg prometheus.Registerer) (externals.Built, *sandbox.Sandbox, string) {
 	cfg, err := externals.Load()
 	must(t, err)
+	calls, err := httpretry.NewCallMetrics(reg)
+	must(t, err)
+	cfg.Instrument(calls)
 	s := &cfg.Settings
 	s.RetryTime, s.CleanupRetryTime, s.CallTimeout, s.ReconcileTimeout = 20*time.Second, 5*time.Second, 10*time.Second, 30*time.Second
 	var sb *sandbox.Sandbox

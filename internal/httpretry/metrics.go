@@ -1,0 +1,74 @@
+package httpretry
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// CallMetrics counts and times the requests the clients send to the external systems, so that an
+// outage or a slow system shows on /metrics before operations pile up. Labels are the system, the
+// method and the outcome (the status code, or "error" when no answer came): bounded sets.
+type CallMetrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+// NewCallMetrics registers the metrics with reg.
+func NewCallMetrics(reg prometheus.Registerer) (*CallMetrics, error) {
+	m := &CallMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keb", Name: "external_requests_total",
+			Help: "Requests sent to external systems, by system, method and outcome (status code, or error when no answer came).",
+		}, []string{"system", "method", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "keb", Name: "external_request_duration_seconds",
+			Help:    "Duration of a request to an external system until its answer's headers (or the failure).",
+			Buckets: []float64{.005, .025, .1, .25, 1, 2.5, 10, 30},
+		}, []string{"system"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Transport is next (http.DefaultTransport when nil) observed as system's requests. A nil
+// CallMetrics observes nothing.
+func (m *CallMetrics) Transport(system string, next http.RoundTripper) http.RoundTripper {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if m == nil {
+		return next
+	}
+	return observed{m: m, system: system, next: next}
+}
+
+type observed struct {
+	m      *CallMetrics
+	system string
+	next   http.RoundTripper
+}
+
+func (o observed) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := o.next.RoundTrip(req)
+	outcome := "error"
+	if err == nil {
+		outcome = strconv.Itoa(resp.StatusCode)
+	}
+	o.m.requests.WithLabelValues(o.system, req.Method, outcome).Inc()
+	o.m.duration.WithLabelValues(o.system).Observe(time.Since(start).Seconds())
+	return resp, err
+}
+
+// NewHTTPClient is a client's HTTP client: each request bounded by timeout, sent through
+// transport (http.DefaultTransport when nil), e.g. CallMetrics.Transport.
+func NewHTTPClient(timeout time.Duration, transport http.RoundTripper) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: transport}
+}
