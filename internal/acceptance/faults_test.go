@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"sync"
@@ -11,8 +12,8 @@ import (
 	"time"
 
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
-	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,25 +40,34 @@ func faultyRun(t *testing.T) (int, sandbox.Faults) {
 	return n, sandbox.Faults{ErrorRate: 0.3, LostResponseRate: 0.1, Latency: latency}
 }
 
-// Every system answers slowly and fails often: every provisioning and deprovisioning still
-// succeeds, and each system holds exactly one object per runtime.
-func TestFiftyRuntimesUnderInjectedFaults(t *testing.T) {
+// Every system answers slowly and fails often, and the broker, a child process on SQLite, is
+// killed (SIGKILL) twice during the provisionings and once during the deprovisionings: after each
+// restart the operations go on from where their rows say. Every provisioning and deprovisioning
+// succeeds, each system holds exactly one object per runtime, and nothing is left behind.
+func TestFiftyRuntimesUnderInjectedFaultsAndKills(t *testing.T) {
 	n, faults := faultyRun(t)
-	b := bt.Start(t, bt.Options{
-		OperationTimeout: 30 * time.Minute, Workers: 256,
-		Externals: func(c *externals.Config) {
-			c.Settings.CallTimeout, c.Settings.RetryTime, c.Settings.CleanupRetryTime = 3*time.Minute, 20*time.Minute, 10*time.Minute
-		},
-	})
+	sb, err := standins.New(standins.Options{})
+	require.NoError(t, err)
+	srv := httptest.NewServer(sb)
+	defer srv.Close()
 	for _, sys := range allSystems {
-		require.NoError(t, b.Sandbox.SetFaults(sys, faults))
+		require.NoError(t, sb.SetFaults(sys, faults))
 	}
+	child := newChildBroker(t, srv.URL, "APP_ENGINE_WORKERS=256",
+		"APP_EXTERNAL_CALL_TIMEOUT=3m", "APP_EXTERNAL_RETRY_TIME=20m", "APP_EXTERNAL_CLEANUP_RETRY_TIME=10m")
+	child.start()
+	b := bt.Remote(t, child.url)
+
 	start := time.Now()
 	ids, ops := provisionMany(t, b, n, "fault")
+	for range 2 {
+		killWhenBusy(t, child, sb, 12*n)
+		child.start()
+	}
 	waitAll(t, b, ids, ops, 15*time.Minute)
-	t.Logf("%d provisionings under faults %+v: %s", n, faults, time.Since(start).Round(time.Second))
+	t.Logf("%d provisionings under faults %+v and 2 kills: %s", n, faults, time.Since(start).Round(time.Second))
 
-	inv := readInventory(t, b.SandboxURL)
+	inv := readInventory(t, srv.URL)
 	assertOnePerRuntime(t, inv, n)
 	for _, c := range inv.Reconciler.Clusters {
 		assert.Equal(t, 1, c.ConfigurationVersionsCreated, "cluster %s: a retried apply must not create a configuration", c.RuntimeID)
@@ -65,16 +75,21 @@ func TestFiftyRuntimesUnderInjectedFaults(t *testing.T) {
 
 	start = time.Now()
 	ops = deprovisionAll(t, b, ids)
+	killWhenBusy(t, child, sb, 8*n)
+	child.start()
 	waitAll(t, b, ids, ops, 15*time.Minute)
-	t.Logf("%d deprovisionings under faults: %s", n, time.Since(start).Round(time.Second))
+	t.Logf("%d deprovisionings under faults and 1 kill: %s", n, time.Since(start).Round(time.Second))
+	store := child.openStore()
 	for _, op := range ops {
-		got, err := b.Store.Operations().GetOperation(context.Background(), op)
+		got, err := store.Operations().GetOperation(context.Background(), op)
 		require.NoError(t, err)
 		assert.Empty(t, got.Progress.ExecutedButNotCompleted, "operation %s gave up on a cleanup", op)
 	}
 
-	assertNothingLeft(t, readInventory(t, b.SandboxURL))
-	for sys, st := range statsOf(t, b) {
+	assertNothingLeft(t, readInventory(t, srv.URL))
+	for _, sys := range allSystems {
+		st, err := sb.Stats(sys)
+		require.NoError(t, err)
 		t.Logf("%s: %+v", sys, st)
 	}
 }
@@ -94,16 +109,6 @@ func assertNoDuplicates(t *testing.T, inv inventory) {
 	for _, c := range inv.Reconciler.Clusters {
 		assert.Equal(t, 1, c.Creations, "reconciler cluster %s created %d times", c.RuntimeID, c.Creations)
 	}
-}
-
-func statsOf(t *testing.T, b *bt.Broker) map[string]sandbox.Stats {
-	out := map[string]sandbox.Stats{}
-	for _, sys := range allSystems {
-		st, err := b.Sandbox.Stats(sys)
-		require.NoError(t, err)
-		out[sys] = st
-	}
-	return out
 }
 
 // waitAll waits for every operation and fails the test with the failed ones' descriptions.

@@ -1,10 +1,10 @@
 package acceptance
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +15,9 @@ import (
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,9 +28,12 @@ type childBroker struct {
 	url  string
 	cmd  *exec.Cmd
 	logs *os.File
+	// dbPath is its SQLite database (the key next to it).
+	dbPath string
 }
 
-func newChildBroker(t *testing.T, sandboxURL string) *childBroker {
+// newChildBroker prepares the broker process; env entries override the defaults below.
+func newChildBroker(t *testing.T, sandboxURL string, env ...string) *childBroker {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -37,7 +42,7 @@ func newChildBroker(t *testing.T, sandboxURL string) *childBroker {
 	logs, err := os.Create(filepath.Join(dir, "broker.log"))
 	require.NoError(t, err)
 	t.Cleanup(func() { logs.Close() })
-	return &childBroker{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: logs, env: append(os.Environ(),
+	c := &childBroker{t: t, url: fmt.Sprintf("http://127.0.0.1:%d", port), logs: logs, env: append(os.Environ(),
 		childEnv+"=1", childSandbox+"="+sandboxURL,
 		"APP_HOST=127.0.0.1", "APP_PORT="+strconv.Itoa(port),
 		"APP_DATABASE_DRIVER=sqlite", "APP_DATABASE_PATH="+filepath.Join(dir, "keb.db"),
@@ -48,7 +53,19 @@ func newChildBroker(t *testing.T, sandboxURL string) *childBroker {
 		"APP_EXTERNAL_CALL_TIMEOUT=1m", "APP_EXTERNAL_RETRY_TIME=10m", "APP_EXTERNAL_CLEANUP_RETRY_TIME=10m",
 		"APP_AVS_RETRY_MAX_BACKOFF=1s", "APP_EDP_RETRY_MAX_BACKOFF=1s", "APP_IAS_RETRY_MAX_BACKOFF=1s", "APP_SERVICE_MANAGER_RETRY_MAX_BACKOFF=1s",
 		"APP_RECONCILER_RETRY_MAX_BACKOFF=1s", "APP_DIRECTOR_RETRY_MAX_BACKOFF=1s", "APP_AZURE_RETRY_MAX_BACKOFF=1s",
-	)}
+	), dbPath: filepath.Join(dir, "keb.db")}
+	// exec uses the last of duplicate variables.
+	c.env = append(c.env, env...)
+	return c
+}
+
+// openStore opens the broker's database, for what the HTTP API does not show.
+func (c *childBroker) openStore() storage.Store {
+	c.t.Helper()
+	store, err := driver.Open(context.Background(), driver.Config{Driver: driver.SQLite, Path: c.dbPath}, logrus.New())
+	require.NoError(c.t, err)
+	c.t.Cleanup(func() { store.Close() })
+	return store
 }
 
 // start runs the broker and waits until it answers.
@@ -77,39 +94,6 @@ func (c *childBroker) kill() {
 		_ = c.cmd.Process.Kill()
 		_, _ = c.cmd.Process.Wait()
 	}
-}
-
-// The broker is killed twice in the middle of 20 provisionings and again in the middle of their
-// deprovisionings, with faults in every system; after each restart the operations go on from
-// where they were: all succeed, nothing is created twice, nothing is left behind.
-func TestKillAndRestartTheBrokerDuringTheRun(t *testing.T) {
-	sb, err := standins.New(standins.Options{})
-	require.NoError(t, err)
-	srv := httptest.NewServer(sb)
-	defer srv.Close()
-	for _, sys := range allSystems {
-		require.NoError(t, sb.SetFaults(sys, sandbox.Faults{ErrorRate: 0.3, LostResponseRate: 0.1, Latency: 200 * time.Millisecond}))
-	}
-	child := newChildBroker(t, srv.URL)
-	child.start()
-	b := bt.Remote(t, child.url)
-
-	const n = 20
-	ids, ops := provisionMany(t, b, n, "kill")
-	killWhenBusy(t, child, sb, 150)
-	child.start()
-	killWhenBusy(t, child, sb, 150)
-	child.start()
-	waitAll(t, b, ids, ops, 10*time.Minute)
-
-	assertOnePerRuntime(t, readInventory(t, srv.URL), n)
-
-	ops = deprovisionAll(t, b, ids)
-	killWhenBusy(t, child, sb, 100)
-	child.start()
-	waitAll(t, b, ids, ops, 10*time.Minute)
-
-	assertNothingLeft(t, readInventory(t, srv.URL))
 }
 
 // killWhenBusy kills the broker once the sandbox has seen more requests since the call.
