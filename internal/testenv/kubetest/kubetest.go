@@ -29,7 +29,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -42,6 +41,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,28 +76,14 @@ var (
 // server first and removes it after m.Run; if it cannot, it prints why and
 // exits 1.
 func Main(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Getenv(EnvKubeconfig) != "" {
-		return m.Run()
-	}
-	stop, err := startServer()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "kubetest: cannot start kube-apiserver: %v\n", err)
-		return 1
-	}
-	// Runs on normal return; panics and timeouts are covered by the reaper.
-	defer stop()
-	return m.Run()
+	os.Exit(testenv.Run(m, EnvKubeconfig, "kube-apiserver", startServer))
 }
 
 // startServer starts a server via scripts/kube.sh, exports its kubeconfig
 // path in EnvKubeconfig (so subprocesses see it too) and returns a function
 // stopping it.
 func startServer() (func(), error) {
-	root, err := repoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -152,23 +138,6 @@ func startServer() (func(), error) {
 
 // repoRoot walks up from the working directory (a package dir under go test)
 // to the directory holding go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // Kubeconfig returns the contents of the kubeconfig file of the API server,
 // after checking that the server is ready and the CRDs are installed. It fails
 // the test if no server is available.
@@ -332,7 +301,7 @@ func waitReadyz(cfg *rest.Config, timeout time.Duration) error {
 }
 
 func crdDir() (string, error) {
-	root, err := repoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "", err
 	}

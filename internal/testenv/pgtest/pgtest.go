@@ -18,7 +18,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -29,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
 	_ "github.com/lib/pq" // "postgres" driver for database/sql
 )
 
@@ -40,27 +40,13 @@ const EnvURL = "KEB_TEST_DATABASE_URL"
 // If EnvURL is unset it starts a throwaway cluster first and removes it after
 // m.Run; if it cannot start one it prints why and exits 1.
 func Main(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if os.Getenv(EnvURL) != "" {
-		return m.Run()
-	}
-	stop, err := startCluster()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: cannot start PostgreSQL: %v\n", err)
-		return 1
-	}
-	// Runs on normal return; panics and timeouts are covered by the reaper.
-	defer stop()
-	return m.Run()
+	os.Exit(testenv.Run(m, EnvURL, "PostgreSQL", startCluster))
 }
 
 // startCluster starts a cluster via scripts/postgres.sh, exports its URL in
 // EnvURL (so subprocesses see it too) and returns a function stopping it.
 func startCluster() (func(), error) {
-	root, err := repoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -119,23 +105,6 @@ func startCluster() (func(), error) {
 
 // repoRoot walks up from the working directory (a package dir under go test)
 // to the directory holding go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // ServerURL returns the server URL (superuser, database "postgres") after
 // checking that the server answers. It fails the test if none is available.
 func ServerURL(t testing.TB) string {
