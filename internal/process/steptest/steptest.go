@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -171,7 +172,7 @@ func RunToEnd(t testing.TB, eng *process.Engine, store storage.Store, clock Cloc
 	return op
 }
 
-// Skipped lists the steps of op the engine skipped.
+// Skipped lists the steps of op the engine skipped, sorted.
 func Skipped(op storage.Operation) []string {
 	var out []string
 	for name, sp := range op.Progress.Steps {
@@ -179,6 +180,7 @@ func Skipped(op storage.Operation) []string {
 			out = append(out, name)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 
