@@ -27,9 +27,8 @@ type Tag struct {
 	TagClassName string `json:"tag_class_name,omitempty"`
 }
 
-// Evaluation is an evaluation as the API returns it.
-type Evaluation struct {
-	ID               int64  `json:"id"`
+// Definition is what a client defines: the body of POST /api/v2/evaluationmetadata.
+type Definition struct {
 	Name             string `json:"name"`
 	Description      string `json:"description"`
 	DefinitionType   string `json:"definition_type"`
@@ -46,29 +45,15 @@ type Evaluation struct {
 	Visibility       string `json:"visibility"`
 	ParentID         int64  `json:"parent_id"`
 	Tags             []Tag  `json:"tags"`
-	Status           string `json:"status"`
-	Owner            string `json:"owner"`
-	CreatedAt        int64  `json:"created_at"`
 }
 
-// createRequest is the body of POST /api/v2/evaluationmetadata.
-type createRequest struct {
-	Name             string `json:"name"`
-	Description      string `json:"description"`
-	DefinitionType   string `json:"definition_type"`
-	URL              string `json:"url"`
-	CheckType        string `json:"check_type"`
-	Interval         int32  `json:"interval"`
-	TesterAccessID   int64  `json:"tester_access_id"`
-	Timeout          int    `json:"timeout"`
-	ReadOnly         bool   `json:"read_only"`
-	ContentCheck     string `json:"content_check"`
-	ContentCheckType string `json:"content_check_type"`
-	Threshold        int64  `json:"threshold"`
-	GroupID          int64  `json:"group_id"`
-	Visibility       string `json:"visibility"`
-	ParentID         int64  `json:"parent_id"`
-	Tags             []Tag  `json:"tags"`
+// Evaluation is an evaluation as the API returns it: its definition and what AVS adds.
+type Evaluation struct {
+	ID int64 `json:"id"`
+	Definition
+	Status    string `json:"status"`
+	Owner     string `json:"owner"`
+	CreatedAt int64  `json:"created_at"`
 }
 
 // Options configures the stand-in.
@@ -171,8 +156,8 @@ func (s *StandIn) reset() {
 	s.deletesByName = map[string]int{}
 	s.totals = map[string]int{}
 	for _, id := range s.opts.ParentIDs {
-		s.evals[id] = &Evaluation{ID: id, Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED",
-			Status: "ACTIVE", Owner: "sandbox", Tags: []Tag{}, CreatedAt: s.opts.Now().UnixMilli()}
+		s.evals[id] = &Evaluation{ID: id, Definition: Definition{Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED", Tags: []Tag{}},
+			Status: "ACTIVE", Owner: "sandbox", CreatedAt: s.opts.Now().UnixMilli()}
 	}
 }
 
@@ -239,7 +224,7 @@ func pathID(w http.ResponseWriter, r *http.Request, key string) (int64, bool) {
 	return id, true
 }
 
-func validate(req *createRequest) string {
+func validate(req *Definition) string {
 	switch {
 	case strings.TrimSpace(req.Name) == "":
 		return "name is required"
@@ -268,7 +253,7 @@ func validateTag(t Tag) string {
 }
 
 func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
-	var req createRequest
+	var req Definition
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
 		s.count(0, "create")
 		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
@@ -293,14 +278,8 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	e := &Evaluation{
-		ID: s.nextID, Name: req.Name, Description: req.Description, DefinitionType: req.DefinitionType,
-		URL: req.URL, CheckType: req.CheckType, Interval: req.Interval, TesterAccessID: req.TesterAccessID,
-		Timeout: req.Timeout, ReadOnly: req.ReadOnly, ContentCheck: req.ContentCheck,
-		ContentCheckType: req.ContentCheckType, Threshold: req.Threshold, GroupID: req.GroupID,
-		Visibility: req.Visibility, ParentID: req.ParentID, Tags: []Tag{}, Status: "ACTIVE",
-		Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli(),
-	}
+	e := &Evaluation{ID: s.nextID, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()}
+	e.Tags = []Tag{} // rebuilt below: a tag given twice is kept once
 	for _, t := range req.Tags {
 		e.Tags = addTag(e.Tags, t)
 	}
