@@ -19,7 +19,7 @@ kube-apiserver:
 bench: bench-engine bench-storage
 
 bench-engine:
-	bash scripts/with-postgres.sh go run ./internal/process/bench
+	bash scripts/with-postgres.sh go run ./internal/engine/bench
 
 # Go benchmarks of the PostgreSQL store (SaveProgress, an instance's newest operation).
 bench-storage:

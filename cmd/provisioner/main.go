@@ -15,7 +15,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
@@ -44,7 +44,7 @@ func run(ctx context.Context, log *logrus.Logger) error {
 	}
 	var (
 		dbCfg       driver.Config
-		engineCfg   process.Config
+		engineCfg   engine.Config
 		setCfg      infrastructure.Config
 		directorCfg director.Config
 	)
@@ -80,7 +80,7 @@ func run(ctx context.Context, log *logrus.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	eng, err := process.New(store, engineCfg, log, process.WithRegisterer(reg))
+	eng, err := engine.New(store, engineCfg, log, engine.WithRegisterer(reg))
 	if err != nil {
 		return err
 	}

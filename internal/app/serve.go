@@ -22,7 +22,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -51,7 +51,7 @@ type Config struct {
 	Plans    plans.Config                 `ignored:"true"`
 	Auth     auth.Config                  `ignored:"true"`
 	Database driver.Config                `ignored:"true"`
-	Engine   process.Config               `ignored:"true"`
+	Engine   engine.Config               `ignored:"true"`
 	Backends infrastructure.Config        `ignored:"true"`
 	// Externals are read by externals.Load (APP_AVS_*, APP_SANDBOX_*, ...).
 	Externals externals.Config `ignored:"true"`
@@ -90,7 +90,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	eng, err := process.New(store, cfg.Engine, log, process.WithRegisterer(reg))
+	eng, err := engine.New(store, cfg.Engine, log, engine.WithRegisterer(reg))
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 
 // provisionerClient embeds the provisioner (its processes run on the broker's engine) or
 // connects to a remote one.
-func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng *process.Engine, built externals.Built, log logrus.FieldLogger) (client.Client, error) {
+func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng *engine.Engine, built externals.Built, log logrus.FieldLogger) (client.Client, error) {
 	if cfg.ProvisionerURL != "" {
 		return client.NewGraphQL(cfg.ProvisionerURL, &http.Client{Timeout: 30 * time.Second}), nil
 	}
@@ -170,7 +170,7 @@ func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng
 	return client.NewInProcess(p.Service), nil
 }
 
-func registerProcesses(eng *process.Engine, store storage.Store, prov client.Client, cfg Config, built externals.Built) error {
+func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Client, cfg Config, built externals.Built) error {
 	defs, err := definitions.Broker(definitions.Deps{
 		Store: store, Provisioner: prov, PollInterval: cfg.PollInterval, Runtime: cfg.Runtime, Timeout: cfg.Broker.OperationTimeout,
 		UpgradeTimeout: cfg.Broker.UpgradeTimeout, Systems: built.Systems, Overrides: built.Overrides, Limits: built.Limits,

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
@@ -27,7 +27,7 @@ func (b *Broker) Deprovision(ctx context.Context, instanceID string, _ domain.De
 	}
 	// The deprovisioning waits in its first step for a provisioning or update still running;
 	// a repeat (also concurrent, also on another replica) gets the running deprovisioning.
-	op, err := process.NewOperation(instance.TypeDeprovision, instanceID, instance.DeprovisioningData{GlobalAccountID: inst.GlobalAccountID}, b.cfg.OperationTimeout, b.now())
+	op, err := engine.NewOperation(instance.TypeDeprovision, instanceID, instance.DeprovisioningData{GlobalAccountID: inst.GlobalAccountID}, b.cfg.OperationTimeout, b.now())
 	if err != nil {
 		return domain.DeprovisionServiceSpec{}, internal(log, actionDeprovision, err)
 	}

@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
@@ -48,7 +48,7 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 		ServiceID: details.ServiceID, PlanID: plan.ID, PlanName: plan.Name, Provider: v.Provider,
 		PlatformRegion: region, Parameters: v.Parameters, Context: v.Context,
 	}
-	op, err := process.NewOperation(instance.TypeProvision, instanceID, data, b.cfg.OperationTimeout, b.now())
+	op, err := engine.NewOperation(instance.TypeProvision, instanceID, data, b.cfg.OperationTimeout, b.now())
 	if err != nil {
 		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
 	}

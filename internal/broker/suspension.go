@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
@@ -37,7 +37,7 @@ func (b *Broker) suspendOrResume(ctx context.Context, inst storage.Instance, act
 	if active {
 		op, err = b.resumption(ctx, inst)
 	} else {
-		op, err = process.NewOperation(instance.TypeSuspension, inst.InstanceID, instance.DeprovisioningData{GlobalAccountID: inst.GlobalAccountID}, b.cfg.OperationTimeout, b.now())
+		op, err = engine.NewOperation(instance.TypeSuspension, inst.InstanceID, instance.DeprovisioningData{GlobalAccountID: inst.GlobalAccountID}, b.cfg.OperationTimeout, b.now())
 	}
 	if err != nil {
 		return domain.UpdateServiceSpec{}, true, internal(log, actionUpdate, err)
@@ -69,7 +69,7 @@ func (b *Broker) resumption(ctx context.Context, inst storage.Instance) (storage
 	if err := json.Unmarshal(inst.Parameters, &data.Parameters); err != nil {
 		return storage.Operation{}, fmt.Errorf("decoding the parameters of %s: %w", inst.InstanceID, err)
 	}
-	op, err := process.NewOperation(instance.TypeProvision, inst.InstanceID, data, b.cfg.OperationTimeout, b.now())
+	op, err := engine.NewOperation(instance.TypeProvision, inst.InstanceID, data, b.cfg.OperationTimeout, b.now())
 	if c, ok := instance.SMCredentialsFrom(prev.Secrets); ok && err == nil {
 		c.Put(&op.Secrets)
 	}

@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
@@ -97,7 +97,7 @@ func (b *Broker) Update(ctx context.Context, instanceID string, details domain.U
 		return domain.UpdateServiceSpec{}, apiresponses.ErrAsyncRequired
 	}
 	data := instance.UpdateData{GlobalAccountID: inst.GlobalAccountID, RuntimeID: inst.RuntimeID, PlanID: planID, Parameters: params}
-	op, err := process.NewOperation(instance.TypeUpdate, instanceID, data, b.cfg.OperationTimeout, b.now())
+	op, err := engine.NewOperation(instance.TypeUpdate, instanceID, data, b.cfg.OperationTimeout, b.now())
 	if err != nil {
 		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
 	}

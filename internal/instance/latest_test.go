@@ -7,7 +7,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
 	"github.com/stretchr/testify/assert"
@@ -21,7 +21,7 @@ func TestLatestProvisionedSkipsUpgradesThatNeverInitialised(t *testing.T) {
 	require.NoError(t, err)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	insert := func(typ string, data any, state storage.OperationState, at time.Time, secrets storage.Secrets) string {
-		op, err := process.NewOperation(typ, "i1", data, time.Hour, at)
+		op, err := engine.NewOperation(typ, "i1", data, time.Hour, at)
 		require.NoError(t, err)
 		op.Secrets = secrets
 		op, err = store.Operations().InsertOperation(ctx, op)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -119,7 +119,7 @@ func (h *Handler) startUpgrades(w http.ResponseWriter, r *http.Request, t Target
 	}
 	out := UpgradeResponse{Operations: []UpgradeOperation{}, Skipped: []UpgradeSkipped{}}
 	for _, inst := range selected {
-		op, err := process.NewOperation(opType, inst.InstanceID, data(), UpgradeTimeout, time.Now())
+		op, err := engine.NewOperation(opType, inst.InstanceID, data(), UpgradeTimeout, time.Now())
 		if err != nil {
 			h.fail(w, err)
 			return

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/api"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
@@ -42,7 +42,7 @@ type Options struct {
 // Provisioner is the assembled provisioner.
 type Provisioner struct {
 	Service     *service.Service
-	Definitions []process.Definition
+	Definitions []engine.Definition
 	Backends    *infrastructure.Set
 	cfg         config.Config
 	log         logrus.FieldLogger
@@ -106,7 +106,7 @@ func gardenerFromSeedVariables(b infrastructure.Config, cfg config.Config) (infr
 }
 
 // Register adds the provisioner's processes to an engine.
-func (p *Provisioner) Register(e *process.Engine) error {
+func (p *Provisioner) Register(e *engine.Engine) error {
 	for _, d := range p.Definitions {
 		if err := e.Register(d); err != nil {
 			return err

@@ -25,7 +25,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -122,7 +122,7 @@ func Start(t testing.TB, o Options) *Broker {
 	if workers == 0 {
 		workers = 32
 	}
-	eng, err := process.New(store, process.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, process.WithRegisterer(reg))
+	eng, err := engine.New(store, engine.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, engine.WithRegisterer(reg))
 	must(t, err)
 
 	built, sb, sbURL := externalSystems(t, o, reg)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/deprovisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
@@ -34,7 +34,7 @@ type Deps struct {
 }
 
 // Broker returns the broker's process definitions.
-func Broker(d Deps) ([]process.Definition, error) {
+func Broker(d Deps) ([]engine.Definition, error) {
 	if d.Systems.RetryTime <= 0 {
 		d.Systems.RetryTime = 10 * time.Minute
 	}
@@ -76,11 +76,11 @@ func Broker(d Deps) ([]process.Definition, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []process.Definition{prov, deprov, suspension, upd, kyma, cluster}, nil
+	return []engine.Definition{prov, deprov, suspension, upd, kyma, cluster}, nil
 }
 
 // Register adds definitions to an engine.
-func Register(e *process.Engine, defs []process.Definition) error {
+func Register(e *engine.Engine, defs []engine.Definition) error {
 	for _, d := range defs {
 		if err := e.Register(d); err != nil {
 			return err

@@ -5,7 +5,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -13,7 +13,7 @@ import (
 )
 
 var avsCleanup = cleanupStep{
-	step:    func(d Deps) process.Step[instance.DeprovisioningData] { return DeprovisionAVS{d} },
+	step:    func(d Deps) engine.Step[instance.DeprovisioningData] { return DeprovisionAVS{d} },
 	sandbox: "avs", system: "AVS",
 	create: createEvaluations,
 	cleared: func(r instance.Resources) instance.Resources {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	sbsm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
@@ -16,7 +16,7 @@ import (
 const emsStep = "Deprovision EMS"
 
 var emsCleanup = cleanupStep{
-	step:    func(d Deps) process.Step[instance.DeprovisioningData] { return DeprovisionEMS{d} },
+	step:    func(d Deps) engine.Step[instance.DeprovisioningData] { return DeprovisionEMS{d} },
 	sandbox: "servicemanager", system: "Service Manager (EMS)",
 	create: func(t *testing.T, e *env) instance.Resources { return createEMS(t, e, "kyma-ems-prov-1", true) },
 	cleared: func(r instance.Resources) instance.Resources {

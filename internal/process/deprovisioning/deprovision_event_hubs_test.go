@@ -6,7 +6,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -16,7 +16,7 @@ import (
 const eventHubsStep = "Deprovision Azure Event Hubs"
 
 var eventHubsCleanup = cleanupStep{
-	step:    func(d Deps) process.Step[instance.DeprovisioningData] { return DeprovisionEventHubs{d} },
+	step:    func(d Deps) engine.Step[instance.DeprovisioningData] { return DeprovisionEventHubs{d} },
 	sandbox: "azure", system: "Azure Event Hubs",
 	create: func(t *testing.T, e *env) instance.Resources {
 		return createEventHubs(t, e, "kyma-eventhubs-0123456789abcdef01234567", "kyma0123456789abcdef01234567")

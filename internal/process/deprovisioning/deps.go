@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
 // Op is a deprovisioning operation as its steps see it.
-type Op = process.Operation[instance.DeprovisioningData]
+type Op = engine.Operation[instance.DeprovisioningData]
 
 // Deps are what the deprovisioning steps use.
 type Deps struct {

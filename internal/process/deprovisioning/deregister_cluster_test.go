@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	sbrec "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
@@ -16,7 +16,7 @@ import (
 const deregisterStep = "Deregister_Cluster"
 
 var clusterCleanup = cleanupStep{
-	step:    func(d Deps) process.Step[instance.DeprovisioningData] { return DeregisterCluster{d} },
+	step:    func(d Deps) engine.Step[instance.DeprovisioningData] { return DeregisterCluster{d} },
 	sandbox: "reconciler", system: "Reconciler",
 	create: func(t *testing.T, e *env) instance.Resources { return registerCluster(t, e, "rt-1") },
 	cleared: func(r instance.Resources) instance.Resources {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -12,7 +12,7 @@ import (
 )
 
 var edpCleanup = cleanupStep{
-	step:    func(d Deps) process.Step[instance.DeprovisioningData] { return EDPDeregistration{d} },
+	step:    func(d Deps) engine.Step[instance.DeprovisioningData] { return EDPDeregistration{d} },
 	sandbox: "edp", system: "EDP",
 	create: func(t *testing.T, e *env) instance.Resources { return registerInEDP(t, e, testSA) },
 	cleared: func(r instance.Resources) instance.Resources {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
@@ -133,7 +133,7 @@ func (e *env) lostResponses(t *testing.T, system string) int {
 }
 
 // runStep runs step on op as the engine does at now, its calls bounded by e.callTimeout.
-func runStep(e *env, step process.Step[instance.DeprovisioningData], op Op, now time.Time) (Op, time.Duration, error) {
+func runStep(e *env, step engine.Step[instance.DeprovisioningData], op Op, now time.Time) (Op, time.Duration, error) {
 	return steptest.RunWithin(e.callTimeout, step, op, now)
 }
 
@@ -203,7 +203,7 @@ func insertOp(t *testing.T, store storage.Store, opType, instanceID string, crea
 func insertOpData(t *testing.T, store storage.Store, opType, instanceID string, createdAt time.Time, state storage.OperationState, data any, secrets storage.Secrets) storage.Operation {
 	t.Helper()
 	c := context.Background()
-	raw, err := process.NewOperation(opType, instanceID, data, time.Hour, createdAt)
+	raw, err := engine.NewOperation(opType, instanceID, data, time.Hour, createdAt)
 	require.NoError(t, err)
 	raw.Secrets = secrets
 	op, err := store.Operations().InsertOperation(c, raw)
@@ -258,7 +258,7 @@ func (e *env) requests(t *testing.T, system string) int {
 
 // runUntilDone runs step as the engine would, moving the clock by each wait, until it is done
 // (at most 5 runs).
-func runUntilDone(t *testing.T, e *env, step process.Step[instance.DeprovisioningData], op Op) Op {
+func runUntilDone(t *testing.T, e *env, step engine.Step[instance.DeprovisioningData], op Op) Op {
 	t.Helper()
 	for i := 0; i < 5; i++ {
 		out, wait, err := runStep(e, step, op, e.clock.Now())
@@ -276,7 +276,7 @@ func runUntilDone(t *testing.T, e *env, step process.Step[instance.Deprovisionin
 // cleanupStep describes a deprovisioning step that removes objects from one external system,
 // for the checks every such step must pass (testCleanupStep).
 type cleanupStep struct {
-	step func(Deps) process.Step[instance.DeprovisioningData]
+	step func(Deps) engine.Step[instance.DeprovisioningData]
 	// sandbox is the stand-in's name; system the name the step's errors give it.
 	sandbox, system string
 	// create makes the runtime's objects in the sandbox through the real clients, as provisioning
@@ -296,7 +296,7 @@ type cleanupStep struct {
 // answers without double deletions, retries a failing system within the cleanup window naming it,
 // and then gives up without failing the operation.
 func testCleanupStep(t *testing.T, c cleanupStep) {
-	start := func(t *testing.T) (*env, process.Step[instance.DeprovisioningData], instance.Resources) {
+	start := func(t *testing.T) (*env, engine.Step[instance.DeprovisioningData], instance.Resources) {
 		e := newSystemsEnv(t, standins.Options{Seed: 7})
 		res := c.create(t, e)
 		require.Positive(t, c.remaining(t, e), "the objects exist before the step runs")

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	sbias "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -12,7 +12,7 @@ import (
 )
 
 var iasCleanup = cleanupStep{
-	step:    func(d Deps) process.Step[instance.DeprovisioningData] { return IASDeregistration{d} },
+	step:    func(d Deps) engine.Step[instance.DeprovisioningData] { return IASDeregistration{d} },
 	sandbox: "ias", system: "IAS",
 	create: createServiceProvider,
 	cleared: func(r instance.Resources) instance.Resources {

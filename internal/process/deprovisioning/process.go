@@ -4,30 +4,30 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 )
 
 // Process is the deprovisioning process of seed 001, by weight; Remove_Runtime runs last.
-func Process(d Deps, timeout, callTimeout time.Duration) (*process.Process[instance.DeprovisioningData], error) {
+func Process(d Deps, timeout, callTimeout time.Duration) (*engine.Process[instance.DeprovisioningData], error) {
 	return weighted(instance.TypeDeprovision, d, timeout, callTimeout)
 }
 
 // SuspensionProcess removes a trial's runtime and its external resources with the same steps,
 // keeping the instance.
-func SuspensionProcess(d Deps, timeout, callTimeout time.Duration) (*process.Process[instance.DeprovisioningData], error) {
+func SuspensionProcess(d Deps, timeout, callTimeout time.Duration) (*engine.Process[instance.DeprovisioningData], error) {
 	return weighted(instance.TypeSuspension, d, timeout, callTimeout)
 }
 
-func weighted(opType string, d Deps, timeout, callTimeout time.Duration) (*process.Process[instance.DeprovisioningData], error) {
-	w := func(weight int, s process.Step[instance.DeprovisioningData], on bool) process.WeightedStep[instance.DeprovisioningData] {
-		sd := process.StepDef[instance.DeprovisioningData]{Step: s, RunTimeout: callTimeout}
+func weighted(opType string, d Deps, timeout, callTimeout time.Duration) (*engine.Process[instance.DeprovisioningData], error) {
+	w := func(weight int, s engine.Step[instance.DeprovisioningData], on bool) engine.WeightedStep[instance.DeprovisioningData] {
+		sd := engine.StepDef[instance.DeprovisioningData]{Step: s, RunTimeout: callTimeout}
 		if !on {
 			sd.Condition = func(Op) bool { return false }
 		}
-		return process.WeightedStep[instance.DeprovisioningData]{Weight: weight, StepDef: sd}
+		return engine.WeightedStep[instance.DeprovisioningData]{Weight: weight, StepDef: sd}
 	}
 	sys := d.Systems
-	return process.Weighted(opType, timeout,
+	return engine.Weighted(opType, timeout,
 		w(1, Initialization{d}, true),
 		w(2, DeprovisionEventHubs{d}, sys.EventHubs != nil),
 		w(2, DeprovisionEMS{d}, sys.ServiceManager != nil),

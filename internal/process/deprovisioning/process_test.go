@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
@@ -45,7 +45,7 @@ func TestProcess_Definition(t *testing.T) {
 // engineEnv runs processes of opType on the engine with e's store and clock.
 type engineEnv struct {
 	*env
-	eng *process.Engine
+	eng *engine.Engine
 }
 
 func newEngine(t *testing.T, e *env, opType string, callTimeout time.Duration) *engineEnv {

@@ -9,14 +9,14 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
 // Op is a provisioning operation as its steps see it.
-type Op = process.Operation[instance.ProvisioningData]
+type Op = engine.Operation[instance.ProvisioningData]
 
 // RuntimeDefaults are what a runtime gets when the parameters do not say.
 type RuntimeDefaults struct {

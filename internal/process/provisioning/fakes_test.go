@@ -10,7 +10,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
@@ -45,7 +45,7 @@ var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 // Op is a provisioning operation; step is any provisioning step.
 type (
 	Op   = provisioning.Op
-	step = process.Step[instance.ProvisioningData]
+	step = engine.Step[instance.ProvisioningData]
 )
 
 // provCall is one call the steps made to the provisioner.

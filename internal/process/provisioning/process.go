@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 )
 
 // Stage names of seed 001.
@@ -26,9 +26,9 @@ type Limits struct {
 
 // Process is the provisioning process of seed 001. Steps of disabled systems are skipped
 // (recorded as such); create_kyma runs only for Kyma 2.x.
-func Process(d Deps, timeout time.Duration, limits Limits) (*process.Process[instance.ProvisioningData], error) {
-	type def = process.StepDef[instance.ProvisioningData]
-	step := func(s process.Step[instance.ProvisioningData], cond func(Op) bool) def {
+func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[instance.ProvisioningData], error) {
+	type def = engine.StepDef[instance.ProvisioningData]
+	step := func(s engine.Step[instance.ProvisioningData], cond func(Op) bool) def {
 		return def{Step: s, Condition: cond, RunTimeout: limits.CallTimeout}
 	}
 	sys := d.Systems
@@ -41,8 +41,8 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*process.Process[ins
 	kyma2 := func(op Op) bool { return sys.Reconciler != nil && Kyma2(op.Data.KymaVersion) }
 	checkCluster := step(CheckClusterConfiguration{d}, kyma2)
 	checkCluster.Timeout = limits.ReconcileTimeout
-	return process.Staged(instance.TypeProvision, timeout,
-		process.Stage[instance.ProvisioningData]{Name: StageCreateRuntime, Steps: []def{
+	return engine.Staged(instance.TypeProvision, timeout,
+		engine.Stage[instance.ProvisioningData]{Name: StageCreateRuntime, Steps: []def{
 			step(Initialization{d}, nil),
 			step(ResolveTargetSecret{d}, nil),
 			step(AVSInternalEval{d}, avsOn),
@@ -56,11 +56,11 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*process.Process[ins
 			step(ServiceManagerOverrides{d}, smOn),
 			step(CreateRuntime{Deps: d, RetryTime: 10 * time.Minute}, nil),
 		}},
-		process.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []def{step(CheckRuntime{d}, nil)}},
-		process.Stage[instance.ProvisioningData]{Name: StageCreateKyma, Steps: []def{
+		engine.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []def{step(CheckRuntime{d}, nil)}},
+		engine.Stage[instance.ProvisioningData]{Name: StageCreateKyma, Steps: []def{
 			step(GetKubeconfig{d}, kyma2), step(CreateClusterConfiguration{d}, kyma2), checkCluster,
 		}},
-		process.Stage[instance.ProvisioningData]{Name: StagePostActions, Steps: []def{
+		engine.Stage[instance.ProvisioningData]{Name: StagePostActions, Steps: []def{
 			step(AVSExternalEval{d}, avsOn), step(AVSTags{d}, avsOn), step(IASType{d}, iasOn),
 		}},
 	)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
@@ -91,12 +91,12 @@ func StatusReturning(st *gqlschema.OperationStatus, err error) func(tenant, opID
 }
 
 // Run runs s on op as the engine does at now.
-func Run[T any](ctx context.Context, s process.Step[T], op process.Operation[T], now time.Time) (process.Operation[T], time.Duration, error) {
+func Run[T any](ctx context.Context, s engine.Step[T], op engine.Operation[T], now time.Time) (engine.Operation[T], time.Duration, error) {
 	return s.Run(ctx, op.ForStep(s.Name(), now), Log())
 }
 
 // RunWithin is Run bounded by timeout, as the engine bounds a run by its RunTimeout.
-func RunWithin[T any](timeout time.Duration, s process.Step[T], op process.Operation[T], now time.Time) (process.Operation[T], time.Duration, error) {
+func RunWithin[T any](timeout time.Duration, s engine.Step[T], op engine.Operation[T], now time.Time) (engine.Operation[T], time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return Run(ctx, s, op, now)
@@ -104,7 +104,7 @@ func RunWithin[T any](timeout time.Duration, s process.Step[T], op process.Opera
 
 // Attempted records that step first ran at first and has run attempts times, as the engine
 // would have.
-func Attempted[T any](op process.Operation[T], step string, first time.Time, attempts int) process.Operation[T] {
+func Attempted[T any](op engine.Operation[T], step string, first time.Time, attempts int) engine.Operation[T] {
 	steps := map[string]storage.StepProgress{}
 	for k, v := range op.Progress.Steps {
 		steps[k] = v
@@ -116,14 +116,14 @@ func Attempted[T any](op process.Operation[T], step string, first time.Time, att
 
 // Clock is a test clock the engine runs on and the test moves (systemstest.Clock).
 type Clock interface {
-	process.Clock
+	engine.Clock
 	Advance(time.Duration)
 }
 
 // Engine is an engine with one worker on store and clock, running defs.
-func Engine(t testing.TB, store storage.Store, clock process.Clock, defs ...process.Definition) *process.Engine {
+func Engine(t testing.TB, store storage.Store, clock engine.Clock, defs ...engine.Definition) *engine.Engine {
 	t.Helper()
-	eng := must(process.New(store, process.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, Log(), process.WithClock(clock)))(t)
+	eng := must(engine.New(store, engine.Config{Workers: 1, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, Log(), engine.WithClock(clock)))(t)
 	for _, d := range defs {
 		require.NoError(t, eng.Register(d))
 	}
@@ -134,7 +134,7 @@ func Engine(t testing.TB, store storage.Store, clock process.Clock, defs ...proc
 // the engine to run.
 func StartOperation(t testing.TB, store storage.Store, opType, instanceID string, data any, now time.Time) storage.Operation {
 	t.Helper()
-	raw := must(process.NewOperation(opType, instanceID, data, time.Hour, now))(t)
+	raw := must(engine.NewOperation(opType, instanceID, data, time.Hour, now))(t)
 	return must(store.Operations().InsertOperation(context.Background(), raw))(t)
 }
 
@@ -146,7 +146,7 @@ func GetOperation(t testing.TB, store storage.Store, id string) storage.Operatio
 
 // RunRounds runs what is due on eng, then moves clock by step, rounds times or until the
 // operation id finished, and returns the operation as it is then.
-func RunRounds(t testing.TB, eng *process.Engine, store storage.Store, clock Clock, id string, rounds int, step time.Duration) storage.Operation {
+func RunRounds(t testing.TB, eng *engine.Engine, store storage.Store, clock Clock, id string, rounds int, step time.Duration) storage.Operation {
 	t.Helper()
 	var op storage.Operation
 	for i := 0; i < rounds; i++ {
@@ -163,7 +163,7 @@ func RunRounds(t testing.TB, eng *process.Engine, store storage.Store, clock Clo
 
 // RunToEnd is RunRounds of at most 20 rounds, the clock moved by poll, that requires the
 // operation to finish.
-func RunToEnd(t testing.TB, eng *process.Engine, store storage.Store, clock Clock, id string, poll time.Duration) storage.Operation {
+func RunToEnd(t testing.TB, eng *engine.Engine, store storage.Store, clock Clock, id string, poll time.Duration) storage.Operation {
 	t.Helper()
 	op := RunRounds(t, eng, store, clock, id, 20, poll)
 	if op.State.Active() {

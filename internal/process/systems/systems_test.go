@@ -8,7 +8,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client/clienttest"
@@ -21,8 +21,8 @@ import (
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func opAt(now time.Time) *process.Operation[struct{}] {
-	op := process.Operation[struct{}]{Operation: storage.Operation{Progress: storage.Progress{Steps: map[string]storage.StepProgress{
+func opAt(now time.Time) *engine.Operation[struct{}] {
+	op := engine.Operation[struct{}]{Operation: storage.Operation{Progress: storage.Progress{Steps: map[string]storage.StepProgress{
 		"EDP_Registration": {FirstAttempt: t0},
 	}}}}
 	op = op.ForStep("EDP_Registration", now)

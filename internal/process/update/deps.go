@@ -5,13 +5,13 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
 // Op is an update operation as its steps see it.
-type Op = process.Operation[instance.UpdateData]
+type Op = engine.Operation[instance.UpdateData]
 
 // Deps are what the update steps use.
 type Deps struct {

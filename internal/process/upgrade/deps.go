@@ -7,7 +7,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
@@ -16,8 +16,8 @@ import (
 
 // KymaOp is a Kyma upgrade as its steps see it; ClusterOp a cluster upgrade.
 type (
-	KymaOp    = process.Operation[instance.UpgradeKymaData]
-	ClusterOp = process.Operation[instance.UpgradeClusterData]
+	KymaOp    = engine.Operation[instance.UpgradeKymaData]
+	ClusterOp = engine.Operation[instance.UpgradeClusterData]
 )
 
 // Deps are what the upgrade steps use.

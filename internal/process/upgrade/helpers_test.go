@@ -9,7 +9,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
@@ -152,7 +152,7 @@ func insertInstance(t *testing.T, store storage.Store, id, runtimeID string) {
 // insertOp stores a finished operation of the instance as the engine would have left it.
 func insertOp(t *testing.T, store storage.Store, opType, instanceID string, data any, secrets storage.Secrets, state storage.OperationState, created time.Time) storage.Operation {
 	t.Helper()
-	op, err := process.NewOperation(opType, instanceID, data, time.Hour, created)
+	op, err := engine.NewOperation(opType, instanceID, data, time.Hour, created)
 	require.NoError(t, err)
 	op.State, op.DueAt, op.Secrets, op.Description = state, nil, secrets, "operation "+string(state)
 	op, err = store.Operations().InsertOperation(context.Background(), op)
@@ -204,7 +204,7 @@ func (e *env) initialized(t *testing.T, version string) KymaOp {
 }
 
 // tryingSince records that step first ran at first, as the engine would have.
-func tryingSince[T any](op process.Operation[T], step string, first time.Time) process.Operation[T] {
+func tryingSince[T any](op engine.Operation[T], step string, first time.Time) engine.Operation[T] {
 	return steptest.Attempted(op, step, first, 3)
 }
 

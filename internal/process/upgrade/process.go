@@ -4,24 +4,24 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 )
 
 // KymaProcess is the Kyma upgrade of seed 001, by weight. Kyma 2.x goes through the reconciler
 // (Get_Kubeconfig, Apply_Cluster_Configuration), older versions through the provisioner
 // (Upgrade_Runtime).
-func KymaProcess(d Deps, timeout, callTimeout time.Duration) (*process.Process[instance.UpgradeKymaData], error) {
+func KymaProcess(d Deps, timeout, callTimeout time.Duration) (*engine.Process[instance.UpgradeKymaData], error) {
 	sys := d.Systems
 	reconciled := func(op KymaOp) bool { return sys.Reconciler != nil && provisioning.Kyma2(op.Data.KymaVersion) }
-	w := func(weight int, s process.Step[instance.UpgradeKymaData], cond func(KymaOp) bool) process.WeightedStep[instance.UpgradeKymaData] {
-		return process.WeightedStep[instance.UpgradeKymaData]{Weight: weight, StepDef: process.StepDef[instance.UpgradeKymaData]{Step: s, Condition: cond, RunTimeout: callTimeout}}
+	w := func(weight int, s engine.Step[instance.UpgradeKymaData], cond func(KymaOp) bool) engine.WeightedStep[instance.UpgradeKymaData] {
+		return engine.WeightedStep[instance.UpgradeKymaData]{Weight: weight, StepDef: engine.StepDef[instance.UpgradeKymaData]{Step: s, Condition: cond, RunTimeout: callTimeout}}
 	}
 	smOn := func(op KymaOp) bool {
 		_, ok := sys.SMCredentials(op.Secrets)
 		return ok
 	}
-	return process.Weighted(instance.TypeUpgradeKyma, timeout,
+	return engine.Weighted(instance.TypeUpgradeKyma, timeout,
 		w(1, KymaInitialisation{d}, nil),
 		w(2, ProvisionEMS{d}, smOn),
 		w(3, DeprovisionEventHubs{d}, func(op KymaOp) bool { return sys.EventHubs != nil && provisioning.Kyma2(op.Data.KymaVersion) }),
@@ -33,9 +33,9 @@ func KymaProcess(d Deps, timeout, callTimeout time.Duration) (*process.Process[i
 }
 
 // ClusterProcess is the cluster upgrade, by weight.
-func ClusterProcess(d Deps, timeout time.Duration) (*process.Process[instance.UpgradeClusterData], error) {
-	w := func(weight int, s process.Step[instance.UpgradeClusterData]) process.WeightedStep[instance.UpgradeClusterData] {
-		return process.WeightedStep[instance.UpgradeClusterData]{Weight: weight, StepDef: process.StepDef[instance.UpgradeClusterData]{Step: s}}
+func ClusterProcess(d Deps, timeout time.Duration) (*engine.Process[instance.UpgradeClusterData], error) {
+	w := func(weight int, s engine.Step[instance.UpgradeClusterData]) engine.WeightedStep[instance.UpgradeClusterData] {
+		return engine.WeightedStep[instance.UpgradeClusterData]{Weight: weight, StepDef: engine.StepDef[instance.UpgradeClusterData]{Step: s}}
 	}
-	return process.Weighted(instance.TypeUpgradeCluster, timeout, w(1, ClusterInitialisation{d}), w(10, UpgradeCluster{d}))
+	return engine.Weighted(instance.TypeUpgradeCluster, timeout, w(1, ClusterInitialisation{d}), w(10, UpgradeCluster{d}))
 }

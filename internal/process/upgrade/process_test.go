@@ -8,7 +8,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
@@ -53,7 +53,7 @@ func TestClusterProcess_Definition(t *testing.T) {
 }
 
 // engine is an engine on the env's store and clock running the Kyma and cluster upgrades.
-func (e *env) engine(t *testing.T) *process.Engine {
+func (e *env) engine(t *testing.T) *engine.Engine {
 	t.Helper()
 	kyma, err := KymaProcess(e.deps, time.Hour, callTimeout)
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func (e *env) engine(t *testing.T) *process.Engine {
 
 // runToEnd inserts an operation of opType with data and runs the engine, moving the clock on by
 // the poll interval between runs, until the operation has finished.
-func (e *env) runToEnd(t *testing.T, eng *process.Engine, opType string, data any) storage.Operation {
+func (e *env) runToEnd(t *testing.T, eng *engine.Engine, opType string, data any) storage.Operation {
 	t.Helper()
 	raw := steptest.StartOperation(t, e.store, opType, testInstanceID, data, e.clock.Now())
 	return steptest.RunToEnd(t, eng, e.store, e.clock, raw.ID, testPoll)

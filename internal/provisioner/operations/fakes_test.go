@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
@@ -449,7 +449,7 @@ func testConfig(kyma bool) operations.RuntimeConfig {
 func (e *env) insertRuntime(id string, cfg operations.RuntimeConfig, secrets storage.Secrets) (storage.Runtime, storage.Operation) {
 	e.t.Helper()
 	data := operations.Data{RuntimeID: id, Tenant: tenant, Backend: backendName, Config: cfg}
-	op, err := process.NewOperation(operations.TypeProvision, id, data, 24*time.Hour, t0)
+	op, err := engine.NewOperation(operations.TypeProvision, id, data, 24*time.Hour, t0)
 	require.NoError(e.t, err)
 	rt, op, err := e.store.Runtimes().InsertRuntimeWithOperation(e.ctx,
 		storage.Runtime{ID: id, Tenant: tenant, Name: "my-runtime", Backend: backendName, Secrets: secrets}, op)

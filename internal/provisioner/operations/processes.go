@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 )
 
@@ -36,57 +36,57 @@ func cleanupRetryTime(stageLimit time.Duration) time.Duration {
 	return min(5*time.Minute, stageLimit*3/4)
 }
 
-func stage(name string, timeout time.Duration, steps ...process.StepDef[Data]) process.Stage[Data] {
-	return process.Stage[Data]{Name: name, Timeout: timeout, Steps: steps}
+func stage(name string, timeout time.Duration, steps ...engine.StepDef[Data]) engine.Stage[Data] {
+	return engine.Stage[Data]{Name: name, Timeout: timeout, Steps: steps}
 }
 
-func step(s process.Step[Data]) process.StepDef[Data] { return process.StepDef[Data]{Step: s} }
+func step(s engine.Step[Data]) engine.StepDef[Data] { return engine.StepDef[Data]{Step: s} }
 
-func withKyma(s process.Step[Data]) process.StepDef[Data] {
-	return process.StepDef[Data]{Step: s, Condition: HasKyma}
+func withKyma(s engine.Step[Data]) engine.StepDef[Data] {
+	return engine.StepDef[Data]{Step: s, Condition: HasKyma}
 }
 
 // Definitions are the provisioner's processes with the configured per-stage time limits.
-func Definitions(d Deps, cfg config.Config) ([]process.Definition, error) {
+func Definitions(d Deps, cfg config.Config) ([]engine.Definition, error) {
 	p, dp := cfg.Provisioning, cfg.Deprovisioning
-	agentStages := []process.Stage[Data]{
+	agentStages := []engine.Stage[Data]{
 		stage(StageConnectRuntimeAgent, p.AgentConfiguration, step(ConnectRuntimeAgent{d})),
 		stage(StageWaitForAgentToConnect, p.AgentConnection, step(WaitForAgentToConnect{d})),
 	}
 	defs := []struct {
 		opType string
-		stages []process.Stage[Data]
+		stages []engine.Stage[Data]
 	}{
-		{TypeProvision, append([]process.Stage[Data]{
+		{TypeProvision, append([]engine.Stage[Data]{
 			stage(StageWaitingForClusterDomain, p.ClusterDomains, step(RegisterRuntime{d}), step(CreateCluster{d}), step(WaitForClusterDomain{d})),
 			stage(StageWaitingForClusterCreation, p.ClusterCreation, step(WaitForClusterCreation{d})),
 			stage(StageCreatingBindingsForOperators, p.BindingsCreation, step(CreateBindingsForOperators{d})),
 			stage(StageStartingInstallation, p.InstallationTriggering, withKyma(StartInstallation{Deps: d, StepName: "Start_Installation"})),
 			stage(StageWaitingForInstallation, p.Installation, withKyma(WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"})),
 		}, agentStages...)},
-		{TypeDeprovision, []process.Stage[Data]{
+		{TypeDeprovision, []engine.Stage[Data]{
 			stage(StageCleanupCluster, dp.ClusterCleanup, step(CleanupCluster{Deps: d, RetryTime: cleanupRetryTime(dp.ClusterCleanup)})),
 			stage(StageDeprovisionCluster, dp.ClusterDeletion, step(DeprovisionCluster{d})),
 			stage(StageWaitForClusterDeletion, dp.WaitingForClusterDeletion, step(WaitForClusterDeletion{d})),
 		}},
-		{TypeUpgradeShoot, []process.Stage[Data]{
+		{TypeUpgradeShoot, []engine.Stage[Data]{
 			stage(StageWaitingForShootNewVersion, p.UpgradeTriggering, step(UpgradeShoot{d})),
 			stage(StageWaitingForShootUpgrade, p.ShootUpgrade, step(WaitForShootUpgrade{d})),
 		}},
-		{TypeUpgradeRuntime, []process.Stage[Data]{
+		{TypeUpgradeRuntime, []engine.Stage[Data]{
 			stage(StageStartingUpgrade, p.UpgradeTriggering, step(StartInstallation{Deps: d, StepName: "Start_Upgrade"})),
 			stage(StageUpgradingRuntime, p.Upgrade, step(WaitForInstallation{Deps: d, StepName: "Wait_For_Upgrade"})),
 			stage(StageUpdatingUpgradeState, p.UpgradeTriggering, step(UpdateUpgradeState{d})),
 		}},
-		{TypeHibernate, []process.Stage[Data]{
+		{TypeHibernate, []engine.Stage[Data]{
 			stage(StageStartingHibernation, p.UpgradeTriggering, step(HibernateCluster{d})),
 			stage(StageWaitingForHibernation, p.Hibernation, step(WaitForHibernation{d})),
 		}},
 		{TypeReconnect, agentStages},
 	}
-	out := make([]process.Definition, 0, len(defs))
+	out := make([]engine.Definition, 0, len(defs))
 	for _, def := range defs {
-		proc, err := process.Staged(def.opType, cfg.OperationTimeout, def.stages...)
+		proc, err := engine.Staged(def.opType, cfg.OperationTimeout, def.stages...)
 		if err != nil {
 			return nil, fmt.Errorf("defining provisioner process %s: %w", def.opType, err)
 		}

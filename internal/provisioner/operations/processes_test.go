@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
@@ -99,7 +99,7 @@ func TestDefinitions(t *testing.T) {
 	got := map[string]map[string][]string{}
 	for _, d := range defs {
 		assert.Equal(t, cfg.OperationTimeout, d.Timeout(), d.Type())
-		p, ok := d.(*process.Process[operations.Data])
+		p, ok := d.(*engine.Process[operations.Data])
 		require.True(t, ok, "%s is a process of operations.Data", d.Type())
 		got[d.Type()] = p.Stages()
 	}
@@ -117,7 +117,7 @@ func TestDefinitions(t *testing.T) {
 type engineEnv struct {
 	*env
 	clock  *testClock
-	eng    *process.Engine
+	eng    *engine.Engine
 	faulty *faultyRuntimes
 	cfg    config.Config
 }
@@ -141,7 +141,7 @@ func newEngineEnv(t *testing.T, cfg config.Config) *engineEnv {
 	clock := &testClock{t: t0}
 	defs, err := operations.Definitions(e.deps, cfg)
 	require.NoError(t, err)
-	eng, err := process.New(e.store, process.Config{Workers: 1, Owner: "test-engine"}, testLog(), process.WithClock(clock))
+	eng, err := engine.New(e.store, engine.Config{Workers: 1, Owner: "test-engine"}, testLog(), engine.WithClock(clock))
 	require.NoError(t, err)
 	for _, d := range defs {
 		require.NoError(t, eng.Register(d))
@@ -153,7 +153,7 @@ func newEngineEnv(t *testing.T, cfg config.Config) *engineEnv {
 func (e *engineEnv) provision(id string, cfg operations.RuntimeConfig) string {
 	e.t.Helper()
 	data := operations.Data{RuntimeID: id, Tenant: tenant, Backend: backendName, Config: cfg}
-	op, err := process.NewOperation(operations.TypeProvision, id, data, e.cfg.OperationTimeout, e.clock.Now())
+	op, err := engine.NewOperation(operations.TypeProvision, id, data, e.cfg.OperationTimeout, e.clock.Now())
 	require.NoError(e.t, err)
 	raw, err := json.Marshal(cfg)
 	require.NoError(e.t, err)
@@ -183,7 +183,7 @@ func (e *engineEnv) provisioned(id string, cfg operations.RuntimeConfig) {
 func (e *engineEnv) start(opType, id string, cfg operations.RuntimeConfig) string {
 	e.t.Helper()
 	data := operations.Data{RuntimeID: id, Tenant: tenant, Backend: backendName, Config: cfg, CompassRuntimeID: "compass-1"}
-	op, err := process.NewOperation(opType, id, data, e.cfg.OperationTimeout, e.clock.Now())
+	op, err := engine.NewOperation(opType, id, data, e.cfg.OperationTimeout, e.clock.Now())
 	require.NoError(e.t, err)
 	op, err = e.store.Runtimes().StartRuntimeOperation(e.ctx, op)
 	require.NoError(e.t, err)

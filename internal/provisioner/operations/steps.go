@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
@@ -13,7 +13,7 @@ import (
 )
 
 // Op is a provisioner operation as its steps see it.
-type Op = process.Operation[Data]
+type Op = engine.Operation[Data]
 
 // Backends finds a runtime's infrastructure backend by name.
 type Backends interface {

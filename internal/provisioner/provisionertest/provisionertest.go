@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
@@ -74,7 +74,7 @@ func New(t *testing.T, o Options) *Env {
 		Config: cfg, Backends: o.Backends, Clusters: o.Clusters, PollInterval: 25 * time.Millisecond, Log: log,
 	})
 	require.NoError(t, err)
-	eng, err := process.New(o.Store, process.Config{Workers: 16, PollInterval: 50 * time.Millisecond}, log)
+	eng, err := engine.New(o.Store, engine.Config{Workers: 16, PollInterval: 50 * time.Millisecond}, log)
 	require.NoError(t, err)
 	require.NoError(t, p.Register(eng))
 	runCtx, cancel := context.WithCancel(ctx)

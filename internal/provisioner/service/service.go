@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
@@ -95,7 +95,7 @@ func (s *Service) ProvisionRuntime(ctx context.Context, tenant string, in gqlsch
 		return nil, fmt.Errorf("encoding runtime configuration: %w", err)
 	}
 	data := operations.Data{RuntimeID: id, Tenant: tenant, Backend: backend, Config: cfg}
-	op, err := process.NewOperation(operations.TypeProvision, id, data, s.timeout, s.now())
+	op, err := engine.NewOperation(operations.TypeProvision, id, data, s.timeout, s.now())
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ func (s *Service) start(ctx context.Context, tenant, runtimeID, opType string, c
 		}
 	}
 	data := operations.Data{RuntimeID: rt.ID, Tenant: rt.Tenant, Backend: rt.Backend, Config: cfg, CompassRuntimeID: rt.CompassRuntimeID}
-	op, err := process.NewOperation(opType, rt.ID, data, s.timeout, s.now())
+	op, err := engine.NewOperation(opType, rt.ID, data, s.timeout, s.now())
 	if err != nil {
 		return storage.Operation{}, storage.Runtime{}, err
 	}

@@ -3,7 +3,7 @@ package service
 import (
 	"testing"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
@@ -127,7 +127,7 @@ func TestOperationStatusScoping(t *testing.T) {
 	assert.Equal(t, apperr.CodeNotFound, apperr.CodeOf(err))
 
 	// A broker operation on the same ID is not the provisioner's.
-	brokerOp, err := process.NewOperation("provision", *st.RuntimeID, map[string]string{}, 0, t0)
+	brokerOp, err := engine.NewOperation("provision", *st.RuntimeID, map[string]string{}, 0, t0)
 	require.NoError(t, err)
 	brokerOp, err = e.store.Operations().InsertOperation(e.ctx, brokerOp)
 	require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/sirupsen/logrus"
 )
 
@@ -43,7 +43,7 @@ type effectStep struct {
 
 func (s effectStep) Name() string { return s.name }
 
-func (s effectStep) Run(ctx context.Context, op process.Operation[payload], _ logrus.FieldLogger) (process.Operation[payload], time.Duration, error) {
+func (s effectStep) Run(ctx context.Context, op engine.Operation[payload], _ logrus.FieldLogger) (engine.Operation[payload], time.Duration, error) {
 	var started time.Time
 	if err := s.db.QueryRowContext(ctx, `SELECT clock_timestamp()`).Scan(&started); err != nil {
 		return op, time.Second, nil
@@ -88,16 +88,16 @@ func (s effectStep) recordRun(ctx context.Context, opID string, started time.Tim
 	return nil
 }
 
-func definition(db *sql.DB, replica string, sleep time.Duration) (*process.Process[payload], error) {
-	steps := make([]process.WeightedStep[payload], 0, stepsPerOp)
+func definition(db *sql.DB, replica string, sleep time.Duration) (*engine.Process[payload], error) {
+	steps := make([]engine.WeightedStep[payload], 0, stepsPerOp)
 	for i := 1; i <= stepsPerOp; i++ {
 		// Weights 1,1,2,3,3: stages of one and of two steps.
 		w := []int{1, 1, 2, 3, 3}[i-1]
-		steps = append(steps, process.WeightedStep[payload]{Weight: w, StepDef: process.StepDef[payload]{
+		steps = append(steps, engine.WeightedStep[payload]{Weight: w, StepDef: engine.StepDef[payload]{
 			Step: effectStep{name: fmt.Sprintf("step_%d", i), replica: replica, db: db, sleep: sleep},
 		}})
 	}
-	return process.Weighted(opType, time.Hour, steps...)
+	return engine.Weighted(opType, time.Hour, steps...)
 }
 
 func workerMain() int {
@@ -127,7 +127,7 @@ func workerMain() int {
 		log.WithError(err).Error("defining process")
 		return 1
 	}
-	eng, err := process.New(store, process.Config{Workers: workers, LeaseDuration: lease, PollInterval: 100 * time.Millisecond, Owner: fmt.Sprintf("%s-%d", replica, os.Getpid())}, log)
+	eng, err := engine.New(store, engine.Config{Workers: workers, LeaseDuration: lease, PollInterval: 100 * time.Millisecond, Owner: fmt.Sprintf("%s-%d", replica, os.Getpid())}, log)
 	if err != nil {
 		log.WithError(err).Error("creating engine")
 		return 1

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	_ "github.com/lib/pq"
@@ -37,7 +37,7 @@ type noop struct {
 
 func (n noop) Name() string { return n.name }
 
-func (n noop) Run(_ context.Context, op process.Operation[struct{}], _ logrus.FieldLogger) (process.Operation[struct{}], time.Duration, error) {
+func (n noop) Run(_ context.Context, op engine.Operation[struct{}], _ logrus.FieldLogger) (engine.Operation[struct{}], time.Duration, error) {
 	if n.last != nil {
 		n.last.Add(1)
 	}
@@ -87,28 +87,28 @@ func bench(log logrus.FieldLogger, drv string, operations, steps, workers int) e
 	defer store.Close()
 
 	var lastSteps atomic.Int64
-	var first, second []process.StepDef[struct{}]
+	var first, second []engine.StepDef[struct{}]
 	for i := 0; i < steps; i++ {
 		n := noop{name: fmt.Sprintf("noop_%d", i)}
 		if i == steps-1 {
 			n.last = &lastSteps
 		}
-		sd := process.StepDef[struct{}]{Step: n}
+		sd := engine.StepDef[struct{}]{Step: n}
 		if i < steps/2 {
 			first = append(first, sd)
 		} else {
 			second = append(second, sd)
 		}
 	}
-	def, err := process.Staged("bench", time.Hour,
-		process.Stage[struct{}]{Name: "first", Steps: first}, process.Stage[struct{}]{Name: "second", Steps: second})
+	def, err := engine.Staged("bench", time.Hour,
+		engine.Stage[struct{}]{Name: "first", Steps: first}, engine.Stage[struct{}]{Name: "second", Steps: second})
 	if err != nil {
 		return err
 	}
 	if err := insert(ctx, store, operations); err != nil {
 		return err
 	}
-	eng, err := process.New(store, process.Config{Workers: workers}, log)
+	eng, err := engine.New(store, engine.Config{Workers: workers}, log)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func insert(ctx context.Context, store storage.Store, n int) error {
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < n; i += 8 {
-				op, err := process.NewOperation("bench", fmt.Sprintf("instance-%d", i), struct{}{}, time.Hour, time.Now())
+				op, err := engine.NewOperation("bench", fmt.Sprintf("instance-%d", i), struct{}{}, time.Hour, time.Now())
 				if err == nil {
 					_, err = store.Operations().InsertOperation(ctx, op)
 				}

@@ -2,7 +2,7 @@
 // stages of steps, and workers claim due operations from the database, run their steps until
 // one waits, persist after every step and release. Nothing that decides an operation's future
 // lives only in memory.
-package process
+package engine
 
 import (
 	"context"

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/process"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 	_ "github.com/lib/pq"
@@ -56,7 +56,7 @@ func setup(t *testing.T, operations int) *env {
 		CREATE INDEX runs_op ON runs(operation_id);`)
 	require.NoError(t, err)
 	for i := 0; i < operations; i++ {
-		op, err := process.NewOperation(opType, fmt.Sprintf("instance-%d", i), payload{}, time.Hour, time.Now())
+		op, err := engine.NewOperation(opType, fmt.Sprintf("instance-%d", i), payload{}, time.Hour, time.Now())
 		require.NoError(t, err)
 		_, err = store.Operations().InsertOperation(context.Background(), op)
 		require.NoError(t, err)

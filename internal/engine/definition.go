@@ -1,4 +1,4 @@
-package process
+package engine
 
 import (
 	"context"
