@@ -14,8 +14,8 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
-	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"

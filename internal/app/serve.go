@@ -18,11 +18,11 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
-	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -51,7 +51,7 @@ type Config struct {
 	Plans    plans.Config                 `ignored:"true"`
 	Auth     auth.Config                  `ignored:"true"`
 	Database driver.Config                `ignored:"true"`
-	Engine   engine.Config               `ignored:"true"`
+	Engine   engine.Config                `ignored:"true"`
 	Backends infrastructure.Config        `ignored:"true"`
 	// Externals are read by externals.Load (APP_AVS_*, APP_SANDBOX_*, ...).
 	Externals externals.Config `ignored:"true"`

@@ -6,8 +6,8 @@ package definitions
 import (
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/deprovisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"

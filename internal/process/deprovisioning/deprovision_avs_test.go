@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/avs"
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"

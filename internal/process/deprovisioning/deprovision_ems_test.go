@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	sbsm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"

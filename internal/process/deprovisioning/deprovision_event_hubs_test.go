@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"

@@ -5,8 +5,8 @@ package deprovisioning
 import (
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"

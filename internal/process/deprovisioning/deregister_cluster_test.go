@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	sbrec "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"

@@ -3,8 +3,8 @@ package deprovisioning
 import (
 	"testing"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"

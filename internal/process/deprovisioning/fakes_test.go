@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"

@@ -3,8 +3,8 @@ package deprovisioning
 import (
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 )
 
 // Process is the deprovisioning process of seed 001, by weight; Remove_Runtime runs last.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"

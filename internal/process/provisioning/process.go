@@ -3,8 +3,8 @@ package provisioning
 import (
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 )
 
 // Stage names of seed 001.

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client/clienttest"

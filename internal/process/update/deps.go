@@ -4,8 +4,8 @@ package update
 import (
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )

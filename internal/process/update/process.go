@@ -3,8 +3,8 @@ package update
 import (
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 )
 
 // Process is the update process, by weight.

@@ -5,9 +5,9 @@ package upgrade
 import (
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"

@@ -3,8 +3,8 @@ package upgrade
 import (
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 )
 
