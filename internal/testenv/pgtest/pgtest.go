@@ -40,7 +40,12 @@ const EnvURL = "KEB_TEST_DATABASE_URL"
 // If EnvURL is unset it starts a throwaway cluster first and removes it after
 // m.Run; if it cannot start one it prints why and exits 1.
 func Main(m *testing.M) {
-	os.Exit(testenv.Run(m, EnvURL, "PostgreSQL", startCluster))
+	os.Exit(Run(m))
+}
+
+// Run is Main returning the exit code, for a TestMain with work of its own around the tests.
+func Run(m *testing.M) int {
+	return testenv.Run(m, EnvURL, "PostgreSQL", startCluster)
 }
 
 // startCluster starts a cluster via scripts/postgres.sh, exports its URL in
