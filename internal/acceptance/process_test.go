@@ -163,11 +163,17 @@ func (c *brokerProcess) openStore() storage.Store {
 // killWhenBusy kills the broker once the sandbox has seen more requests since the call.
 func (c *brokerProcess) killWhenBusy(more int) {
 	c.t.Helper()
+	c.waitBusy(more)
+	c.kill()
+	c.t.Logf("killed the broker (SIGKILL) after %d more requests to the sandbox", more)
+}
+
+// waitBusy waits until the sandbox has seen more requests since the call.
+func (c *brokerProcess) waitBusy(more int) {
+	c.t.Helper()
 	start := sandboxRequests(c.t, c.sandboxURL)
 	deadline := time.Now().Add(2 * time.Minute)
 	for sandboxRequests(c.t, c.sandboxURL) < start+more && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	c.kill()
-	c.t.Logf("killed the broker (SIGKILL) after %d more requests to the sandbox", more)
 }
