@@ -184,9 +184,7 @@ func (h *Handler) selectInstances(r *http.Request, t Targets) ([]storage.Instanc
 
 func (h *Handler) matchesAny(inst storage.Instance, targets []Target) bool {
 	for _, t := range targets {
-		if t.Target == "all" {
-			return true
-		}
+		// "all" adds no condition of its own: with other fields given, they must all match too.
 		if (t.InstanceID == "" || t.InstanceID == inst.InstanceID) && (t.RuntimeID == "" || t.RuntimeID == inst.RuntimeID) &&
 			(t.GlobalAccount == "" || t.GlobalAccount == inst.GlobalAccountID) && (t.SubAccount == "" || t.SubAccount == inst.SubAccountID) &&
 			(t.Region == "" || t.Region == inst.ProviderRegion) && (t.PlanName == "" || t.PlanName == h.plans.PlanName(inst.PlanID)) {
