@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -14,7 +16,7 @@ import (
 const actionBind = "bind"
 
 // Bind returns the runtime's kubeconfig (synchronously; bindings are not stored).
-func (b *Broker) Bind(ctx context.Context, instanceID, _ string, _ domain.BindDetails, _ bool) (domain.Binding, error) {
+func (b *Broker) Bind(ctx context.Context, instanceID, _ string, details domain.BindDetails, _ bool) (domain.Binding, error) {
 	log := b.logFor(ctx, instanceID)
 	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
 	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
@@ -22,6 +24,12 @@ func (b *Broker) Bind(ctx context.Context, instanceID, _ string, _ domain.BindDe
 	}
 	if err != nil {
 		return domain.Binding{}, internal(log, actionBind, err)
+	}
+	if err := belongs(inst, details.ServiceID, details.PlanID); err != nil {
+		return domain.Binding{}, badRequest(actionBind, "%v", err)
+	}
+	if err := noBindingParameters(details.RawParameters); err != nil {
+		return domain.Binding{}, badRequest(actionBind, "%v", err)
 	}
 	prov, ok, err := b.latestOperation(ctx, instanceID, instance.TypeProvision)
 	if err != nil {
@@ -51,4 +59,20 @@ func (b *Broker) GetBinding(context.Context, string, string, domain.FetchBinding
 
 func (b *Broker) LastBindingOperation(context.Context, string, string, domain.PollDetails) (domain.LastOperation, error) {
 	return domain.LastOperation{}, badRequest(actionBind, "bindings are synchronous")
+}
+
+// noBindingParameters enforces the catalog's binding schema: an object without properties.
+func noBindingParameters(raw json.RawMessage) error {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return nil
+	}
+	var params map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &params); err != nil {
+		return errors.New("parameters: must be a JSON object")
+	}
+	for name := range params {
+		return fmt.Errorf("parameters.%s: bindings take no parameters", name)
+	}
+	return nil
 }

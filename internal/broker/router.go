@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -27,6 +28,8 @@ type Routes struct {
 	Operator                        http.Handler
 	// Health serves /healthz, /readyz and /metrics without authentication.
 	Health http.Handler
+	// MaxBodyBytes bounds every request body (413 beyond it); DefaultMaxBodyBytes when zero.
+	MaxBodyBytes int64
 }
 
 // NewRouter mounts brokerapi's OSB handler (with its API-version, request-identity and
@@ -34,7 +37,11 @@ type Routes struct {
 func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 	lg := lager.NewLogger("keb")
 	lg.RegisterSink(lagerSink{log: log})
-	osb := rejectMalformedBodies(brokerapi.NewWithOptions(b, lg))
+	maxBody := rt.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBodyBytes
+	}
+	osb := osbGuard(maxBody, rejectMalformedBodies(brokerapi.NewWithOptions(b, lg)))
 
 	r := mux.NewRouter()
 	r.Use(requestLog(log))
@@ -45,9 +52,14 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 		stripPrefix("/oauth/"+region, region, osb).ServeHTTP(w, req)
 	})))
 	if rt.Operator != nil {
-		r.PathPrefix("/runtimes").Handler(rt.OperatorAuth(rt.Operator))
-		r.PathPrefix("/events").Handler(rt.OperatorAuth(rt.Operator))
-		r.PathPrefix("/upgrade/").Handler(rt.OperatorAuth(rt.Operator))
+		op := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if limitBody(w, req, maxBody) {
+				rt.Operator.ServeHTTP(w, req)
+			}
+		})
+		r.PathPrefix("/runtimes").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/events").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/upgrade/").Handler(rt.OperatorAuth(op))
 	}
 	if rt.Health != nil {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
@@ -58,9 +70,10 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 }
 
 // rejectMalformedBodies answers 400 (OSB: "the request is malformed") for a PUT or PATCH body
-// that is not the JSON object of its request; brokerapi would answer 422, which OSB reserves
-// for AsyncRequired, ConcurrencyError and the like. It decodes into brokerapi's own types so
-// that exactly the bodies brokerapi cannot read are rejected (type errors name the field).
+// that is not the JSON object of its request, or has anything but white space after it;
+// brokerapi would answer 422, which OSB reserves for AsyncRequired, ConcurrencyError and the
+// like. It decodes into brokerapi's own types so that exactly the bodies brokerapi cannot read
+// are rejected (type errors name the field). A body over the limit is 413.
 func rejectMalformedBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodPut && req.Method != http.MethodPatch {
@@ -68,6 +81,11 @@ func rejectMalformedBodies(next http.Handler) http.Handler {
 			return
 		}
 		raw, err := io.ReadAll(req.Body)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeDescription(w, req, http.StatusRequestEntityTooLarge, tooLarge(tooBig.Limit))
+			return
+		}
 		if err != nil {
 			writeBadRequest(w, req, "reading the request body: "+err.Error())
 			return
@@ -79,8 +97,13 @@ func rejectMalformedBodies(next http.Handler) http.Handler {
 		case req.Method == http.MethodPatch:
 			into = &domain.UpdateDetails{}
 		}
-		if err := json.NewDecoder(bytes.NewReader(raw)).Decode(into); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if err := dec.Decode(into); err != nil {
 			writeBadRequest(w, req, "malformed JSON body: "+err.Error())
+			return
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			writeBadRequest(w, req, "malformed JSON body: unexpected data after the JSON object")
 			return
 		}
 		req.Body = io.NopCloser(bytes.NewReader(raw))
@@ -89,12 +112,7 @@ func rejectMalformedBodies(next http.Handler) http.Handler {
 }
 
 func writeBadRequest(w http.ResponseWriter, req *http.Request, description string) {
-	if id := req.Header.Get("X-Broker-API-Request-Identity"); id != "" {
-		w.Header().Set("X-Broker-API-Request-Identity", id)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(map[string]string{"description": description})
+	writeDescription(w, req, http.StatusBadRequest, description)
 }
 
 // stripPrefix hands brokerapi a /v2/... path and records the platform region.
