@@ -16,6 +16,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
+	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
@@ -26,8 +27,11 @@ import (
 )
 
 func main() {
-	log := logrus.New()
-	log.SetFormatter(&logrus.JSONFormatter{})
+	log, err := logging.FromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, log); err != nil {

@@ -148,10 +148,16 @@ func requestLog(log logrus.FieldLogger) mux.MiddlewareFunc {
 			start := time.Now()
 			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 			next.ServeHTTP(rec, req.WithContext(withRequestID(req.Context(), id)))
-			log.WithFields(logrus.Fields{
+			e := log.WithFields(logrus.Fields{
 				"request_id": id, "method": req.Method, "path": req.URL.Path, "status": rec.status,
 				"duration_ms": time.Since(start).Milliseconds(),
-			}).Info("request")
+			})
+			// Platforms poll: one line per request belongs to debug; failures of ours stay visible.
+			if rec.status >= http.StatusInternalServerError {
+				e.Warn("request failed")
+				return
+			}
+			e.Debug("request")
 		})
 	}
 }
