@@ -10,10 +10,10 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/secretfile"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/postgres"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
-	"github.com/kyma-project/kyma-environment-broker/internal/secretfile"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/encryption"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/sqlstore"
 )
