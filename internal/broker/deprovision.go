@@ -19,8 +19,8 @@ func (b *Broker) Deprovision(ctx context.Context, instanceID string, details dom
 	if !asyncAllowed {
 		return domain.DeprovisionServiceSpec{}, apiresponses.ErrAsyncRequired
 	}
-	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
-	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
+	inst, err := b.liveInstance(ctx, instanceID)
+	if errors.Is(err, storage.ErrNotFound) {
 		return domain.DeprovisionServiceSpec{}, apiresponses.ErrInstanceDoesNotExist
 	}
 	if err != nil {

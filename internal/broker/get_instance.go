@@ -16,8 +16,8 @@ const actionGetInstance = "get_instance"
 // before that (and after deprovisioning) it is not found.
 func (b *Broker) GetInstance(ctx context.Context, instanceID string, _ domain.FetchInstanceDetails) (domain.GetInstanceDetailsSpec, error) {
 	log := b.logFor(ctx, instanceID)
-	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
-	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
+	inst, err := b.liveInstance(ctx, instanceID)
+	if errors.Is(err, storage.ErrNotFound) {
 		return domain.GetInstanceDetailsSpec{}, notFound(actionGetInstance, "instance %s does not exist", instanceID)
 	}
 	if err != nil {

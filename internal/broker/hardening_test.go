@@ -193,3 +193,50 @@ func TestStrictBodiesAndErrorShapes(t *testing.T) {
 	assert.Contains(t, body, "description", "OSB's field name, lower case: %s", r.Body)
 	assert.NotContains(t, body, "Description")
 }
+
+// Bindings broke OSB: GET was 404 although the catalog says bindings_retrievable, a repeated
+// PUT was 201, another request under the same binding ID 201 (must be 409), unbinding one that
+// never existed 200 (must be 410).
+func TestBindingsFollowOSB(t *testing.T) {
+	t.Parallel()
+	b := bt.Start(t, bt.Options{})
+	id := newID()
+	b.WaitSucceeded(id, b.Provision(id, "rt-bindings", "ga-bindings"))
+	bindingID := newID()
+	path := "/v2/service_instances/" + id + "/service_bindings/" + bindingID
+	body := map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSPlanID}
+	type answer struct {
+		Credentials map[string]string `json:"credentials"`
+	}
+	var first, again, fetched answer
+
+	r := b.Put(path, body)
+	requireStatus(t, http.StatusCreated, r)
+	r.JSON(t, &first)
+	require.NotEmpty(t, first.Credentials["kubeconfig"])
+
+	r = b.Put(path, body)
+	requireStatus(t, http.StatusOK, r)
+	r.JSON(t, &again)
+	assert.Equal(t, first, again, "a repeat gets the same binding")
+
+	r = b.Put(path, map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSPlanID, "bind_resource": map[string]any{"app_guid": "other-app"}})
+	requireStatus(t, http.StatusConflict, r)
+
+	r = b.Get(path)
+	requireStatus(t, http.StatusOK, r)
+	r.JSON(t, &fetched)
+	assert.Equal(t, first, fetched)
+	requireStatus(t, http.StatusNotFound, b.Get("/v2/service_instances/"+id+"/service_bindings/"+newID()))
+	requireStatus(t, http.StatusNotFound, b.Get("/v2/service_instances/"+newID()+"/service_bindings/"+bindingID))
+
+	unbind := path + "?service_id=" + bt.ServiceID + "&plan_id=" + bt.AWSPlanID
+	requireStatus(t, http.StatusBadRequest, b.Delete(path+"?service_id="+bt.ServiceID+"&plan_id="+bt.GCPPlanID))
+	requireStatus(t, http.StatusOK, b.Delete(unbind))
+	requireStatus(t, http.StatusGone, b.Delete(unbind))
+	requireStatus(t, http.StatusNotFound, b.Get(path))
+	requireStatus(t, http.StatusGone, b.Delete("/v2/service_instances/"+id+"/service_bindings/"+newID()+"?service_id="+bt.ServiceID+"&plan_id="+bt.AWSPlanID))
+
+	// The binding ID is free again after unbinding.
+	requireStatus(t, http.StatusCreated, b.Put(path, body))
+}

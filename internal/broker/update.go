@@ -33,8 +33,8 @@ func (b *Broker) exclusiveInsertError(log logrus.FieldLogger, err error) error {
 // platform retries, and no hidden queue can pile up.
 func (b *Broker) Update(ctx context.Context, instanceID string, details domain.UpdateDetails, asyncAllowed bool) (domain.UpdateServiceSpec, error) {
 	log := b.logFor(ctx, instanceID)
-	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
-	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
+	inst, err := b.liveInstance(ctx, instanceID)
+	if errors.Is(err, storage.ErrNotFound) {
 		return domain.UpdateServiceSpec{}, notFound(actionUpdate, "instance %s does not exist", instanceID)
 	}
 	if err != nil {
