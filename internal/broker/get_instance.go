@@ -8,6 +8,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
+	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
 )
 
 const actionGetInstance = "get_instance"
@@ -29,6 +30,12 @@ func (b *Broker) GetInstance(ctx context.Context, instanceID string, _ domain.Fe
 	}
 	if !ok || prov.State != storage.StateSucceeded {
 		return domain.GetInstanceDetailsSpec{}, notFound(actionGetInstance, "instance %s is not provisioned", instanceID)
+	}
+	if running, ok, err := b.activeOperation(ctx, instanceID); err != nil {
+		return domain.GetInstanceDetailsSpec{}, internal(log, actionGetInstance, err)
+	} else if ok && running.Type == instance.TypeUpdate {
+		// OSB: an instance being updated cannot be fetched (its parameters are changing).
+		return domain.GetInstanceDetailsSpec{}, apiresponses.ErrConcurrentInstanceAccess
 	}
 	var params any
 	if err := json.Unmarshal(inst.Parameters, &params); err != nil {
