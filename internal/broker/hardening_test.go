@@ -1,10 +1,12 @@
 package broker_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
@@ -239,4 +241,46 @@ func TestBindingsFollowOSB(t *testing.T) {
 
 	// The binding ID is free again after unbinding.
 	requireStatus(t, http.StatusCreated, b.Put(path, body))
+}
+
+// safeBuffer is a log sink the broker's goroutines may write to concurrently.
+type safeBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A refused provisioning (400, 409, 422) logged the whole request at warning level, with
+// context.sm_operator_credentials.clientsecret in plain text, and a refused body whole.
+func TestRefusedRequestsLogNoSecrets(t *testing.T) {
+	t.Parallel()
+	var logs safeBuffer
+	b := bt.Start(t, bt.Options{NoEngine: true, LogOutput: &logs})
+	ctx := bt.SAPContext("ga-logs", "sa-logs")
+	ctx["sm_operator_credentials"] = map[string]any{"clientid": "sm-client", "clientsecret": "S3CRET-SM-CLIENT-SECRET", "url": "https://sm.example.com", "sm_url": "https://sm.example.com"}
+	id := newID()
+	requireStatus(t, http.StatusAccepted, b.Put(bt.InstancePath(id), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams("rt-logs"), ctx)))
+	requireStatus(t, http.StatusConflict, b.Put(bt.InstancePath(id), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams("rt-logs-other"), ctx)))
+	requireStatus(t, http.StatusUnprocessableEntity, b.Put("/v2/service_instances/"+newID(), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams("rt-logs"), ctx)))
+	bad := bt.ProvisionBody(bt.AWSPlanID, map[string]any{"name": "rt-logs", "region": "mars", "pad": strings.Repeat("p", 500_000)}, ctx)
+	requireStatus(t, http.StatusBadRequest, b.Put(bt.InstancePath(newID()), bad))
+
+	out := logs.String()
+	require.NotEmpty(t, out)
+	require.Contains(t, out, "sm_operator_credentials", "the refused requests are logged with their context, redacted")
+	assert.NotContains(t, out, "S3CRET")
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		assert.Less(t, len(line), 32<<10, "a log line stays bounded: %.200s", line)
+	}
 }
