@@ -5,14 +5,16 @@
 // deleted as in Compass, all behind an OAuth2 client-credentials bearer token. Requests are
 // parsed and validated with gqlparser against a schema of those operations and answered like
 // Compass (gqlgen): resolver errors with HTTP 200 and extensions.error, protocol errors with 422.
-// It keeps everything in memory and counts calls per runtime and registrations per runtime-id
-// label, so tests can see duplicates.
+// It keeps its state in a sandbox.Store (one row per runtime and counter, see state.go) and counts
+// calls per runtime and registrations per runtime-id label, so tests can see duplicates.
 package director
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"mime"
 	"net/http"
 	"sort"
@@ -54,6 +56,8 @@ type Options struct {
 	ConnectorURL string
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// Store keeps the runtimes and counts; Open loads them from it. New uses a new MemoryStore.
+	Store sandbox.Store
 }
 
 // Status is a runtime's status condition and when it was last set.
@@ -127,17 +131,30 @@ type StandIn struct {
 	issuer    *sandbox.TokenIssuer
 	resolvers map[string]resolver
 
+	durable *sandbox.Durable
+	handler http.Handler
+
 	mu              sync.Mutex
-	seq             int64
+	seq             *sandbox.Counts
 	tenants         map[string]map[string]*record
 	authOwners      map[string]*record // system auth ID to its runtime
-	registrations   map[string]int
-	unregistrations map[string]int
-	totals          map[string]int
+	registrations   *sandbox.Counts
+	unregistrations *sandbox.Counts
+	totals          *sandbox.Counts
 }
 
-// New returns a stand-in without runtimes.
+// New returns a stand-in without runtimes that keeps its state in memory.
 func New(opts Options) *StandIn {
+	opts.Store = nil
+	s, err := Open(context.Background(), opts)
+	if err != nil {
+		panic(fmt.Sprintf("director stand-in on an empty memory store: %v", err)) // cannot happen
+	}
+	return s
+}
+
+// Open returns a stand-in with the runtimes and counts kept in opts.Store.
+func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = time.Hour
 	}
@@ -160,37 +177,34 @@ func New(opts Options) *StandIn {
 		"runtime":                       s.runtime,
 		"runtimes":                      s.runtimes,
 	}
-	s.reset()
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.seq = s.durable.Counts(kindSeq)
+	s.registrations = s.durable.Counts(kindRegistrations)
+	s.unregistrations = s.durable.Counts(kindUnregistrations)
+	s.totals = s.durable.Counts(kindTotals)
+	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
 	m.HandleFunc("POST /graphql", s.issuer.Protect(s.handleGraphQL))
 	s.mux = m
-	return s
+	s.handler = s.durable.Handler(m)
+	return s, nil
 }
 
 // Name implements sandbox.System.
 func (s *StandIn) Name() string { return Name }
 
 // ServeHTTP implements sandbox.System; paths are relative to /director.
-func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Objects implements sandbox.System.
 func (s *StandIn) Objects() any { return s.Snapshot() }
 
-// Reset implements sandbox.System: it forgets every runtime and count and keeps issued tokens valid.
-func (s *StandIn) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reset()
-}
-
-func (s *StandIn) reset() {
-	s.tenants = map[string]map[string]*record{}
-	s.authOwners = map[string]*record{}
-	s.registrations = map[string]int{}
-	s.unregistrations = map[string]int{}
-	s.totals = map[string]int{}
-}
+// Reset implements sandbox.System: it forgets every runtime and count, durably, and keeps issued
+// OAuth tokens valid.
+func (s *StandIn) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
 
 // Snapshot returns the inspection snapshot.
 func (s *StandIn) Snapshot() Objects {
@@ -198,9 +212,9 @@ func (s *StandIn) Snapshot() Objects {
 	defer s.mu.Unlock()
 	out := Objects{
 		Tenants:                    make(map[string][]Object, len(s.tenants)),
-		RegistrationsByRuntimeID:   copyCounts(s.registrations),
-		UnregistrationsByRuntimeID: copyCounts(s.unregistrations),
-		Calls:                      copyCounts(s.totals),
+		RegistrationsByRuntimeID:   s.registrations.Map(),
+		UnregistrationsByRuntimeID: s.unregistrations.Map(),
+		Calls:                      s.totals.Map(),
 	}
 	now := s.now()
 	for tenant, rts := range s.tenants {
@@ -259,7 +273,7 @@ func (s *StandIn) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range events {
-		s.totals[ev]++
+		s.totals.Inc(ev)
 	}
 }
 

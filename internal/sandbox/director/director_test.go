@@ -2,6 +2,7 @@ package director_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -29,8 +30,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	e.st = director.New(director.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ConnectorURL: connector, Now: e.clock.Now})
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return serve(t, clock, director.New(options(clock)))
+}
+
+func options(clock *sandboxtest.Clock) director.Options {
+	return director.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ConnectorURL: connector, Now: clock.Now}
+}
+
+// serve serves the stand-in and takes an OAuth token.
+func serve(t *testing.T, clock *sandboxtest.Clock, st *director.StandIn) *env {
+	t.Helper()
+	e := &env{t: t, clock: clock, st: st}
 	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}}
 	e.token = sandboxtest.Token(t, e.url+"/director/oauth/token", form).AccessToken
@@ -285,7 +296,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	var served director.Objects
 	require.NoError(t, json.Unmarshal([]byte(objects), &served))
 	assert.Equal(t, id, served.Tenants["tenant-a"][0].ID)
-	e.st.Reset()
+	require.NoError(t, e.st.Reset(context.Background()))
 	assert.Empty(t, e.st.Snapshot().Tenants)
 	e.ok("tenant-a", `{ runtimes { totalCount } }`, nil)
 }
@@ -413,4 +424,60 @@ func TestOneTimeTokensAreRevocableSystemAuths(t *testing.T) {
 	e.ok("t", `mutation($id: ID!) { unregisterRuntime(id: $id) { id } }`, map[string]any{"id": id})
 	assert.Equal(t, "NotFound", e.gql("t", del, map[string]any{"id": last}).kind(t))
 	assert.Equal(t, 6, e.st.Snapshot().Calls["deleteSystemAuthForRuntime"], "failed deletions included")
+}
+
+func TestStateSurvivesARestart(t *testing.T) {
+	store := sandbox.NewMemoryStore()
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	open := func() *director.StandIn {
+		t.Helper()
+		o := options(clock)
+		o.Store = store
+		st, err := director.Open(context.Background(), o)
+		require.NoError(t, err)
+		return st
+	}
+	e := serve(t, clock, open())
+	id := e.register("t/with-slash", "rt", map[string]any{director.RuntimeIDLabel: "rt-1", "big": json.Number("12345678901234567890"), "list": []any{"a"}})
+	gone := e.register("t/with-slash", "gone", map[string]any{director.RuntimeIDLabel: "rt-2"})
+	e.ok("t/with-slash", `mutation($id: ID!) { unregisterRuntime(id: $id) { id } }`, map[string]any{"id": gone})
+	other := e.register("u", "other", nil)
+	const token = `mutation($id: ID!) { requestOneTimeTokenForRuntime(id: $id) { token } }`
+	e.ok("t/with-slash", token, map[string]any{"id": id})
+	clock.Advance(time.Minute)
+	e.ok("t/with-slash", token, map[string]any{"id": id})
+	e.ok("u", token, map[string]any{"id": other})
+	auths := e.st.Snapshot().Tenants["t/with-slash"][0].Auths
+	require.Len(t, auths, 2)
+	e.ok("t/with-slash", `mutation($id: ID!) { deleteSystemAuthForRuntime(authID: $id) { id } }`, map[string]any{"id": auths[0].ID})
+	e.gql("t/with-slash", `{ runtimes { nope } }`, nil)
+	before := e.st.Snapshot()
+
+	// a new stand-in on the same store, as after kill -9, has every runtime and counter
+	restarted := open()
+	assert.Equal(t, before, restarted.Snapshot())
+	e2 := serve(t, clock, restarted)
+	const get = `query($id: ID!) { runtime(id: $id) { id name labels auths { id } } }`
+	assert.Equal(t, map[string]any{"runtime": map[string]any{"id": id, "name": "rt",
+		"labels": map[string]any{director.RuntimeIDLabel: "rt-1", "big": 12345678901234567890.0, "list": []any{"a"}},
+		"auths":  []any{map[string]any{"id": auths[1].ID}}}}, e2.ok("t/with-slash", get, map[string]any{"id": id}))
+	r := e2.gql("t/with-slash", `mutation($id: ID!) { deleteSystemAuthForRuntime(authID: $id) { id } }`, map[string]any{"id": auths[0].ID})
+	assert.Equal(t, "NotFound", r.kind(t), "a deleted system auth stays deleted")
+	e2.ok("t/with-slash", `mutation($id: ID!) { deleteSystemAuthForRuntime(authID: $id) { id } }`, map[string]any{"id": auths[1].ID})
+	third := e2.register("t/with-slash", "third", nil)
+	snap := e2.st.Snapshot()
+	require.Len(t, snap.Tenants["t/with-slash"], 2)
+	assert.Equal(t, []string{id, third}, []string{snap.Tenants["t/with-slash"][0].ID, snap.Tenants["t/with-slash"][1].ID},
+		"registration order continues")
+	assert.Equal(t, 0, snap.Tenants["t/with-slash"][0].ValidTokens)
+	assert.Equal(t, 2, snap.Tenants["t/with-slash"][0].TokensIssued)
+	assert.Equal(t, map[string]int{"rt-1": 1, "rt-2": 1}, snap.RegistrationsByRuntimeID)
+	assert.Equal(t, map[string]int{"rt-2": 1}, snap.UnregistrationsByRuntimeID)
+	assert.Equal(t, before.Calls["invalid"], snap.Calls["invalid"])
+	assert.Equal(t, before.Calls["token"]+1, snap.Calls["token"], "the new server's client took one token")
+
+	// a reset clears the store too
+	require.NoError(t, e2.st.Reset(context.Background()))
+	assert.Equal(t, director.Objects{Tenants: map[string][]director.Object{}, RegistrationsByRuntimeID: map[string]int{},
+		UnregistrationsByRuntimeID: map[string]int{}, Calls: map[string]int{}}, open().Snapshot())
 }

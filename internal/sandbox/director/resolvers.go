@@ -137,6 +137,7 @@ func (s *StandIn) lookup(tenant string, id any, op string) (*record, error) {
 		return nil, notFound("object=runtime; id=%s", sid)
 	}
 	rec.calls[op]++
+	s.touch(rec)
 	return rec, nil
 }
 
@@ -185,14 +186,14 @@ func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, erro
 	if s.tenants[tenant] == nil {
 		s.tenants[tenant] = map[string]*record{}
 	}
-	s.seq++
 	rec := &record{
-		seq: s.seq, tenant: tenant, id: uuid.NewString(), name: in.name, description: in.description, labels: in.labels,
+		seq: int64(s.seq.Inc(seqRuntimes)), tenant: tenant, id: uuid.NewString(), name: in.name, description: in.description, labels: in.labels,
 		status: Status{Condition: in.condition, Timestamp: s.now()}, calls: map[string]int{"registerRuntime": 1},
 	}
 	s.tenants[tenant][rec.id] = rec
+	s.touch(rec)
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
-		s.registrations[rid]++
+		s.registrations.Inc(rid)
 	}
 	return rec.object(), nil
 }
@@ -226,7 +227,7 @@ func (s *StandIn) unregisterRuntime(tenant string, args map[string]any) (any, er
 		delete(s.tenants, tenant)
 	}
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
-		s.unregistrations[rid]++
+		s.unregistrations.Inc(rid)
 	}
 	return rec.object(), nil
 }
@@ -268,6 +269,7 @@ func (s *StandIn) deleteSystemAuth(tenant string, args map[string]any) (any, err
 		return nil, notFound("object=systemAuth; id=%s", id)
 	}
 	rec.calls["deleteSystemAuthForRuntime"]++
+	s.touch(rec)
 	delete(s.authOwners, id)
 	rec.auths = slices.DeleteFunc(rec.auths, func(a SystemAuth) bool { return a.ID == id })
 	return object{"id": id}, nil
@@ -312,6 +314,7 @@ func (s *StandIn) runtimes(tenant string, args map[string]any) (any, error) {
 	page := []object{}
 	for _, rec := range matched[min(offset, end):end] {
 		rec.calls["runtimes"]++
+		s.touch(rec)
 		page = append(page, rec.object())
 	}
 	return object{
