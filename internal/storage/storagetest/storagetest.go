@@ -102,6 +102,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},
 		{"StaticRelease", testStaticRelease},
 		{"StaticAllocateConcurrent", testStaticAllocateConcurrent},
+		{"SandboxObjects", testSandboxObjects},
+		{"SandboxObjectsConcurrent", testSandboxObjectsConcurrent},
 		{"Ping", func(t *testing.T, e *env) { require.NoError(t, e.s.Ping(context.Background())) }},
 	}
 	for _, tc := range tests {
