@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -74,4 +75,13 @@ func (m *MemoryStore) Clear(_ context.Context, system string) error {
 	defer m.mu.Unlock()
 	delete(m.systems, system)
 	return nil
+}
+
+// InMemory returns the stand-in open returned on a new MemoryStore, for the New functions of the
+// stand-ins: loading an empty MemoryStore cannot fail, so an error is a programming error.
+func InMemory[S System](s S, err error) S {
+	if err != nil {
+		panic(fmt.Sprintf("opening a stand-in on an empty memory store: %v", err))
+	}
+	return s
 }

@@ -130,12 +130,8 @@ type stored struct {
 
 // New returns a stand-in with only the configured parent evaluations that keeps its state in memory.
 func New(opts Options) *StandIn {
-	opts.Store = nil
-	s, err := Open(context.Background(), opts)
-	if err != nil {
-		panic(fmt.Sprintf("AVS stand-in on an empty memory store: %v", err)) // cannot happen
-	}
-	return s
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the evaluations and counts kept in opts.Store; on an empty store it

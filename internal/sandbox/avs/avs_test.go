@@ -210,9 +210,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 		o.Store = store
 		return avs.Open(ctx, o)
 	}
-	st, err := open(context.Background(), store)
-	require.NoError(t, err)
-	e := serve(t, clock, st)
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
 	a := e.create("a", `,"parent_id":7`)
 	b := e.create("b", "")
 	code, body := e.api(http.MethodPut, fmt.Sprintf("/%d/tag", b.ID), `{"content":"x","tag_class_id":9}`)

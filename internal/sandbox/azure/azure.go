@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -166,12 +165,8 @@ type Server struct {
 
 // New returns a stand-in with no resource groups that keeps its state in memory.
 func New(opts Options) *Server {
-	opts.Store = nil
-	s, err := Open(context.Background(), opts)
-	if err != nil {
-		panic(fmt.Sprintf("Azure stand-in on an empty memory store: %v", err)) // cannot happen
-	}
-	return s
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the resource groups, namespaces and counts kept in opts.Store.

@@ -350,9 +350,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 		o.Store = store
 		return azure.Open(ctx, o)
 	}
-	st, err := open(context.Background(), store)
-	require.NoError(t, err)
-	e := serve(t, clock, st)
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
 	for _, rg := range []string{"rg-1", "rg-2"} {
 		status, body := e.arm(http.MethodPut, rgPath+rg+rgAPI, `{"location":"westeurope","tags":{"a":"b"}}`)
 		require.Equal(t, http.StatusCreated, status, body)

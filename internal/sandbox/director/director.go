@@ -14,7 +14,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"mime"
 	"net/http"
 	"sort"
@@ -145,12 +144,8 @@ type StandIn struct {
 
 // New returns a stand-in without runtimes that keeps its state in memory.
 func New(opts Options) *StandIn {
-	opts.Store = nil
-	s, err := Open(context.Background(), opts)
-	if err != nil {
-		panic(fmt.Sprintf("director stand-in on an empty memory store: %v", err)) // cannot happen
-	}
-	return s
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the runtimes and counts kept in opts.Store.

@@ -242,9 +242,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 		o.Store = store
 		return edp.Open(ctx, o)
 	}
-	st, err := open(context.Background(), store)
-	require.NoError(t, err)
-	e := serve(t, clock, st)
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
 	for _, name := range []string{"sub-1", "sub-2"} {
 		code, body := e.api(http.MethodPost, base, `{"name":"`+name+`","environment":"kyma"}`)
 		require.Equal(t, http.StatusCreated, code, body)

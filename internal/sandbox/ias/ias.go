@@ -150,12 +150,8 @@ type StandIn struct {
 
 // New returns a stand-in without service providers that keeps its state in memory.
 func New(opts Options) *StandIn {
-	opts.Store = nil
-	s, err := Open(context.Background(), opts)
-	if err != nil {
-		panic(fmt.Sprintf("IAS stand-in on an empty memory store: %v", err)) // cannot happen
-	}
-	return s
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the service providers and counts kept in opts.Store.

@@ -235,9 +235,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 	open := func(ctx context.Context, store sandbox.Store) (*ias.StandIn, error) {
 		return ias.Open(ctx, ias.Options{User: "keb", Password: "pw", Store: store})
 	}
-	st, err := open(context.Background(), store)
-	require.NoError(t, err)
-	e := &env{t: t, st: st}
+	e := &env{t: t, st: sandboxtest.Open(t, open, store)}
 	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	id := e.create("a")
 	gone := e.create("b")

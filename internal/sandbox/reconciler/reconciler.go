@@ -8,7 +8,6 @@ package reconciler
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -131,12 +130,8 @@ type Server struct {
 
 // New returns a stand-in without clusters that keeps its state in memory.
 func New(opts Options) *Server {
-	opts.Store = nil
-	s, err := Open(context.Background(), opts)
-	if err != nil {
-		panic(fmt.Sprintf("reconciler stand-in on an empty memory store: %v", err)) // cannot happen
-	}
-	return s
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the clusters and counts kept in opts.Store.

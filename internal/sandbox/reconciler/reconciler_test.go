@@ -212,9 +212,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 	open := func(ctx context.Context, store sandbox.Store) (*reconciler.Server, error) {
 		return reconciler.Open(ctx, reconciler.Options{ReconcileTime: time.Minute, DeleteTime: time.Minute, Now: clock.Now, Store: store})
 	}
-	st, err := open(context.Background(), store)
-	require.NoError(t, err)
-	e := serve(t, clock, st)
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
 	in := `{"runtimeID":"rt1","kubeconfig":"k","kymaConfig":{"version":"2","components":[{"component":"c","namespace":"ns","configuration":[{"key":"a","value":10000000000000001}]}]}}`
 	assert.Equal(t, reconciler.StatusReconcilePending, e.state(http.MethodPost, "", in).Status)
 	e.state(http.MethodPost, "", strings.Replace(in, "rt1", "rt2", 1))

@@ -208,12 +208,8 @@ type Server struct {
 
 // New returns a stand-in with the catalog and no instances that keeps its state in memory.
 func New(opts Options) *Server {
-	opts.Store = nil
-	s, err := Open(context.Background(), opts)
-	if err != nil {
-		panic(fmt.Sprintf("Service Manager stand-in on an empty memory store: %v", err)) // cannot happen
-	}
-	return s
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the catalog and the instances, bindings, operations and counts kept

@@ -378,9 +378,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 		o.Store = store
 		return sm.Open(ctx, o)
 	}
-	st, err := open(context.Background(), store)
-	require.NoError(t, err)
-	e := serve(t, clock, st)
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
 	ready, _ := e.createAsync("ready")
 	clock.Advance(time.Minute)
 	code, _, body := e.api(http.MethodPost, "/v1/service_bindings", `{"name":"b-1","service_instance_id":"`+ready+`"}`)
