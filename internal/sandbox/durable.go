@@ -138,6 +138,10 @@ func (d *Durable) flush(ctx context.Context) error {
 // the store and the answer is 503.
 func (d *Durable) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The body is read before the turn is taken, so a slow client holds up no other request.
+		if !bufferBody(w, r) {
+			return
+		}
 		d.req.Lock()
 		defer d.req.Unlock()
 		buf := &bufferedResponse{header: http.Header{}}

@@ -214,12 +214,9 @@ func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if f.Latency > 0 {
 		// Read the body first: until it is consumed, net/http does not notice the client going away.
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Message: "reading request body: " + err.Error()})
+		if !bufferBody(w, r) {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		t := time.NewTimer(f.Latency)
 		select {
 		case <-t.C:
@@ -280,8 +277,19 @@ func (d discardWriter) Header() http.Header       { return d.header }
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (discardWriter) WriteHeader(int)             {}
 
-// maxBody bounds the request bodies buffered while injecting latency.
+// maxBody bounds the request bodies buffered while injecting latency or waiting for a stand-in.
 const maxBody = 8 << 20
+
+// bufferBody reads the request's body into memory, answering 400 when it cannot.
+func bufferBody(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Message: "reading request body: " + err.Error()})
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
+}
 
 type errorBody struct {
 	Message string `json:"message"`
