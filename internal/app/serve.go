@@ -31,6 +31,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/secretfile"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -121,7 +122,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		return err
 	}
 	cfg.Externals.Instrument(calls)
-	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log)
+	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log, store.SandboxObjects())
 	if err != nil {
 		return err
 	}
@@ -208,11 +209,12 @@ func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Clie
 }
 
 // externalSystems builds the external systems' clients; with the sandbox enabled (the default)
-// it first serves the stand-ins on APP_SANDBOX_ADDRESS and points every client at them.
-func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger) (externals.Built, func(), error) {
+// it first serves the stand-ins on APP_SANDBOX_ADDRESS, with their state in the broker's database
+// (objects) so that in-flight operations find it after a restart, and points every client at them.
+func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger, objects sandbox.Store) (externals.Built, func(), error) {
 	stop := func() {}
 	if cfg.Settings.SandboxEnabled {
-		sb, err := standins.New(standins.Options{Log: log, Seed: uint64(time.Now().UnixNano())})
+		sb, err := standins.Open(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects})
 		if err != nil {
 			return externals.Built{}, stop, err
 		}

@@ -268,6 +268,7 @@ type Store interface {
 	Runtimes() Runtimes
 	StaticAllocations() StaticAllocations
 	Bindings() Bindings
+	SandboxObjects() SandboxObjects
 	// Wakeups delivers a signal whenever operations may have become due (new, released), in this
 	// process and, for PostgreSQL, in every replica. The channel closes when ctx ends.
 	Wakeups(ctx context.Context) (<-chan struct{}, error)

@@ -103,6 +103,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"StaticRelease", testStaticRelease},
 		{"StaticAllocateConcurrent", testStaticAllocateConcurrent},
 		{"Bindings", testBindings},
+		{"SandboxObjects", testSandboxObjects},
+		{"SandboxObjectsConcurrent", testSandboxObjectsConcurrent},
 		{"Ping", func(t *testing.T, e *env) { require.NoError(t, e.s.Ping(context.Background())) }},
 	}
 	for _, tc := range tests {
