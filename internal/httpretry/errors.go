@@ -21,6 +21,8 @@ import (
 type Error struct {
 	// Op is what was being done, e.g. `creating AVS evaluation "x"`.
 	Op string
+	// System is the system called, as its Caller names it (e.g. "ias"); empty when unknown.
+	System string
 	// StatusCode is the HTTP status of the last response, 0 when there was none.
 	StatusCode int
 	// Temporary tells whether trying again later may succeed.
@@ -35,6 +37,9 @@ func (e *Error) Error() string {
 	kind := "permanent"
 	if e.Temporary {
 		kind = "temporary"
+	}
+	if e.Attempts == 0 {
+		return fmt.Sprintf("%s: %s failure: %v", e.Op, kind, e.Err)
 	}
 	return fmt.Sprintf("%s: %s failure after %d attempt(s): %v", e.Op, kind, e.Attempts, e.Err)
 }
@@ -114,6 +119,10 @@ func transientStatus(code int) bool {
 
 // Classify tells whether err, from one attempt, is worth retrying, and the HTTP status involved.
 func Classify(err error) (temporary bool, status int) {
+	var oe *OpenError
+	if errors.As(err, &oe) {
+		return true, StatusOf(err)
+	}
 	var se *StatusError
 	if errors.As(err, &se) {
 		return transientStatus(se.Code), se.Code
