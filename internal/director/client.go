@@ -2,8 +2,7 @@
 // labels and unregisters runtimes, sets their status condition, requests one-time tokens for the
 // Runtime Agent, and finds a runtime's console URL for the broker. Every call is scoped by tenant
 // (the Tenant header) and authenticated with OAuth2 client credentials, is retried with backoff on
-// transient failures only (network errors, 429, 5xx, Compass's InternalError) until the caller's
-// context ends, and is idempotent: registration first looks for the runtime labelled with the
+// transient failures only (network errors, 429, 5xx, Compass's InternalError) a few times within a call's budget (httpretry.Calls), and is idempotent: registration first looks for the runtime labelled with the
 // provisioner's runtime ID, unregistering a missing runtime succeeds.
 package director
 
@@ -53,6 +52,7 @@ const (
 // Client calls the Director. It is safe for concurrent use.
 type Client struct {
 	cfg    Config
+	caller *httpretry.Caller
 	http   *http.Client
 	tokens *httpretry.Tokens
 }
@@ -75,6 +75,7 @@ func New(cfg Config) (*Client, error) {
 	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("director", base))
 	return &Client{
 		cfg:    cfg,
+		caller: newCaller(cfg),
 		http:   httpc,
 		tokens: httpretry.NewTokens(httpc, cfg.OAuthTokenURL, cfg.OAuthClientID, cfg.OAuthClientSecret),
 	}, nil
@@ -311,10 +312,11 @@ func required(op string, namesAndValues ...string) error {
 	return nil
 }
 
-// retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
-// exponential backoff between attempts.
+// retry runs attempt until it succeeds, fails permanently, or has made its attempts within the
+// call\'s budget, sleeping with jittered exponential backoff between attempts; while the system is
+// down it fails at once.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
+	return c.caller.Retry(ctx, op, attempt)
 }
 
 type gqlRequest struct {
@@ -354,4 +356,8 @@ func (c *Client) call(ctx context.Context, tenant, query string, vars map[string
 		}
 		return nil
 	})
+}
+
+func newCaller(cfg Config) *httpretry.Caller {
+	return httpretry.NewCaller("director", cfg.RetryInitialBackoff, cfg.RetryMaxBackoff, cfg.Calls, cfg.Metrics)
 }

@@ -3,6 +3,7 @@ package director_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -57,7 +58,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, director.Config{URL: "https://compass-gateway-auth-oauth.kyma.local/director/graphql",
 		OAuthTokenURL: "https://oauth.example/oauth2/token", OAuthClientID: "id", OAuthClientSecret: "secret",
-		Timeout: 30 * time.Second, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
+		Timeout: 10 * time.Second, Calls: httpretrytest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 
 	t.Setenv("APP_DIRECTOR_URL", "https://director.example/graphql")
@@ -147,7 +148,10 @@ func TestRuntimeLifecycle(t *testing.T) {
 
 func TestIdempotentRegistrationUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026)
-	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{ErrorRate: 0.3}))
+	// Every call tries up to 100 times, as the step's durable retries would; the breaker is off, so
+	// that a run of injected failures does not stop the calls this test makes.
+	e.cfg.Calls.Attempts, e.cfg.Calls.BreakerThreshold = 100, -1
+	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{ErrorRate: 0.3, LostResponseRate: 0.3}))
 	c := e.client(t)
 	ctx := sandboxtest.Context(t, 60*time.Second)
 
@@ -236,7 +240,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 
 	start := time.Now()
 	_, err := c.RegisterRuntime(sandboxtest.Context(t, 300*time.Millisecond), tenant, "rt-1", "c-1", nil)
-	sandboxtest.RequireGaveUp(t, err, start)
+	httpretrytest.RequireGaveUp(t, err, start, 3)
 	assert.True(t, director.IsTemporary(err), "%v", err)
 	assert.Empty(t, e.st.Snapshot().RegistrationsByRuntimeID)
 

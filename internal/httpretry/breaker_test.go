@@ -150,3 +150,12 @@ func TestCallsDefaults(t *testing.T) {
 	assert.Equal(t, Calls{Attempts: 3, Timeout: 15 * time.Second, BreakerThreshold: 10, BreakerCooldown: 15 * time.Second}, Calls{}.WithDefaults())
 	assert.Equal(t, -1, Calls{BreakerThreshold: -1}.WithDefaults().BreakerThreshold)
 }
+
+func TestABusyAnswerDoesNotOpenTheBreaker(t *testing.T) {
+	c, _ := newTestCallerAttempts(t, 1, 2, nil)
+	for i := 0; i < 5; i++ {
+		err := c.Retry(context.Background(), "op", func(context.Context) error { return Busy(errors.New("still creating")) })
+		assert.True(t, IsTemporary(err))
+	}
+	assert.Equal(t, BreakerClosed, c.Breaker().State())
+}

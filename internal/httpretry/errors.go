@@ -113,6 +113,17 @@ func (e *permanentError) Unwrap() error { return e.err }
 // Permanent marks err as a failure that retrying cannot fix.
 func Permanent(err error) error { return &permanentError{err} }
 
+// busyError marks a temporary failure that the system itself reported as such (an object still busy
+// with another operation): worth retrying, but no sign that the system is sick.
+type busyError struct{ err error }
+
+func (e *busyError) Error() string { return e.err.Error() }
+func (e *busyError) Unwrap() error { return e.err }
+
+// Busy marks err as a wait the system asked for while answering normally: temporary, and not a
+// failure that counts towards opening its breaker.
+func Busy(err error) error { return &busyError{err} }
+
 func transientStatus(code int) bool {
 	return code == http.StatusTooManyRequests || code >= 500
 }

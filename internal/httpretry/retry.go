@@ -62,16 +62,18 @@ func retry(ctx context.Context, p Policy, b *Breaker, op string, attempt func(co
 		probe, err := b.allow()
 		if err != nil {
 			// Keep what this call learnt itself; else the failures that opened the breaker.
-			if lastFailure != nil {
-				err = fmt.Errorf("%w (after: %w)", err, lastFailure)
+			var oe *OpenError
+			if lastFailure != nil && errors.As(err, &oe) && oe.Last != lastFailure {
+				err = fmt.Errorf("%w (this call's last failure: %w)", err, lastFailure)
 			}
 			return fail(&Error{StatusCode: max(lastStatus, StatusOf(err)), Temporary: true, Attempts: n - 1, Err: err})
 		}
 		err = attempt(ctx)
 		// An attempt cut short by the deadline tells nothing about the service.
 		cutShort := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
+		var busy *busyError
 		switch temporary, _ := Classify(err); {
-		case err == nil || !temporary:
+		case err == nil || !temporary || errors.As(err, &busy):
 			b.record(probe, outcomeAlive, nil)
 		case cutShort:
 			b.record(probe, outcomeUnknown, nil)
