@@ -243,9 +243,10 @@ func (c *Client) ConfigureOIDC(ctx context.Context, id string, redirectURIs []st
 	return &out, nil
 }
 
-// GenerateSecret generates a new client secret for the service provider and returns it with the
-// OpenID Connect client id. Every successful call adds a secret; a retry after a lost response may
-// leave an unused one behind, which DeleteSecrets removes.
+// GenerateSecret replaces the service provider's client secrets with a new one and returns it with
+// the OpenID Connect client id. Every attempt first deletes all the secrets the service provider
+// has, so exactly one valid secret exists however often this runs: after a crash before the caller
+// kept the secret, or an answer lost on the way (a secret generated that nobody knows).
 func (c *Client) GenerateSecret(ctx context.Context, id string) (clientID, clientSecret string, err error) {
 	op := fmt.Sprintf("generating a client secret for IAS service provider %q", id)
 	if err := checkID(op, id); err != nil {
@@ -253,7 +254,10 @@ func (c *Client) GenerateSecret(ctx context.Context, id string) (clientID, clien
 	}
 	var out secretResponse
 	err = c.retry(ctx, op, func(ctx context.Context) error {
-		if _, err := c.do(ctx, http.MethodPost, "/"+url.PathEscape(id)+"/client-secrets", nil, nil, &out); err != nil {
+		if _, err := c.do(ctx, http.MethodDelete, c.secretsPath(id), nil, nil, nil); err != nil {
+			return fmt.Errorf("deleting earlier secrets: %w", err)
+		}
+		if _, err := c.do(ctx, http.MethodPost, c.secretsPath(id), nil, nil, &out); err != nil {
 			return err
 		}
 		if out.ClientID == "" || out.ClientSecret == "" {
@@ -267,6 +271,8 @@ func (c *Client) GenerateSecret(ctx context.Context, id string) (clientID, clien
 	return out.ClientID, out.ClientSecret, nil
 }
 
+func (c *Client) secretsPath(id string) string { return "/" + url.PathEscape(id) + "/client-secrets" }
+
 // DeleteSecrets deletes every client secret of the service provider; a missing service provider
 // counts as done.
 func (c *Client) DeleteSecrets(ctx context.Context, id string) error {
@@ -275,7 +281,7 @@ func (c *Client) DeleteSecrets(ctx context.Context, id string) error {
 		return err
 	}
 	return c.retry(ctx, op, func(ctx context.Context) error {
-		_, err := c.do(ctx, http.MethodDelete, "/"+url.PathEscape(id)+"/client-secrets", nil, nil, nil)
+		_, err := c.do(ctx, http.MethodDelete, c.secretsPath(id), nil, nil, nil)
 		return httpretry.IgnoreNotFound(err)
 	})
 }

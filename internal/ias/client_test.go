@@ -107,6 +107,8 @@ func TestServiceProviderFlow(t *testing.T) {
 	_, secret2, err := c.GenerateSecret(ctx, sp.ID)
 	require.NoError(t, err)
 	assert.NotEqual(t, secret, secret2, "a new secret on every call")
+	assert.False(t, e.st.HasSecret(clientID, secret), "the new secret replaces the earlier one")
+	assert.True(t, e.st.HasSecret(clientID, secret2))
 
 	require.NoError(t, c.DeleteSecrets(ctx, sp.ID))
 	assert.False(t, e.st.HasSecret(clientID, secret))
@@ -176,8 +178,16 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 	for id := range ids {
 		_, err := c.ConfigureOIDC(ctx, id, []string{"https://x.example/cb"})
 		require.NoError(t, err)
-		_, _, err = c.GenerateSecret(ctx, id)
+		clientID, secret, err := c.GenerateSecret(ctx, id)
 		require.NoError(t, err)
+		assert.True(t, e.st.HasSecret(clientID, secret))
+	}
+	// an answer lost after IAS generated a secret leaves no second one behind
+	snap = e.st.Snapshot()
+	for _, sp := range snap.ServiceProviders {
+		assert.Equal(t, 1, sp.Secrets, "exactly one valid secret for %s", sp.Name)
+	}
+	for id := range ids {
 		require.NoError(t, c.DeleteSecrets(ctx, id))
 		require.NoError(t, c.DeleteServiceProvider(ctx, id))
 	}
