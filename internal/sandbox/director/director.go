@@ -1,7 +1,8 @@
 // Package director is the sandbox stand-in for the Compass Director's GraphQL API as KEB and the
 // Runtime Provisioner use it: runtimes with labels and a status condition, registered, updated,
 // labelled, listed by label filter and unregistered per tenant (the Tenant header), and one-time
-// tokens for the Runtime Agent, all behind an OAuth2 client-credentials bearer token. Requests are
+// tokens for the Runtime Agent, each held by a system auth of the runtime that can be listed and
+// deleted as in Compass, all behind an OAuth2 client-credentials bearer token. Requests are
 // parsed and validated with gqlparser against a schema of those operations and answered like
 // Compass (gqlgen): resolver errors with HTTP 200 and extensions.error, protocol errors with 422.
 // It keeps everything in memory and counts calls per runtime and registrations per runtime-id
@@ -39,6 +40,9 @@ const (
 	ConditionFailed       = "FAILED"
 )
 
+// OneTimeTokenTTL is how long a one-time token is valid after it is issued, as in Compass.
+const OneTimeTokenTTL = 5 * time.Minute
+
 // Options configures the stand-in.
 type Options struct {
 	// ClientID and ClientSecret are the only credentials the token endpoint accepts.
@@ -67,12 +71,24 @@ type Runtime struct {
 	Status      Status         `json:"status"`
 }
 
-// Object is one runtime in the inspection snapshot with the one-time tokens issued for it and
-// the calls made on it (by GraphQL field name).
+// Object is one runtime in the inspection snapshot with the one-time tokens issued for it, its
+// system auths and the calls made on it (by GraphQL field name).
 type Object struct {
 	Runtime
-	TokensIssued int            `json:"tokensIssued"`
-	Calls        map[string]int `json:"calls"`
+	// TokensIssued counts the one-time tokens ever issued for the runtime.
+	TokensIssued int `json:"tokens"`
+	// ValidTokens counts the runtime's system auths that are neither deleted nor expired: the
+	// one-time tokens the Runtime Agent could still use.
+	ValidTokens int `json:"validTokens"`
+	// Auths are the runtime's system auths that are not deleted (expired ones included), in issue order.
+	Auths []SystemAuth   `json:"auths"`
+	Calls map[string]int `json:"calls"`
+}
+
+// SystemAuth is a system auth of a runtime holding a one-time token issued at IssuedAt.
+type SystemAuth struct {
+	ID       string    `json:"id"`
+	IssuedAt time.Time `json:"issuedAt"`
 }
 
 // Objects is the inspection snapshot served at GET /_sandbox/director/objects.
@@ -92,12 +108,14 @@ type Objects struct {
 
 type record struct {
 	seq         int64
+	tenant      string
 	id          string
 	name        string
 	description *string
 	labels      map[string]any
 	status      Status
 	tokens      int
+	auths       []SystemAuth
 	calls       map[string]int
 }
 
@@ -112,6 +130,7 @@ type StandIn struct {
 	mu              sync.Mutex
 	seq             int64
 	tenants         map[string]map[string]*record
+	authOwners      map[string]*record // system auth ID to its runtime
 	registrations   map[string]int
 	unregistrations map[string]int
 	totals          map[string]int
@@ -137,6 +156,7 @@ func New(opts Options) *StandIn {
 		"unregisterRuntime":             s.unregisterRuntime,
 		"setRuntimeLabel":               s.setRuntimeLabel,
 		"requestOneTimeTokenForRuntime": s.requestOneTimeToken,
+		"deleteSystemAuthForRuntime":    s.deleteSystemAuth,
 		"runtime":                       s.runtime,
 		"runtimes":                      s.runtimes,
 	}
@@ -166,6 +186,7 @@ func (s *StandIn) Reset() {
 
 func (s *StandIn) reset() {
 	s.tenants = map[string]map[string]*record{}
+	s.authOwners = map[string]*record{}
 	s.registrations = map[string]int{}
 	s.unregistrations = map[string]int{}
 	s.totals = map[string]int{}
@@ -181,13 +202,15 @@ func (s *StandIn) Snapshot() Objects {
 		UnregistrationsByRuntimeID: copyCounts(s.unregistrations),
 		Calls:                      copyCounts(s.totals),
 	}
+	now := s.now()
 	for tenant, rts := range s.tenants {
 		if len(rts) == 0 {
 			continue
 		}
 		objs := make([]Object, 0, len(rts))
 		for _, rec := range sorted(rts) {
-			objs = append(objs, Object{Runtime: rec.snapshot(), TokensIssued: rec.tokens, Calls: copyCounts(rec.calls)})
+			objs = append(objs, Object{Runtime: rec.snapshot(), TokensIssued: rec.tokens, ValidTokens: rec.validTokens(now),
+				Auths: append([]SystemAuth{}, rec.auths...), Calls: copyCounts(rec.calls)})
 		}
 		out.Tenants[tenant] = objs
 	}
@@ -201,6 +224,17 @@ func (rec *record) snapshot() Runtime {
 		rt.Description = &d
 	}
 	return rt
+}
+
+// validTokens counts the system auths whose one-time token has not expired at now.
+func (rec *record) validTokens(now time.Time) int {
+	n := 0
+	for _, a := range rec.auths {
+		if now.Sub(a.IssuedAt) < OneTimeTokenTTL {
+			n++
+		}
+	}
+	return n
 }
 
 func copyCounts(in map[string]int) map[string]int {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -164,7 +165,16 @@ func (rec *record) object() object {
 			return out
 		}),
 		"status": object{"condition": rec.status.Condition, "timestamp": rec.status.Timestamp.Format(time.RFC3339)},
+		"auths":  rec.authObjects(),
 	}
+}
+
+func (rec *record) authObjects() []object {
+	out := make([]object, 0, len(rec.auths))
+	for _, a := range rec.auths {
+		out = append(out, object{"id": a.ID})
+	}
+	return out
 }
 
 func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, error) {
@@ -177,7 +187,7 @@ func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, erro
 	}
 	s.seq++
 	rec := &record{
-		seq: s.seq, id: uuid.NewString(), name: in.name, description: in.description, labels: in.labels,
+		seq: s.seq, tenant: tenant, id: uuid.NewString(), name: in.name, description: in.description, labels: in.labels,
 		status: Status{Condition: in.condition, Timestamp: s.now()}, calls: map[string]int{"registerRuntime": 1},
 	}
 	s.tenants[tenant][rec.id] = rec
@@ -206,6 +216,10 @@ func (s *StandIn) unregisterRuntime(tenant string, args map[string]any) (any, er
 	rec, err := s.lookup(tenant, args["id"], "unregisterRuntime")
 	if err != nil {
 		return nil, err
+	}
+	// Like Compass, a runtime's system auths go with it.
+	for _, a := range rec.auths {
+		delete(s.authOwners, a.ID)
 	}
 	delete(s.tenants[tenant], rec.id)
 	if len(s.tenants[tenant]) == 0 {
@@ -240,7 +254,23 @@ func (s *StandIn) requestOneTimeToken(tenant string, args map[string]any) (any, 
 		return nil, err
 	}
 	rec.tokens++
+	auth := SystemAuth{ID: uuid.NewString(), IssuedAt: s.now()}
+	rec.auths = append(rec.auths, auth)
+	s.authOwners[auth.ID] = rec
 	return object{"token": newToken(), "connectorURL": s.opts.ConnectorURL}, nil
+}
+
+// deleteSystemAuth deletes a system auth of a runtime in the caller's tenant, revoking its token.
+func (s *StandIn) deleteSystemAuth(tenant string, args map[string]any) (any, error) {
+	id, _ := args["authID"].(string)
+	rec, ok := s.authOwners[id]
+	if !ok || rec.tenant != tenant {
+		return nil, notFound("object=systemAuth; id=%s", id)
+	}
+	rec.calls["deleteSystemAuthForRuntime"]++
+	delete(s.authOwners, id)
+	rec.auths = slices.DeleteFunc(rec.auths, func(a SystemAuth) bool { return a.ID == id })
+	return object{"id": id}, nil
 }
 
 // runtime answers null for a missing runtime, as Compass does.
