@@ -2,13 +2,13 @@ package avs_test
 
 import (
 	"fmt"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	avsstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"

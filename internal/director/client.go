@@ -47,6 +47,12 @@ const (
 	mutationToken = `mutation RequestOneTimeToken($id: ID!) {
 	result: requestOneTimeTokenForRuntime(id: $id) { token connectorURL }
 }`
+	queryAuths = `query RuntimeAuths($id: ID!) {
+	result: runtime(id: $id) { id auths { id } }
+}`
+	mutationDeleteAuth = `mutation DeleteSystemAuth($id: ID!) {
+	result: deleteSystemAuthForRuntime(authID: $id) { id }
+}`
 )
 
 // Client calls the Director. It is safe for concurrent use.
@@ -167,7 +173,10 @@ func (c *Client) UpdateRuntimeLabels(ctx context.Context, tenant, compassID stri
 	})
 }
 
-// RequestOneTimeToken returns a new one-time token for the runtime's Runtime Agent.
+// RequestOneTimeToken returns a new one-time token for the runtime's Runtime Agent, revoking every
+// earlier one: each attempt first deletes all the runtime's system auths (each token is one), so
+// exactly one valid token exists however often this runs, after a crash before the caller kept the
+// token or an answer lost on the way.
 func (c *Client) RequestOneTimeToken(ctx context.Context, tenant, compassID string) (pdirector.Token, error) {
 	op := fmt.Sprintf("requesting a one-time token for runtime %s from the Director", compassID)
 	if err := required(op, "tenant", tenant, "Compass runtime ID", compassID); err != nil {
@@ -175,6 +184,9 @@ func (c *Client) RequestOneTimeToken(ctx context.Context, tenant, compassID stri
 	}
 	var tok pdirector.Token
 	err := c.retry(ctx, op, func(ctx context.Context) error {
+		if err := c.deleteAuths(ctx, tenant, compassID); err != nil {
+			return fmt.Errorf("revoking earlier tokens: %w", err)
+		}
 		var out struct {
 			Result *struct {
 				Token        string `json:"token"`
@@ -191,6 +203,58 @@ func (c *Client) RequestOneTimeToken(ctx context.Context, tenant, compassID stri
 		return nil
 	})
 	return tok, err
+}
+
+// SystemAuths returns the IDs of the runtime's system auths (one per one-time token issued and not
+// revoked); the error is one for which IsNotFound is true when there is no such runtime.
+func (c *Client) SystemAuths(ctx context.Context, tenant, compassID string) ([]string, error) {
+	op := fmt.Sprintf("listing the system auths of runtime %s in the Director", compassID)
+	if err := required(op, "tenant", tenant, "Compass runtime ID", compassID); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := c.retry(ctx, op, func(ctx context.Context) error {
+		var err error
+		ids, err = c.authIDs(ctx, tenant, compassID)
+		return err
+	})
+	return ids, err
+}
+
+func (c *Client) authIDs(ctx context.Context, tenant, compassID string) ([]string, error) {
+	var out struct {
+		Result *struct {
+			Auths []struct {
+				ID string `json:"id"`
+			} `json:"auths"`
+		} `json:"result"`
+	}
+	if err := c.call(ctx, tenant, queryAuths, map[string]any{"id": compassID}, &out); err != nil {
+		return nil, fmt.Errorf("reading the runtime's system auths: %w", err)
+	}
+	if out.Result == nil {
+		return nil, httpretry.Permanent(fmt.Errorf("runtime %s: %w", compassID, ErrNotFound))
+	}
+	ids := make([]string, 0, len(out.Result.Auths))
+	for _, a := range out.Result.Auths {
+		ids = append(ids, a.ID)
+	}
+	return ids, nil
+}
+
+// deleteAuths deletes every system auth of the runtime; one deleted meanwhile counts as deleted.
+func (c *Client) deleteAuths(ctx context.Context, tenant, compassID string) error {
+	ids, err := c.authIDs(ctx, tenant, compassID)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		err := c.call(ctx, tenant, mutationDeleteAuth, map[string]any{"id": id}, nil)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("deleting system auth %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // UnregisterRuntime unregisters the runtime; unregistering a missing runtime succeeds.

@@ -3,13 +3,13 @@ package edp_test
 import (
 	"context"
 	"fmt"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/edp"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	edpstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"

@@ -2,7 +2,6 @@ package eventhubs_test
 
 import (
 	"fmt"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	azurestandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"

@@ -52,6 +52,18 @@ func IsTemporary(err error) bool {
 	return errors.As(err, &e) && e.Temporary
 }
 
+// Retryable tells whether a caller should try err's call again later: an *Error says so itself;
+// any other failure not marked Permanent (a network error, a plain error of a stand-in) counts as
+// temporary.
+func Retryable(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Temporary
+	}
+	temporary, _ := Classify(err)
+	return temporary
+}
+
 // IsNotFound tells whether err is an *Error for an answer 404.
 func IsNotFound(err error) bool {
 	var e *Error

@@ -2,12 +2,12 @@ package ias_test
 
 import (
 	"fmt"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"github.com/kyma-project/kyma-environment-broker/internal/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	iasstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"

@@ -3,7 +3,6 @@ package reconciler_test
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	standin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"

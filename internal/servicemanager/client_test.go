@@ -2,12 +2,12 @@ package servicemanager_test
 
 import (
 	"fmt"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	smstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"

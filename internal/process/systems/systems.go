@@ -5,7 +5,6 @@ package systems
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -111,14 +110,7 @@ type Systems struct {
 
 // Temporary tells whether a system's error may go away on retry: a client's *httpretry.Error says
 // so itself; any other failure not marked httpretry.Permanent counts as temporary.
-func Temporary(err error) bool {
-	var e *httpretry.Error
-	if errors.As(err, &e) {
-		return e.Temporary
-	}
-	temporary, _ := httpretry.Classify(err)
-	return temporary
-}
+func Temporary(err error) bool { return httpretry.Retryable(err) }
 
 // NotFound tells whether a system answered that the object does not exist.
 func NotFound(err error) bool { return httpretry.IsNotFound(err) }
