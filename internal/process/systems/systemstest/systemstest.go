@@ -34,6 +34,12 @@ type Env struct {
 // windows are a minute (provisioning) and 5 minutes (cleanup) of the test's clock.
 func Start(t testing.TB, o standins.Options) *Env {
 	t.Helper()
+	return StartWith(t, o, httpretry.Calls{Attempts: 3, Timeout: 5 * time.Second, BreakerThreshold: 10, BreakerCooldown: time.Millisecond})
+}
+
+// StartWith is Start with the clients' call policy calls (attempts, budget, breaker).
+func StartWith(t testing.TB, o standins.Options, calls httpretry.Calls) *Env {
+	t.Helper()
 	sb, err := standins.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +52,7 @@ func Start(t testing.TB, o standins.Options) *Env {
 	}
 	cfg.PointAt(srv.URL, standins.DefaultCredentials())
 	cfg.SetRetryBackoff(5*time.Millisecond, 50*time.Millisecond)
-	cfg.SetCalls(httpretry.Calls{Attempts: 3, Timeout: 5 * time.Second, BreakerThreshold: 10, BreakerCooldown: time.Millisecond})
+	cfg.SetCalls(calls)
 	cfg.Settings.RetryTime, cfg.Settings.CleanupRetryTime = time.Minute, 5*time.Minute
 	built, err := cfg.Build()
 	if err != nil {
