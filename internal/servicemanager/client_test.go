@@ -161,7 +161,7 @@ func TestIdempotentUnderInjectedErrors(t *testing.T) {
 	// Every call tries up to 100 times, as the step's durable retries would; the breaker is off, so
 	// that a run of injected failures does not stop the calls this test makes.
 	e.cfg.Calls.Attempts, e.cfg.Calls.BreakerThreshold = 100, -1
-	require.NoError(t, e.sb.SetFaults(smstandin.Name, sandbox.Faults{ErrorRate: 0.3, LostResponseRate: 0.3}))
+	require.NoError(t, e.sb.SetFaults(smstandin.Name, sandbox.Faults{ErrorRate: 0.15, LostResponseRate: 0.3}))
 	c := e.client(t)
 	ctx := sandboxtest.Context(t, 60*time.Second)
 
