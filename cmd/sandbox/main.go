@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
@@ -48,8 +49,11 @@ type config struct {
 }
 
 func main() {
-	log := logrus.New()
-	log.SetFormatter(&logrus.JSONFormatter{})
+	log, err := logging.FromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], log, nil); err != nil {
