@@ -86,6 +86,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"SaveProgressRelease", testSaveProgressRelease},
 		{"SaveProgressConcurrent", testSaveProgressConcurrent},
 		{"ExtendAndReleaseLeases", testLeases},
+		{"ReclaimLeases", testReclaimLeases},
+		{"LeaseExtensionAndSavesNeverDeadlock", testLeasesAndSavesNoDeadlock},
 		{"FailOverdue", testFailOverdue},
 		{"NextDueAtQueueDepthCount", testNextDueQueueCount},
 		{"Wakeups", testWakeups},
@@ -979,6 +981,114 @@ func testLeases(t *testing.T, e *env) {
 	// Released operations are claimable again.
 	again := claimOne(t, e.s, "w3", n)
 	assert.Equal(t, "a", again.ID)
+}
+
+func testReclaimLeases(t *testing.T, e *env) {
+	ops := e.s.Operations()
+	n := now()
+	for _, id := range []string{"a", "b", "c", "d"} {
+		mustInsertOp(t, e.s, newOp(id, "i", "provision", storage.StatePending, ptr(n)))
+	}
+	_, err := ops.ClaimOperations(ctx, storage.ClaimRequest{Owner: "host@:8080", Now: n, LeaseUntil: n.Add(time.Minute), Limit: 3})
+	require.NoError(t, err)
+	claimOne(t, e.s, "other", n) // d
+	// A finished operation keeps its row untouched.
+	c, err := ops.GetOperation(ctx, "c")
+	require.NoError(t, err)
+	c.State, c.DueAt, c.LeaseOwner, c.LeaseExpiresAt = storage.StateSucceeded, nil, "", nil
+	_, err = ops.SaveProgress(ctx, c, nil)
+	require.NoError(t, err)
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wake, err := e.s.Wakeups(wctx)
+	require.NoError(t, err)
+	drain(wake)
+	ids, err := ops.ReclaimLeases(ctx, "host@:8080", n)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, ids)
+	expectWake(t, wake)
+	for _, id := range []string{"a", "b"} {
+		op, err := ops.GetOperation(ctx, id)
+		require.NoError(t, err)
+		assert.Empty(t, op.LeaseOwner, id)
+		assert.Nil(t, op.LeaseExpiresAt, id)
+		assert.Equal(t, n, *op.DueAt, "%s is due at once, not when the old lease expires", id)
+		assert.EqualValues(t, 2, op.Version, "reclaiming does not bump the version")
+	}
+	d, err := ops.GetOperation(ctx, "d")
+	require.NoError(t, err)
+	assert.Equal(t, "other", d.LeaseOwner, "another owner's lease is untouched")
+	ids, err = ops.ReclaimLeases(ctx, "host@:8080", n)
+	require.NoError(t, err)
+	assert.Empty(t, ids)
+	_, err = ops.ReclaimLeases(ctx, "", n)
+	assert.Error(t, err, "an empty owner would match released rows")
+	again := claimOne(t, e.s, "w", n)
+	assert.Equal(t, "a", again.ID)
+}
+
+// testLeasesAndSavesNoDeadlock runs lease extensions over many operations while each of them is
+// saved concurrently (batched on PostgreSQL): every multi-row writer takes its row locks in one
+// order, so no call ever fails with a deadlock.
+func testLeasesAndSavesNoDeadlock(t *testing.T, e *env) {
+	n := now()
+	const count, rounds = 32, 20
+	for i := 0; i < count; i++ {
+		mustInsertOp(t, e.s, newOp(fmt.Sprintf("op%02d", i), fmt.Sprint("inst", i), "provision", storage.StatePending, ptr(n)))
+	}
+	claimed, err := e.s.Operations().ClaimOperations(ctx, storage.ClaimRequest{Owner: "w", Now: n, LeaseUntil: n.Add(time.Hour), Limit: count})
+	require.NoError(t, err)
+	require.Len(t, claimed, count)
+	ids := claimIDs(claimed)
+	done := make(chan struct{})
+	var extenders sync.WaitGroup
+	var extensions int
+	for i := 0; i < 2; i++ {
+		extenders.Add(1)
+		go func(i int) {
+			defer extenders.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				held, err := e.s.Operations().ExtendLeases(ctx, "w", ids, n.Add(time.Hour+time.Duration(k)*time.Millisecond))
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Len(t, held, count)
+				if i == 0 {
+					extensions++
+				}
+			}
+		}(i)
+	}
+	var savers sync.WaitGroup
+	for _, op := range claimed {
+		savers.Add(1)
+		go func(op storage.Operation) {
+			defer savers.Done()
+			for r := 0; r < rounds; r++ {
+				op.Description = fmt.Sprint("round ", r)
+				saved, err := e.s.Operations().SaveProgress(ctx, op, []storage.Event{{Step: "s", Type: storage.EventStarted}})
+				if !assert.NoError(t, err) {
+					return
+				}
+				op = saved
+			}
+		}(op)
+	}
+	savers.Wait()
+	close(done)
+	extenders.Wait()
+	t.Logf("%d saves and %d lease extensions ran concurrently", count*rounds, extensions)
+	for _, op := range claimed {
+		got, err := e.s.Operations().GetOperation(ctx, op.ID)
+		require.NoError(t, err)
+		assert.Equal(t, op.Version+rounds, got.Version, "every save applied once")
+	}
 }
 
 func testFailOverdue(t *testing.T, e *env) {
