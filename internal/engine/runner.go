@@ -23,11 +23,11 @@ type Definition interface {
 
 // executor is what a process needs from the engine to run one claimed operation.
 type executor struct {
-	ops      storage.Operations
-	clock    Clock
-	log      logrus.FieldLogger
-	metrics  *metrics
-	lease    time.Duration
+	ops     storage.Operations
+	clock   Clock
+	log     logrus.FieldLogger
+	metrics *metrics
+	lease   time.Duration
 	// runTimeout bounds one step run unless its StepDef.RunTimeout says otherwise.
 	runTimeout time.Duration
 	stopping   func() bool
