@@ -223,11 +223,14 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	if out.retryUntil != nil {
 		r.markStep(name, func(sp *storage.StepProgress) { sp.RetryUntil, sp.RetryWithoutFail = out.retryUntil, out.withoutFail })
 	}
-	if err != nil || out.failing {
-		lastErr := r.op.LastError
-		if err != nil {
-			lastErr = err.Error()
-		}
+	// The step's own last failure: what a retry helper was told, else the error it returned.
+	lastErr := ""
+	if out.failing {
+		lastErr = r.op.LastError
+	} else if err != nil {
+		lastErr = err.Error()
+	}
+	if lastErr != "" {
 		r.markStep(name, func(sp *storage.StepProgress) { sp.LastError = lastErr })
 	}
 
@@ -239,9 +242,10 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		r.release(now)
 		return false
 	case err != nil:
-		// A hard limit reached, or the retry window that cut this run short, is the verdict.
-		if l, over := r.reached(now, st, sd); over && (!l.window || stepCtx.Err() != nil) {
-			return r.verdict(now, sd, l, err.Error(), took)
+		// A hard limit reached is the verdict, and so is the end of the retry window when it
+		// cut the run short (a retry helper that gave up has said so itself).
+		if l, over := r.reached(now, st, sd); over && (!l.window || !out.failing) {
+			return r.verdict(now, sd, l, lastErr, took)
 		}
 		r.x.metrics.stepFinished(r.op.Type, name, "failed", took)
 		r.fail(now, name, err.Error(), took)
