@@ -90,6 +90,15 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Bound before the engine starts: the engine's default owner is this host and address,
+	// which no other live process can hold, so a restart reclaims its own leases at once.
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	defer ln.Close()
+	cfg.Engine.Address = ln.Addr().String()
 	eng, err := engine.New(store, cfg.Engine, log, engine.WithRegisterer(reg))
 	if err != nil {
 		return err
@@ -119,7 +128,6 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	routes.Operator = operator.New(store, adapter, log)
 	routes.Health = health.New(store, cfg.Database, reg)
 	b := broker.New(store, adapter, prov, cfg.Broker, log)
-	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	srv := &http.Server{Addr: addr, Handler: broker.NewRouter(b, routes, log), ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, stopEngine := context.WithCancel(ctx)
@@ -127,7 +135,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- eng.Run(runCtx) }()
 	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.ListenAndServe() }()
+	go func() { serveDone <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"address": addr, "database": cfg.Database.Driver}).Info("broker listening")
 
 	select {
