@@ -319,10 +319,15 @@ func resetTimer(t *time.Timer, d time.Duration) time.Time {
 	return time.Now().Add(d)
 }
 
-// reclaim releases, due now, every lease this engine's owner still holds: with a stable owner
-// they are what this process held when it died, and no live process runs them.
+// reclaim releases every lease this engine's owner still holds: with a stable owner they are
+// what this process held when it died, and no live process runs them. They were running, so
+// they are due at once and ahead of the queue (at the earliest due time of any operation).
 func (e *Engine) reclaim(ctx context.Context) {
-	ids, err := e.ops.ReclaimLeases(ctx, e.cfg.Owner, e.clock.Now().UTC())
+	due := e.clock.Now().UTC()
+	if next, err := e.ops.NextDueAt(ctx, e.types); err == nil && next != nil && next.Before(due) {
+		due = *next
+	}
+	ids, err := e.ops.ReclaimLeases(ctx, e.cfg.Owner, due)
 	if err != nil {
 		e.log.WithError(err).Warn("reclaiming the leases of a previous run; they will expire")
 		return
