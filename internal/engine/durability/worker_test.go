@@ -25,10 +25,10 @@ const (
 	envLease     = "KEB_DURABILITY_LEASE"
 	// envAddr, when set, is the address the worker listens on; its engine then takes the
 	// default owner derived from it (as the broker does) instead of a name of its own.
-	envAddr = "KEB_DURABILITY_ADDR"
-	opType       = "durability"
-	stepsPerOp   = 5
-	waitingStep  = "step_3"
+	envAddr     = "KEB_DURABILITY_ADDR"
+	opType      = "durability"
+	stepsPerOp  = 5
+	waitingStep = "step_3"
 )
 
 type payload struct {
