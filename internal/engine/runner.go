@@ -183,12 +183,8 @@ func (r *run[T]) verdict(now time.Time, sd StepDef[T], l limit, lastErr string, 
 		r.stepDone(now, name, took)
 		return true
 	}
-	msg := fmt.Sprintf("step %s: %s", name, l.reason)
-	if lastErr != "" {
-		msg += "; last error: " + lastErr
-	}
 	r.x.metrics.stepFinished(r.op.Type, name, "failed", took)
-	r.fail(now, name, msg, took)
+	r.fail(now, name, storage.LimitVerdict(name, l.reason, lastErr), took)
 	return false
 }
 

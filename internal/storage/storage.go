@@ -102,6 +102,35 @@ type StepProgress struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
+// CurrentStep is the step an unfinished operation was last running: of the steps started and
+// not done, the one with the latest first attempt ("" when none was started).
+func (p Progress) CurrentStep() (string, StepProgress) {
+	var name string
+	var current StepProgress
+	for n, sp := range p.Steps {
+		if sp.Done || sp.FirstAttempt.IsZero() {
+			continue
+		}
+		if name == "" || sp.FirstAttempt.After(current.FirstAttempt) || (sp.FirstAttempt.Equal(current.FirstAttempt) && n < name) {
+			name, current = n, sp
+		}
+	}
+	return name, current
+}
+
+// LimitVerdict is how an operation ended by a limit is described: the step it was in, the
+// limit, and the step's last error (which names the system and its answer).
+func LimitVerdict(step, limit, lastError string) string {
+	msg := limit
+	if step != "" {
+		msg = "step " + step + ": " + limit
+	}
+	if lastError != "" {
+		msg += "; last error: " + lastError
+	}
+	return msg
+}
+
 // StageFinished reports whether the stage is recorded as finished.
 func (p Progress) StageFinished(stage string) bool { return slices.Contains(p.FinishedStages, stage) }
 
@@ -264,7 +293,8 @@ type Operations interface {
 	// NextDueAt is the earliest DueAt among active operations of the types (nil if none).
 	NextDueAt(ctx context.Context, types []string) (*time.Time, error)
 	// FailOverdue fails active operations whose Deadline is before now and whose lease is free or
-	// expired, records a failed event for each, and returns them.
+	// expired, records a failed event for each, and returns them. Each one's description names
+	// the step it was in and that step's last error (LimitVerdict with message as the limit).
 	FailOverdue(ctx context.Context, now time.Time, message string) ([]Operation, error)
 	CountOperations(ctx context.Context) ([]OperationCount, error)
 	// QueueDepth is the number of active operations due at now and not leased.

@@ -508,21 +508,17 @@ func (s *Store) FailOverdue(ctx context.Context, now time.Time, message string) 
 
 func (s *Store) failOverdue(ctx context.Context, now time.Time, message string) ([]storage.Operation, error) {
 	n := s.d.timeArg(now)
-	q, args, err := s.sb().Update("operations").
-		Set("state", string(storage.StateFailed)).
-		Set("description", message).
-		Set("last_error", message).
-		Set("due_at", nil).
-		Set("lease_owner", nil).
-		Set("lease_expires_at", nil).
-		Set("updated_at", n).
-		Set("version", sq.Expr("version + 1")).
-		Where(s.lockedInIDOrder(sq.And{
-			sq.Eq{"state": activeStates},
-			sq.Lt{"deadline": n},
-			sq.Or{sq.Eq{"lease_owner": nil}, sq.Lt{"lease_expires_at": n}},
-		})).
-		Suffix("RETURNING " + opCols).ToSql()
+	// Rows a live worker writes right now are left to the next sweep (SKIP LOCKED); the rest
+	// are locked in ID order like every multi-row writer's.
+	sel := s.sb().Select(opCols).From("operations").Where(sq.And{
+		sq.Eq{"state": activeStates},
+		sq.Lt{"deadline": n},
+		sq.Or{sq.Eq{"lease_owner": nil}, sq.Lt{"lease_expires_at": n}},
+	}).OrderBy("id")
+	if s.d.SkipLocked {
+		sel = sel.Suffix("FOR UPDATE SKIP LOCKED")
+	}
+	q, args, err := sel.ToSql()
 	if err != nil {
 		return nil, err
 	}
@@ -535,17 +531,43 @@ func (s *Store) failOverdue(ctx context.Context, now time.Time, message string) 
 	if err != nil {
 		return nil, err
 	}
-	ops, err := s.scanOperations(rows)
+	overdue, err := s.scanOperations(rows)
 	if err != nil {
 		return nil, err
 	}
-	if len(ops) == 0 {
-		return ops, nil
+	failed := []storage.Operation{}
+	var events []storage.Event
+	for _, op := range overdue {
+		step, sp := op.Progress.CurrentStep()
+		lastErr := sp.LastError
+		if lastErr == "" {
+			lastErr = op.LastError
+		}
+		msg := storage.LimitVerdict(step, message, lastErr)
+		q, args, err := s.sb().Update("operations").
+			Set("state", string(storage.StateFailed)).
+			Set("description", msg).
+			Set("last_error", msg).
+			Set("due_at", nil).
+			Set("lease_owner", nil).
+			Set("lease_expires_at", nil).
+			Set("updated_at", n).
+			Set("version", sq.Expr("version + 1")).
+			Where(sq.Eq{"id": op.ID, "version": op.Version}).
+			Suffix("RETURNING " + opCols).ToSql()
+		if err != nil {
+			return nil, err
+		}
+		out, err := s.scanOperation(tx.QueryRowxContext(ctx, q, args...))
+		if err != nil {
+			return nil, err
+		}
+		failed = append(failed, out)
+		events = append(events, storage.Event{OperationID: op.ID, InstanceID: op.InstanceID, Step: step, Type: storage.EventFailed,
+			Message: msg, CreatedAt: micro(now)})
 	}
-	events := make([]storage.Event, len(ops))
-	for i, op := range ops {
-		events[i] = storage.Event{OperationID: op.ID, InstanceID: op.InstanceID, Type: storage.EventFailed,
-			Message: message, CreatedAt: micro(now)}
+	if len(failed) == 0 {
+		return failed, nil
 	}
 	if err := s.insertEvents(ctx, tx, events); err != nil {
 		return nil, err
@@ -553,8 +575,7 @@ func (s *Store) failOverdue(ctx context.Context, now time.Time, message string) 
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
-	return ops, nil
+	return failed, nil
 }
 
 func (s *Store) CountOperations(ctx context.Context) ([]storage.OperationCount, error) {

@@ -1107,18 +1107,32 @@ func testFailOverdue(t *testing.T, e *env) {
 	mk("not-due", storage.StateInProgress, n.Add(time.Second), "", nil)
 	mk("finished", storage.StateSucceeded, n.Add(-time.Hour), "", nil)
 	mk("no-deadline", storage.StateInProgress, time.Time{}, "", nil)
+	// overdue-free was waiting in a step that had failed: the verdict names both.
+	free, err := ops.GetOperation(ctx, "overdue-free")
+	require.NoError(t, err)
+	free.Progress.Steps = map[string]storage.StepProgress{
+		"Create_Runtime":   {FirstAttempt: n.Add(-time.Hour), Done: true},
+		"Register_Runtime": {FirstAttempt: n.Add(-time.Minute), LastError: "Director: registering runtime: HTTP 500"},
+	}
+	free.LastError = "a later message"
+	_, err = ops.UpdateOperation(ctx, free)
+	require.NoError(t, err)
+	want := map[string]string{
+		"overdue-free":    "step Register_Runtime: operation timed out; last error: Director: registering runtime: HTTP 500",
+		"overdue-expired": "operation timed out",
+	}
 
 	failed, err := ops.FailOverdue(ctx, n, "operation timed out")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"overdue-expired", "overdue-free"}, claimIDs(failed))
 	for _, op := range failed {
 		assert.Equal(t, storage.StateFailed, op.State)
-		assert.Equal(t, "operation timed out", op.LastError)
-		assert.Equal(t, "operation timed out", op.Description)
+		assert.Equal(t, want[op.ID], op.LastError)
+		assert.Equal(t, want[op.ID], op.Description)
 		assert.Nil(t, op.DueAt)
 		assert.Empty(t, op.LeaseOwner)
 		assert.Nil(t, op.LeaseExpiresAt)
-		assert.EqualValues(t, 2, op.Version)
+		assert.EqualValues(t, map[string]int{"overdue-free": 3, "overdue-expired": 2}[op.ID], op.Version)
 		read, err := ops.GetOperation(ctx, op.ID)
 		require.NoError(t, err)
 		assertOpEqual(t, op, read)
@@ -1126,7 +1140,7 @@ func testFailOverdue(t *testing.T, e *env) {
 		require.NoError(t, err)
 		require.Len(t, evs.Items, 1)
 		assert.Equal(t, storage.EventFailed, evs.Items[0].Type)
-		assert.Equal(t, "operation timed out", evs.Items[0].Message)
+		assert.Equal(t, want[op.ID], evs.Items[0].Message)
 		assert.Equal(t, "inst-"+op.ID, evs.Items[0].InstanceID)
 	}
 	all, err := e.s.Events().ListEvents(ctx, storage.EventFilter{})
