@@ -1,4 +1,4 @@
-// Package process is KEB's durable step engine: operations are rows, processes are ordered
+// Package engine is KEB's durable step engine: operations are rows, processes are ordered
 // stages of steps, and workers claim due operations from the database, run their steps until
 // one waits, persist after every step and release. Nothing that decides an operation's future
 // lives only in memory.

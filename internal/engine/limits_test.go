@@ -137,16 +137,7 @@ func TestRetryWindowCapsTheNextRun(t *testing.T) {
 	require.NoError(t, err)
 	h := newHarness(t, p)
 	op := h.insert("provision", 24*time.Hour)
-	start := h.clock.Now()
-	h.runDue()
-	h.clock.Advance(50 * time.Second)
-	h.runDue()
-	got, _ := h.get(op.ID)
-	require.NotNil(t, got.DueAt)
-	assert.Equal(t, start.Add(time.Minute), *got.DueAt, "the wait is capped at the window's end")
-	h.clock.Advance(10 * time.Second)
-	h.runDue()
-	got, _ = h.get(op.ID)
+	got := h.runToCappedLimit(op.ID, 50*time.Second, h.clock.Now().Add(time.Minute))
 	assert.Equal(t, storage.StateFailed, got.State)
 	assert.Equal(t, "step Create_Evaluation: gave up after its retry window of 1m0s; last error: AVS: HTTP 503", got.Description)
 	assert.Equal(t, 2, flaky.Runs())
@@ -154,13 +145,11 @@ func TestRetryWindowCapsTheNextRun(t *testing.T) {
 
 // A healthy wait after failures opens a new window later: the recorded end is dropped.
 func TestHealthyWaitClearsTheRetryWindow(t *testing.T) {
-	runs := 0
 	check := step("Check_Runtime", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
-		runs++
-		if runs == 1 {
-			return op.RetryOperation("Director: HTTP 500", time.Minute, 5*time.Minute)
+		if op.Progress.Steps["Check_Runtime"].Attempts > 1 {
+			return op, time.Minute, nil // healthy polls after one failure
 		}
-		return op, time.Minute, nil
+		return op.RetryOperation("Director: HTTP 500", time.Minute, 5*time.Minute)
 	})
 	p, err := Staged("provision", 24*time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(check)}})
 	require.NoError(t, err)

@@ -846,6 +846,30 @@ func testSaveProgressConflict(t *testing.T, e *env) {
 
 // Many callers saving their own operations at once (batched on PostgreSQL) all succeed, and
 // each call's events land on its own operation.
+// saveConcurrently saves each operation rounds times, each from its own goroutine; edit changes
+// the operation before a save and returns that save's events. Every save must succeed.
+func saveConcurrently(t *testing.T, s storage.Store, ops []storage.Operation, rounds int, edit func(op *storage.Operation, round int) []storage.Event) {
+	var wg sync.WaitGroup
+	for _, op := range ops {
+		wg.Add(1)
+		go func(op storage.Operation) {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				events := edit(&op, r)
+				saved, err := s.Operations().SaveProgress(ctx, op, events)
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Equal(t, op.Version+1, saved.Version)
+				assert.Equal(t, op.Description, saved.Description)
+				assert.Equal(t, op.Secrets, saved.Secrets)
+				op = saved
+			}
+		}(op)
+	}
+	wg.Wait()
+}
+
 func testSaveProgressConcurrent(t *testing.T, e *env) {
 	n := now()
 	const workers, rounds = 16, 15
@@ -862,33 +886,18 @@ func testSaveProgressConcurrent(t *testing.T, e *env) {
 	claimed, err := e.s.Operations().ClaimOperations(ctx, storage.ClaimRequest{Owner: "w", Now: n, LeaseUntil: n.Add(time.Hour), Limit: workers})
 	require.NoError(t, err)
 	require.Len(t, claimed, workers)
-	var wg sync.WaitGroup
-	for _, op := range claimed {
-		wg.Add(1)
-		go func(op storage.Operation) {
-			defer wg.Done()
-			for r := 0; r < rounds; r++ {
-				op.Description = fmt.Sprint(op.ID, " round ", r)
-				op.Stage = fmt.Sprint("stage", r)
-				op.DueAt = ptr(n.Add(time.Duration(r) * time.Second))
-				if r == rounds-1 {
-					op.State, op.DueAt, op.LeaseOwner, op.Deadline = storage.StateSucceeded, nil, "", time.Time{}
-				}
-				saved, err := e.s.Operations().SaveProgress(ctx, op, []storage.Event{
-					{Step: fmt.Sprint(op.ID, "/", r), Type: storage.EventStarted},
-					{Step: fmt.Sprint(op.ID, "/", r), Type: storage.EventSucceeded, Duration: time.Duration(r) * time.Millisecond},
-				})
-				if !assert.NoError(t, err) {
-					return
-				}
-				assert.Equal(t, op.Version+1, saved.Version)
-				assert.Equal(t, op.Description, saved.Description)
-				assert.Equal(t, op.Secrets, saved.Secrets)
-				op = saved
-			}
-		}(op)
-	}
-	wg.Wait()
+	saveConcurrently(t, e.s, claimed, rounds, func(op *storage.Operation, r int) []storage.Event {
+		op.Description = fmt.Sprint(op.ID, " round ", r)
+		op.Stage = fmt.Sprint("stage", r)
+		op.DueAt = ptr(n.Add(time.Duration(r) * time.Second))
+		if r == rounds-1 {
+			op.State, op.DueAt, op.LeaseOwner, op.Deadline = storage.StateSucceeded, nil, "", time.Time{}
+		}
+		return []storage.Event{
+			{Step: fmt.Sprint(op.ID, "/", r), Type: storage.EventStarted},
+			{Step: fmt.Sprint(op.ID, "/", r), Type: storage.EventSucceeded, Duration: time.Duration(r) * time.Millisecond},
+		}
+	})
 	for i, op := range claimed {
 		got, err := e.s.Operations().GetOperation(ctx, op.ID)
 		require.NoError(t, err)
@@ -1065,22 +1074,10 @@ func testLeasesAndSavesNoDeadlock(t *testing.T, e *env) {
 			}
 		}(i)
 	}
-	var savers sync.WaitGroup
-	for _, op := range claimed {
-		savers.Add(1)
-		go func(op storage.Operation) {
-			defer savers.Done()
-			for r := 0; r < rounds; r++ {
-				op.Description = fmt.Sprint("round ", r)
-				saved, err := e.s.Operations().SaveProgress(ctx, op, []storage.Event{{Step: "s", Type: storage.EventStarted}})
-				if !assert.NoError(t, err) {
-					return
-				}
-				op = saved
-			}
-		}(op)
-	}
-	savers.Wait()
+	saveConcurrently(t, e.s, claimed, rounds, func(op *storage.Operation, r int) []storage.Event {
+		op.Description = fmt.Sprint("round ", r)
+		return []storage.Event{{Step: "s", Type: storage.EventStarted}}
+	})
 	close(done)
 	extenders.Wait()
 	t.Logf("%d saves and %d lease extensions ran concurrently", count*rounds, extensions)
