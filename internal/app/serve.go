@@ -95,7 +95,8 @@ func Load() (Config, error) {
 
 // Serve runs the broker until ctx ends.
 func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
-	// Bind before anything else starts: a taken port fails at once, naming the variables.
+	// Bind before anything else starts: a taken port fails at once, naming the variables, and
+	// the engine's owner identity needs the bound address.
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -113,6 +114,9 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The engine's default owner is this host and the bound address, which no other live
+	// process can hold, so a restart reclaims its own leases at once.
+	cfg.Engine.Address = ln.Addr().String()
 	eng, err := engine.New(store, cfg.Engine, log, engine.WithRegisterer(reg))
 	if err != nil {
 		return err
