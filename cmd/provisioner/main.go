@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -16,6 +17,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
+	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
@@ -26,8 +28,11 @@ import (
 )
 
 func main() {
-	log := logrus.New()
-	log.SetFormatter(&logrus.JSONFormatter{})
+	log, err := logging.FromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, log); err != nil {
@@ -80,6 +85,14 @@ func run(ctx context.Context, log *logrus.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Bound before the engine starts: the engine's default owner is this host and APP_ADDRESS,
+	// which no other live process can hold, so a restart reclaims its own leases at once.
+	ln, err := net.Listen("tcp", cfg.Address)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.Address, err)
+	}
+	defer ln.Close()
+	engineCfg.Address = ln.Addr().String()
 	eng, err := engine.New(store, engineCfg, log, engine.WithRegisterer(reg))
 	if err != nil {
 		return err
@@ -101,7 +114,7 @@ func run(ctx context.Context, log *logrus.Logger) error {
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- eng.Run(runCtx) }()
 	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.ListenAndServe() }()
+	go func() { serveDone <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"address": cfg.Address, "api": cfg.APIEndpoint, "backends": p.Backends.Names()}).Info("provisioner listening")
 
 	select {

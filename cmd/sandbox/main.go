@@ -1,6 +1,8 @@
 // Command sandbox serves the stand-ins for the broker's external systems (AVS, EDP, IAS, Service
 // Manager, Azure, Reconciler, Director) on
-// APP_SANDBOX_ADDRESS, with inspection and fault injection under /_sandbox/. See docs/user/sandbox.md.
+// APP_SANDBOX_ADDRESS, with inspection and fault injection under /_sandbox/. The stand-ins keep their
+// state in a SQLite file of their own (-db, APP_SANDBOX_DB), so a restarted sandbox answers as
+// before. See docs/user/sandbox.md.
 package main
 
 import (
@@ -18,8 +20,10 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
 	"github.com/sirupsen/logrus"
 )
 
@@ -27,6 +31,7 @@ import (
 // well-known defaults (internal/sandbox/standins).
 type config struct {
 	Address              string `envconfig:"ADDRESS" default:"127.0.0.1:8090"`
+	DB                   string `envconfig:"DB" default:"sandbox.db"`
 	AVSClientID          string `envconfig:"AVS_CLIENT_ID"`
 	AVSClientSecret      string `envconfig:"AVS_CLIENT_SECRET"`
 	AVSParentIDs         string `envconfig:"AVS_PARENT_IDS" default:"1000"`
@@ -44,8 +49,11 @@ type config struct {
 }
 
 func main() {
-	log := logrus.New()
-	log.SetFormatter(&logrus.JSONFormatter{})
+	log, err := logging.FromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], log, nil); err != nil {
@@ -107,6 +115,7 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 	}
 	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
 	fs.StringVar(&cfg.Address, "address", cfg.Address, "listen address (APP_SANDBOX_ADDRESS)")
+	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite file keeping the stand-ins' state, created when missing (APP_SANDBOX_DB)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the random source deciding which requests get injected errors")
 	for _, c := range []struct {
 		name string
@@ -153,16 +162,28 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 		AzureClientID: cfg.AzureClientID, AzureClientSecret: cfg.AzureClientSecret,
 		DirectorClientID: cfg.DirectorClientID, DirectorClientSecret: cfg.DirectorClientSecret,
 	}
-	sb, err := standins.New(o)
+	faults := map[string]sandbox.Faults{}
+	for _, sys := range systems {
+		if faults[sys], err = faultsOf[sys](); err != nil {
+			return err
+		}
+	}
+	objects, closeDB, err := sqlite.OpenSandboxObjects(ctx, cfg.DB, log)
+	if err != nil {
+		return fmt.Errorf("opening the sandbox database -db %s: %w", cfg.DB, err)
+	}
+	defer func() {
+		if err := closeDB(); err != nil {
+			log.WithError(err).Error("closing the sandbox database")
+		}
+	}()
+	o.Store = objects
+	sb, err := standins.Open(ctx, o)
 	if err != nil {
 		return err
 	}
 	for _, sys := range systems {
-		f, err := faultsOf[sys]()
-		if err != nil {
-			return err
-		}
-		if err := sb.SetFaults(sys, f); err != nil {
+		if err := sb.SetFaults(sys, faults[sys]); err != nil {
 			return err
 		}
 	}
@@ -174,7 +195,7 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 	srv := &http.Server{Handler: sb, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.WithFields(logrus.Fields{"address": ln.Addr().String(), "systems": sb.Systems(), "seed": *seed}).Info("sandbox listening")
+	log.WithFields(logrus.Fields{"address": ln.Addr().String(), "systems": sb.Systems(), "seed": *seed, "db": cfg.DB}).Info("sandbox listening")
 	if ready != nil {
 		ready(ln.Addr())
 	}

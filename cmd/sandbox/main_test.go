@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,34 +16,53 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestRunServesTheSandboxWithFlagFaults(t *testing.T) {
+// start runs the sandbox with args until ctx ends and returns its base URL and run's result.
+func start(t *testing.T, ctx context.Context, args ...string) (string, <-chan error) {
+	t.Helper()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	addrc := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-address", "127.0.0.1:0", "-seed", "1", "-avs-client-id", "c", "-avs-client-secret", "s",
-			"-avs-error-rate", "1", "-avs-latency", "10ms", "-avs-outage-from", "2030-01-01T00:00:00Z"}, log, func(a net.Addr) { addrc <- a })
+		done <- run(ctx, append([]string{"-address", "127.0.0.1:0"}, args...), log, func(a net.Addr) { addrc <- a })
 	}()
-	var base string
 	select {
 	case a := <-addrc:
-		base = "http://" + a.String()
+		return "http://" + a.String(), done
 	case err := <-done:
 		t.Fatalf("run returned early: %v", err)
 	case <-time.After(5 * time.Second):
 		t.Fatal("sandbox did not start")
 	}
+	return "", nil
+}
 
-	get := func(path string) (int, string) {
-		resp, err := http.Get(base + path)
+func stop(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
 		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+	case <-time.After(5 * time.Second):
+		t.Fatal("sandbox did not stop")
 	}
+}
+
+func get(t *testing.T, target string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(target)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestRunServesTheSandboxWithFlagFaults(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, done := start(t, ctx, "-db", filepath.Join(t.TempDir(), "sandbox.db"), "-seed", "1", "-avs-client-id", "c", "-avs-client-secret", "s",
+		"-avs-error-rate", "1", "-avs-latency", "10ms", "-avs-outage-from", "2030-01-01T00:00:00Z")
+	get := func(path string) (int, string) { return get(t, base+path) }
 	code, body := get("/_sandbox/avs/faults")
 	require.Equal(t, http.StatusOK, code)
 	assert.JSONEq(t, `{"errorRate":1,"latency":"10ms","outageFrom":"2030-01-01T00:00:00Z"}`, body)
@@ -65,14 +85,42 @@ func TestRunServesTheSandboxWithFlagFaults(t *testing.T) {
 	code, body = get("/_sandbox/avs/objects")
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `"id":1000`, "the default parent evaluation")
+	stop(t, cancel, done)
+}
 
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("sandbox did not stop")
-	}
+func TestRunKeepsTheStateInTheDatabaseFile(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "sandbox.db")
+	ctx, cancel := context.WithCancel(context.Background())
+	base, done := start(t, ctx, "-db", db)
+	req, _ := http.NewRequest(http.MethodPost, base+"/ias/service/sps", strings.NewReader(`{"sp_name":"sp-1"}`))
+	req.SetBasicAuth("sandbox-ias-user", "sandbox-ias-password")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	code, before := get(t, base+"/_sandbox/ias/objects")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, before, `"sp_name":"sp-1"`)
+	stop(t, cancel, done)
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	base, done = start(t, ctx, "-db", db)
+	_, after := get(t, base+"/_sandbox/ias/objects")
+	assert.JSONEq(t, before, after, "the restarted sandbox has the service provider and its counts")
+	req, _ = http.NewRequest(http.MethodPost, base+"/_sandbox/reset", nil)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	stop(t, cancel, done)
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	base, done = start(t, ctx, "-db", db)
+	_, after = get(t, base+"/_sandbox/ias/objects")
+	assert.NotContains(t, after, "sp-1", "the reset was durable")
+	stop(t, cancel, done)
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {
@@ -84,7 +132,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-avs-parent-ids", "x"},
 		{"-no-such-flag"},
 	} {
-		err := run(context.Background(), append([]string{"-address", "127.0.0.1:0"}, args...), log, nil)
+		err := run(context.Background(), append([]string{"-address", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "s.db")}, args...), log, nil)
 		assert.Error(t, err, "%v", args)
 	}
 }

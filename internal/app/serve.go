@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
@@ -29,7 +31,9 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/kyma-project/kyma-environment-broker/internal/secretfile"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +48,18 @@ type Config struct {
 	// ProvisionerURL points at a remote provisioner's GraphQL API; empty embeds it.
 	ProvisionerURL string        `envconfig:"PROVISIONER_URL"`
 	PollInterval   time.Duration `envconfig:"BROKER_POLL_INTERVAL" default:"2s"`
+	// CredentialsFile keeps the basic-auth credentials generated when APP_BROKER_USERNAME and
+	// APP_BROKER_PASSWORD are not set, so that they survive restarts (like the SQLite key file).
+	CredentialsFile string `envconfig:"BROKER_CREDENTIALS_FILE" default:"keb.credentials"`
+	// MaxBodyBytes bounds every request body (413 beyond it).
+	MaxBodyBytes int64 `envconfig:"HTTP_MAX_BODY_BYTES" default:"1048576"`
+	// ReadTimeout bounds reading a whole request, body included: a client that trickles its body
+	// cannot hold a connection longer. ReadHeaderTimeout bounds the headers alone.
+	ReadTimeout       time.Duration `envconfig:"HTTP_READ_TIMEOUT" default:"30s"`
+	ReadHeaderTimeout time.Duration `envconfig:"HTTP_READ_HEADER_TIMEOUT" default:"10s"`
+	// WriteTimeout bounds writing an answer; IdleTimeout how long a kept-alive connection waits.
+	WriteTimeout time.Duration `envconfig:"HTTP_WRITE_TIMEOUT" default:"60s"`
+	IdleTimeout  time.Duration `envconfig:"HTTP_IDLE_TIMEOUT" default:"2m"`
 	// The parts below are read separately (see load): envconfig would otherwise prefix their
 	// variables with the field name.
 	Broker   broker.Config                `ignored:"true"`
@@ -79,6 +95,14 @@ func Load() (Config, error) {
 
 // Serve runs the broker until ctx ends.
 func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
+	// Bind before anything else starts: a taken port fails at once, naming the variables, and
+	// the engine's owner identity needs the bound address.
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on APP_HOST:APP_PORT (%s): %w; set APP_PORT (and APP_HOST) to a free address", addr, err)
+	}
+	defer ln.Close()
 	store, err := driver.Open(ctx, cfg.Database, log)
 	if err != nil {
 		return err
@@ -90,6 +114,9 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The engine's default owner is this host and the bound address, which no other live
+	// process can hold, so a restart reclaims its own leases at once.
+	cfg.Engine.Address = ln.Addr().String()
 	eng, err := engine.New(store, cfg.Engine, log, engine.WithRegisterer(reg))
 	if err != nil {
 		return err
@@ -99,7 +126,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		return err
 	}
 	cfg.Externals.Instrument(calls)
-	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log)
+	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log, store.SandboxObjects())
 	if err != nil {
 		return err
 	}
@@ -118,17 +145,21 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	adapter := broker.NewCatalog(catalog)
 	routes.Operator = operator.New(store, adapter, log)
 	routes.Health = health.New(store, cfg.Database, reg)
+	routes.MaxBodyBytes = cfg.MaxBodyBytes
 	b := broker.New(store, adapter, prov, cfg.Broker, log)
-	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
-	srv := &http.Server{Addr: addr, Handler: broker.NewRouter(b, routes, log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{
+		Handler: broker.NewRouter(b, routes, log), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
+	}
 
 	runCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- eng.Run(runCtx) }()
 	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.ListenAndServe() }()
+	go func() { serveDone <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"address": addr, "database": cfg.Database.Driver}).Info("broker listening")
+	announce(cfg, log)
 
 	select {
 	case err := <-serveDone:
@@ -182,11 +213,12 @@ func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Clie
 }
 
 // externalSystems builds the external systems' clients; with the sandbox enabled (the default)
-// it first serves the stand-ins on APP_SANDBOX_ADDRESS and points every client at them.
-func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger) (externals.Built, func(), error) {
+// it first serves the stand-ins on APP_SANDBOX_ADDRESS, with their state in the broker's database
+// (objects) so that in-flight operations find it after a restart, and points every client at them.
+func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger, objects sandbox.Store) (externals.Built, func(), error) {
 	stop := func() {}
 	if cfg.Settings.SandboxEnabled {
-		sb, err := standins.New(standins.Options{Log: log, Seed: uint64(time.Now().UnixNano())})
+		sb, err := standins.Open(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects})
 		if err != nil {
 			return externals.Built{}, stop, err
 		}
@@ -219,13 +251,19 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 // allowed or when no issuer is configured), and the operator endpoints with either.
 func authRoutes(ctx context.Context, cfg *Config, log logrus.FieldLogger) (broker.Routes, error) {
 	if !cfg.Auth.BasicEnabled() {
-		secret := make([]byte, 16)
-		if _, err := rand.Read(secret); err != nil {
-			return broker.Routes{}, err
+		password, created, err := secretfile.ReadOrCreate(cfg.CredentialsFile, func() (string, error) {
+			secret := make([]byte, 16)
+			if _, err := rand.Read(secret); err != nil {
+				return "", err
+			}
+			return hex.EncodeToString(secret), nil
+		})
+		if err != nil {
+			return broker.Routes{}, fmt.Errorf("APP_BROKER_CREDENTIALS_FILE: %w", err)
 		}
-		cfg.Auth.Username, cfg.Auth.Password = "broker", hex.EncodeToString(secret)
-		fmt.Printf("KEB credentials (generated; set APP_BROKER_USERNAME and APP_BROKER_PASSWORD to choose them):\n  username: %s\n  password: %s\n",
-			cfg.Auth.Username, cfg.Auth.Password)
+		cfg.Auth.Username, cfg.Auth.Password = generatedUser, password
+		log.WithFields(logrus.Fields{"file": cfg.CredentialsFile, "user": generatedUser, "generated_now": created}).
+			Info("no APP_BROKER_USERNAME/APP_BROKER_PASSWORD: basic auth uses the credentials kept in the file")
 	}
 	basic, err := auth.NewBasic(cfg.Auth.Username, cfg.Auth.Password, auth.WithLogger(log))
 	if err != nil {
@@ -244,4 +282,36 @@ func authRoutes(ctx context.Context, cfg *Config, log logrus.FieldLogger) (broke
 		oauth = auth.Either(basic, oauth)
 	}
 	return broker.Routes{V2Auth: basic, OAuthAuth: oauth, OperatorAuth: auth.Either(basic, verifier.RequireGroup(cfg.Auth.AdminGroup()))}, nil
+}
+
+// generatedUser is the basic-auth user when the credentials are generated.
+const generatedUser = "broker"
+
+// announce prints, on a terminal, where everything is and how to log in; elsewhere the log says it.
+func announce(cfg Config, log logrus.FieldLogger) {
+	base := "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	if !logging.IsTerminal(os.Stdout) {
+		return
+	}
+	fmt.Printf("\nKyma Environment Broker is running\n")
+	fmt.Printf("  OSB API:       %s/oauth/v2  (header X-Broker-API-Version: 2.16)\n", base)
+	fmt.Printf("  operator API:  %s/runtimes, %s/events\n", base, base)
+	if cfg.Externals.Settings.SandboxEnabled {
+		fmt.Printf("  sandbox:       http://%s/_sandbox/  (stand-ins of the external systems)\n", cfg.Externals.Settings.SandboxAddress)
+	}
+	if cfg.Auth.Password != "" {
+		fmt.Printf("  credentials:   %s / %s", cfg.Auth.Username, cfg.Auth.Password)
+		if cfg.Auth.Username == generatedUser {
+			fmt.Printf("  (generated, kept in %s)", cfg.CredentialsFile)
+		}
+		fmt.Println()
+	}
+	fmt.Printf("  logs:          %s level (APP_LOG_LEVEL=debug shows every request, APP_LOG_FORMAT=json)\n\n", levelOf(log))
+}
+
+func levelOf(log logrus.FieldLogger) string {
+	if l, ok := log.(*logrus.Logger); ok {
+		return l.GetLevel().String()
+	}
+	return "info"
 }

@@ -1,7 +1,6 @@
 // Package avs is the client of SAP's Availability Service (AVS) evaluation API: it creates, tags,
 // links and deletes the evaluations that monitor a runtime. Calls authenticate with OAuth2 client
-// credentials, are retried with backoff on transient failures only (network errors, 429, 5xx) until the
-// caller's context ends, and are idempotent: creation first looks for an evaluation of the same name,
+// credentials, are retried with backoff on transient failures only (network errors, 429, 5xx) a few times within a call's budget (httpretry.Calls), and are idempotent: creation first looks for an evaluation of the same name,
 // deletion of a missing evaluation succeeds.
 package avs
 
@@ -74,6 +73,7 @@ type Evaluation struct {
 // Client calls the AVS evaluation API. It is safe for concurrent use.
 type Client struct {
 	cfg    Config
+	caller *httpretry.Caller
 	base   string
 	http   *http.Client
 	tokens *httpretry.Tokens
@@ -88,6 +88,7 @@ func New(cfg Config) (*Client, error) {
 	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("avs", nil))
 	return &Client{
 		cfg:    cfg,
+		caller: newCaller(cfg),
 		base:   strings.TrimRight(cfg.URL, "/") + evaluationPath,
 		http:   httpc,
 		tokens: httpretry.NewTokens(httpc, cfg.OAuthURL, cfg.ClientID, cfg.ClientSecret),
@@ -199,10 +200,11 @@ func childPath(parentID, childID int64) string {
 	return "/" + strconv.FormatInt(parentID, 10) + "/child/" + strconv.FormatInt(childID, 10)
 }
 
-// retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
-// exponential backoff between attempts.
+// retry runs attempt until it succeeds, fails permanently, or has made its attempts within the
+// call\'s budget, sleeping with jittered exponential backoff between attempts; while the system is
+// down it fails at once.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
+	return c.caller.Retry(ctx, op, attempt)
 }
 
 // call makes one authenticated request; in and out are JSON bodies, either may be nil. When AVS
@@ -213,4 +215,8 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 		_, err := httpretry.DoJSON(ctx, c.http, tok.SetAuthHeader, method, c.base, path, query, in, out)
 		return err
 	})
+}
+
+func newCaller(cfg Config) *httpretry.Caller {
+	return httpretry.NewCaller("avs", cfg.RetryInitialBackoff, cfg.RetryMaxBackoff, cfg.Calls, cfg.Metrics)
 }

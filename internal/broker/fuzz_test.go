@@ -53,6 +53,10 @@ func provisionSeeds() [][]byte {
 		[]byte(`{"service_id":"` + bt.ServiceID + `","plan_id":"` + bt.AWSPlanID + `","parameters":null,"context":null}`),
 		[]byte(`{"service_id":"` + bt.ServiceID + `","plan_id":"` + bt.AWSPlanID + `","parameters":[],"context":"x"}`),
 		[]byte(`{"service_id":"` + bt.ServiceID + `","plan_id":"` + bt.AWSPlanID + `","parameters":{"networking":{"nodes":"::1/64"}},"context":{"globalaccount_id":1}}`),
+		// Hostile context IDs (issue 10): control characters, and a null context with CF's body fields.
+		[]byte(`{"service_id":"` + bt.ServiceID + `","plan_id":"` + bt.AWSPlanID + `","parameters":{"name":"n","region":"eu-central-1"},"context":{"globalaccount_id":"g\u0000\n\u001b","subaccount_id":"s"}}`),
+		[]byte(`{"service_id":"` + bt.ServiceID + `","plan_id":"` + bt.AWSPlanID + `","organization_guid":"o","space_guid":"s","context":null,"parameters":{"name":"cf","region":"eu-central-1"}}`),
+		[]byte(`{"service_id":"` + bt.ServiceID + `","plan_id":"` + bt.AWSPlanID + `","parameters":{"name":"n","region":"eu-central-1"},"context":{"globalaccount_id":"g","subaccount_id":"s"}}garbage`),
 		[]byte(`{"service_id": 1}`),
 		[]byte(`{`),
 		[]byte(`null`),

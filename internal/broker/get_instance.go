@@ -8,6 +8,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
+	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
 )
 
 const actionGetInstance = "get_instance"
@@ -16,8 +17,8 @@ const actionGetInstance = "get_instance"
 // before that (and after deprovisioning) it is not found.
 func (b *Broker) GetInstance(ctx context.Context, instanceID string, _ domain.FetchInstanceDetails) (domain.GetInstanceDetailsSpec, error) {
 	log := b.logFor(ctx, instanceID)
-	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
-	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
+	inst, err := b.liveInstance(ctx, instanceID)
+	if errors.Is(err, storage.ErrNotFound) {
 		return domain.GetInstanceDetailsSpec{}, notFound(actionGetInstance, "instance %s does not exist", instanceID)
 	}
 	if err != nil {
@@ -29,6 +30,12 @@ func (b *Broker) GetInstance(ctx context.Context, instanceID string, _ domain.Fe
 	}
 	if !ok || prov.State != storage.StateSucceeded {
 		return domain.GetInstanceDetailsSpec{}, notFound(actionGetInstance, "instance %s is not provisioned", instanceID)
+	}
+	if running, ok, err := b.activeOperation(ctx, instanceID); err != nil {
+		return domain.GetInstanceDetailsSpec{}, internal(log, actionGetInstance, err)
+	} else if ok && running.Type == instance.TypeUpdate {
+		// OSB: an instance being updated cannot be fetched (its parameters are changing).
+		return domain.GetInstanceDetailsSpec{}, apiresponses.ErrConcurrentInstanceAccess
 	}
 	var params any
 	if err := json.Unmarshal(inst.Parameters, &params); err != nil {

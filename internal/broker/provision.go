@@ -114,6 +114,9 @@ func cfContext(d domain.ProvisionDetails) json.RawMessage {
 			return d.RawContext // the catalog reports the malformed context
 		}
 	}
+	if ctx == nil { // "context": null
+		ctx = map[string]any{}
+	}
 	if _, ok := ctx["organization_guid"]; !ok && d.OrganizationGUID != "" {
 		ctx["organization_guid"] = d.OrganizationGUID
 	}

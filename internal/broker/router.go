@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -28,6 +29,8 @@ type Routes struct {
 	Operator                        http.Handler
 	// Health serves /healthz, /readyz and /metrics without authentication.
 	Health http.Handler
+	// MaxBodyBytes bounds every request body (413 beyond it); DefaultMaxBodyBytes when zero.
+	MaxBodyBytes int64
 }
 
 // NewRouter mounts brokerapi's OSB handler (with its API-version, request-identity and
@@ -35,7 +38,11 @@ type Routes struct {
 func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 	lg := lager.NewLogger("keb")
 	lg.RegisterSink(lagerSink{log: log})
-	osb := rejectMalformedBodies(brokerapi.NewWithOptions(b, lg))
+	maxBody := rt.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBodyBytes
+	}
+	osb := osbGuard(maxBody, rejectMalformedBodies(brokerapi.NewWithOptions(b, lg)))
 
 	r := mux.NewRouter()
 	r.Use(requestLog(log), health.WithRetryAfter)
@@ -46,9 +53,14 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 		stripPrefix("/oauth/"+region, region, osb).ServeHTTP(w, req)
 	})))
 	if rt.Operator != nil {
-		r.PathPrefix("/runtimes").Handler(rt.OperatorAuth(rt.Operator))
-		r.PathPrefix("/events").Handler(rt.OperatorAuth(rt.Operator))
-		r.PathPrefix("/upgrade/").Handler(rt.OperatorAuth(rt.Operator))
+		op := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if limitBody(w, req, maxBody) {
+				rt.Operator.ServeHTTP(w, req)
+			}
+		})
+		r.PathPrefix("/runtimes").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/events").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/upgrade/").Handler(rt.OperatorAuth(op))
 	}
 	if rt.Health != nil {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
@@ -59,9 +71,10 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 }
 
 // rejectMalformedBodies answers 400 (OSB: "the request is malformed") for a PUT or PATCH body
-// that is not the JSON object of its request; brokerapi would answer 422, which OSB reserves
-// for AsyncRequired, ConcurrencyError and the like. It decodes into brokerapi's own types so
-// that exactly the bodies brokerapi cannot read are rejected (type errors name the field).
+// that is not the JSON object of its request, or has anything but white space after it;
+// brokerapi would answer 422, which OSB reserves for AsyncRequired, ConcurrencyError and the
+// like. It decodes into brokerapi's own types so that exactly the bodies brokerapi cannot read
+// are rejected (type errors name the field). A body over the limit is 413.
 func rejectMalformedBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodPut && req.Method != http.MethodPatch {
@@ -69,6 +82,11 @@ func rejectMalformedBodies(next http.Handler) http.Handler {
 			return
 		}
 		raw, err := io.ReadAll(req.Body)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeDescription(w, req, http.StatusRequestEntityTooLarge, tooLarge(tooBig.Limit))
+			return
+		}
 		if err != nil {
 			writeBadRequest(w, req, "reading the request body: "+err.Error())
 			return
@@ -80,8 +98,13 @@ func rejectMalformedBodies(next http.Handler) http.Handler {
 		case req.Method == http.MethodPatch:
 			into = &domain.UpdateDetails{}
 		}
-		if err := json.NewDecoder(bytes.NewReader(raw)).Decode(into); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if err := dec.Decode(into); err != nil {
 			writeBadRequest(w, req, "malformed JSON body: "+err.Error())
+			return
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			writeBadRequest(w, req, "malformed JSON body: unexpected data after the JSON object")
 			return
 		}
 		req.Body = io.NopCloser(bytes.NewReader(raw))
@@ -90,12 +113,7 @@ func rejectMalformedBodies(next http.Handler) http.Handler {
 }
 
 func writeBadRequest(w http.ResponseWriter, req *http.Request, description string) {
-	if id := req.Header.Get("X-Broker-API-Request-Identity"); id != "" {
-		w.Header().Set("X-Broker-API-Request-Identity", id)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(map[string]string{"description": description})
+	writeDescription(w, req, http.StatusBadRequest, description)
 }
 
 // stripPrefix hands brokerapi a /v2/... path and records the platform region.
@@ -131,10 +149,16 @@ func requestLog(log logrus.FieldLogger) mux.MiddlewareFunc {
 			start := time.Now()
 			rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 			next.ServeHTTP(rec, req.WithContext(withRequestID(req.Context(), id)))
-			log.WithFields(logrus.Fields{
+			e := log.WithFields(logrus.Fields{
 				"request_id": id, "method": req.Method, "path": req.URL.Path, "status": rec.status,
 				"duration_ms": time.Since(start).Milliseconds(),
-			}).Info("request")
+			})
+			// Platforms poll: one line per request belongs to debug; failures of ours stay visible.
+			if rec.status >= http.StatusInternalServerError {
+				e.Warn("request failed")
+				return
+			}
+			e.Debug("request")
 		})
 	}
 }

@@ -33,8 +33,8 @@ func (b *Broker) exclusiveInsertError(log logrus.FieldLogger, err error) error {
 // platform retries, and no hidden queue can pile up.
 func (b *Broker) Update(ctx context.Context, instanceID string, details domain.UpdateDetails, asyncAllowed bool) (domain.UpdateServiceSpec, error) {
 	log := b.logFor(ctx, instanceID)
-	inst, err := b.store.Instances().GetInstance(ctx, instanceID)
-	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
+	inst, err := b.liveInstance(ctx, instanceID)
+	if errors.Is(err, storage.ErrNotFound) {
 		return domain.UpdateServiceSpec{}, notFound(actionUpdate, "instance %s does not exist", instanceID)
 	}
 	if err != nil {
@@ -43,11 +43,13 @@ func (b *Broker) Update(ctx context.Context, instanceID string, details domain.U
 	if details.ServiceID != "" && details.ServiceID != ServiceID {
 		return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "service_id: unknown service %q", details.ServiceID)
 	}
+	// Active also checks the context: a non-object one, or IDs no step could use, are refused
+	// for every plan.
+	active, err := b.catalog.Active(details.RawContext)
+	if err != nil {
+		return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "%v", err)
+	}
 	if plan, ok := b.catalog.Plan(inst.PlanID); ok && plan.Trial {
-		active, err := b.catalog.Active(details.RawContext)
-		if err != nil {
-			return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "%v", err)
-		}
 		if active != nil {
 			if spec, handled, err := b.suspendOrResume(ctx, inst, *active, asyncAllowed); handled || err != nil {
 				return spec, err
@@ -58,14 +60,6 @@ func (b *Broker) Update(ctx context.Context, instanceID string, details domain.U
 		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
 	} else if ok && prov.State == storage.StateFailed {
 		return domain.UpdateServiceSpec{}, unprocessable(actionUpdate, "instance %s failed provisioning and cannot be updated; deprovision it", instanceID)
-	}
-	if active, ok, err := b.activeOperation(ctx, instanceID); err != nil {
-		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
-	} else if ok {
-		if active.Type == instance.TypeDeprovision {
-			return domain.UpdateServiceSpec{}, unprocessable(actionUpdate, "instance %s is being deprovisioned", instanceID)
-		}
-		return domain.UpdateServiceSpec{}, apiresponses.ErrConcurrentInstanceAccess
 	}
 	planID := inst.PlanID
 	if details.PlanID != "" && details.PlanID != inst.PlanID {
@@ -89,6 +83,18 @@ func (b *Broker) Update(ctx context.Context, instanceID string, details domain.U
 	if err != nil {
 		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
 	}
+	if running, ok, err := b.activeOperation(ctx, instanceID); err != nil {
+		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	} else if ok {
+		if running.Type == instance.TypeDeprovision {
+			return domain.UpdateServiceSpec{}, unprocessable(actionUpdate, "instance %s is being deprovisioned", instanceID)
+		}
+		if sameUpdate(running, planID, newRaw) {
+			// OSB 2.17: a repeat of the update in progress gets 202 with that operation.
+			return domain.UpdateServiceSpec{IsAsync: true, OperationData: running.ID, DashboardURL: inst.DashboardURL}, nil
+		}
+		return domain.UpdateServiceSpec{}, apiresponses.ErrConcurrentInstanceAccess
+	}
 	if planID == inst.PlanID && sameJSON(newRaw, inst.Parameters) {
 		// Nothing to change on the runtime (e.g. a context-only update).
 		return domain.UpdateServiceSpec{DashboardURL: inst.DashboardURL}, nil
@@ -107,4 +113,17 @@ func (b *Broker) Update(ctx context.Context, instanceID string, details domain.U
 	}
 	log.WithField("operation_id", op.ID).Info("update accepted")
 	return domain.UpdateServiceSpec{IsAsync: true, OperationData: op.ID, DashboardURL: inst.DashboardURL}, nil
+}
+
+// sameUpdate tells whether op is an update to planID with the parameters params.
+func sameUpdate(op storage.Operation, planID string, params []byte) bool {
+	if op.Type != instance.TypeUpdate {
+		return false
+	}
+	var data instance.UpdateData
+	if err := json.Unmarshal(op.Data, &data); err != nil || data.PlanID != planID {
+		return false
+	}
+	raw, err := json.Marshal(data.Parameters)
+	return err == nil && sameJSON(raw, params)
 }

@@ -2,8 +2,7 @@
 // labels and unregisters runtimes, sets their status condition, requests one-time tokens for the
 // Runtime Agent, and finds a runtime's console URL for the broker. Every call is scoped by tenant
 // (the Tenant header) and authenticated with OAuth2 client credentials, is retried with backoff on
-// transient failures only (network errors, 429, 5xx, Compass's InternalError) until the caller's
-// context ends, and is idempotent: registration first looks for the runtime labelled with the
+// transient failures only (network errors, 429, 5xx, Compass's InternalError) a few times within a call's budget (httpretry.Calls), and is idempotent: registration first looks for the runtime labelled with the
 // provisioner's runtime ID, unregistering a missing runtime succeeds.
 package director
 
@@ -48,11 +47,18 @@ const (
 	mutationToken = `mutation RequestOneTimeToken($id: ID!) {
 	result: requestOneTimeTokenForRuntime(id: $id) { token connectorURL }
 }`
+	queryAuths = `query RuntimeAuths($id: ID!) {
+	result: runtime(id: $id) { id auths { id } }
+}`
+	mutationDeleteAuth = `mutation DeleteSystemAuth($id: ID!) {
+	result: deleteSystemAuthForRuntime(authID: $id) { id }
+}`
 )
 
 // Client calls the Director. It is safe for concurrent use.
 type Client struct {
 	cfg    Config
+	caller *httpretry.Caller
 	http   *http.Client
 	tokens *httpretry.Tokens
 }
@@ -75,6 +81,7 @@ func New(cfg Config) (*Client, error) {
 	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("director", base))
 	return &Client{
 		cfg:    cfg,
+		caller: newCaller(cfg),
 		http:   httpc,
 		tokens: httpretry.NewTokens(httpc, cfg.OAuthTokenURL, cfg.OAuthClientID, cfg.OAuthClientSecret),
 	}, nil
@@ -166,7 +173,10 @@ func (c *Client) UpdateRuntimeLabels(ctx context.Context, tenant, compassID stri
 	})
 }
 
-// RequestOneTimeToken returns a new one-time token for the runtime's Runtime Agent.
+// RequestOneTimeToken returns a new one-time token for the runtime's Runtime Agent, revoking every
+// earlier one: each attempt first deletes all the runtime's system auths (each token is one), so
+// exactly one valid token exists however often this runs, after a crash before the caller kept the
+// token or an answer lost on the way.
 func (c *Client) RequestOneTimeToken(ctx context.Context, tenant, compassID string) (pdirector.Token, error) {
 	op := fmt.Sprintf("requesting a one-time token for runtime %s from the Director", compassID)
 	if err := required(op, "tenant", tenant, "Compass runtime ID", compassID); err != nil {
@@ -174,6 +184,9 @@ func (c *Client) RequestOneTimeToken(ctx context.Context, tenant, compassID stri
 	}
 	var tok pdirector.Token
 	err := c.retry(ctx, op, func(ctx context.Context) error {
+		if err := c.deleteAuths(ctx, tenant, compassID); err != nil {
+			return fmt.Errorf("revoking earlier tokens: %w", err)
+		}
 		var out struct {
 			Result *struct {
 				Token        string `json:"token"`
@@ -190,6 +203,58 @@ func (c *Client) RequestOneTimeToken(ctx context.Context, tenant, compassID stri
 		return nil
 	})
 	return tok, err
+}
+
+// SystemAuths returns the IDs of the runtime's system auths (one per one-time token issued and not
+// revoked); the error is one for which IsNotFound is true when there is no such runtime.
+func (c *Client) SystemAuths(ctx context.Context, tenant, compassID string) ([]string, error) {
+	op := fmt.Sprintf("listing the system auths of runtime %s in the Director", compassID)
+	if err := required(op, "tenant", tenant, "Compass runtime ID", compassID); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := c.retry(ctx, op, func(ctx context.Context) error {
+		var err error
+		ids, err = c.authIDs(ctx, tenant, compassID)
+		return err
+	})
+	return ids, err
+}
+
+func (c *Client) authIDs(ctx context.Context, tenant, compassID string) ([]string, error) {
+	var out struct {
+		Result *struct {
+			Auths []struct {
+				ID string `json:"id"`
+			} `json:"auths"`
+		} `json:"result"`
+	}
+	if err := c.call(ctx, tenant, queryAuths, map[string]any{"id": compassID}, &out); err != nil {
+		return nil, fmt.Errorf("reading the runtime's system auths: %w", err)
+	}
+	if out.Result == nil {
+		return nil, httpretry.Permanent(fmt.Errorf("runtime %s: %w", compassID, ErrNotFound))
+	}
+	ids := make([]string, 0, len(out.Result.Auths))
+	for _, a := range out.Result.Auths {
+		ids = append(ids, a.ID)
+	}
+	return ids, nil
+}
+
+// deleteAuths deletes every system auth of the runtime; one deleted meanwhile counts as deleted.
+func (c *Client) deleteAuths(ctx context.Context, tenant, compassID string) error {
+	ids, err := c.authIDs(ctx, tenant, compassID)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		err := c.call(ctx, tenant, mutationDeleteAuth, map[string]any{"id": id}, nil)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("deleting system auth %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // UnregisterRuntime unregisters the runtime; unregistering a missing runtime succeeds.
@@ -311,10 +376,11 @@ func required(op string, namesAndValues ...string) error {
 	return nil
 }
 
-// retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
-// exponential backoff between attempts.
+// retry runs attempt until it succeeds, fails permanently, or has made its attempts within the
+// call\'s budget, sleeping with jittered exponential backoff between attempts; while the system is
+// down it fails at once.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
+	return c.caller.Retry(ctx, op, attempt)
 }
 
 type gqlRequest struct {
@@ -354,4 +420,8 @@ func (c *Client) call(ctx context.Context, tenant, query string, vars map[string
 		}
 		return nil
 	})
+}
+
+func newCaller(cfg Config) *httpretry.Caller {
+	return httpretry.NewCaller("director", cfg.RetryInitialBackoff, cfg.RetryMaxBackoff, cfg.Calls, cfg.Metrics)
 }

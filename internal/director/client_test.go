@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	pdirector "github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	standin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
@@ -57,7 +59,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, director.Config{URL: "https://compass-gateway-auth-oauth.kyma.local/director/graphql",
 		OAuthTokenURL: "https://oauth.example/oauth2/token", OAuthClientID: "id", OAuthClientSecret: "secret",
-		Timeout: 30 * time.Second, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
+		Timeout: 10 * time.Second, Calls: httpretrytest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 
 	t.Setenv("APP_DIRECTOR_URL", "https://director.example/graphql")
@@ -104,6 +106,16 @@ func TestRuntimeLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, connector, tok.ConnectorURL)
 	assert.NotEmpty(t, tok.Token)
+	auths, err := c.SystemAuths(ctx, tenant, id)
+	require.NoError(t, err)
+	require.Len(t, auths, 1, "the token's system auth")
+	tok2, err := c.RequestOneTimeToken(ctx, tenant, id)
+	require.NoError(t, err)
+	assert.NotEqual(t, tok.Token, tok2.Token)
+	auths2, err := c.SystemAuths(ctx, tenant, id)
+	require.NoError(t, err)
+	require.Len(t, auths2, 1, "a new token revokes the earlier one")
+	assert.NotEqual(t, auths, auths2)
 
 	snap := e.st.Snapshot()
 	require.Len(t, snap.Tenants[tenant], 1)
@@ -113,7 +125,9 @@ func TestRuntimeLifecycle(t *testing.T) {
 		"gardenerClusterName": "c-1", "gardenerClusterDomain": "c-1.kyma.example", director.ConsoleURLLabel: "https://console.c-1.kyma.example",
 	}, rt.Labels, "setting the condition keeps the labels")
 	assert.Equal(t, pdirector.ConditionConnected, rt.Status.Condition)
-	assert.Equal(t, 1, rt.TokensIssued)
+	assert.Equal(t, 2, rt.TokensIssued)
+	assert.Equal(t, 1, rt.ValidTokens)
+	assert.Equal(t, 1, rt.Calls["deleteSystemAuthForRuntime"])
 	assert.Equal(t, 2, rt.Calls["updateRuntime"], "PROVISIONING and CONNECTED once each")
 	assert.Equal(t, 3, rt.Calls["setRuntimeLabel"], "three labels")
 	assert.Equal(t, map[string]int{"rt-1": 1}, snap.RegistrationsByRuntimeID)
@@ -137,7 +151,8 @@ func TestRuntimeLifecycle(t *testing.T) {
 	assert.ErrorContains(t, err, fmt.Sprintf("setting the status condition of runtime %s in the Director to FAILED", id))
 	_, err = c.RequestOneTimeToken(ctx, tenant, id)
 	assert.True(t, director.IsNotFound(err))
-	assert.ErrorContains(t, err, "Director: NotFound: Object not found")
+	assert.False(t, director.IsTemporary(err))
+	assert.ErrorContains(t, err, "revoking earlier tokens: runtime "+id+": not found")
 
 	snap = e.st.Snapshot()
 	assert.Equal(t, map[string]int{"rt-1": 1}, snap.UnregistrationsByRuntimeID)
@@ -147,7 +162,10 @@ func TestRuntimeLifecycle(t *testing.T) {
 
 func TestIdempotentRegistrationUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026)
-	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{ErrorRate: 0.3}))
+	// Every call tries up to 100 times, as the step's durable retries would; the breaker is off, so
+	// that a run of injected failures does not stop the calls this test makes.
+	e.cfg.Calls.Attempts, e.cfg.Calls.BreakerThreshold = 100, -1
+	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{ErrorRate: 0.3, LostResponseRate: 0.3}))
 	c := e.client(t)
 	ctx := sandboxtest.Context(t, 60*time.Second)
 
@@ -158,6 +176,8 @@ func TestIdempotentRegistrationUnderInjectedErrors(t *testing.T) {
 		require.NoError(t, err, rid)
 		require.NoError(t, c.SetRuntimeStatusCondition(ctx, tenant, id, pdirector.ConditionProvisioning), rid)
 		require.NoError(t, c.UpdateRuntimeLabels(ctx, tenant, id, map[string]string{director.ConsoleURLLabel: "https://console." + rid}), rid)
+		_, err = c.RequestOneTimeToken(ctx, tenant, id)
+		require.NoError(t, err, rid)
 		ids[rid] = id
 	}
 	for rid := range ids {
@@ -172,13 +192,17 @@ func TestIdempotentRegistrationUnderInjectedErrors(t *testing.T) {
 	for rid, n := range snap.RegistrationsByRuntimeID {
 		assert.Equal(t, 1, n, rid)
 	}
+	lostTokens := 0
 	for _, rt := range snap.Tenants[tenant] {
+		assert.Equal(t, 1, rt.ValidTokens, "exactly one valid one-time token for %s", rt.ID)
+		lostTokens += rt.TokensIssued - 1
 		assert.Equal(t, pdirector.ConditionProvisioning, rt.Status.Condition)
 		assert.Equal(t, ids[rt.Labels[director.RuntimeIDLabel].(string)], rt.ID)
 	}
 	st, err := e.sb.Stats(standin.Name)
 	require.NoError(t, err)
 	assert.Greater(t, st.Errors500+st.Errors503, 15, "the retries were exercised: %+v", st)
+	assert.Positive(t, lostTokens, "tokens were issued whose answer got lost")
 
 	for _, id := range ids {
 		require.NoError(t, c.UnregisterRuntime(ctx, tenant, id))
@@ -236,7 +260,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 
 	start := time.Now()
 	_, err := c.RegisterRuntime(sandboxtest.Context(t, 300*time.Millisecond), tenant, "rt-1", "c-1", nil)
-	sandboxtest.RequireGaveUp(t, err, start)
+	httpretrytest.RequireGaveUp(t, err, start, 3)
 	assert.True(t, director.IsTemporary(err), "%v", err)
 	assert.Empty(t, e.st.Snapshot().RegistrationsByRuntimeID)
 
@@ -267,6 +291,10 @@ func TestInternalErrorIsRetried(t *testing.T) {
 			return
 		}
 		assert.Equal(t, map[string]any{"id": "c-id"}, req.Variables)
+		if strings.Contains(req.Query, "auths") {
+			_, _ = w.Write([]byte(`{"data":{"result":{"id":"c-id","auths":[]}}}`))
+			return
+		}
 		_, _ = w.Write([]byte(`{"data":{"result":{"token":"ott","connectorURL":"https://c"}}}`))
 	}))
 	t.Cleanup(srv.Close)
@@ -276,7 +304,7 @@ func TestInternalErrorIsRetried(t *testing.T) {
 	tok, err := c.RequestOneTimeToken(sandboxtest.Context(t, 5*time.Second), tenant, "c-id")
 	require.NoError(t, err)
 	assert.Equal(t, pdirector.Token{Token: "ott", ConnectorURL: "https://c"}, tok)
-	assert.EqualValues(t, 2, calls.Load())
+	assert.EqualValues(t, 3, calls.Load(), "the failed attempt's lookup of earlier tokens, then the lookup and the token")
 }
 
 func TestSkipCertVerify(t *testing.T) {

@@ -20,8 +20,11 @@ type Config struct {
 	OAuthTokenURL     string `envconfig:"DIRECTOR_OAUTH_TOKEN_URL"`
 	OAuthClientID     string `envconfig:"DIRECTOR_OAUTH_CLIENT_ID"`
 	OAuthClientSecret string `envconfig:"DIRECTOR_OAUTH_CLIENT_SECRET"`
-	// Timeout bounds one HTTP request (token requests included); retries are bounded by the caller's context.
-	Timeout time.Duration `envconfig:"DIRECTOR_TIMEOUT" default:"30s"`
+	// Timeout bounds one HTTP request (token requests included).
+	Timeout time.Duration `envconfig:"DIRECTOR_TIMEOUT" default:"10s"`
+	// Calls bounds one call: its attempts and budget, and the breaker that fails calls at once
+	// while the system is down (APP_EXTERNAL_CALL_*, shared by every client).
+	Calls httpretry.Calls `envconfig:"EXTERNAL_CALL"`
 	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
 	Metrics *httpretry.CallMetrics `ignored:"true"`
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of

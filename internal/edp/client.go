@@ -1,8 +1,7 @@
 // Package edp is the client of SAP's Event Data Platform (EDP) data tenant API: it registers a runtime
 // as the data tenant <subaccount ID>/<environment> of the configured namespace, with the runtime's
 // parameters as metadata, and deregisters it. Calls authenticate with OAuth2 client credentials, are
-// retried with backoff on transient failures only (network errors, 429, 5xx) until the caller's
-// context ends, and are idempotent: registering a registered runtime upserts its metadata,
+// retried with backoff on transient failures only (network errors, 429, 5xx) a few times within a call's budget (httpretry.Calls), and are idempotent: registering a registered runtime upserts its metadata,
 // deregistering a missing one succeeds.
 package edp
 
@@ -59,6 +58,7 @@ type metadataRequest struct {
 // Client calls the EDP data tenant API. It is safe for concurrent use.
 type Client struct {
 	cfg    Config
+	caller *httpretry.Caller
 	base   string // <URL>/namespaces/<namespace>/dataTenants
 	http   *http.Client
 	tokens *httpretry.Tokens
@@ -77,6 +77,7 @@ func New(cfg Config) (*Client, error) {
 	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("edp", nil))
 	return &Client{
 		cfg:    cfg,
+		caller: newCaller(cfg),
 		base:   strings.TrimRight(cfg.URL, "/") + "/namespaces/" + url.PathEscape(cfg.Namespace) + "/dataTenants",
 		http:   httpc,
 		tokens: httpretry.NewTokens(httpc, cfg.OAuthURL, cfg.ClientID, cfg.ClientSecret),
@@ -110,6 +111,9 @@ func checkSubaccount(op, subaccountID string) error {
 // calling it again after a failure, or for a registered runtime, finishes the registration without
 // duplicates.
 func (c *Client) RegisterRuntime(ctx context.Context, subaccountID string, metadata map[string]string) error {
+	// One budget for all the calls this takes.
+	ctx, cancel := c.caller.Bound(ctx)
+	defer cancel()
 	if err := checkSubaccount(fmt.Sprintf("registering subaccount %q in EDP", subaccountID), subaccountID); err != nil {
 		return err
 	}
@@ -149,6 +153,9 @@ func (c *Client) RegisterRuntime(ctx context.Context, subaccountID string, metad
 // data tenant, then the data tenant. A missing data tenant or entry counts as deleted, so calling it
 // again, or for a runtime never registered, succeeds.
 func (c *Client) DeregisterRuntime(ctx context.Context, subaccountID string) error {
+	// One budget for all the calls this takes.
+	ctx, cancel := c.caller.Bound(ctx)
+	defer cancel()
 	if err := checkSubaccount(fmt.Sprintf("deregistering subaccount %q from EDP", subaccountID), subaccountID); err != nil {
 		return err
 	}
@@ -216,10 +223,11 @@ func (c *Client) listMetadata(ctx context.Context, subaccountID string) ([]Metad
 	return items, err
 }
 
-// retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
-// exponential backoff between attempts.
+// retry runs attempt until it succeeds, fails permanently, or has made its attempts within the
+// call\'s budget, sleeping with jittered exponential backoff between attempts; while the system is
+// down it fails at once.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
+	return c.caller.Retry(ctx, op, attempt)
 }
 
 // call makes one authenticated request; in and out are JSON bodies, either may be nil. When EDP
@@ -230,4 +238,8 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		_, err := httpretry.DoJSON(ctx, c.http, tok.SetAuthHeader, method, c.base, path, nil, in, out)
 		return err
 	})
+}
+
+func newCaller(cfg Config) *httpretry.Caller {
+	return httpretry.NewCaller("edp", cfg.RetryInitialBackoff, cfg.RetryMaxBackoff, cfg.Calls, cfg.Metrics)
 }

@@ -1,4 +1,4 @@
-// Package process is KEB's durable step engine: operations are rows, processes are ordered
+// Package engine is KEB's durable step engine: operations are rows, processes are ordered
 // stages of steps, and workers claim due operations from the database, run their steps until
 // one waits, persist after every step and release. Nothing that decides an operation's future
 // lives only in memory.
@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -33,8 +34,18 @@ type Config struct {
 	SweepInterval time.Duration `envconfig:"ENGINE_SWEEP_INTERVAL" default:"1m"`
 	// ShutdownTimeout: how long running steps may take to finish on shutdown [30s].
 	ShutdownTimeout time.Duration `envconfig:"ENGINE_SHUTDOWN_TIMEOUT" default:"30s"`
-	// Owner names this replica in leases [hostname-pid-random].
+	// StepRunTimeout bounds one step run unless its StepDef.RunTimeout says otherwise [30s].
+	// The stage limit, the step limit, the operation deadline and the step's retry window
+	// bound it further.
+	StepRunTimeout time.Duration `envconfig:"ENGINE_STEP_RUN_TIMEOUT" default:"30s"`
+	// Owner names this replica in leases [host@Address, else host-pid-random]. It must be
+	// stable across restarts and unique among live replicas: on start the engine reclaims
+	// every lease its owner holds, so what it held before a crash moves again at once.
 	Owner string `envconfig:"ENGINE_OWNER"`
+	// Address is the listen address (host:port) this process has bound before starting the
+	// engine; with the host name it makes the default Owner. No other live process can bind
+	// it, so no other live engine has that owner.
+	Address string `ignored:"true"`
 	// OnlyCreatedAfter, when set, makes this engine run only operations created at or after
 	// it: operations already in flight are left to other replicas (or the sweeper). The
 	// provisioner sets it to its start time when APP_ENQUEUE_IN_PROGRESS_OPERATIONS is false.
@@ -54,11 +65,22 @@ func (c Config) withDefaults() Config {
 	def(&c.PollInterval, time.Second)
 	def(&c.SweepInterval, time.Minute)
 	def(&c.ShutdownTimeout, 30*time.Second)
+	def(&c.StepRunTimeout, 30*time.Second)
 	if c.Owner == "" {
-		host, _ := os.Hostname()
-		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+		c.Owner = defaultOwner(c.Address)
 	}
 	return c
+}
+
+// defaultOwner is host@address when this process listens on a fixed port (stable across
+// restarts, unique among live processes); otherwise host-pid-random, which a restart does
+// not reuse (its leases then wait to expire).
+func defaultOwner(address string) string {
+	host, _ := os.Hostname()
+	if _, port, err := net.SplitHostPort(address); err == nil && port != "" && port != "0" {
+		return host + "@" + address
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
 }
 
 // Option adjusts an Engine.
@@ -86,14 +108,22 @@ type Engine struct {
 	dueHints chan time.Time
 
 	mu   sync.Mutex
-	held map[string]context.CancelFunc
+	held map[string]*holding
+}
+
+// holding is one operation a worker runs; the heartbeat extends its lease.
+type holding struct {
+	cancel context.CancelFunc
+	// lettingGo: the worker is writing the release or the end of the operation, so the
+	// lease is expected to disappear; the heartbeat must not call that a lost lease.
+	lettingGo bool
 }
 
 // New builds an engine; register processes before Run.
 func New(store storage.Store, cfg Config, log logrus.FieldLogger, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		store: store, ops: store.Operations(), cfg: cfg.withDefaults(), clock: realClock{}, log: log,
-		defs: map[string]Definition{}, held: map[string]context.CancelFunc{},
+		defs: map[string]Definition{}, held: map[string]*holding{},
 		dueHints: make(chan time.Time, 64),
 	}
 	for _, o := range opts {
@@ -124,7 +154,7 @@ func (e *Engine) Owner() string { return e.cfg.Owner }
 func (e *Engine) executor() *executor {
 	return &executor{
 		ops: e.ops, clock: e.clock, log: e.log, metrics: e.metrics, lease: e.cfg.LeaseDuration,
-		stopping: e.stopping.Load,
+		runTimeout: e.cfg.StepRunTimeout, stopping: e.stopping.Load, letGo: e.letGo,
 		dueHint: func(t time.Time) {
 			select {
 			case e.dueHints <- t:
@@ -144,6 +174,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("subscribing to operation wake-ups: %w", err)
 	}
+	e.reclaim(ctx)
 	// Steps run under stepCtx, which outlives ctx by up to ShutdownTimeout.
 	stepCtx, hardStop := context.WithCancel(context.Background())
 	defer hardStop()
@@ -288,32 +319,61 @@ func resetTimer(t *time.Timer, d time.Duration) time.Time {
 	return time.Now().Add(d)
 }
 
+// reclaim releases every lease this engine's owner still holds: with a stable owner they are
+// what this process held when it died, and no live process runs them. They were running, so
+// they are due at once and ahead of the queue (at the earliest due time of any operation).
+func (e *Engine) reclaim(ctx context.Context) {
+	due := e.clock.Now().UTC()
+	if next, err := e.ops.NextDueAt(ctx, e.types); err == nil && next != nil && next.Before(due) {
+		due = *next
+	}
+	ids, err := e.ops.ReclaimLeases(ctx, e.cfg.Owner, due)
+	if err != nil {
+		e.log.WithError(err).Warn("reclaiming the leases of a previous run; they will expire")
+		return
+	}
+	if len(ids) > 0 {
+		e.log.WithField("operations", len(ids)).Info("reclaimed the leases of a previous run of this owner")
+	}
+}
+
 // hold records a claimed operation for heartbeats and returns the context its steps run under.
 func (e *Engine) hold(parent context.Context, id string) context.Context {
 	ctx, cancel := context.WithCancel(parent)
 	e.mu.Lock()
-	e.held[id] = cancel
+	e.held[id] = &holding{cancel: cancel}
 	e.mu.Unlock()
 	return ctx
 }
 
 func (e *Engine) unhold(id string) {
 	e.mu.Lock()
-	if cancel, ok := e.held[id]; ok {
-		cancel()
+	if h, ok := e.held[id]; ok {
+		h.cancel()
 		delete(e.held, id)
 	}
 	e.mu.Unlock()
 }
 
-func (e *Engine) heldIDs() []string {
+func (e *Engine) letGo(id string) {
+	e.mu.Lock()
+	if h, ok := e.held[id]; ok {
+		h.lettingGo = true
+	}
+	e.mu.Unlock()
+}
+
+// heldIDs are the operations whose leases are to be kept.
+func (e *Engine) heldIDs() map[string]*holding {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ids := make([]string, 0, len(e.held))
-	for id := range e.held {
-		ids = append(ids, id)
+	out := make(map[string]*holding, len(e.held))
+	for id, h := range e.held {
+		if !h.lettingGo {
+			out[id] = h
+		}
 	}
-	return ids
+	return out
 }
 
 func (e *Engine) runOne(ctx context.Context, x *executor, op storage.Operation) {
@@ -327,8 +387,7 @@ func (e *Engine) runOne(ctx context.Context, x *executor, op storage.Operation) 
 	def.execute(ctx, x, op)
 }
 
-// heartbeat extends the leases of held operations; an operation whose lease was taken over
-// gets its context cancelled so its step stops as soon as it can.
+// heartbeat extends the leases of held operations every third of the lease duration.
 func (e *Engine) heartbeat(ctx context.Context) {
 	t := time.NewTicker(e.cfg.LeaseDuration / 3)
 	defer t.Stop()
@@ -338,32 +397,47 @@ func (e *Engine) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		ids := e.heldIDs()
-		if len(ids) == 0 {
-			continue
+		e.extendLeases(ctx)
+	}
+}
+
+// extendLeases extends the leases of held operations; an operation whose lease was taken over
+// gets its context cancelled so its step stops as soon as it can. Only the very holding that
+// was extended is judged: a worker may meanwhile have released or finished the operation
+// (its lease gone by its own write) and the dispatcher may have claimed it again.
+func (e *Engine) extendLeases(ctx context.Context) {
+	snapshot := e.heldIDs()
+	if len(snapshot) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(snapshot))
+	for id := range snapshot {
+		ids = append(ids, id)
+	}
+	still, err := e.ops.ExtendLeases(ctx, e.cfg.Owner, ids, e.clock.Now().UTC().Add(e.cfg.LeaseDuration))
+	if err != nil {
+		e.log.WithError(err).Warn("extending leases")
+		return
+	}
+	kept := make(map[string]bool, len(still))
+	for _, id := range still {
+		kept[id] = true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id, h := range snapshot {
+		if !kept[id] && e.held[id] == h && !h.lettingGo {
+			e.log.WithField("operation_id", id).Warn("lease lost; stopping the operation here")
+			h.cancel()
 		}
-		still, err := e.ops.ExtendLeases(ctx, e.cfg.Owner, ids, e.clock.Now().UTC().Add(e.cfg.LeaseDuration))
-		if err != nil {
-			e.log.WithError(err).Warn("extending leases")
-			continue
-		}
-		kept := make(map[string]bool, len(still))
-		for _, id := range still {
-			kept[id] = true
-		}
-		e.mu.Lock()
-		for _, id := range ids {
-			if cancel, ok := e.held[id]; ok && !kept[id] {
-				e.log.WithField("operation_id", id).Warn("lease lost; stopping the operation here")
-				cancel()
-			}
-		}
-		e.mu.Unlock()
 	}
 }
 
 func (e *Engine) releaseHeld() {
-	ids := e.heldIDs()
+	var ids []string
+	for id := range e.heldIDs() {
+		ids = append(ids, id)
+	}
 	if len(ids) == 0 {
 		return
 	}

@@ -121,21 +121,27 @@ func TestRetryOperationKeepsItsDeadlineAcrossRestarts(t *testing.T) {
 		require.Equal(t, 1, h.runDue())
 		got, _ := h.get(op.ID)
 		require.Equal(t, storage.StateInProgress, got.State, "attempt %d", i+1)
+		require.NotNil(t, got.Progress.Steps["AVS_Create_Internal_Eval_Step"].RetryUntil)
+		assert.Equal(t, op.CreatedAt.Add(5*time.Minute), *got.Progress.Steps["AVS_Create_Internal_Eval_Step"].RetryUntil, "the window's end is in the row")
 		assert.Equal(t, "AVS unavailable", got.LastError)
 		h.clock.Advance(time.Minute)
 		h.eng = h.engine(p) // restart: the first attempt time comes from the row, not memory
 	}
+	// At the window's end the engine gives up without another run.
 	require.Equal(t, 1, h.runDue())
 	got, _ := h.get(op.ID)
 	assert.Equal(t, storage.StateFailed, got.State)
-	assert.Equal(t, "AVS unavailable: step AVS_Create_Internal_Eval_Step gave up after 5m0s", got.LastError)
-	assert.Equal(t, 6, flaky.Runs())
-	assert.Equal(t, 6, got.Progress.Steps["AVS_Create_Internal_Eval_Step"].Attempts)
+	assert.Equal(t, "step AVS_Create_Internal_Eval_Step: gave up after its retry window of 5m0s; last error: AVS unavailable", got.LastError)
+	assert.Equal(t, got.LastError, got.Description)
+	assert.Equal(t, 5, flaky.Runs())
+	assert.Equal(t, 5, got.Progress.Steps["AVS_Create_Internal_Eval_Step"].Attempts)
 	ev := h.events(op.ID)
 	assert.Equal(t, storage.EventFailed, ev[len(ev)-1].Type)
-	assert.Equal(t, storage.EventRetrying, ev[len(ev)-3].Type)
-	assert.Equal(t, "retrying in 1m0s: AVS unavailable", ev[len(ev)-3].Message)
-	assert.Equal(t, time.Minute, ev[len(ev)-3].Wait)
+	assert.Equal(t, "AVS_Create_Internal_Eval_Step", ev[len(ev)-1].Step)
+	assert.Equal(t, got.LastError, ev[len(ev)-1].Message)
+	assert.Equal(t, storage.EventRetrying, ev[len(ev)-2].Type)
+	assert.Equal(t, "retrying in 1m0s: AVS unavailable", ev[len(ev)-2].Message)
+	assert.Equal(t, time.Minute, ev[len(ev)-2].Wait)
 }
 
 // A step that waits healthily for longer than its retry window (polling a long provisioning)
@@ -167,7 +173,8 @@ func TestRetryWindowStartsAfterTheLastHealthyWait(t *testing.T) {
 		got, _ = h.get(op.ID)
 	}
 	assert.Equal(t, storage.StateFailed, got.State)
-	assert.Equal(t, 15, polls, "last healthy poll at 9m, failures from 10m, given up at 14m: 5 minutes later")
+	assert.Equal(t, 14, polls, "last healthy poll at 9m, failures from 10m to 13m, given up at 14m: 5 minutes later")
+	assert.Equal(t, "step Check_Runtime: gave up after its retry window of 5m0s; last error: Director unavailable", got.LastError)
 }
 
 func TestRetryOperationWithoutFailLetsTheOperationGoOn(t *testing.T) {
@@ -189,7 +196,7 @@ func TestRetryOperationWithoutFailLetsTheOperationGoOn(t *testing.T) {
 	assert.Equal(t, storage.StateSucceeded, got.State)
 	assert.Equal(t, []string{"IAS_Deregistration"}, got.Progress.ExecutedButNotCompleted)
 	assert.Equal(t, []string{"Remove_Runtime"}, data.Trace)
-	assert.Equal(t, 5, stuck.Runs(), "tried at 0, 30s, 60s, 90s, then gave up at 120s")
+	assert.Equal(t, 4, stuck.Runs(), "tried at 0, 30s, 60s, 90s, then gave up at 120s")
 	var msg string
 	for _, e := range h.events(op.ID) {
 		if e.Step == "IAS_Deregistration" && e.Type == storage.EventSucceeded {
@@ -270,18 +277,9 @@ func TestStepTimeLimitMeasuredFromFirstAttempt(t *testing.T) {
 	require.NoError(t, err)
 	h := newHarness(t, p)
 	op := h.insert("provision", 24*time.Hour)
-	start := h.clock.Now()
-	h.runDue()
-	h.clock.Advance(10 * time.Minute)
-	h.runDue()
-	got, _ := h.get(op.ID)
-	require.NotNil(t, got.DueAt)
-	assert.Equal(t, start.Add(15*time.Minute), *got.DueAt, "the wait is capped at the step's limit")
-	h.clock.Advance(5 * time.Minute)
-	h.runDue()
-	got, _ = h.get(op.ID)
+	got := h.runToCappedLimit(op.ID, 10*time.Minute, h.clock.Now().Add(15*time.Minute))
 	assert.Equal(t, storage.StateFailed, got.State)
-	assert.Equal(t, "step Check_Cluster_Configuration exceeded its time limit of 15m0s", got.LastError)
+	assert.Equal(t, "step Check_Cluster_Configuration: exceeded its time limit of 15m0s", got.LastError)
 	assert.Equal(t, 2, slow.Runs())
 }
 
@@ -302,7 +300,7 @@ func TestStageTimeLimitNamesTheStage(t *testing.T) {
 	}
 	got, _ := h.get(op.ID)
 	assert.Equal(t, storage.StateFailed, got.State)
-	assert.Equal(t, "stage WaitingForClusterCreation exceeded its time limit of 3m0s", got.LastError)
+	assert.Equal(t, "step WaitForClusterCreation: stage WaitingForClusterCreation exceeded its time limit of 3m0s", got.LastError)
 	assert.Equal(t, 3, waiting.Runs())
 }
 
@@ -314,17 +312,9 @@ func TestOperationDeadlineFailsWaitingOperation(t *testing.T) {
 	require.NoError(t, err)
 	h := newHarness(t, p)
 	op := h.insert("upgrade_kyma", 3*time.Hour)
-	h.runDue()
-	h.clock.Advance(2 * time.Hour)
-	h.runDue()
-	got, _ := h.get(op.ID)
-	require.NotNil(t, got.DueAt)
-	assert.Equal(t, op.Deadline, *got.DueAt, "never scheduled past the deadline")
-	h.clock.Advance(time.Hour)
-	h.runDue()
-	got, _ = h.get(op.ID)
+	got := h.runToCappedLimit(op.ID, 2*time.Hour, op.Deadline)
 	assert.Equal(t, storage.StateFailed, got.State)
-	assert.True(t, strings.HasPrefix(got.LastError, "operation exceeded its deadline"), got.LastError)
+	assert.True(t, strings.HasPrefix(got.LastError, "step Upgrade_Runtime: operation exceeded its deadline"), got.LastError)
 }
 
 func TestSweeperFailsOverdueOperationsNobodyRuns(t *testing.T) {

@@ -152,3 +152,19 @@ func decode(t *testing.T, op storage.Operation) testData {
 	}
 	return d
 }
+
+// runToCappedLimit runs the operation, runs it again after first, checks that its next run is
+// due at limit (its wait capped there) and runs it at that time; it returns the operation then.
+func (h *harness) runToCappedLimit(id string, first time.Duration, limit time.Time) storage.Operation {
+	h.t.Helper()
+	h.runDue()
+	h.clock.Advance(first)
+	h.runDue()
+	got, _ := h.get(id)
+	require.NotNil(h.t, got.DueAt)
+	require.Equal(h.t, limit, *got.DueAt, "the wait is capped at the limit")
+	h.clock.Advance(limit.Sub(h.clock.Now()))
+	h.runDue()
+	got, _ = h.get(id)
+	return got
+}

@@ -17,12 +17,17 @@ type Operation[T any] struct {
 	storage.Operation
 	Data T
 
-	// step and now are set by the engine before Run so the retry helpers can measure
-	// "how long has this step been trying" from the persisted first attempt.
-	step string
-	now  time.Time
-	// failing is set by the retry helpers: this run reported a failure.
-	failing bool
+	// step, now and clock are set by the engine before Run so the retry helpers can measure
+	// "how long has this step been trying" from the persisted first attempt, at the time of
+	// the failure (clock), not at the start of the run (now).
+	step  string
+	now   time.Time
+	clock Clock
+	// Set by the retry helpers: this run reported a failure, the end of the step's retry
+	// window, and whether the window ends in "not completed" rather than a failure.
+	failing     bool
+	retryUntil  *time.Time
+	withoutFail bool
 }
 
 // CurrentStep is the name of the step being run.
@@ -33,28 +38,30 @@ func (op Operation[T]) Now() time.Time { return op.now }
 
 // RetryOperation asks to run the step again after interval while the step has been failing for
 // less than maxTime (measured from its first attempt or its last healthy run, both of which
-// survive restarts); afterwards it fails the operation with msg.
+// survive restarts, to the time of this failure); afterwards it fails the operation with msg.
+// The window's end is recorded in the step's progress: the engine schedules no run past it and
+// ends a run's context there.
 func (op Operation[T]) RetryOperation(msg string, interval, maxTime time.Duration) (Operation[T], time.Duration, error) {
-	op.failing = true
+	op.failing, op.withoutFail = true, false
+	op.LastError = msg
 	if op.withinRetryTime(maxTime) {
-		op.LastError = msg
 		return op, interval, nil
 	}
 	return op, 0, fmt.Errorf("%s: step %s gave up after %s", msg, op.step, maxTime)
 }
 
 // RetryOperationWithoutFail is RetryOperation for steps that must not block their operation
-// (deprovisioning): after maxTime the step is recorded as executed but not completed and the
-// operation goes on.
+// (deprovisioning): after maxTime the step is recorded as executed but not completed (with msg
+// as its last error) and the operation goes on.
 func (op Operation[T]) RetryOperationWithoutFail(msg string, interval, maxTime time.Duration) (Operation[T], time.Duration, error) {
-	op.failing = true
+	op.failing, op.withoutFail = true, true
+	op.LastError = msg
 	if op.withinRetryTime(maxTime) {
-		op.LastError = msg
 		return op, interval, nil
 	}
-	op.LastError = msg
 	if !slices.Contains(op.Progress.ExecutedButNotCompleted, op.step) {
-		op.Progress.ExecutedButNotCompleted = append(op.Progress.ExecutedButNotCompleted, op.step)
+		// A new slice: the engine's copy of the progress must not change behind its back.
+		op.Progress.ExecutedButNotCompleted = append(slices.Clone(op.Progress.ExecutedButNotCompleted), op.step)
 	}
 	return op, 0, nil
 }
@@ -76,16 +83,29 @@ func (op *Operation[T]) RetryWithoutFail(msg string, interval, maxTime time.Dura
 	return wait
 }
 
-func (op Operation[T]) withinRetryTime(maxTime time.Duration) bool {
-	sp := op.Progress.Steps[op.step]
+// withinRetryTime records the end of the step's retry window and reports whether the failure
+// happens before it.
+func (op *Operation[T]) withinRetryTime(maxTime time.Duration) bool {
+	now := op.now
+	if op.clock != nil {
+		now = op.clock.Now().UTC()
+	}
+	until := retryWindowStart(op.Progress.Steps[op.step], op.now).Add(maxTime)
+	op.retryUntil = &until
+	return now.Before(until)
+}
+
+// retryWindowStart is where a step's retry window starts: its last healthy run, else its first
+// attempt (else fallback, for a step run outside the engine).
+func retryWindowStart(sp storage.StepProgress, fallback time.Time) time.Time {
 	from := sp.FirstAttempt
 	if sp.LastHealthy.After(from) {
 		from = sp.LastHealthy
 	}
 	if from.IsZero() {
-		return true
+		return fallback
 	}
-	return op.now.Sub(from) < maxTime
+	return from
 }
 
 // NewOperation builds a pending operation, due now, with its deadline (timeout from now) and

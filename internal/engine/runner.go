@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -22,14 +23,19 @@ type Definition interface {
 
 // executor is what a process needs from the engine to run one claimed operation.
 type executor struct {
-	ops      storage.Operations
-	clock    Clock
-	log      logrus.FieldLogger
-	metrics  *metrics
-	lease    time.Duration
-	stopping func() bool
+	ops     storage.Operations
+	clock   Clock
+	log     logrus.FieldLogger
+	metrics *metrics
+	lease   time.Duration
+	// runTimeout bounds one step run unless its StepDef.RunTimeout says otherwise.
+	runTimeout time.Duration
+	stopping   func() bool
 	// dueHint tells the dispatcher when a released operation becomes due again.
 	dueHint func(time.Time)
+	// letGo tells the heartbeat, before the write that gives the lease up, that the operation
+	// is being released or finished: its lease is no longer expected to be extended.
+	letGo func(id string)
 }
 
 // run holds the state of one operation while a worker runs its steps.
@@ -63,10 +69,6 @@ func (r *run[T]) loop(ctx context.Context) {
 			r.release(now)
 			return
 		}
-		if !now.Before(r.op.Deadline) {
-			r.fail(now, "", fmt.Sprintf("operation exceeded its deadline %s", r.op.Deadline.Format(time.RFC3339)), 0)
-			return
-		}
 		stage, sd, ok := r.next(now)
 		if !ok {
 			r.succeed(now)
@@ -79,8 +81,10 @@ func (r *run[T]) loop(ctx context.Context) {
 			r.x.metrics.stepFinished(r.op.Type, name, "skipped", 0)
 			continue
 		}
-		if msg := r.overLimit(now, stage, sd); msg != "" {
-			r.fail(now, name, msg, 0)
+		if l, over := r.reached(now, stage, sd); over {
+			if r.verdict(now, sd, l, "", 0) {
+				continue
+			}
 			return
 		}
 		r.op.Stage = stage.Name
@@ -127,48 +131,128 @@ func (r *run[T]) next(now time.Time) (Stage[T], StepDef[T], bool) {
 	return Stage[T]{}, StepDef[T]{}, false
 }
 
-// overLimit returns why the step may not run any more, or "".
-func (r *run[T]) overLimit(now time.Time, st Stage[T], sd StepDef[T]) string {
-	if st.Timeout > 0 && !now.Before(r.op.Progress.StageStartedAt[st.Name].Add(st.Timeout)) {
-		return fmt.Sprintf("stage %s exceeded its time limit of %s", st.Name, st.Timeout)
+// limit is a time by which a step must be done, and what passing it means.
+type limit struct {
+	at     time.Time
+	reason string
+	// window: the end of the step's retry window (the others are hard limits).
+	window bool
+}
+
+// limits are the step's limits in the order a verdict names them: the operation deadline, the
+// stage limit, the step limit, the end of the step's retry window.
+func (r *run[T]) limits(st Stage[T], sd StepDef[T]) []limit {
+	sp := r.op.Progress.Steps[sd.Step.Name()]
+	out := []limit{{at: r.op.Deadline, reason: fmt.Sprintf("operation exceeded its deadline %s", r.op.Deadline.Format(time.RFC3339))}}
+	if started, ok := r.op.Progress.StageStartedAt[st.Name]; ok && st.Timeout > 0 {
+		out = append(out, limit{at: started.Add(st.Timeout), reason: fmt.Sprintf("stage %s exceeded its time limit of %s", st.Name, st.Timeout)})
 	}
-	first := r.op.Progress.Steps[sd.Step.Name()].FirstAttempt
-	if sd.Timeout > 0 && !first.IsZero() && !now.Before(first.Add(sd.Timeout)) {
-		return fmt.Sprintf("step %s exceeded its time limit of %s", sd.Step.Name(), sd.Timeout)
+	if sd.Timeout > 0 && !sp.FirstAttempt.IsZero() {
+		out = append(out, limit{at: sp.FirstAttempt.Add(sd.Timeout), reason: fmt.Sprintf("exceeded its time limit of %s", sd.Timeout)})
 	}
-	return ""
+	if sp.RetryUntil != nil {
+		window := sp.RetryUntil.Sub(retryWindowStart(sp, *sp.RetryUntil))
+		out = append(out, limit{at: *sp.RetryUntil, reason: fmt.Sprintf("gave up after its retry window of %s", window), window: true})
+	}
+	return out
+}
+
+// reached returns the first of the step's limits that now has reached.
+func (r *run[T]) reached(now time.Time, st Stage[T], sd StepDef[T]) (limit, bool) {
+	for _, l := range r.limits(st, sd) {
+		if !now.Before(l.at) {
+			return l, true
+		}
+	}
+	return limit{}, false
+}
+
+// verdict ends the step at a limit it reached: the end of a RetryOperationWithoutFail window
+// records it as executed but not completed and the operation goes on (true); any other limit
+// fails the operation, naming the step, the limit and the step's last error.
+func (r *run[T]) verdict(now time.Time, sd StepDef[T], l limit, lastErr string, took time.Duration) bool {
+	name := sd.Step.Name()
+	sp := r.op.Progress.Steps[name]
+	if lastErr == "" {
+		lastErr = sp.LastError
+	}
+	if l.window && sp.RetryWithoutFail {
+		if !slices.Contains(r.op.Progress.ExecutedButNotCompleted, name) {
+			r.op.Progress.ExecutedButNotCompleted = append(slices.Clone(r.op.Progress.ExecutedButNotCompleted), name)
+		}
+		r.stepDone(now, name, took)
+		return true
+	}
+	r.x.metrics.stepFinished(r.op.Type, name, "failed", took)
+	r.fail(now, name, storage.LimitVerdict(name, l.reason, lastErr), took)
+	return false
+}
+
+// runContext is the context one run of the step runs under: it ends at the earliest of the run
+// timeout and the step's limits, so no run outlives a limit by more than the call it is in.
+func (r *run[T]) runContext(ctx context.Context, now time.Time, st Stage[T], sd StepDef[T]) (context.Context, context.CancelFunc) {
+	timeout := r.x.runTimeout
+	if sd.RunTimeout > 0 {
+		timeout = sd.RunTimeout
+	}
+	end := now.Add(timeout)
+	for _, l := range r.limits(st, sd) {
+		if l.at.Before(end) {
+			end = l.at
+		}
+	}
+	// Limits are on the engine's clock; the context's deadline is on the wall clock.
+	return context.WithTimeout(ctx, end.Sub(now))
 }
 
 // runStep runs one step and applies its outcome; it reports whether the worker goes on.
 func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], started time.Time) bool {
 	name := sd.Step.Name()
-	stepCtx := ctx
-	if sd.RunTimeout > 0 {
-		var cancel context.CancelFunc
-		stepCtx, cancel = context.WithTimeout(ctx, sd.RunTimeout)
-		defer cancel()
-	}
+	stepCtx, cancel := r.runContext(ctx, started, st, sd)
+	defer cancel()
 	in := r.op
-	in.step, in.now = name, started
+	in.step, in.now, in.clock = name, started, r.x.clock
 	out, wait, err := callStep(stepCtx, sd.Step, in, r.log.WithField("step", name))
 	now := r.x.clock.Now().UTC()
 	took := now.Sub(started)
 	r.adopt(out)
+	if out.retryUntil != nil {
+		r.markStep(name, func(sp *storage.StepProgress) { sp.RetryUntil, sp.RetryWithoutFail = out.retryUntil, out.withoutFail })
+	}
+	// The step's own last failure: what a retry helper was told, else the error it returned.
+	lastErr := ""
+	if out.failing {
+		lastErr = r.op.LastError
+	} else if err != nil {
+		lastErr = err.Error()
+	}
+	if lastErr != "" {
+		r.markStep(name, func(sp *storage.StepProgress) { sp.LastError = lastErr })
+	}
 
 	switch {
 	case err != nil && (ctx.Err() != nil || r.x.stopping()):
-		// Interrupted by shutdown or a lost lease, not a verdict on the step: run it again later.
+		// Interrupted by shutdown or a lost lease, not a verdict on the step: run it again
+		// later. (A run ended by one of the step's limits is judged below.)
 		r.log.WithError(err).WithField("step", name).Info("step interrupted, operation released")
 		r.release(now)
 		return false
 	case err != nil:
+		// A hard limit reached is the verdict, and so is the end of the retry window when it
+		// cut the run short (a retry helper that gave up has said so itself).
+		if l, over := r.reached(now, st, sd); over && (!l.window || !out.failing) {
+			return r.verdict(now, sd, l, lastErr, took)
+		}
 		r.x.metrics.stepFinished(r.op.Type, name, "failed", took)
 		r.fail(now, name, err.Error(), took)
 		return false
 	case wait > 0:
 		if !out.failing {
 			// A healthy wait: a failure after it gets a fresh retry window.
-			r.markStep(name, func(sp *storage.StepProgress) { sp.LastHealthy = started })
+			r.markStep(name, func(sp *storage.StepProgress) { sp.LastHealthy, sp.RetryUntil = started, nil })
+		}
+		if l, over := r.reached(now, st, sd); over {
+			return r.verdict(now, sd, l, "", took)
 		}
 		r.x.metrics.stepFinished(r.op.Type, name, "retrying", took)
 		r.x.metrics.retry(r.op.Type, name)
@@ -185,15 +269,20 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		}
 		return false
 	default:
-		r.x.metrics.stepFinished(r.op.Type, name, "succeeded", took)
-		msg := ""
-		if slices.Contains(r.op.Progress.ExecutedButNotCompleted, name) {
-			msg = "executed but not completed: " + r.op.LastError
-		}
-		r.markStep(name, func(sp *storage.StepProgress) { sp.Done = true })
-		r.event(now, name, storage.EventSucceeded, msg, took, 0)
+		r.stepDone(now, name, took)
 		return true
 	}
+}
+
+// stepDone records the step as done; a step given up as not completed says so with its last error.
+func (r *run[T]) stepDone(now time.Time, name string, took time.Duration) {
+	r.x.metrics.stepFinished(r.op.Type, name, "succeeded", took)
+	msg := ""
+	if slices.Contains(r.op.Progress.ExecutedButNotCompleted, name) {
+		msg = "executed but not completed: " + r.op.Progress.Steps[name].LastError
+	}
+	r.markStep(name, func(sp *storage.StepProgress) { sp.Done = true })
+	r.event(now, name, storage.EventSucceeded, msg, took, 0)
 }
 
 // callStep runs the step, turning a panic into an error so one bad step fails only its operation.
@@ -216,17 +305,11 @@ func (r *run[T]) adopt(out Operation[T]) {
 	r.op.Progress.ExecutedButNotCompleted = out.Progress.ExecutedButNotCompleted
 }
 
+// capDue schedules no run past one of the step's limits, so a limit fires on time.
 func (r *run[T]) capDue(due time.Time, st Stage[T], sd StepDef[T]) time.Time {
-	limits := []time.Time{r.op.Deadline}
-	if st.Timeout > 0 {
-		limits = append(limits, r.op.Progress.StageStartedAt[st.Name].Add(st.Timeout))
-	}
-	if sd.Timeout > 0 {
-		limits = append(limits, r.op.Progress.Steps[sd.Step.Name()].FirstAttempt.Add(sd.Timeout))
-	}
-	for _, l := range limits {
-		if l.Before(due) {
-			due = l
+	for _, l := range r.limits(st, sd) {
+		if l.at.Before(due) {
+			due = l.at
 		}
 	}
 	return due
@@ -249,7 +332,20 @@ func (r *run[T]) event(now time.Time, step string, typ storage.EventType, msg st
 }
 
 func (r *run[T]) succeed(now time.Time) {
-	r.finish(storage.StateSucceeded, "operation succeeded")
+	description := "operation succeeded"
+	if left := r.op.Progress.ExecutedButNotCompleted; len(left) > 0 {
+		// What was left behind and why (each step's last error names the system and its answer).
+		parts := make([]string, len(left))
+		for i, name := range left {
+			parts[i] = name
+			if msg := r.op.Progress.Steps[name].LastError; msg != "" {
+				parts[i] = fmt.Sprintf("%s (%s)", name, msg)
+			}
+		}
+		description = "operation succeeded; not completed: " + strings.Join(parts, ", ")
+		r.event(now, "", storage.EventSucceeded, description, 0, 0)
+	}
+	r.finish(storage.StateSucceeded, description)
 	r.save(now, false)
 	r.x.metrics.operationFinished(r.op.Type, storage.StateSucceeded)
 }
@@ -290,6 +386,8 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 		until := now.Add(r.x.lease)
 		r.op.LeaseExpiresAt = &until
 		r.op.DueAt = &until
+	} else {
+		r.x.letGo(r.op.ID)
 	}
 	// Persist even while shutting down: the step's outcome must not be lost.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

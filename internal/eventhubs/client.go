@@ -2,7 +2,7 @@
 // creates a resource group holding one Standard, Kafka-enabled Event Hubs namespace for a runtime,
 // reads the namespace's connection string, and deletes the group again. It calls the ARM REST API
 // directly (no SDK) with Microsoft Entra ID client-credentials tokens. Calls are retried with backoff
-// on transient failures only (network errors, 429, 5xx) until the caller's context ends. Creation is
+// on transient failures only (network errors, 429, 5xx) a few times within a call's budget (httpretry.Calls). Creation is
 // idempotent because ARM addresses everything by name (PUT creates or updates), and deleting a
 // missing group succeeds.
 package eventhubs
@@ -63,6 +63,7 @@ var _ Namespaces = (*Client)(nil)
 // Client calls ARM. It is safe for concurrent use.
 type Client struct {
 	cfg    Config
+	caller *httpretry.Caller
 	base   string // <ARM>/subscriptions/<id>
 	http   *http.Client
 	tokens *tokens
@@ -77,6 +78,7 @@ func New(cfg Config) (*Client, error) {
 	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("azure", nil))
 	return &Client{
 		cfg:    cfg,
+		caller: newCaller(cfg),
 		base:   cfg.ARMURL + "/subscriptions/" + url.PathEscape(cfg.SubscriptionID),
 		http:   httpc,
 		tokens: newTokens(httpc, cfg.TokenURL, cfg.ClientID, cfg.ClientSecret, cfg.ARMURL+"/.default"),
@@ -287,10 +289,11 @@ func namespacePath(group, name string) string {
 	return "/resourceGroups/" + url.PathEscape(group) + "/providers/Microsoft.EventHub/namespaces/" + url.PathEscape(name)
 }
 
-// retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
-// exponential backoff between attempts.
+// retry runs attempt until it succeeds, fails permanently, or has made its attempts within the
+// call\'s budget, sleeping with jittered exponential backoff between attempts; while the system is
+// down it fails at once.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
+	return c.caller.Retry(ctx, op, attempt)
 }
 
 // call makes one authenticated ARM request; in and out are JSON bodies, either may be nil.
@@ -299,4 +302,8 @@ func (c *Client) call(ctx context.Context, method, path, apiVersion string, in, 
 		_, err := httpretry.DoJSON(ctx, c.http, tok.SetAuthHeader, method, c.base, path, url.Values{"api-version": {apiVersion}}, in, out)
 		return err
 	})
+}
+
+func newCaller(cfg Config) *httpretry.Caller {
+	return httpretry.NewCaller("azure", cfg.RetryInitialBackoff, cfg.RetryMaxBackoff, cfg.Calls, cfg.Metrics)
 }

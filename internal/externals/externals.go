@@ -47,11 +47,13 @@ type Settings struct {
 	// OverridesFile replaces the shipped default overrides (resources/overrides.yaml).
 	OverridesFile string `envconfig:"OVERRIDES_FILE"`
 	// RetryTime bounds a provisioning or upgrade step's retries of a failing system,
-	// CleanupRetryTime a deprovisioning step's (then it gives up without failing), CallTimeout one
-	// step run (the clients retry transient failures within it).
+	// CleanupRetryTime a deprovisioning step's (then it gives up without failing). CallTimeout is
+	// the budget of one client call (its few attempts, see httpretry.Calls, which every client reads
+	// from the same variable) and bounds one run of a step calling a system: a failing system
+	// costs a worker at most that long, then the step waits durably for its next try.
 	RetryTime        time.Duration `envconfig:"EXTERNAL_RETRY_TIME" default:"10m"`
 	CleanupRetryTime time.Duration `envconfig:"EXTERNAL_CLEANUP_RETRY_TIME" default:"5m"`
-	CallTimeout      time.Duration `envconfig:"EXTERNAL_CALL_TIMEOUT" default:"1m"`
+	CallTimeout      time.Duration `envconfig:"EXTERNAL_CALL_TIMEOUT" default:"15s"`
 	// ReconcileTimeout bounds the wait for the reconciler to install Kyma.
 	ReconcileTimeout time.Duration `envconfig:"RECONCILE_TIMEOUT" default:"2h"`
 }
@@ -96,20 +98,40 @@ func (c *Config) PointAt(base string, creds standins.Credentials) {
 	c.Director.OAuthClientID, c.Director.OAuthClientSecret = creds.DirectorClientID, creds.DirectorClientSecret
 }
 
+// clientCalls are every client's backoff bounds and call policy.
+func (c *Config) clientCalls() []struct {
+	initial, max *time.Duration
+	calls        *httpretry.Calls
+} {
+	return []struct {
+		initial, max *time.Duration
+		calls        *httpretry.Calls
+	}{
+		{&c.AVS.RetryInitialBackoff, &c.AVS.RetryMaxBackoff, &c.AVS.Calls}, {&c.EDP.RetryInitialBackoff, &c.EDP.RetryMaxBackoff, &c.EDP.Calls},
+		{&c.IAS.RetryInitialBackoff, &c.IAS.RetryMaxBackoff, &c.IAS.Calls},
+		{&c.ServiceManager.RetryInitialBackoff, &c.ServiceManager.RetryMaxBackoff, &c.ServiceManager.Calls},
+		{&c.Azure.RetryInitialBackoff, &c.Azure.RetryMaxBackoff, &c.Azure.Calls},
+		{&c.Reconciler.RetryInitialBackoff, &c.Reconciler.RetryMaxBackoff, &c.Reconciler.Calls},
+		{&c.Director.RetryInitialBackoff, &c.Director.RetryMaxBackoff, &c.Director.Calls},
+	}
+}
+
 // SetRetryBackoff sets every client's backoff between retries; a zero bound is left as it is.
 func (c *Config) SetRetryBackoff(initial, max time.Duration) {
-	for _, b := range []struct{ initial, max *time.Duration }{
-		{&c.AVS.RetryInitialBackoff, &c.AVS.RetryMaxBackoff}, {&c.EDP.RetryInitialBackoff, &c.EDP.RetryMaxBackoff},
-		{&c.IAS.RetryInitialBackoff, &c.IAS.RetryMaxBackoff}, {&c.ServiceManager.RetryInitialBackoff, &c.ServiceManager.RetryMaxBackoff},
-		{&c.Azure.RetryInitialBackoff, &c.Azure.RetryMaxBackoff}, {&c.Reconciler.RetryInitialBackoff, &c.Reconciler.RetryMaxBackoff},
-		{&c.Director.RetryInitialBackoff, &c.Director.RetryMaxBackoff},
-	} {
+	for _, b := range c.clientCalls() {
 		if initial > 0 {
 			*b.initial = initial
 		}
 		if max > 0 {
 			*b.max = max
 		}
+	}
+}
+
+// SetCalls sets every client's call policy (attempts, budget, breaker).
+func (c *Config) SetCalls(calls httpretry.Calls) {
+	for _, b := range c.clientCalls() {
+		*b.calls = calls
 	}
 }
 

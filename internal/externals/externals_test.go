@@ -81,3 +81,33 @@ func TestInstrumentReachesEveryClient(t *testing.T) {
 		assert.Same(t, m, got, name)
 	}
 }
+
+func TestCallPolicyReachesEveryClient(t *testing.T) {
+	cfg, err := Load()
+	require.NoError(t, err)
+	assert.Equal(t, 15*time.Second, cfg.Settings.CallTimeout, "one call's budget by default")
+	want := httpretry.Calls{Attempts: 3, Timeout: 15 * time.Second, BreakerThreshold: 10, BreakerCooldown: 15 * time.Second}
+	for _, b := range cfg.clientCalls() {
+		assert.Equal(t, want, *b.calls, "the defaults")
+	}
+
+	t.Setenv("APP_EXTERNAL_CALL_ATTEMPTS", "2")
+	t.Setenv("APP_EXTERNAL_CALL_TIMEOUT", "7s")
+	t.Setenv("APP_EXTERNAL_CALL_BREAKER_THRESHOLD", "4")
+	t.Setenv("APP_EXTERNAL_CALL_BREAKER_COOLDOWN", "1m")
+	cfg, err = Load()
+	require.NoError(t, err)
+	assert.Equal(t, 7*time.Second, cfg.Settings.CallTimeout)
+	want = httpretry.Calls{Attempts: 2, Timeout: 7 * time.Second, BreakerThreshold: 4, BreakerCooldown: time.Minute}
+	for name, got := range map[string]httpretry.Calls{
+		"AVS": cfg.AVS.Calls, "EDP": cfg.EDP.Calls, "IAS": cfg.IAS.Calls, "ServiceManager": cfg.ServiceManager.Calls,
+		"Azure": cfg.Azure.Calls, "Reconciler": cfg.Reconciler.Calls, "Director": cfg.Director.Calls,
+	} {
+		assert.Equal(t, want, got, name)
+	}
+
+	cfg.SetCalls(httpretry.Calls{Attempts: 1})
+	for _, b := range cfg.clientCalls() {
+		assert.Equal(t, httpretry.Calls{Attempts: 1}, *b.calls)
+	}
+}

@@ -21,6 +21,8 @@ import (
 type Error struct {
 	// Op is what was being done, e.g. `creating AVS evaluation "x"`.
 	Op string
+	// System is the system called, as its Caller names it (e.g. "ias"); empty when unknown.
+	System string
 	// StatusCode is the HTTP status of the last response, 0 when there was none.
 	StatusCode int
 	// Temporary tells whether trying again later may succeed.
@@ -36,6 +38,9 @@ func (e *Error) Error() string {
 	if e.Temporary {
 		kind = "temporary"
 	}
+	if e.Attempts == 0 {
+		return fmt.Sprintf("%s: %s failure: %v", e.Op, kind, e.Err)
+	}
 	return fmt.Sprintf("%s: %s failure after %d attempt(s): %v", e.Op, kind, e.Attempts, e.Err)
 }
 
@@ -45,6 +50,18 @@ func (e *Error) Unwrap() error { return e.Err }
 func IsTemporary(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Temporary
+}
+
+// Retryable tells whether a caller should try err's call again later: an *Error says so itself;
+// any other failure not marked Permanent (a network error, a plain error of a stand-in) counts as
+// temporary.
+func Retryable(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Temporary
+	}
+	temporary, _ := Classify(err)
+	return temporary
 }
 
 // IsNotFound tells whether err is an *Error for an answer 404.
@@ -108,12 +125,27 @@ func (e *permanentError) Unwrap() error { return e.err }
 // Permanent marks err as a failure that retrying cannot fix.
 func Permanent(err error) error { return &permanentError{err} }
 
+// busyError marks a temporary failure that the system itself reported as such (an object still busy
+// with another operation): worth retrying, but no sign that the system is sick.
+type busyError struct{ err error }
+
+func (e *busyError) Error() string { return e.err.Error() }
+func (e *busyError) Unwrap() error { return e.err }
+
+// Busy marks err as a wait the system asked for while answering normally: temporary, and not a
+// failure that counts towards opening its breaker.
+func Busy(err error) error { return &busyError{err} }
+
 func transientStatus(code int) bool {
 	return code == http.StatusTooManyRequests || code >= 500
 }
 
 // Classify tells whether err, from one attempt, is worth retrying, and the HTTP status involved.
 func Classify(err error) (temporary bool, status int) {
+	var oe *OpenError
+	if errors.As(err, &oe) {
+		return true, StatusOf(err)
+	}
 	var se *StatusError
 	if errors.As(err, &se) {
 		return transientStatus(se.Code), se.Code

@@ -12,8 +12,10 @@ import (
 // outage or a slow system shows on /metrics before operations pile up. Labels are the system, the
 // method and the outcome (the status code, or "error" when no answer came): bounded sets.
 type CallMetrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	circuit    *prometheus.GaugeVec
+	rejections *prometheus.CounterVec
 }
 
 // NewCallMetrics registers the metrics with reg.
@@ -28,13 +30,33 @@ func NewCallMetrics(reg prometheus.Registerer) (*CallMetrics, error) {
 			Help:    "Duration of a request to an external system until its answer's headers (or the failure).",
 			Buckets: []float64{.005, .025, .1, .25, 1, 2.5, 10, 30},
 		}, []string{"system"}),
+		circuit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "keb", Name: "external_circuit_state",
+			Help: "State of a system's circuit breaker: 0 closed, 1 open (calls fail at once), 2 half-open (one probe at a time).",
+		}, []string{"system"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keb", Name: "external_circuit_rejections_total",
+			Help: "Calls to a system its open circuit breaker failed at once, without sending a request.",
+		}, []string{"system"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.circuit, m.rejections} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+func (m *CallMetrics) setState(system string, s BreakerState) {
+	if m != nil {
+		m.circuit.WithLabelValues(system).Set(float64(s))
+	}
+}
+
+func (m *CallMetrics) rejected(system string) {
+	if m != nil {
+		m.rejections.WithLabelValues(system).Inc()
+	}
 }
 
 // Transport is next (http.DefaultTransport when nil) observed as system's requests. A nil

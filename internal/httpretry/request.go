@@ -39,6 +39,9 @@ func DoJSON(ctx context.Context, httpc *http.Client, authorize func(*http.Reques
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if err := checkHeader(req.Header); err != nil {
+		return nil, Permanent(err)
+	}
 	resp, err := httpc.Do(req)
 	if err != nil {
 		return nil, err
@@ -57,4 +60,20 @@ func DoJSON(ctx context.Context, httpc *http.Client, authorize func(*http.Reques
 		}
 	}
 	return resp, nil
+}
+
+// checkHeader reports a header the transport would refuse to send (a control character in a value,
+// e.g. from a tenant or credential): a request that cannot be built, which no retry fixes. The
+// transport's own error for it would pass for a network error.
+func checkHeader(h http.Header) error {
+	for name, values := range h {
+		for _, v := range values {
+			for i := 0; i < len(v); i++ {
+				if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+					return fmt.Errorf("building the request: header %s has a control character (0x%02x)", name, c)
+				}
+			}
+		}
+	}
+	return nil
 }

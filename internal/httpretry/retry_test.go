@@ -179,9 +179,61 @@ func TestAuthorizedRenewsARejectedTokenOnce(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	timeout, initial, maxB := Defaults(0, 0, 0)
-	assert.Equal(t, []time.Duration{30 * time.Second, 200 * time.Millisecond, 10 * time.Second}, []time.Duration{timeout, initial, maxB})
+	assert.Equal(t, []time.Duration{10 * time.Second, 200 * time.Millisecond, 10 * time.Second}, []time.Duration{timeout, initial, maxB})
 	timeout, initial, maxB = Defaults(time.Second, time.Minute, time.Second)
 	assert.Equal(t, []time.Duration{time.Second, time.Minute, time.Minute}, []time.Duration{timeout, initial, maxB})
 	timeout, initial, maxB = Defaults(time.Second, time.Millisecond, 2*time.Millisecond)
 	assert.Equal(t, []time.Duration{time.Second, time.Millisecond, 2 * time.Millisecond}, []time.Duration{timeout, initial, maxB})
+}
+
+func TestRetryStopsAfterItsAttempts(t *testing.T) {
+	n := 0
+	err := Retry(context.Background(), Policy{InitialBackoff: time.Millisecond, Attempts: 3}, "creating x", func(context.Context) error {
+		n++
+		return &StatusError{Code: 502, Body: "bad gateway"}
+	})
+	assert.Equal(t, 3, n)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, Error{Op: "creating x", StatusCode: 502, Temporary: true, Attempts: 3, Err: &StatusError{Code: 502, Body: "bad gateway"}}, *e)
+}
+
+func TestRetryBudgetBoundsTheCall(t *testing.T) {
+	p := Policy{InitialBackoff: time.Millisecond, Budget: 50 * time.Millisecond}
+	err := Retry(context.Background(), p, "op", func(ctx context.Context) error {
+		<-ctx.Done() // a system that never answers
+		return ctx.Err()
+	})
+	assert.True(t, IsTemporary(err))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+	// calls inside a bounded method share its budget instead of each starting a new one
+	outer, cancel := p.Bound(context.Background())
+	defer cancel()
+	dl, _ := outer.Deadline()
+	inner, cancel2 := p.Bound(outer)
+	defer cancel2()
+	dl2, _ := inner.Deadline()
+	assert.Equal(t, dl, dl2)
+	none, cancel3 := Policy{}.Bound(context.Background())
+	defer cancel3()
+	_, ok := none.Deadline()
+	assert.False(t, ok)
+}
+
+func TestARequestThatCannotBeBuiltIsPermanent(t *testing.T) {
+	sent := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { sent++ }))
+	defer srv.Close()
+	auth := func(r *http.Request) { r.Header.Set("Tenant", "acme\nX-Injected: 1") }
+	n := 0
+	err := Retry(context.Background(), fast, "labelling x", func(ctx context.Context) error {
+		n++
+		_, err := DoJSON(ctx, srv.Client(), auth, http.MethodPost, srv.URL, "/", nil, nil, nil)
+		return err
+	})
+	assert.Equal(t, 1, n)
+	assert.Zero(t, sent)
+	assert.False(t, IsTemporary(err))
+	assert.ErrorContains(t, err, "header Tenant has a control character")
 }

@@ -1,7 +1,7 @@
 // Package ias is the client of SAP's Identity Authentication Service (IAS) service provider API: it
 // registers the service provider of a runtime, makes it an OpenID Connect application, generates its
 // client secret and deregisters it. Calls authenticate with basic auth, are retried with backoff on
-// transient failures only (network errors, 429, 5xx) until the caller's context ends, and are
+// transient failures only (network errors, 429, 5xx) a few times within a call's budget (httpretry.Calls), and are
 // idempotent where IAS allows: creation first looks for a service provider of the same name, deletion
 // of a missing service provider or of its secrets succeeds, configuration sets absolute values.
 package ias
@@ -88,9 +88,10 @@ type secretResponse struct {
 
 // Client calls the IAS service provider API. It is safe for concurrent use.
 type Client struct {
-	cfg  Config
-	base string
-	http *http.Client
+	cfg    Config
+	caller *httpretry.Caller
+	base   string
+	http   *http.Client
 }
 
 // New returns a client for cfg; zero Timeout and backoff settings take their defaults. It returns
@@ -104,9 +105,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg.withDefaults()
 	return &Client{
-		cfg:  cfg,
-		base: strings.TrimRight(cfg.URL, "/") + serviceProvidersPath,
-		http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("ias", nil)),
+		cfg:    cfg,
+		caller: newCaller(cfg),
+		base:   strings.TrimRight(cfg.URL, "/") + serviceProvidersPath,
+		http:   httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("ias", nil)),
 	}, nil
 }
 
@@ -213,6 +215,9 @@ func (c *Client) GetServiceProvider(ctx context.Context, id string) (*ServicePro
 // set absolute values, so repeating ConfigureOIDC is harmless. It returns the service provider as
 // configured.
 func (c *Client) ConfigureOIDC(ctx context.Context, id string, redirectURIs []string) (*ServiceProvider, error) {
+	// One budget for all the calls this takes.
+	ctx, cancel := c.caller.Bound(ctx)
+	defer cancel()
 	op := fmt.Sprintf("configuring OpenID Connect for IAS service provider %q", id)
 	if err := checkID(op, id); err != nil {
 		return nil, err
@@ -238,9 +243,10 @@ func (c *Client) ConfigureOIDC(ctx context.Context, id string, redirectURIs []st
 	return &out, nil
 }
 
-// GenerateSecret generates a new client secret for the service provider and returns it with the
-// OpenID Connect client id. Every successful call adds a secret; a retry after a lost response may
-// leave an unused one behind, which DeleteSecrets removes.
+// GenerateSecret replaces the service provider's client secrets with a new one and returns it with
+// the OpenID Connect client id. Every attempt first deletes all the secrets the service provider
+// has, so exactly one valid secret exists however often this runs: after a crash before the caller
+// kept the secret, or an answer lost on the way (a secret generated that nobody knows).
 func (c *Client) GenerateSecret(ctx context.Context, id string) (clientID, clientSecret string, err error) {
 	op := fmt.Sprintf("generating a client secret for IAS service provider %q", id)
 	if err := checkID(op, id); err != nil {
@@ -248,7 +254,10 @@ func (c *Client) GenerateSecret(ctx context.Context, id string) (clientID, clien
 	}
 	var out secretResponse
 	err = c.retry(ctx, op, func(ctx context.Context) error {
-		if _, err := c.do(ctx, http.MethodPost, "/"+url.PathEscape(id)+"/client-secrets", nil, nil, &out); err != nil {
+		if _, err := c.do(ctx, http.MethodDelete, c.secretsPath(id), nil, nil, nil); err != nil {
+			return fmt.Errorf("deleting earlier secrets: %w", err)
+		}
+		if _, err := c.do(ctx, http.MethodPost, c.secretsPath(id), nil, nil, &out); err != nil {
 			return err
 		}
 		if out.ClientID == "" || out.ClientSecret == "" {
@@ -262,6 +271,8 @@ func (c *Client) GenerateSecret(ctx context.Context, id string) (clientID, clien
 	return out.ClientID, out.ClientSecret, nil
 }
 
+func (c *Client) secretsPath(id string) string { return "/" + url.PathEscape(id) + "/client-secrets" }
+
 // DeleteSecrets deletes every client secret of the service provider; a missing service provider
 // counts as done.
 func (c *Client) DeleteSecrets(ctx context.Context, id string) error {
@@ -270,7 +281,7 @@ func (c *Client) DeleteSecrets(ctx context.Context, id string) error {
 		return err
 	}
 	return c.retry(ctx, op, func(ctx context.Context) error {
-		_, err := c.do(ctx, http.MethodDelete, "/"+url.PathEscape(id)+"/client-secrets", nil, nil, nil)
+		_, err := c.do(ctx, http.MethodDelete, c.secretsPath(id), nil, nil, nil)
 		return httpretry.IgnoreNotFound(err)
 	})
 }
@@ -294,10 +305,11 @@ func checkID(op, id string) error {
 	return nil
 }
 
-// retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
-// exponential backoff between attempts.
+// retry runs attempt until it succeeds, fails permanently, or has made its attempts within the
+// call\'s budget, sleeping with jittered exponential backoff between attempts; while the system is
+// down it fails at once.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
+	return c.caller.Retry(ctx, op, attempt)
 }
 
 // do makes one request with basic auth; in and out are JSON bodies, either may be nil. It returns
@@ -307,3 +319,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 }
 
 func (c *Client) authorize(req *http.Request) { req.SetBasicAuth(c.cfg.UserID, c.cfg.Password) }
+
+func newCaller(cfg Config) *httpretry.Caller {
+	return httpretry.NewCaller("ias", cfg.RetryInitialBackoff, cfg.RetryMaxBackoff, cfg.Calls, cfg.Metrics)
+}

@@ -1,14 +1,13 @@
 package ias_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"github.com/kyma-project/kyma-environment-broker/internal/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	iasstandin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
@@ -48,7 +47,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	var cfg ias.Config
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, ias.Config{URL: "https://ias.example", UserID: "user", Password: "pw", IdentityProvider: "idp",
-		Timeout: 30 * time.Second, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
+		Timeout: 10 * time.Second, Calls: httpretrytest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 
 	t.Setenv("APP_IAS_DISABLED", "true")
@@ -108,6 +107,8 @@ func TestServiceProviderFlow(t *testing.T) {
 	_, secret2, err := c.GenerateSecret(ctx, sp.ID)
 	require.NoError(t, err)
 	assert.NotEqual(t, secret, secret2, "a new secret on every call")
+	assert.False(t, e.st.HasSecret(clientID, secret), "the new secret replaces the earlier one")
+	assert.True(t, e.st.HasSecret(clientID, secret2))
 
 	require.NoError(t, c.DeleteSecrets(ctx, sp.ID))
 	assert.False(t, e.st.HasSecret(clientID, secret))
@@ -146,7 +147,10 @@ func TestIdentityProviderIsOptional(t *testing.T) {
 
 func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026)
-	require.NoError(t, e.sb.SetFaults("ias", sandbox.Faults{ErrorRate: 0.3}))
+	// Every call tries up to 100 times, as the step's durable retries would; the breaker is off, so
+	// that a run of injected failures does not stop the calls this test makes.
+	e.cfg.Calls.Attempts, e.cfg.Calls.BreakerThreshold = 100, -1
+	require.NoError(t, e.sb.SetFaults("ias", sandbox.Faults{ErrorRate: 0.3, LostResponseRate: 0.3}))
 	c := e.client(t)
 	ctx := sandboxtest.Context(t, 60*time.Second)
 
@@ -174,8 +178,16 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 	for id := range ids {
 		_, err := c.ConfigureOIDC(ctx, id, []string{"https://x.example/cb"})
 		require.NoError(t, err)
-		_, _, err = c.GenerateSecret(ctx, id)
+		clientID, secret, err := c.GenerateSecret(ctx, id)
 		require.NoError(t, err)
+		assert.True(t, e.st.HasSecret(clientID, secret))
+	}
+	// an answer lost after IAS generated a secret leaves no second one behind
+	snap = e.st.Snapshot()
+	for _, sp := range snap.ServiceProviders {
+		assert.Equal(t, 1, sp.Secrets, "exactly one valid secret for %s", sp.Name)
+	}
+	for id := range ids {
 		require.NoError(t, c.DeleteSecrets(ctx, id))
 		require.NoError(t, c.DeleteServiceProvider(ctx, id))
 	}
@@ -255,7 +267,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 
 	start := time.Now()
 	_, err := c.CreateServiceProvider(sandboxtest.Context(t, 300*time.Millisecond), "rt-outage")
-	sandboxtest.RequireGaveUp(t, err, start)
+	httpretrytest.RequireGaveUp(t, err, start, 3)
 	assert.True(t, ias.IsTemporary(err), "%v", err)
 	assert.Empty(t, e.st.Snapshot().CreatesByName)
 
@@ -288,6 +300,6 @@ func TestNetworkErrorsAreTemporary(t *testing.T) {
 	err = c.DeleteServiceProvider(sandboxtest.Context(t, 100*time.Millisecond), "sp-1")
 	require.Error(t, err)
 	assert.True(t, ias.IsTemporary(err), "%v", err)
-	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	assert.ErrorContains(t, err, "after 3 attempt(s)", "bounded by its attempts, not by the deadline")
 	assert.ErrorContains(t, err, `deleting IAS service provider "sp-1"`)
 }

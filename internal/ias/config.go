@@ -24,8 +24,11 @@ type Config struct {
 	IdentityProvider string `envconfig:"IAS_IDENTITY_PROVIDER"`
 	// Disabled turns the IAS steps off; nothing else is required then.
 	Disabled bool `envconfig:"IAS_DISABLED" default:"false"`
-	// Timeout bounds one HTTP request; retries are bounded by the caller's context.
-	Timeout time.Duration `envconfig:"IAS_TIMEOUT" default:"30s"`
+	// Timeout bounds one HTTP request.
+	Timeout time.Duration `envconfig:"IAS_TIMEOUT" default:"10s"`
+	// Calls bounds one call: its attempts and budget, and the breaker that fails calls at once
+	// while the system is down (APP_EXTERNAL_CALL_*, shared by every client).
+	Calls httpretry.Calls `envconfig:"EXTERNAL_CALL"`
 	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
 	Metrics *httpretry.CallMetrics `ignored:"true"`
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of

@@ -229,6 +229,9 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
+// maxPage bounds page so that the offset stays far below 2^31 for every page size.
+const maxPage = 1_000_000
+
 func paging(pageRaw, sizeRaw string) (int, int, error) {
 	page, size := 1, 100
 	var err error
@@ -241,6 +244,10 @@ func paging(pageRaw, sizeRaw string) (int, int, error) {
 		if size, err = strconv.Atoi(sizeRaw); err != nil || size < 1 || size > 1000 {
 			return 0, 0, fmt.Errorf("page_size: must be an integer from 1 to 1000, got %q", sizeRaw)
 		}
+	}
+	// The offset (page-1)*size must fit the databases' integers; no fleet has that many runtimes.
+	if page > maxPage {
+		return 0, 0, fmt.Errorf("page: must be at most %d, got %q", maxPage, pageRaw)
 	}
 	return page, size, nil
 }

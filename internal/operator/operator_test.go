@@ -167,6 +167,12 @@ func TestRuntimesPaging(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", q, r)
 		assert.NotEmpty(t, r.Description(), q)
 	}
+	// Pages whose offset overflows the databases' integers are refused naming page (was 500).
+	for _, q := range []string{"?page=9223372036854775807", "?page=1000001", "?page=99999999999999999999", "?page=2147483647&page_size=1000"} {
+		r := f.b.Get("/runtimes" + q)
+		assert.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", q, r)
+		assert.Contains(t, r.Description(), "page", q)
+	}
 }
 
 func TestEvents(t *testing.T) {

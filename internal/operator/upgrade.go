@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -99,7 +100,16 @@ func decode(w http.ResponseWriter, r *http.Request, into any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit))
+			return false
+		}
 		writeError(w, http.StatusBadRequest, "decoding the request: "+err.Error())
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		writeError(w, http.StatusBadRequest, "decoding the request: unexpected data after the JSON object")
 		return false
 	}
 	return true
@@ -184,9 +194,7 @@ func (h *Handler) selectInstances(r *http.Request, t Targets) ([]storage.Instanc
 
 func (h *Handler) matchesAny(inst storage.Instance, targets []Target) bool {
 	for _, t := range targets {
-		if t.Target == "all" {
-			return true
-		}
+		// "all" adds no condition of its own: with other fields given, they must all match too.
 		if (t.InstanceID == "" || t.InstanceID == inst.InstanceID) && (t.RuntimeID == "" || t.RuntimeID == inst.RuntimeID) &&
 			(t.GlobalAccount == "" || t.GlobalAccount == inst.GlobalAccountID) && (t.SubAccount == "" || t.SubAccount == inst.SubAccountID) &&
 			(t.Region == "" || t.Region == inst.ProviderRegion) && (t.PlanName == "" || t.PlanName == h.plans.PlanName(inst.PlanID)) {

@@ -1,7 +1,7 @@
 // Package reconciler is the client of the Kyma Reconciler mothership API (v1), to which the broker hands
 // a Kyma 2.x runtime's configuration so that the Reconciler installs Kyma on the cluster. Calls are
-// retried with backoff on transient failures only (network errors, 429, 5xx) until the caller's context
-// ends, and are idempotent: the Reconciler creates no new configuration version for a configuration equal
+// retried with backoff on transient failures only (network errors, 429, 5xx) a few times within a call's
+// budget (httpretry.Calls), and are idempotent: the Reconciler creates no new configuration version for a configuration equal
 // to the current one, so a retried apply changes nothing, and deleting a missing cluster succeeds.
 package reconciler
 
@@ -93,9 +93,10 @@ type State struct {
 
 // Client calls the Reconciler mothership API. It is safe for concurrent use.
 type Client struct {
-	cfg  Config
-	base string
-	http *http.Client
+	cfg    Config
+	caller *httpretry.Caller
+	base   string
+	http   *http.Client
 }
 
 // New returns a client for cfg; zero Timeout and backoff settings take their defaults.
@@ -105,9 +106,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	cfg.withDefaults()
 	return &Client{
-		cfg:  cfg,
-		base: strings.TrimRight(cfg.URL, "/") + clustersPath,
-		http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("reconciler", nil)),
+		cfg:    cfg,
+		caller: newCaller(cfg),
+		base:   strings.TrimRight(cfg.URL, "/") + clustersPath,
+		http:   httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("reconciler", nil)),
 	}, nil
 }
 
@@ -158,10 +160,11 @@ func (c *Client) DeleteCluster(ctx context.Context, runtimeID string) error {
 	})
 }
 
-// retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
-// exponential backoff between attempts.
+// retry runs attempt until it succeeds, fails permanently, or has made its attempts within the
+// call\'s budget, sleeping with jittered exponential backoff between attempts; while the system is
+// down it fails at once.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
+	return c.caller.Retry(ctx, op, attempt)
 }
 
 // call makes one request; in and out are JSON bodies, either may be nil. The mothership API is not
@@ -172,3 +175,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 }
 
 func noAuth(*http.Request) {}
+
+func newCaller(cfg Config) *httpretry.Caller {
+	return httpretry.NewCaller("reconciler", cfg.RetryInitialBackoff, cfg.RetryMaxBackoff, cfg.Calls, cfg.Metrics)
+}

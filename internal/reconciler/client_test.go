@@ -1,7 +1,6 @@
 package reconciler_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry/httpretrytest"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	standin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
@@ -84,7 +84,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("APP_RECONCILER_URL", "http://reconciler.example")
 	var cfg reconciler.Config
 	require.NoError(t, envconfig.Process("APP", &cfg))
-	assert.Equal(t, reconciler.Config{URL: "http://reconciler.example", Timeout: 30 * time.Second,
+	assert.Equal(t, reconciler.Config{URL: "http://reconciler.example", Timeout: 10 * time.Second, Calls: httpretrytest.DefaultCalls,
 		RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 
@@ -165,7 +165,10 @@ func TestClusterLifecycle(t *testing.T) {
 
 func TestIdempotentApplyUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026, standin.Options{})
-	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{ErrorRate: 0.3}))
+	// Every call tries up to 100 times, as the step's durable retries would; the breaker is off, so
+	// that a run of injected failures does not stop the calls this test makes.
+	e.cfg.Calls.Attempts, e.cfg.Calls.BreakerThreshold = 100, -1
+	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{ErrorRate: 0.3, LostResponseRate: 0.3}))
 	c := e.client(t)
 	ctx := sandboxtest.Context(t, 60*time.Second)
 
@@ -271,7 +274,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 
 	start := time.Now()
 	_, err := c.ApplyClusterConfig(sandboxtest.Context(t, 300*time.Millisecond), cluster("rt-outage", "istio"))
-	sandboxtest.RequireGaveUp(t, err, start)
+	httpretrytest.RequireGaveUp(t, err, start, 3)
 	assert.True(t, reconciler.IsTemporary(err), "%v", err)
 	assert.Empty(t, e.st.Snapshot().Clusters)
 
@@ -289,6 +292,6 @@ func TestNetworkErrorsAreTemporary(t *testing.T) {
 	err = c.DeleteCluster(sandboxtest.Context(t, 100*time.Millisecond), "rt-1")
 	require.Error(t, err)
 	assert.True(t, reconciler.IsTemporary(err), "%v", err)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorContains(t, err, "after 3 attempt(s)", "bounded by its attempts, not by the deadline")
 	assert.ErrorContains(t, err, `deleting the cluster of runtime "rt-1"`)
 }

@@ -12,8 +12,11 @@ type Config struct {
 	// URL is the base of the mothership API; the client calls <URL>/v1/clusters. It is required only
 	// when the broker provisions Kyma 2.x runtimes, so New checks it and envconfig does not.
 	URL string `envconfig:"RECONCILER_URL"`
-	// Timeout bounds one HTTP request; retries are bounded by the caller's context.
-	Timeout time.Duration `envconfig:"RECONCILER_TIMEOUT" default:"30s"`
+	// Timeout bounds one HTTP request.
+	Timeout time.Duration `envconfig:"RECONCILER_TIMEOUT" default:"10s"`
+	// Calls bounds one call: its attempts and budget, and the breaker that fails calls at once
+	// while the system is down (APP_EXTERNAL_CALL_*, shared by every client).
+	Calls httpretry.Calls `envconfig:"EXTERNAL_CALL"`
 	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
 	Metrics *httpretry.CallMetrics `ignored:"true"`
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of

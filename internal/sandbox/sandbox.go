@@ -1,11 +1,15 @@
-// Package sandbox serves in-memory stand-ins for the external systems the broker talks to (AVS first),
-// each under its own path prefix (/avs/...), with inspection endpoints and fault injection under
+// Package sandbox serves stand-ins for the external systems the broker talks to (AVS first), each
+// under its own path prefix (/avs/...), with inspection endpoints and fault injection under
 // /_sandbox/. It is an http.Handler, so it can run on its own (cmd/sandbox) or inside another process.
+// The stand-ins keep their state in a Store (Durable), so they answer as before after a crash;
+// faults and Stats are test settings and stay in memory.
 package sandbox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -20,15 +24,15 @@ import (
 )
 
 // System is a stand-in for one external system. It is mounted at /<Name()>/ and sees request paths
-// with that prefix removed. It keeps its state in memory and must be safe for concurrent use.
+// with that prefix removed. It keeps its state durably (Durable) and must be safe for concurrent use.
 type System interface {
 	http.Handler
 	// Name is the path prefix and the name used on the /_sandbox/<name>/ endpoints.
 	Name() string
 	// Objects returns a JSON-encodable snapshot of what exists, with per-object call counts.
 	Objects() any
-	// Reset forgets everything created and every count.
-	Reset()
+	// Reset forgets everything created and every count, durably.
+	Reset(ctx context.Context) error
 }
 
 // Options configures a Sandbox.
@@ -174,7 +178,7 @@ func (s *Sandbox) Stats(system string) (Stats, error) {
 }
 
 // Reset forgets the state and counts of every system. Faults stay as they are.
-func (s *Sandbox) Reset() {
+func (s *Sandbox) Reset(ctx context.Context) error {
 	s.mu.Lock()
 	entries := make([]*entry, 0, len(s.systems))
 	for _, e := range s.systems {
@@ -182,9 +186,11 @@ func (s *Sandbox) Reset() {
 		entries = append(entries, e)
 	}
 	s.mu.Unlock()
+	var errs []error
 	for _, e := range entries {
-		e.sys.Reset()
+		errs = append(errs, e.sys.Reset(ctx))
 	}
+	return errors.Join(errs...)
 }
 
 // ServeHTTP routes /_sandbox/... to the admin endpoints and /<system>/... through the system's
@@ -208,12 +214,9 @@ func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if f.Latency > 0 {
 		// Read the body first: until it is consumed, net/http does not notice the client going away.
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, errorBody{Message: "reading request body: " + err.Error()})
+		if !bufferBody(w, r) {
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		t := time.NewTimer(f.Latency)
 		select {
 		case <-t.C:
@@ -274,8 +277,19 @@ func (d discardWriter) Header() http.Header       { return d.header }
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (discardWriter) WriteHeader(int)             {}
 
-// maxBody bounds the request bodies buffered while injecting latency.
+// maxBody bounds the request bodies buffered while injecting latency or waiting for a stand-in.
 const maxBody = 8 << 20
+
+// bufferBody reads the request's body into memory, answering 400 when it cannot.
+func bufferBody(w http.ResponseWriter, r *http.Request) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, errorBody{Message: "reading request body: " + err.Error()})
+		return false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return true
+}
 
 type errorBody struct {
 	Message string `json:"message"`
@@ -315,8 +329,11 @@ func (s *Sandbox) handleList(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"systems": out})
 }
 
-func (s *Sandbox) handleResetAll(w http.ResponseWriter, _ *http.Request) {
-	s.Reset()
+func (s *Sandbox) handleResetAll(w http.ResponseWriter, r *http.Request) {
+	if err := s.Reset(r.Context()); err != nil {
+		writeJSON(w, http.StatusInternalServerError, errorBody{Message: err.Error()})
+		return
+	}
 	s.log.Info("sandbox reset")
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -329,7 +346,10 @@ func (s *Sandbox) handleResetOne(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	e.stats = Stats{}
 	s.mu.Unlock()
-	e.sys.Reset()
+	if err := e.sys.Reset(r.Context()); err != nil {
+		writeJSON(w, http.StatusInternalServerError, errorBody{Message: err.Error()})
+		return
+	}
 	s.log.WithField("system", name).Info("system reset")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -267,4 +267,7 @@ func (c *countingSystem) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusCreated)
 }
 func (c *countingSystem) Objects() any { return map[string]int{"handled": *c.handled} }
-func (c *countingSystem) Reset()       { *c.handled = 0 }
+func (c *countingSystem) Reset(context.Context) error {
+	*c.handled = 0
+	return nil
+}

@@ -3,7 +3,7 @@
 // catalog name, and unbinds and deprovisions it. Calls authenticate with OAuth2 client credentials,
 // either the default ones of the configuration or those an instance's context brings
 // (sm_operator_credentials), are retried with backoff on transient failures only (network errors, 429,
-// 5xx) until the caller's context ends, and are idempotent: creation first looks the object up by name,
+// 5xx) a few times within a call's budget (httpretry.Calls), and are idempotent: creation first looks the object up by name,
 // deletion of a missing object succeeds.
 package servicemanager
 
@@ -82,8 +82,9 @@ type Binding struct {
 // Client calls the Service Manager API with the credentials each call is given. It is safe for
 // concurrent use.
 type Client struct {
-	cfg  Config
-	http *http.Client
+	cfg    Config
+	caller *httpretry.Caller
+	http   *http.Client
 
 	mu     sync.Mutex
 	tokens map[tokenKey]*httpretry.Tokens // one token source per distinct credentials
@@ -97,7 +98,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("configuring the Service Manager client: %w", err)
 	}
 	cfg.withDefaults()
-	return &Client{cfg: cfg, http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("servicemanager", nil)), tokens: map[tokenKey]*httpretry.Tokens{}}, nil
+	return &Client{cfg: cfg, caller: newCaller(cfg), http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("servicemanager", nil)), tokens: map[tokenKey]*httpretry.Tokens{}}, nil
 }
 
 // Config returns the configuration in use, defaults applied.
@@ -244,7 +245,7 @@ func (c *Client) DeprovisionInstance(ctx context.Context, creds Credentials, ins
 			}
 			// Service Manager refuses (422) to delete an instance while another operation runs on it:
 			// wait for that one to end, as for a transient failure.
-			return fmt.Errorf("the instance's %s operation is still in progress", lo.Type)
+			return httpretry.Busy(fmt.Errorf("the instance's %s operation is still in progress", lo.Type))
 		}
 		var bindings listJSON[bindingJSON]
 		if _, err := c.call(ctx, creds, http.MethodGet, bindingsPath, fieldQuery(eq("service_instance_id", instanceID)), nil, &bindings); err != nil {
@@ -368,10 +369,11 @@ func instanceIDFromLocation(loc string) (string, error) {
 	return "", fmt.Errorf("unexpected Location %q of the accepted creation", loc)
 }
 
-// retry runs attempt until it succeeds, fails permanently, or ctx ends, sleeping with jittered
-// exponential backoff between attempts.
+// retry runs attempt until it succeeds, fails permanently, or has made its attempts within the
+// call\'s budget, sleeping with jittered exponential backoff between attempts; while the system is
+// down it fails at once.
 func (c *Client) retry(ctx context.Context, op string, attempt func(context.Context) error) error {
-	return httpretry.Retry(ctx, httpretry.Policy{InitialBackoff: c.cfg.RetryInitialBackoff, MaxBackoff: c.cfg.RetryMaxBackoff}, op, attempt)
+	return c.caller.Retry(ctx, op, attempt)
 }
 
 // call makes one request authenticated with creds; in and out are JSON bodies, either may be nil.
@@ -425,4 +427,8 @@ func fieldQuery(conds ...string) url.Values {
 // eq is the fieldQuery condition field = value; a quote in value is doubled, as Service Manager expects.
 func eq(field, value string) string {
 	return field + " eq '" + strings.ReplaceAll(value, "'", "''") + "'"
+}
+
+func newCaller(cfg Config) *httpretry.Caller {
+	return httpretry.NewCaller("servicemanager", cfg.RetryInitialBackoff, cfg.RetryMaxBackoff, cfg.Calls, cfg.Metrics)
 }

@@ -96,3 +96,14 @@ type StaticAllocations interface {
 	// UsedSlots is the number of allocated slots per host of the pool.
 	UsedSlots(ctx context.Context, pool string) (map[string]int, error)
 }
+
+// SandboxObjects keep the state of the embedded sandbox's stand-ins, one row per object or counter
+// of a system, by kind and key; it is a sandbox.Store (whose Rows is map[string]map[string][]byte).
+type SandboxObjects interface {
+	// Load returns every row of the system: values by kind and key.
+	Load(ctx context.Context, system string) (map[string]map[string][]byte, error)
+	// Write applies the rows to the system in one transaction; a nil value deletes the row.
+	Write(ctx context.Context, system string, rows map[string]map[string][]byte) error
+	// Clear deletes every row of the system.
+	Clear(ctx context.Context, system string) error
+}

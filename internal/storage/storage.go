@@ -89,6 +89,46 @@ type StepProgress struct {
 	Attempts    int       `json:"attempts"`
 	Done        bool      `json:"done,omitempty"`
 	Skipped     bool      `json:"skipped,omitempty"`
+	// RetryUntil is the end of the step's current retry window, recorded when a retry helper
+	// first reports a failure after the window's start: it caps the next run's due time and
+	// the run's context, and survives restarts. A healthy wait clears it (a new window).
+	RetryUntil *time.Time `json:"retry_until,omitempty"`
+	// RetryWithoutFail: the window was opened by RetryOperationWithoutFail, so its end records
+	// the step as executed but not completed instead of failing the operation.
+	RetryWithoutFail bool `json:"retry_without_fail,omitempty"`
+	// LastError is the step's own last failure (it names the system and its answer), kept
+	// after later steps overwrite the operation's last error: a limit's verdict and the
+	// description of a step left not completed name it.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// CurrentStep is the step an unfinished operation was last running: of the steps started and
+// not done, the one with the latest first attempt ("" when none was started).
+func (p Progress) CurrentStep() (string, StepProgress) {
+	var name string
+	var current StepProgress
+	for n, sp := range p.Steps {
+		if sp.Done || sp.FirstAttempt.IsZero() {
+			continue
+		}
+		if name == "" || sp.FirstAttempt.After(current.FirstAttempt) || (sp.FirstAttempt.Equal(current.FirstAttempt) && n < name) {
+			name, current = n, sp
+		}
+	}
+	return name, current
+}
+
+// LimitVerdict is how an operation ended by a limit is described: the step it was in, the
+// limit, and the step's last error (which names the system and its answer).
+func LimitVerdict(step, limit, lastError string) string {
+	msg := limit
+	if step != "" {
+		msg = "step " + step + ": " + limit
+	}
+	if lastError != "" {
+		msg += "; last error: " + lastError
+	}
+	return msg
 }
 
 // StageFinished reports whether the stage is recorded as finished.
@@ -245,10 +285,16 @@ type Operations interface {
 	// ReleaseLeases drops the owner's leases on active operations in ids and makes them due at
 	// dueAt, without changing anything else (nor Version).
 	ReleaseLeases(ctx context.Context, owner string, ids []string, dueAt time.Time) error
+	// ReclaimLeases releases every lease the owner holds on active operations and makes them
+	// due at dueAt, without changing anything else (nor Version); it returns their IDs. A
+	// restarted engine with a stable owner calls it before claiming: what its previous life
+	// held moves again at once instead of after the lease expiry.
+	ReclaimLeases(ctx context.Context, owner string, dueAt time.Time) ([]string, error)
 	// NextDueAt is the earliest DueAt among active operations of the types (nil if none).
 	NextDueAt(ctx context.Context, types []string) (*time.Time, error)
 	// FailOverdue fails active operations whose Deadline is before now and whose lease is free or
-	// expired, records a failed event for each, and returns them.
+	// expired, records a failed event for each, and returns them. Each one's description names
+	// the step it was in and that step's last error (LimitVerdict with message as the limit).
 	FailOverdue(ctx context.Context, now time.Time, message string) ([]Operation, error)
 	CountOperations(ctx context.Context) ([]OperationCount, error)
 	// QueueDepth is the number of active operations due at now and not leased.
@@ -267,6 +313,8 @@ type Store interface {
 	Events() Events
 	Runtimes() Runtimes
 	StaticAllocations() StaticAllocations
+	Bindings() Bindings
+	SandboxObjects() SandboxObjects
 	// Wakeups delivers a signal whenever operations may have become due (new, released), in this
 	// process and, for PostgreSQL, in every replica. The channel closes when ctx ends.
 	Wakeups(ctx context.Context) (<-chan struct{}, error)

@@ -25,6 +25,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
@@ -82,6 +83,9 @@ type Options struct {
 	Sandbox standins.Options
 	// Externals adjusts the external systems' configuration before the clients are built.
 	Externals func(*externals.Config)
+	// LogOutput, when set, receives the broker's log (JSON, debug level, through the same
+	// redacting logger the broker process uses).
+	LogOutput io.Writer
 }
 
 // Broker is a running broker.
@@ -104,6 +108,12 @@ func Start(t testing.TB, o Options) *Broker {
 	log.SetLevel(logrus.WarnLevel)
 	if !testing.Verbose() {
 		log.SetOutput(io.Discard)
+	}
+	if o.LogOutput != nil {
+		var err error
+		log, err = logging.New(logging.Config{Format: "json", Level: "debug"})
+		must(t, err)
+		log.SetOutput(o.LogOutput)
 	}
 	ctx := context.Background()
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"unicode"
 )
 
 // Platforms as they name themselves in the OSB context.
@@ -114,8 +116,54 @@ func DecodeContext(raw json.RawMessage) (Context, error) {
 		}
 		return Context{}, fieldErr("context", "must be a valid JSON object: "+err.Error())
 	}
+	if err := c.checkText(); err != nil {
+		return Context{}, err
+	}
 	c.Raw = slices.Clone(json.RawMessage(trimmed))
 	return c, nil
+}
+
+// Bounds of the context's strings: IDs end up in HTTP headers, URLs, names and labels of the
+// external systems, names only in labels and descriptions.
+const (
+	maxContextID   = 256
+	maxContextName = 1024
+)
+
+// checkText refuses context strings that no later step could use: control characters (a NUL or a
+// newline in a tenant ID cannot go into a header, and a request that cannot be built never
+// succeeds) and lengths beyond the bounds.
+func (c Context) checkText() error {
+	for _, f := range []struct {
+		field, value string
+		max          int
+	}{
+		{"platform", c.Platform, maxContextID}, {"globalaccount_id", c.GlobalAccount, maxContextID},
+		{"subaccount_id", c.SubAccount, maxContextID}, {"tenant_id", c.TenantID, maxContextID},
+		{"user_id", c.UserID, maxContextID}, {"region", c.Region, maxContextID},
+		{"license_type", c.LicenseType, maxContextID}, {"commercial_model", c.CommercialModel, maxContextID},
+		{"organization_guid", c.OrganizationGUID, maxContextID}, {"space_guid", c.SpaceGUID, maxContextID},
+		{"namespace", c.Namespace, maxContextID}, {"clusterid", c.ClusterID, maxContextID},
+		{"organization_name", c.OrganizationName, maxContextName}, {"space_name", c.SpaceName, maxContextName},
+		{"instance_name", c.InstanceName, maxContextName},
+	} {
+		if err := checkPrintable("context."+f.field, f.value, f.max); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkPrintable(field, value string, max int) error {
+	if len(value) > max {
+		return fieldErr(field, fmt.Sprintf("must be at most %d characters, got %d", max, len(value)))
+	}
+	for i, r := range value {
+		if !unicode.IsPrint(r) {
+			return fieldErr(field, fmt.Sprintf("must be printable text, got %q at position %d", r, i))
+		}
+	}
+	return nil
 }
 
 // ParseContext parses the context of a provision request: DecodeContext, then

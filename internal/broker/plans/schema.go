@@ -78,6 +78,7 @@ func (c *Catalog) Services(platformRegion string) []domain.Service {
 					Create: domain.Schema{Parameters: c.createSchema(p, prov, regions)},
 					Update: domain.Schema{Parameters: c.updateSchema(p)},
 				},
+				Binding: domain.ServiceBindingSchema{Create: domain.Schema{Parameters: bindingSchema()}},
 			},
 		})
 	}
@@ -500,4 +501,13 @@ func ratString(r *big.Rat) string {
 		return r.Num().String()
 	}
 	return r.FloatString(3)
+}
+
+// bindingSchema is the schema of binding parameters: there are none (a binding is the runtime's
+// kubeconfig). OSB wants a JSON schema or no field, never null.
+func bindingSchema() map[string]any {
+	return map[string]any{
+		"$schema": SchemaDraft, "type": "object",
+		"properties": map[string]any{}, "additionalProperties": false,
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,7 +17,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
-	_ "github.com/lib/pq"
+	"github.com/lib/pq"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -64,12 +65,13 @@ func setup(t *testing.T, operations int) *env {
 	return &env{t: t, url: url, db: db, store: store}
 }
 
-func (e *env) startWorker(name string, workers int, stepSleep, lease time.Duration) *exec.Cmd {
+func (e *env) startWorker(name string, workers int, stepSleep, lease time.Duration, extraEnv ...string) *exec.Cmd {
 	e.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
 		envWorker+"="+name, envDB+"="+e.url, envStepSleep+"="+stepSleep.String(),
 		envWorkers+"="+fmt.Sprint(workers), envLease+"="+lease.String())
+	cmd.Env = append(cmd.Env, extraEnv...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(e.t, cmd.Start())
 	e.t.Cleanup(func() {
@@ -165,6 +167,52 @@ func TestKillNineMidRun(t *testing.T) {
 	runs := e.count(`SELECT count(*) FROM runs`)
 	assert.GreaterOrEqual(t, runs, ops*(stepsPerOp+1)-len(inFlight))
 	assert.LessOrEqual(t, runs, ops*(stepsPerOp+1)+replays)
+}
+
+// TestKillNineRestartMovesAtOnce: a worker listening on a fixed address (its engine's owner is
+// derived from it, as the broker's is) is killed with SIGKILL mid-run and started again at
+// once with the default 30s lease: the operations it held move again within 5 s, not after
+// their leases expire, and all succeed.
+func TestKillNineRestartMovesAtOnce(t *testing.T) {
+	const ops = 200
+	e := setup(t, ops)
+	const lease = 30 * time.Second
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	w := e.startWorker("first", 10, 10*time.Millisecond, lease, envAddr+"="+addr)
+	e.waitFor("300 side effects", 60*time.Second, func() bool { return e.count(`SELECT count(*) FROM effects`) >= 300 })
+	require.NoError(t, w.Process.Signal(os.Kill))
+	_, _ = w.Process.Wait()
+	var held []string
+	rows, err := e.db.Query(`SELECT id FROM operations WHERE lease_owner IS NOT NULL AND state IN ('pending','in progress')`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		held = append(held, id)
+	}
+	require.NoError(t, rows.Close())
+	require.NotEmpty(t, held, "the kill must land while operations are held")
+
+	var restarted time.Time
+	require.NoError(t, e.db.QueryRow(`SELECT clock_timestamp()`).Scan(&restarted))
+	e.startWorker("second", 10, 10*time.Millisecond, lease, envAddr+"="+addr)
+	e.waitFor("all operations finished", 120*time.Second, func() bool {
+		return e.operationsIn(storage.StateSucceeded)+e.operationsIn(storage.StateFailed) == ops
+	})
+	assert.Equal(t, ops, e.operationsIn(storage.StateSucceeded))
+	assert.Equal(t, ops*stepsPerOp, e.count(`SELECT count(*) FROM effects`))
+
+	// When each operation that was held at the kill ran a step again in the new process.
+	var first, last float64
+	require.NoError(t, e.db.QueryRow(`SELECT EXTRACT(EPOCH FROM min(moved) - $1), EXTRACT(EPOCH FROM max(moved) - $1)
+		FROM (SELECT min(started_at) AS moved FROM runs WHERE replica = 'second' AND started_at >= $1 AND operation_id = ANY($2)
+			GROUP BY operation_id) x`,
+		restarted, pq.Array(held)).Scan(&first, &last))
+	t.Logf("%d operations held at the kill; restart to the first of them moving: %.2fs, to the last: %.2fs", len(held), first, last)
+	assert.Less(t, last, 5.0, "every held operation moves again within 5 s of the restart, not after the %s lease", lease)
 }
 
 // TestThreeReplicasShareWork: 3 engine processes on one database run 1,000 operations; no two

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -22,9 +23,12 @@ const (
 	envStepSleep = "KEB_DURABILITY_STEP_SLEEP"
 	envWorkers   = "KEB_DURABILITY_WORKERS"
 	envLease     = "KEB_DURABILITY_LEASE"
-	opType       = "durability"
-	stepsPerOp   = 5
-	waitingStep  = "step_3"
+	// envAddr, when set, is the address the worker listens on; its engine then takes the
+	// default owner derived from it (as the broker does) instead of a name of its own.
+	envAddr     = "KEB_DURABILITY_ADDR"
+	opType      = "durability"
+	stepsPerOp  = 5
+	waitingStep = "step_3"
 )
 
 type payload struct {
@@ -127,7 +131,17 @@ func workerMain() int {
 		log.WithError(err).Error("defining process")
 		return 1
 	}
-	eng, err := engine.New(store, engine.Config{Workers: workers, LeaseDuration: lease, PollInterval: 100 * time.Millisecond, Owner: fmt.Sprintf("%s-%d", replica, os.Getpid())}, log)
+	cfg := engine.Config{Workers: workers, LeaseDuration: lease, PollInterval: 100 * time.Millisecond, Owner: fmt.Sprintf("%s-%d", replica, os.Getpid())}
+	if addr := os.Getenv(envAddr); addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			log.WithError(err).Error("listening")
+			return 1
+		}
+		defer ln.Close()
+		cfg.Owner, cfg.Address = "", ln.Addr().String()
+	}
+	eng, err := engine.New(store, cfg, log)
 	if err != nil {
 		log.WithError(err).Error("creating engine")
 		return 1

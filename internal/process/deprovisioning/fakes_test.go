@@ -390,20 +390,18 @@ func testCleanupStep(t *testing.T, c cleanupStep) {
 	if c.wrongCredentials == nil {
 		return
 	}
-	t.Run("credentials rejected: a permanent failure, retried then recorded", func(t *testing.T) {
+	t.Run("credentials rejected: a permanent answer, recorded at once", func(t *testing.T) {
 		e, _, res := start(t)
 		n := c.remaining(t, e)
 		e.deps.Systems = e.rejectedSystems(t, c.wrongCredentials)
 		step := c.step(e.deps)
 
+		// no window of retries: waiting will not change the answer
 		out, wait, err := runStep(e, step, withResources(res), t0)
-		assertRetrying(t, out, wait, err, c.system)
-		assert.Contains(t, out.LastError, "permanent")
-
-		op, past, _ := pastCleanupWindow(e, out, step.Name())
-		out, wait, err = runStep(e, step, op, past)
 		assertGaveUp(t, out, wait, err, step.Name(), c.system)
-		assert.Equal(t, res, out.Data.Resources)
+		assert.Contains(t, out.LastError, "permanent")
+		assert.Regexp(t, `HTTP 40[13]|"invalid_client"`, out.LastError, "the system's answer")
+		assert.Equal(t, res, out.Data.Resources, "what is left behind stays on record")
 		assert.Equal(t, n, c.remaining(t, e))
 	})
 }

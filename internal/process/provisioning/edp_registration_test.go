@@ -2,8 +2,11 @@ package provisioning_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -77,4 +80,41 @@ func TestEDPRegistration_UnknownNamespaceFails(t *testing.T) {
 	assertFailed(t, wait, err, "EDP", "EDP_Registration")
 	assert.Contains(t, err.Error(), "not found")
 	assert.Empty(t, out.Data.Resources.EDPSubAccountID)
+}
+
+// A dead EDP costs little: once its breaker is open, a run fails at once without sending a
+// request, naming EDP and its last answer, and hands the wait back to the engine.
+func TestEDPRegistration_DeadEDPCostsNoRequests(t *testing.T) {
+	e := newEnv(t)
+	e.sb = systemstest.StartWith(t, standins.Options{Now: e.clock.Now},
+		httpretry.Calls{Attempts: 3, Timeout: 5 * time.Second, BreakerThreshold: 6, BreakerCooldown: time.Hour})
+	e.deps.Systems = e.sb.Systems
+	e.sb.Down(t, "edp")
+	op := newOp(provData("azure", "westeurope"))
+
+	requests := func() int {
+		st, err := e.sb.Sandbox.Stats("edp")
+		require.NoError(t, err)
+		return st.Requests
+	}
+	for i := range 2 { // 2 runs of 3 attempts open the breaker
+		start := time.Now()
+		out, wait, err := e.run(edpStep(e), op, t0)
+		require.NoError(t, err)
+		assert.Equal(t, testPoll, wait)
+		assert.Contains(t, out.LastError, "temporary failure after 3 attempt(s)")
+		t.Logf("run %d against a dead EDP: %s, %d requests so far", i+1, time.Since(start), requests())
+	}
+	sent := requests()
+	for i := range 3 {
+		start := time.Now()
+		out, wait, err := e.run(edpStep(e), op, t0)
+		require.NoError(t, err)
+		assert.Equal(t, testPoll, wait, "the wait goes back to the engine")
+		assert.Contains(t, out.LastError, "EDP: registering the runtime")
+		assert.Contains(t, out.LastError, "edp not called: it failed 6 times in a row")
+		assert.Contains(t, out.LastError, "last answer:")
+		t.Logf("run %d with the breaker open: %s", i+3, time.Since(start))
+	}
+	assert.Equal(t, sent, requests(), "no request while the breaker is open")
 }

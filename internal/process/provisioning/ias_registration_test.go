@@ -6,6 +6,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	sbias "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -86,6 +87,39 @@ func TestIASRegistration_Idempotent(t *testing.T) {
 	objs := objects[sbias.Objects](t, e, "ias")
 	assert.Equal(t, 1, objs.CreatesByName[spName], "exactly one service provider")
 	assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "exactly one client secret")
+}
+
+// A crash after IAS generated a secret but before the operation kept it, and answers lost on the way,
+// leave exactly one valid secret: the one Grafana gets.
+func TestIASRegistration_OneSecretAfterCrashesAndLostAnswers(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{Seed: 11})
+	op := newOp(provData("azure", "westeurope"))
+	registered, _, err := e.run(iasRegistrationStep(e), op, t0)
+	require.NoError(t, err)
+	// the secret is generated twice whose outcome is lost (the process died before saving)
+	for range 2 {
+		lost := e.mustRun(t, iasRegistrationStep(e), registered, t0)
+		require.NotEmpty(t, lost.Data.Resources.IASClientID)
+	}
+	e.sb.Faults(t, "ias", sandbox.Faults{LostResponseRate: 0.5})
+	out := registered
+	for i := 0; out.Data.Resources.IASClientID == ""; i++ {
+		require.Less(t, i, 20, "IAS_Registration did not finish: %s", out.LastError)
+		next, wait, err := e.run(iasRegistrationStep(e), out, t0.Add(time.Duration(i)*testPoll))
+		require.NoError(t, err)
+		if wait == 0 {
+			out = next
+			break
+		}
+		out = next
+	}
+	st, err := e.sb.Sandbox.Stats("ias")
+	require.NoError(t, err)
+	assert.Positive(t, st.LostResponses, "answers were lost")
+	objs := objects[sbias.Objects](t, e, "ias")
+	assert.Equal(t, 1, objs.CreatesByName[spName], "exactly one service provider")
+	assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "exactly one valid client secret")
+	assert.NotEmpty(t, out.Secrets[overrides.SecretKey(provisioning.MonitoringComponent, provisioning.GrafanaClientSecretK)])
 }
 
 func TestIASRegistration_DownRetriesThenFails(t *testing.T) {

@@ -90,8 +90,14 @@ func StatusReturning(st *gqlschema.OperationStatus, err error) func(tenant, opID
 	return func(string, string) (*gqlschema.OperationStatus, error) { return st, err }
 }
 
-// Run runs s on op as the engine does at now.
+// Run runs s on op as the engine does at now: the step's first attempt is recorded before its
+// first run, and every run counts as an attempt.
 func Run[T any](ctx context.Context, s engine.Step[T], op engine.Operation[T], now time.Time) (engine.Operation[T], time.Duration, error) {
+	sp := op.Progress.Steps[s.Name()]
+	if sp.FirstAttempt.IsZero() {
+		sp.FirstAttempt = now
+	}
+	op = Attempted(op, s.Name(), sp.FirstAttempt, sp.Attempts+1)
 	return s.Run(ctx, op.ForStep(s.Name(), now), Log())
 }
 
@@ -109,7 +115,9 @@ func Attempted[T any](op engine.Operation[T], step string, first time.Time, atte
 	for k, v := range op.Progress.Steps {
 		steps[k] = v
 	}
-	steps[step] = storage.StepProgress{FirstAttempt: first, Attempts: attempts}
+	sp := steps[step]
+	sp.FirstAttempt, sp.Attempts = first, attempts
+	steps[step] = sp
 	op.Progress.Steps = steps
 	return op
 }

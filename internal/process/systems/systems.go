@@ -5,7 +5,6 @@ package systems
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -111,14 +110,7 @@ type Systems struct {
 
 // Temporary tells whether a system's error may go away on retry: a client's *httpretry.Error says
 // so itself; any other failure not marked httpretry.Permanent counts as temporary.
-func Temporary(err error) bool {
-	var e *httpretry.Error
-	if errors.As(err, &e) {
-		return e.Temporary
-	}
-	temporary, _ := httpretry.Classify(err)
-	return temporary
-}
+func Temporary(err error) bool { return httpretry.Retryable(err) }
 
 // NotFound tells whether a system answered that the object does not exist.
 func NotFound(err error) bool { return httpretry.IsNotFound(err) }
@@ -138,11 +130,17 @@ func (s Systems) Retry(op Step, system, what string, err error, interval time.Du
 	return op.Retry(msg, interval, s.RetryTime)
 }
 
-// Cleanup is a deprovisioning step's answer to a system's error: whatever the error, the step is
-// retried until it has tried for CleanupRetryTime, then recorded as executed but not completed,
-// and the operation goes on (seed 001: no deprovisioning step blocks the operation).
+// Cleanup is a deprovisioning step's answer to a system's error: a temporary one is retried until
+// the step has tried for CleanupRetryTime; a permanent one (400, 401/403, a 404 where the object
+// must exist, a request that cannot be built), which waiting will not change, at once; then the step
+// is recorded as executed but not completed with the system's answer, and the operation goes on
+// (seed 001: no deprovisioning step blocks the operation).
 func (s Systems) Cleanup(op Step, system, what string, err error, interval time.Duration) time.Duration {
-	return op.RetryWithoutFail(Failure(system, fmt.Errorf("%s: %w", what, err)), interval, s.CleanupRetryTime)
+	window := s.CleanupRetryTime
+	if !Temporary(err) {
+		window = 0 // the engine set the step's first attempt before this run: a window of 0 is over
+	}
+	return op.RetryWithoutFail(Failure(system, fmt.Errorf("%s: %w", what, err)), interval, window)
 }
 
 // AwaitProvisioner is a step's wait for a Runtime Provisioner operation: a wait > 0 to poll again

@@ -65,9 +65,18 @@ func TestCleanupGivesUpWithoutFailing(t *testing.T) {
 	assert.Empty(t, op.Progress.ExecutedButNotCompleted)
 
 	op = opAt(t0.Add(5 * time.Minute))
-	assert.Zero(t, s.Cleanup(op, "EDP", "deregistering", httpretry.Permanent(errors.New("403")), time.Second))
+	assert.Zero(t, s.Cleanup(op, "EDP", "deregistering", errors.New("down"), time.Second))
 	assert.Equal(t, []string{"EDP_Registration"}, op.Progress.ExecutedButNotCompleted)
 	assert.Contains(t, op.LastError, "EDP: deregistering")
+}
+
+func TestCleanupRecordsAPermanentAnswerAsNotCompletedAtOnce(t *testing.T) {
+	s := systems.Systems{CleanupRetryTime: 5 * time.Minute}
+	forbidden := &httpretry.Error{Op: "deleting data tenant", StatusCode: 403, Attempts: 1, Err: &httpretry.StatusError{Code: 403, Body: "forbidden"}}
+	op := opAt(t0) // the step's first run
+	assert.Zero(t, s.Cleanup(op, "EDP", "deregistering the runtime", forbidden, time.Second), "no window of retries")
+	assert.Equal(t, []string{"EDP_Registration"}, op.Progress.ExecutedButNotCompleted)
+	assert.Equal(t, "EDP: deregistering the runtime: deleting data tenant: permanent failure after 1 attempt(s): HTTP 403: forbidden", op.LastError)
 }
 
 func TestSMCredentialsPreferTheContexts(t *testing.T) {

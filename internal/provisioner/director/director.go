@@ -35,6 +35,8 @@ type Client interface {
 	// provisioner's ID, used as an idempotency key.
 	RegisterRuntime(ctx context.Context, tenant, runtimeID, name string, labels map[string]any) (string, error)
 	UpdateRuntimeLabels(ctx context.Context, tenant, compassID string, labels map[string]string) error
+	// RequestOneTimeToken returns a new one-time token for the runtime's agent and revokes every
+	// earlier one, so that repeating it leaves one valid token.
 	RequestOneTimeToken(ctx context.Context, tenant, compassID string) (Token, error)
 	// UnregisterRuntime unregisters the runtime; a runtime that is not registered counts as done.
 	UnregisterRuntime(ctx context.Context, tenant, compassID string) error

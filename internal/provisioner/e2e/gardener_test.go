@@ -294,7 +294,7 @@ func TestStuckShootTimesOutNamingTheStage(t *testing.T) {
 	require.NoError(t, err)
 	failed := wait(t, e.client, *st.ID, gqlschema.OperationStateFailed)
 	require.NotNil(t, failed.LastError)
-	assert.Equal(t, "stage WaitingForClusterCreation exceeded its time limit of 2s", failed.LastError.ErrMessage)
+	assert.Equal(t, "step Wait_For_Cluster_Creation: stage WaitingForClusterCreation exceeded its time limit of 2s", failed.LastError.ErrMessage)
 	assert.Equal(t, "WaitingForClusterCreation", failed.LastError.Reason)
 }
 

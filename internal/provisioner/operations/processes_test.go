@@ -258,7 +258,7 @@ func TestProvisionTimesOutWaitingForTheClusterDomain(t *testing.T) {
 	op, err = e.store.Operations().GetOperation(e.ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, storage.StateFailed, op.State)
-	assert.Equal(t, "stage WaitingForClusterDomain exceeded its time limit of 10m0s", op.LastError)
+	assert.Equal(t, "step Wait_For_Cluster_Domain: stage WaitingForClusterDomain exceeded its time limit of 10m0s", op.LastError)
 	assert.Equal(t, "WaitingForClusterDomain", op.Stage)
 
 	data := decodeData(t, op)
@@ -532,7 +532,7 @@ func TestStageTimeLimitsComeFromTheConfig(t *testing.T) {
 			tc.block(e)
 			op := e.drive(id)
 			require.Equal(t, storage.StateFailed, op.State)
-			assert.Equal(t, fmt.Sprintf("stage %s exceeded its time limit of %s", tc.stage, tc.limit), op.LastError)
+			assert.Regexp(t, fmt.Sprintf(`^step \w+: stage %s exceeded its time limit of %s$`, tc.stage, tc.limit), op.LastError)
 			assert.Equal(t, tc.stage, op.Stage)
 			assert.Equal(t, tc.limit, e.clock.Now().Sub(op.Progress.StageStartedAt[tc.stage]), "failed exactly at the limit")
 			i := indexOf(tc.stages, tc.stage)

@@ -22,12 +22,12 @@ func (s RegisterRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (
 	}
 	id, err := s.Director.RegisterRuntime(ctx, op.Data.Tenant, op.Data.RuntimeID, op.Data.Config.Cluster.Name, op.Data.Config.Labels)
 	if err != nil {
-		return s.waitFor(op, fmt.Sprintf("registering runtime in the Director: %v", err))
+		return s.directorFailed(op, "registering the runtime", err)
 	}
 	// Before the ID is kept, so that a failure runs the whole step again: registration is
 	// idempotent (the Director is asked for the runtime with this runtime ID first).
 	if err := s.Director.SetRuntimeStatusCondition(ctx, op.Data.Tenant, id, director.ConditionProvisioning); err != nil {
-		return s.waitFor(op, fmt.Sprintf("setting the runtime's status condition in the Director: %v", err))
+		return s.directorFailed(op, "setting the runtime's status condition", err)
 	}
 	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
 		rt.CompassRuntimeID = id

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
@@ -30,6 +31,34 @@ type Deps struct {
 	ConnectorURL string
 	// PollInterval is how long a step waits before asking a backend or cluster again.
 	PollInterval time.Duration
+	// DirectorRetryTime bounds how long a provisioning step retries a Director that fails
+	// temporarily before the operation fails naming it (10 minutes when 0); DirectorCleanupTime
+	// how long deprovisioning tries to unregister the runtime before it goes on without (5 minutes
+	// when 0).
+	DirectorRetryTime   time.Duration
+	DirectorCleanupTime time.Duration
+}
+
+// Default windows of a failing Director.
+const (
+	defaultDirectorRetryTime   = 10 * time.Minute
+	defaultDirectorCleanupTime = 5 * time.Minute
+)
+
+// directorFailed is a step's answer to a Director error: a temporary one (no answer, 429, 5xx,
+// Compass's InternalError) is tried again after the poll interval while the step is within its
+// retry window, a permanent one (4xx, invalid data, an unknown runtime, a request that cannot be
+// built) fails the operation at once. Either way the Director and its answer are named.
+func (d Deps) directorFailed(op Op, what string, err error) (Op, time.Duration, error) {
+	msg := fmt.Sprintf("Director: %s: %v", what, err)
+	if !httpretry.Retryable(err) {
+		return op, 0, fmt.Errorf("%s: step %s failed", msg, op.CurrentStep())
+	}
+	window := d.DirectorRetryTime
+	if window <= 0 {
+		window = defaultDirectorRetryTime
+	}
+	return op.RetryOperation(msg, d.PollInterval, window)
 }
 
 // KubeconfigKey is where a runtime's kubeconfig is kept in its encrypted secrets.

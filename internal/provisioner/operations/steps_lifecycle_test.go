@@ -208,7 +208,7 @@ func TestWaitForClusterDeletion(t *testing.T) {
 		op, wait, err := step(e).Run(e.ctx, stepOp("Wait_For_Cluster_Deletion", t0, deleting(e)), testLog())
 		require.NoError(t, err)
 		assert.Equal(t, pollInterval, wait)
-		assert.Contains(t, op.LastError, "unregistering runtime from the Director")
+		assert.Contains(t, op.LastError, "Director: unregistering the runtime")
 		assert.False(t, e.runtime("rt-1").Deleted)
 	})
 

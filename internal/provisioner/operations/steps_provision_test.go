@@ -63,7 +63,7 @@ func TestRegisterRuntime(t *testing.T) {
 		op, wait, err := step(e).Run(e.ctx, stepOp("Register_Runtime", t0, data), testLog())
 		require.NoError(t, err)
 		assert.Equal(t, pollInterval, wait)
-		assert.Contains(t, op.LastError, "registering runtime in the Director")
+		assert.Contains(t, op.LastError, "Director: registering the runtime")
 		assert.Contains(t, op.LastError, errTransient.Error())
 		assert.Empty(t, op.Data.CompassRuntimeID)
 		assert.Empty(t, e.runtime("rt-1").CompassRuntimeID)
@@ -76,7 +76,7 @@ func TestRegisterRuntime(t *testing.T) {
 		op, wait, err := step(e).Run(e.ctx, stepOp("Register_Runtime", t0, data), testLog())
 		require.NoError(t, err)
 		assert.Equal(t, pollInterval, wait)
-		assert.Contains(t, op.LastError, "setting the runtime's status condition in the Director: "+errTransient.Error())
+		assert.Contains(t, op.LastError, "Director: setting the runtime's status condition: "+errTransient.Error())
 		assert.Empty(t, op.Data.CompassRuntimeID)
 		assert.Empty(t, e.runtime("rt-1").CompassRuntimeID)
 
@@ -248,7 +248,7 @@ func TestWaitForClusterDomain(t *testing.T) {
 		op, wait, err := step(e).Run(e.ctx, stepOp("Wait_For_Cluster_Domain", t0, created(e)), testLog())
 		require.NoError(t, err)
 		assert.Equal(t, pollInterval, wait)
-		assert.Contains(t, op.LastError, "labelling runtime in the Director")
+		assert.Contains(t, op.LastError, "Director: labelling the runtime")
 		assert.Equal(t, "d.example", op.Data.ClusterDomain)
 
 		e.director.set(func(d *fakeDirector) { d.labelsErr = nil })
@@ -536,7 +536,7 @@ func TestConnectRuntimeAgent(t *testing.T) {
 		op, wait, err := step(e).Run(e.ctx, stepOp("Connect_Runtime_Agent", t0, registered(e)), testLog())
 		require.NoError(t, err)
 		assert.Equal(t, pollInterval, wait)
-		assert.Contains(t, op.LastError, "setting the runtime's status condition in the Director: "+errTransient.Error())
+		assert.Contains(t, op.LastError, "Director: setting the runtime's status condition: "+errTransient.Error())
 		_, started := op.Data.RequestedAt["agent"]
 		assert.False(t, started)
 	})

@@ -3,8 +3,10 @@ package operations
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -27,9 +29,23 @@ func (s WaitForClusterDeletion) Run(ctx context.Context, op Op, _ logrus.FieldLo
 	if !gone {
 		return s.waitFor(op, "waiting for the cluster to be deleted")
 	}
-	if op.Data.CompassRuntimeID != "" {
+	if op.Data.CompassRuntimeID != "" && !slices.Contains(op.Progress.ExecutedButNotCompleted, s.Name()) {
 		if err := s.Director.UnregisterRuntime(ctx, op.Data.Tenant, op.Data.CompassRuntimeID); err != nil {
-			return s.waitFor(op, fmt.Sprintf("unregistering runtime from the Director: %v", err))
+			// Deprovisioning never waits on the Director for long: after the cleanup window (at
+			// once for an answer waiting will not change) the runtime is left registered, recorded
+			// with the Director's answer, and the deletion goes on.
+			window := s.DirectorCleanupTime
+			if window <= 0 {
+				window = defaultDirectorCleanupTime
+			}
+			if !httpretry.Retryable(err) {
+				window = 0
+			}
+			out, wait, _ := op.RetryOperationWithoutFail(fmt.Sprintf("Director: unregistering the runtime: %v", err), s.PollInterval, window)
+			if wait > 0 {
+				return out, wait, nil
+			}
+			op = out
 		}
 	}
 	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {

@@ -41,7 +41,7 @@ func (s WaitForClusterDomain) Run(ctx context.Context, op Op, _ logrus.FieldLogg
 		director.ConsoleURLLabel: "https://console." + op.Data.ClusterDomain,
 	}
 	if err := s.Director.UpdateRuntimeLabels(ctx, op.Data.Tenant, op.Data.CompassRuntimeID, labels); err != nil {
-		return s.waitFor(op, fmt.Sprintf("labelling runtime in the Director: %v", err))
+		return s.directorFailed(op, "labelling the runtime", err)
 	}
 	return op, 0, nil
 }

@@ -1,10 +1,11 @@
 // Package avs is the sandbox stand-in for SAP's Availability Service (AVS) evaluation API as the broker
 // uses it: an OAuth2 client-credentials token endpoint and the v2 evaluation metadata resource with
-// tags and parent/child links. It keeps everything in memory and counts calls per evaluation and
-// creations per name, so tests can see duplicates.
+// tags and parent/child links. It keeps its state in a sandbox.Store (one row per evaluation and
+// counter) and counts calls per evaluation and creations per name, so tests can see duplicates.
 package avs
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -68,6 +69,8 @@ type Options struct {
 	ParentIDs []int64
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// Store keeps the evaluations and counts; Open loads them from it. New uses a new MemoryStore.
+	Store sandbox.Store
 }
 
 // Object is one evaluation in the inspection snapshot with the calls made on it.
@@ -95,17 +98,45 @@ type StandIn struct {
 
 	issuer *sandbox.TokenIssuer
 
+	durable *sandbox.Durable
+	handler http.Handler
+
 	mu            sync.Mutex
-	nextID        int64
+	seq           *sandbox.Counts // the last evaluation ID given
 	evals         map[int64]*Evaluation
 	calls         map[int64]map[string]int
-	createsByName map[string]int
-	deletesByName map[string]int
-	totals        map[string]int
+	createsByName *sandbox.Counts
+	deletesByName *sandbox.Counts
+	totals        *sandbox.Counts
 }
 
-// New returns a stand-in with only the configured parent evaluations.
+// The kinds of rows in the store.
+const (
+	kindEvaluation = "evaluation"
+	kindSeq        = "seq"
+	kindCreates    = "createsByName"
+	kindDeletes    = "deletesByName"
+	kindTotals     = "calls"
+
+	// firstID is the ID before the first created evaluation's.
+	firstID = 100000
+)
+
+// stored is an evaluation's row.
+type stored struct {
+	Evaluation Evaluation     `json:"evaluation"`
+	Calls      map[string]int `json:"calls"`
+}
+
+// New returns a stand-in with only the configured parent evaluations that keeps its state in memory.
 func New(opts Options) *StandIn {
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
+}
+
+// Open returns a stand-in with the evaluations and counts kept in opts.Store; on an empty store it
+// has only the configured parent evaluations.
+func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = time.Hour
 	}
@@ -116,7 +147,14 @@ func New(opts Options) *StandIn {
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
-	s.reset()
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.seq = s.durable.Counts(kindSeq)
+	s.createsByName = s.durable.Counts(kindCreates)
+	s.deletesByName = s.durable.Counts(kindDeletes)
+	s.totals = s.durable.Counts(kindTotals)
+	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
 	const base = "/api/v2/evaluationmetadata"
@@ -128,38 +166,55 @@ func New(opts Options) *StandIn {
 	m.HandleFunc("POST "+base+"/{id}/child/{child}", s.issuer.Protect(s.handleLink))
 	m.HandleFunc("DELETE "+base+"/{id}/child/{child}", s.issuer.Protect(s.handleUnlink))
 	s.mux = m
-	return s
+	s.handler = s.durable.Handler(m)
+	return s, nil
 }
 
 // Name implements sandbox.System.
 func (s *StandIn) Name() string { return Name }
 
 // ServeHTTP implements sandbox.System; paths are relative to /avs.
-func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Objects implements sandbox.System.
 func (s *StandIn) Objects() any { return s.Snapshot() }
 
 // Reset implements sandbox.System: it forgets every evaluation and count but the configured
-// parents, and keeps issued tokens valid.
-func (s *StandIn) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reset()
+// parents, durably, and keeps issued tokens valid.
+func (s *StandIn) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
+
+func (s *StandIn) encode(kind, key string) (any, bool) {
+	id, err := strconv.ParseInt(key, 10, 64)
+	e, ok := s.evals[id]
+	if kind != kindEvaluation || err != nil || !ok {
+		return nil, false
+	}
+	return stored{Evaluation: *e, Calls: s.calls[id]}, true
 }
 
-func (s *StandIn) reset() {
-	s.nextID = 100000
+// restore loads the evaluations; an empty store (new or reset) gets the configured parents.
+func (s *StandIn) restore(rows sandbox.Rows) error {
 	s.evals = map[int64]*Evaluation{}
 	s.calls = map[int64]map[string]int{}
-	s.createsByName = map[string]int{}
-	s.deletesByName = map[string]int{}
-	s.totals = map[string]int{}
-	for _, id := range s.opts.ParentIDs {
-		s.evals[id] = &Evaluation{ID: id, Definition: Definition{Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED", Tags: []Tag{}},
-			Status: "ACTIVE", Owner: "sandbox", CreatedAt: s.opts.Now().UnixMilli()}
+	if s.seq.Get(kindEvaluation) == 0 {
+		s.seq.Add(kindEvaluation, firstID)
+		for _, id := range s.opts.ParentIDs {
+			s.evals[id] = &Evaluation{ID: id, Definition: Definition{Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED", Tags: []Tag{}},
+				Status: "ACTIVE", Owner: "sandbox", CreatedAt: s.opts.Now().UnixMilli()}
+			s.touch(id)
+		}
 	}
+	return sandbox.Each(rows, kindEvaluation, func(_ string, st stored) {
+		e := st.Evaluation
+		s.evals[e.ID] = &e
+		if st.Calls != nil {
+			s.calls[e.ID] = st.Calls
+		}
+	})
 }
+
+// touch marks the evaluation as changed (or deleted), to be written before the answer.
+func (s *StandIn) touch(id int64) { s.durable.Touch(kindEvaluation, strconv.FormatInt(id, 10)) }
 
 // Snapshot returns the inspection snapshot.
 func (s *StandIn) Snapshot() Objects {
@@ -167,9 +222,9 @@ func (s *StandIn) Snapshot() Objects {
 	defer s.mu.Unlock()
 	out := Objects{
 		Evaluations:   make([]Object, 0, len(s.evals)),
-		CreatesByName: make(map[string]int, len(s.createsByName)),
-		DeletesByName: make(map[string]int, len(s.deletesByName)),
-		Calls:         make(map[string]int, len(s.totals)),
+		CreatesByName: s.createsByName.Map(),
+		DeletesByName: s.deletesByName.Map(),
+		Calls:         s.totals.Map(),
 	}
 	for _, e := range s.evals {
 		calls := map[string]int{}
@@ -179,15 +234,6 @@ func (s *StandIn) Snapshot() Objects {
 		out.Evaluations = append(out.Evaluations, Object{Evaluation: clone(e), Calls: calls})
 	}
 	sort.Slice(out.Evaluations, func(i, j int) bool { return out.Evaluations[i].ID < out.Evaluations[j].ID })
-	for k, v := range s.createsByName {
-		out.CreatesByName[k] = v
-	}
-	for k, v := range s.deletesByName {
-		out.DeletesByName[k] = v
-	}
-	for k, v := range s.totals {
-		out.Calls[k] = v
-	}
 	return out
 }
 
@@ -211,7 +257,7 @@ func (s *StandIn) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range events {
-		s.totals[ev]++
+		s.totals.Inc(ev)
 	}
 }
 
@@ -261,7 +307,7 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["create"]++
+	s.totals.Inc("create")
 	if msg := validate(&req); msg != "" {
 		writeJSON(w, http.StatusBadRequest, apiError{Message: msg})
 		return
@@ -272,20 +318,19 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	for {
-		s.nextID++
-		if _, taken := s.evals[s.nextID]; !taken {
-			break
-		}
+	id := int64(s.seq.Inc(kindEvaluation))
+	for s.evals[id] != nil {
+		id = int64(s.seq.Inc(kindEvaluation))
 	}
-	e := &Evaluation{ID: s.nextID, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()}
+	e := &Evaluation{ID: id, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()}
 	e.Tags = []Tag{} // rebuilt below: a tag given twice is kept once
 	for _, t := range req.Tags {
 		e.Tags = addTag(e.Tags, t)
 	}
 	s.evals[e.ID] = e
 	s.calls[e.ID] = map[string]int{"create": 1}
-	s.createsByName[e.Name]++
+	s.touch(e.ID)
+	s.createsByName.Inc(e.Name)
 	writeJSON(w, http.StatusOK, clone(e))
 }
 
@@ -296,9 +341,10 @@ func (s *StandIn) count(id int64, op string) {
 }
 
 func (s *StandIn) countLocked(id int64, op string) {
-	s.totals[op]++
+	s.totals.Inc(op)
 	if c, ok := s.calls[id]; ok {
 		c[op]++
+		s.touch(id)
 	}
 }
 
@@ -312,7 +358,7 @@ func (s *StandIn) handleList(w http.ResponseWriter, r *http.Request) {
 	name, byName := r.URL.Query()["name"]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["list"]++
+	s.totals.Inc("list")
 	out := []Evaluation{}
 	for _, e := range s.evals {
 		if byName && e.Name != name[0] {
@@ -356,7 +402,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["delete"]++
+	s.totals.Inc("delete")
 	e, ok := s.evals[id]
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
@@ -364,12 +410,14 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	delete(s.evals, id)
 	delete(s.calls, id)
+	s.touch(id)
 	for _, other := range s.evals {
 		if other.ParentID == id {
 			other.ParentID = 0
+			s.touch(other.ID)
 		}
 	}
-	s.deletesByName[e.Name]++
+	s.deletesByName.Inc(e.Name)
 	writeJSON(w, http.StatusOK, clone(e))
 }
 
@@ -424,6 +472,7 @@ func (s *StandIn) linkTargets(w http.ResponseWriter, r *http.Request, op string)
 	s.countLocked(pid, op)
 	if c, exists := s.calls[cid]; exists && cid != pid {
 		c[op]++
+		s.touch(cid)
 	}
 	parent, pok := s.evals[pid]
 	child, cok := s.evals[cid]

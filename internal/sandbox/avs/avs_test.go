@@ -1,7 +1,9 @@
 package avs_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -26,8 +28,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	e.st = avs.New(avs.Options{ClientID: "id", ClientSecret: "secret", ParentIDs: []int64{7}, TokenTTL: time.Minute, Now: e.clock.Now})
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return serve(t, clock, avs.New(options(clock)))
+}
+
+func options(clock *sandboxtest.Clock) avs.Options {
+	return avs.Options{ClientID: "id", ClientSecret: "secret", ParentIDs: []int64{7}, TokenTTL: time.Minute, Now: clock.Now}
+}
+
+// serve serves the stand-in and takes a token.
+func serve(t *testing.T, clock *sandboxtest.Clock, st *avs.StandIn) *env {
+	t.Helper()
+	e := &env{t: t, clock: clock, st: st}
 	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	tok := sandboxtest.Token(t, e.url+"/avs/oauth/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}})
 	assert.Equal(t, "bearer", tok.TokenType)
@@ -188,4 +200,46 @@ func TestCreateValidation(t *testing.T) {
 func jsonInt(v int64) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+func TestStateSurvivesARestart(t *testing.T) {
+	store := sandbox.NewMemoryStore()
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	open := func(ctx context.Context, store sandbox.Store) (*avs.StandIn, error) {
+		o := options(clock)
+		o.Store = store
+		return avs.Open(ctx, o)
+	}
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
+	a := e.create("a", `,"parent_id":7`)
+	b := e.create("b", "")
+	code, body := e.api(http.MethodPut, fmt.Sprintf("/%d/tag", b.ID), `{"content":"x","tag_class_id":9}`)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = e.api(http.MethodPost, fmt.Sprintf("/%d/child/%d", a.ID, b.ID), "")
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = e.api(http.MethodDelete, fmt.Sprintf("/%d", a.ID), "")
+	require.Equal(t, http.StatusOK, code, body)
+	clock.Advance(time.Hour)
+
+	restarted := sandboxtest.Reopen(t, open, store, e.st.Snapshot())
+	e2 := serve(t, clock, restarted)
+	code, body = e2.api(http.MethodGet, fmt.Sprintf("/%d", b.ID), "")
+	require.Equal(t, http.StatusOK, code, body)
+	var got avs.Evaluation
+	require.NoError(t, json.Unmarshal([]byte(body), &got))
+	assert.Equal(t, []avs.Tag{{Content: "eu", TagClassID: 5}, {Content: "x", TagClassID: 9}}, got.Tags)
+	assert.Zero(t, got.ParentID, "its parent was deleted")
+	code, _ = e2.api(http.MethodGet, fmt.Sprintf("/%d", a.ID), "")
+	assert.Equal(t, http.StatusNotFound, code)
+	c := e2.create("c", "")
+	assert.Equal(t, b.ID+1, c.ID, "IDs are not given twice")
+	snap := e2.st.Snapshot()
+	assert.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1}, snap.CreatesByName)
+	assert.Equal(t, map[string]int{"a": 1}, snap.DeletesByName)
+	assert.Equal(t, map[string]int{"create": 1, "tag": 1, "addChild": 1, "get": 1}, snap.Evaluations[1].Calls)
+
+	sandboxtest.RequireResetIsDurable(t, e2.st, open, store)
+	parents := sandboxtest.Reopen(t, open, store, e2.st.Snapshot()).Snapshot().Evaluations
+	require.Len(t, parents, 1)
+	assert.Equal(t, int64(7), parents[0].ID, "the parents are back after a reset")
 }

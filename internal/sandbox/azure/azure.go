@@ -1,11 +1,13 @@
 // Package azure is the sandbox stand-in for the part of Azure the broker uses for Event Hubs: a
 // Microsoft Entra ID client-credentials token endpoint and Azure Resource Manager (ARM) with resource
 // groups and Microsoft.EventHub namespaces in one subscription. Namespaces activate and groups delete
-// after configurable delays. It keeps everything in memory and counts PUTs and creations per name, so
-// tests can see duplicates.
+// after configurable delays. It keeps its state in a sandbox.Store (one row per resource group, its
+// namespaces included, and per counter) and counts PUTs and creations per name, so tests can see
+// duplicates.
 package azure
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"maps"
@@ -56,6 +58,8 @@ type Options struct {
 	DeletionTime time.Duration
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// Store keeps the groups, namespaces and counts; Open loads them from it. New uses a new MemoryStore.
+	Store sandbox.Store
 }
 
 // Sku is a namespace's pricing tier.
@@ -105,41 +109,68 @@ type Objects struct {
 	Calls map[string]int `json:"calls"`
 }
 
+// namespace is an Event Hubs namespace as the stand-in keeps it, in its group's row.
 type namespace struct {
-	name, location     string
-	tags               map[string]string
-	sku                Sku
-	kafka              bool
-	created, updated   time.Time
-	primary, secondary string
-	calls              map[string]int
+	Name      string            `json:"name"`
+	Location  string            `json:"location"`
+	Tags      map[string]string `json:"tags"`
+	Sku       Sku               `json:"sku"`
+	Kafka     bool              `json:"kafka"`
+	Created   time.Time         `json:"created"`
+	Updated   time.Time         `json:"updated"`
+	Primary   string            `json:"primary"`
+	Secondary string            `json:"secondary"`
+	Calls     map[string]int    `json:"calls"`
 }
 
+// group is a resource group with its namespaces (by lower-cased name) as the stand-in keeps it; it
+// is also its row in the store.
 type group struct {
-	name, location string
-	tags           map[string]string
-	deleting       time.Time // zero while not being deleted
-	namespaces     map[string]*namespace
-	calls          map[string]int
+	Name       string                `json:"name"`
+	Location   string                `json:"location"`
+	Tags       map[string]string     `json:"tags"`
+	Deleting   time.Time             `json:"deleting"` // zero while not being deleted
+	Namespaces map[string]*namespace `json:"namespaces"`
+	Calls      map[string]int        `json:"calls"`
 }
+
+// The kinds of rows in the store (row kinds, not ARM resource kinds).
+const (
+	rowGroup            = "group"
+	rowGroupPuts        = "groupPutsByName"
+	rowGroupCreates     = "groupCreatesByName"
+	rowGroupDeletes     = "groupDeletesByName"
+	rowNamespacePuts    = "namespacePutsByName"
+	rowNamespaceCreates = "namespaceCreatesByName"
+	rowTotals           = "calls"
+)
 
 // Server is the Azure stand-in; it implements sandbox.System.
 type Server struct {
 	opts   Options
 	issuer *sandbox.TokenIssuer
 
+	durable *sandbox.Durable
+	handler http.Handler
+
 	mu               sync.Mutex
 	groups           map[string]*group // by lower-cased name
-	groupPuts        map[string]int
-	groupCreates     map[string]int
-	groupDeletes     map[string]int
-	namespacePuts    map[string]int
-	namespaceCreates map[string]int
-	totals           map[string]int
+	groupPuts        *sandbox.Counts
+	groupCreates     *sandbox.Counts
+	groupDeletes     *sandbox.Counts
+	namespacePuts    *sandbox.Counts
+	namespaceCreates *sandbox.Counts
+	totals           *sandbox.Counts
 }
 
-// New returns a stand-in with no resource groups.
+// New returns a stand-in with no resource groups that keeps its state in memory.
 func New(opts Options) *Server {
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
+}
+
+// Open returns a stand-in with the resource groups, namespaces and counts kept in opts.Store.
+func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = time.Hour
 	}
@@ -153,16 +184,29 @@ func New(opts Options) *Server {
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
-	s.reset()
-	return s
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.groupPuts = s.durable.Counts(rowGroupPuts)
+	s.groupCreates = s.durable.Counts(rowGroupCreates)
+	s.groupDeletes = s.durable.Counts(rowGroupDeletes)
+	s.namespacePuts = s.durable.Counts(rowNamespacePuts)
+	s.namespaceCreates = s.durable.Counts(rowNamespaceCreates)
+	s.totals = s.durable.Counts(rowTotals)
+	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
+	s.handler = s.durable.Handler(http.HandlerFunc(s.serve))
+	return s, nil
 }
 
 // Name implements sandbox.System.
 func (s *Server) Name() string { return Name }
 
-// ServeHTTP implements sandbox.System; paths are relative to /azure. It routes by hand: a ServeMux
-// cannot hold both /{tenant}/oauth2/v2.0/token and /subscriptions/..., and ARM paths are case-insensitive.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP implements sandbox.System; paths are relative to /azure.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// serve routes by hand: a ServeMux cannot hold both /{tenant}/oauth2/v2.0/token and
+// /subscriptions/..., and ARM paths are case-insensitive.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	switch {
 	case p == "/oauth2/v2.0/token" || (strings.HasSuffix(p, "/oauth2/v2.0/token") && strings.Count(p, "/") == 4):
@@ -182,29 +226,41 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Objects implements sandbox.System.
 func (s *Server) Objects() any { return s.Snapshot() }
 
-// Reset implements sandbox.System: it forgets every group, namespace and count, and keeps issued
-// tokens valid.
-func (s *Server) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reset()
+// Reset implements sandbox.System: it forgets every group, namespace and count, durably, and keeps
+// issued tokens valid.
+func (s *Server) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
+
+func (s *Server) encode(kind, key string) (any, bool) {
+	g, ok := s.groups[key]
+	return g, ok && kind == rowGroup
 }
 
-func (s *Server) reset() {
+func (s *Server) restore(rows sandbox.Rows) error {
 	s.groups = map[string]*group{}
-	s.groupPuts = map[string]int{}
-	s.groupCreates = map[string]int{}
-	s.groupDeletes = map[string]int{}
-	s.namespacePuts = map[string]int{}
-	s.namespaceCreates = map[string]int{}
-	s.totals = map[string]int{}
+	return sandbox.Each(rows, rowGroup, func(key string, g *group) {
+		if g.Namespaces == nil {
+			g.Namespaces = map[string]*namespace{}
+		}
+		if g.Calls == nil {
+			g.Calls = map[string]int{}
+		}
+		for _, ns := range g.Namespaces {
+			if ns.Calls == nil {
+				ns.Calls = map[string]int{}
+			}
+		}
+		s.groups[key] = g
+	})
 }
+
+// touch marks the group (with its namespaces) as changed, to be written before the answer.
+func (s *Server) touch(group string) { s.durable.Touch(rowGroup, strings.ToLower(group)) }
 
 func (s *Server) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range events {
-		s.totals[ev]++
+		s.totals.Inc(ev)
 	}
 }
 
@@ -213,14 +269,15 @@ func (s *Server) countEvents(events ...string) {
 func (s *Server) settle() {
 	now := s.opts.Now()
 	for key, g := range s.groups {
-		if !g.deleting.IsZero() && !now.Before(g.deleting.Add(s.opts.DeletionTime)) {
+		if !g.Deleting.IsZero() && !now.Before(g.Deleting.Add(s.opts.DeletionTime)) {
 			delete(s.groups, key)
+			s.durable.Touch(rowGroup, key)
 		}
 	}
 }
 
 func (g *group) state() string {
-	if !g.deleting.IsZero() {
+	if !g.Deleting.IsZero() {
 		return StateDeleting
 	}
 	return StateSucceeded
@@ -228,9 +285,9 @@ func (g *group) state() string {
 
 func (s *Server) namespaceState(g *group, ns *namespace) string {
 	switch {
-	case !g.deleting.IsZero():
+	case !g.Deleting.IsZero():
 		return StateDeleting
-	case s.opts.Now().Before(ns.created.Add(s.opts.ActivationTime)):
+	case s.opts.Now().Before(ns.Created.Add(s.opts.ActivationTime)):
 		return StateActivating
 	default:
 		return StateSucceeded
@@ -240,7 +297,7 @@ func (s *Server) namespaceState(g *group, ns *namespace) string {
 // findNamespace finds a namespace by name in any group: namespace names are global (DNS) names.
 func (s *Server) findNamespace(name string) (*group, *namespace) {
 	for _, g := range s.groups {
-		if ns, ok := g.namespaces[strings.ToLower(name)]; ok {
+		if ns, ok := g.Namespaces[strings.ToLower(name)]; ok {
 			return g, ns
 		}
 	}
@@ -255,22 +312,22 @@ func (s *Server) Snapshot() Objects {
 	out := Objects{
 		SubscriptionID:         s.opts.SubscriptionID,
 		ResourceGroups:         make([]GroupObject, 0, len(s.groups)),
-		GroupPutsByName:        maps.Clone(s.groupPuts),
-		NamespacePutsByName:    maps.Clone(s.namespacePuts),
-		GroupCreatesByName:     maps.Clone(s.groupCreates),
-		NamespaceCreatesByName: maps.Clone(s.namespaceCreates),
-		GroupDeletesByName:     maps.Clone(s.groupDeletes),
-		Calls:                  maps.Clone(s.totals),
+		GroupPutsByName:        s.groupPuts.Map(),
+		NamespacePutsByName:    s.namespacePuts.Map(),
+		GroupCreatesByName:     s.groupCreates.Map(),
+		NamespaceCreatesByName: s.namespaceCreates.Map(),
+		GroupDeletesByName:     s.groupDeletes.Map(),
+		Calls:                  s.totals.Map(),
 	}
 	for _, key := range slices.Sorted(maps.Keys(s.groups)) {
 		g := s.groups[key]
-		obj := GroupObject{Name: g.name, Location: g.location, Tags: maps.Clone(g.tags), ProvisioningState: g.state(),
-			Namespaces: []NamespaceObject{}, Calls: maps.Clone(g.calls)}
-		for _, nkey := range slices.Sorted(maps.Keys(g.namespaces)) {
-			ns := g.namespaces[nkey]
-			obj.Namespaces = append(obj.Namespaces, NamespaceObject{Name: ns.name, Location: ns.location,
-				Tags: maps.Clone(ns.tags), Sku: ns.sku, KafkaEnabled: ns.kafka,
-				ProvisioningState: s.namespaceState(g, ns), Calls: maps.Clone(ns.calls)})
+		obj := GroupObject{Name: g.Name, Location: g.Location, Tags: maps.Clone(g.Tags), ProvisioningState: g.state(),
+			Namespaces: []NamespaceObject{}, Calls: maps.Clone(g.Calls)}
+		for _, nkey := range slices.Sorted(maps.Keys(g.Namespaces)) {
+			ns := g.Namespaces[nkey]
+			obj.Namespaces = append(obj.Namespaces, NamespaceObject{Name: ns.Name, Location: ns.Location,
+				Tags: maps.Clone(ns.Tags), Sku: ns.Sku, KafkaEnabled: ns.Kafka,
+				ProvisioningState: s.namespaceState(g, ns), Calls: maps.Clone(ns.Calls)})
 		}
 		out.ResourceGroups = append(out.ResourceGroups, obj)
 	}

@@ -1,6 +1,7 @@
 package azure_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -32,9 +33,19 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	e.st = azure.New(azure.Options{ClientID: "id", ClientSecret: "secret", SubscriptionID: sub, TokenTTL: time.Hour,
-		ActivationTime: time.Minute, DeletionTime: 5 * time.Minute, Now: e.clock.Now})
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return serve(t, clock, azure.New(options(clock)))
+}
+
+func options(clock *sandboxtest.Clock) azure.Options {
+	return azure.Options{ClientID: "id", ClientSecret: "secret", SubscriptionID: sub, TokenTTL: time.Hour,
+		ActivationTime: time.Minute, DeletionTime: 5 * time.Minute, Now: clock.Now}
+}
+
+// serve serves the stand-in and takes a token.
+func serve(t *testing.T, clock *sandboxtest.Clock, st *azure.Server) *env {
+	t.Helper()
+	e := &env{t: t, clock: clock, st: st}
 	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	tok := sandboxtest.Token(t, e.url+"/azure/tenant-1/oauth2/v2.0/token", url.Values{"grant_type": {"client_credentials"},
 		"client_id": {"id"}, "client_secret": {"secret"}, "scope": {"https://management.azure.com/.default"}})
@@ -303,7 +314,7 @@ func TestLifecycle(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, status)
 	assert.Equal(t, 2, e.st.Snapshot().GroupCreatesByName["rg-1"])
 
-	e.st.Reset()
+	require.NoError(t, e.st.Reset(context.Background()))
 	snap = e.st.Snapshot()
 	assert.Empty(t, snap.ResourceGroups)
 	assert.Empty(t, snap.GroupCreatesByName)
@@ -329,4 +340,48 @@ func TestZeroDelays(t *testing.T) {
 	status, _ = e.arm(http.MethodGet, base+"/resourcegroups/rg"+rgAPI, "")
 	assert.Equal(t, http.StatusNotFound, status, "gone at once")
 	assert.Equal(t, azure.DefaultSubscriptionID, st.Snapshot().SubscriptionID)
+}
+
+func TestStateSurvivesARestart(t *testing.T) {
+	store := sandbox.NewMemoryStore()
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	open := func(ctx context.Context, store sandbox.Store) (*azure.Server, error) {
+		o := options(clock)
+		o.Store = store
+		return azure.Open(ctx, o)
+	}
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
+	for _, rg := range []string{"rg-1", "rg-2"} {
+		status, body := e.arm(http.MethodPut, rgPath+rg+rgAPI, `{"location":"westeurope","tags":{"a":"b"}}`)
+		require.Equal(t, http.StatusCreated, status, body)
+	}
+	status, body := e.arm(http.MethodPut, nsPath("rg-1", "kyma-ns-1")+ehAPI, nsBody)
+	require.Equal(t, http.StatusCreated, status, body)
+	status, _ = e.arm(http.MethodDelete, rgPath+"rg-2"+rgAPI, "")
+	require.Equal(t, http.StatusAccepted, status)
+	clock.Advance(2 * time.Minute)
+	keysPath := nsPath("rg-1", "kyma-ns-1") + "/authorizationRules/" + azure.RootRule + "/listKeys" + ehAPI
+	status, keys := e.arm(http.MethodPost, keysPath, "")
+	require.Equal(t, http.StatusOK, status, keys)
+
+	restarted := sandboxtest.Reopen(t, open, store, e.st.Snapshot())
+	e2 := serve(t, clock, restarted)
+	status, again := e2.arm(http.MethodPost, keysPath, "")
+	require.Equal(t, http.StatusOK, status, again)
+	assert.JSONEq(t, keys, again, "the same keys")
+	status, body = e2.arm(http.MethodGet, rgPath+"rg-2"+rgAPI, "")
+	require.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, `"provisioningState":"Deleting"`, "the deletion goes on")
+	clock.Advance(5 * time.Minute)
+	status, _ = e2.arm(http.MethodGet, rgPath+"rg-2"+rgAPI, "")
+	assert.Equal(t, http.StatusNotFound, status)
+	snap := e2.st.Snapshot()
+	assert.Equal(t, map[string]int{"rg-1": 1, "rg-2": 1}, snap.GroupCreatesByName)
+	assert.Equal(t, map[string]int{"kyma-ns-1": 1}, snap.NamespaceCreatesByName)
+	assert.Equal(t, map[string]int{"rg-2": 1}, snap.GroupDeletesByName)
+	require.Len(t, snap.ResourceGroups, 1)
+	assert.Equal(t, 2, snap.ResourceGroups[0].Namespaces[0].Calls["listKeys"])
+
+	restarted = sandboxtest.Reopen(t, open, store, snap)
+	sandboxtest.RequireResetIsDurable(t, restarted, open, store)
 }

@@ -28,8 +28,8 @@ type groupResponse struct {
 }
 
 func (s *Server) groupJSON(g *group) groupResponse {
-	out := groupResponse{ID: "/subscriptions/" + s.opts.SubscriptionID + "/resourceGroups/" + g.name, Name: g.name,
-		Type: "Microsoft.Resources/resourceGroups", Location: g.location, Tags: maps.Clone(g.tags)}
+	out := groupResponse{ID: "/subscriptions/" + s.opts.SubscriptionID + "/resourceGroups/" + g.Name, Name: g.Name,
+		Type: "Microsoft.Resources/resourceGroups", Location: g.Location, Tags: maps.Clone(g.Tags)}
 	out.Properties.ProvisioningState = g.state()
 	return out
 }
@@ -43,10 +43,11 @@ func groupNotFound(w http.ResponseWriter, name string) {
 
 // countGroup counts an authorised call on a group, on the group itself when it exists.
 func (s *Server) countGroup(op, name string) *group {
-	s.totals["group."+op]++
+	s.totals.Inc("group." + op)
 	g := s.groups[strings.ToLower(name)]
+	s.touch(name)
 	if g != nil {
-		g.calls[op]++
+		g.Calls[op]++
 	}
 	return g
 }
@@ -62,7 +63,7 @@ func (s *Server) getGroup(w http.ResponseWriter, rt route) {
 
 func (s *Server) putGroup(w http.ResponseWriter, rt route, body []byte) {
 	key := strings.ToLower(rt.group)
-	s.groupPuts[key]++
+	s.groupPuts.Inc(key)
 	g := s.countGroup("put", rt.group)
 	var req groupRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -84,20 +85,20 @@ func (s *Server) putGroup(w http.ResponseWriter, rt route, body []byte) {
 	loc := normalizeLocation(req.Location)
 	if g != nil {
 		switch {
-		case !g.deleting.IsZero():
-			writeError(w, http.StatusConflict, "ResourceGroupBeingDeleted", "The resource group '%s' is in deprovisioning state and cannot perform this operation.", g.name)
-		case g.location != loc:
-			writeError(w, http.StatusConflict, "InvalidResourceGroupLocation", "Invalid resource group location '%s'. The Resource group already exists in location '%s'.", loc, g.location)
+		case !g.Deleting.IsZero():
+			writeError(w, http.StatusConflict, "ResourceGroupBeingDeleted", "The resource group '%s' is in deprovisioning state and cannot perform this operation.", g.Name)
+		case g.Location != loc:
+			writeError(w, http.StatusConflict, "InvalidResourceGroupLocation", "Invalid resource group location '%s'. The Resource group already exists in location '%s'.", loc, g.Location)
 		default:
-			g.tags = maps.Clone(req.Tags)
+			g.Tags = maps.Clone(req.Tags)
 			writeJSON(w, http.StatusOK, s.groupJSON(g))
 		}
 		return
 	}
-	g = &group{name: rt.group, location: loc, tags: maps.Clone(req.Tags), namespaces: map[string]*namespace{},
-		calls: map[string]int{"put": 1}}
+	g = &group{Name: rt.group, Location: loc, Tags: maps.Clone(req.Tags), Namespaces: map[string]*namespace{},
+		Calls: map[string]int{"put": 1}}
 	s.groups[key] = g
-	s.groupCreates[key]++
+	s.groupCreates.Inc(key)
 	writeJSON(w, http.StatusCreated, s.groupJSON(g))
 }
 
@@ -107,9 +108,9 @@ func (s *Server) deleteGroup(w http.ResponseWriter, rt route) {
 		groupNotFound(w, rt.group)
 		return
 	}
-	if g.deleting.IsZero() {
-		g.deleting = s.opts.Now()
-		s.groupDeletes[strings.ToLower(rt.group)]++
+	if g.Deleting.IsZero() {
+		g.Deleting = s.opts.Now()
+		s.groupDeletes.Inc(strings.ToLower(rt.group))
 	}
 	w.WriteHeader(http.StatusAccepted)
 }

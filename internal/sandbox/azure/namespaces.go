@@ -52,38 +52,39 @@ type keysResponse struct {
 
 func (s *Server) namespaceJSON(g *group, ns *namespace) namespaceResponse {
 	out := namespaceResponse{
-		ID:       "/subscriptions/" + s.opts.SubscriptionID + "/resourceGroups/" + g.name + "/providers/Microsoft.EventHub/namespaces/" + ns.name,
-		Name:     ns.name,
+		ID:       "/subscriptions/" + s.opts.SubscriptionID + "/resourceGroups/" + g.Name + "/providers/Microsoft.EventHub/namespaces/" + ns.Name,
+		Name:     ns.Name,
 		Type:     "Microsoft.EventHub/Namespaces",
-		Location: ns.location,
-		Tags:     maps.Clone(ns.tags),
-		Sku:      ns.sku,
+		Location: ns.Location,
+		Tags:     maps.Clone(ns.Tags),
+		Sku:      ns.Sku,
 	}
 	p := &out.Properties
 	p.ProvisioningState = s.namespaceState(g, ns)
 	p.Status = map[string]string{StateSucceeded: "Active", StateActivating: "Activating", StateDeleting: "Removing"}[p.ProvisioningState]
-	p.KafkaEnabled = ns.kafka
-	p.ServiceBusEndpoint = "https://" + ns.name + ".servicebus.windows.net:443/"
-	p.MetricID = s.opts.SubscriptionID + ":" + strings.ToLower(ns.name)
-	p.CreatedAt, p.UpdatedAt = ns.created, ns.updated
+	p.KafkaEnabled = ns.Kafka
+	p.ServiceBusEndpoint = "https://" + ns.Name + ".servicebus.windows.net:443/"
+	p.MetricID = s.opts.SubscriptionID + ":" + strings.ToLower(ns.Name)
+	p.CreatedAt, p.UpdatedAt = ns.Created, ns.Updated
 	return out
 }
 
 // lookupNamespace counts an authorised call and finds the group and the namespace, answering 404
 // when either is missing.
 func (s *Server) lookupNamespace(w http.ResponseWriter, rt route, op string) (*group, *namespace, bool) {
-	s.totals["namespace."+op]++
+	s.totals.Inc("namespace." + op)
 	g := s.groups[strings.ToLower(rt.group)]
+	s.touch(rt.group)
 	if g == nil {
 		groupNotFound(w, rt.group)
 		return nil, nil, false
 	}
-	ns := g.namespaces[strings.ToLower(rt.namespace)]
+	ns := g.Namespaces[strings.ToLower(rt.namespace)]
 	if ns == nil {
 		writeError(w, http.StatusNotFound, "ResourceNotFound", "The Resource 'Microsoft.EventHub/namespaces/%s' under resource group '%s' was not found.", rt.namespace, rt.group)
 		return g, nil, false
 	}
-	ns.calls[op]++
+	ns.Calls[op]++
 	return g, ns, true
 }
 
@@ -97,19 +98,20 @@ func (s *Server) getNamespace(w http.ResponseWriter, rt route) {
 
 func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte) {
 	key := strings.ToLower(rt.namespace)
-	s.namespacePuts[key]++
-	s.totals["namespace.put"]++
+	s.namespacePuts.Inc(key)
+	s.totals.Inc("namespace.put")
 	g := s.groups[strings.ToLower(rt.group)]
+	s.touch(rt.group)
 	if g == nil {
 		groupNotFound(w, rt.group)
 		return
 	}
-	existing := g.namespaces[key]
+	existing := g.Namespaces[key]
 	if existing != nil {
-		existing.calls["put"]++
+		existing.Calls["put"]++
 	}
-	if !g.deleting.IsZero() {
-		writeError(w, http.StatusConflict, "ResourceGroupBeingDeleted", "The resource group '%s' is in deprovisioning state and cannot perform this operation.", g.name)
+	if !g.Deleting.IsZero() {
+		writeError(w, http.StatusConflict, "ResourceGroupBeingDeleted", "The resource group '%s' is in deprovisioning state and cannot perform this operation.", g.Name)
 		return
 	}
 	var req namespaceRequest
@@ -128,14 +130,14 @@ func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte) {
 	}
 	now := s.opts.Now()
 	if existing != nil {
-		existing.tags, existing.sku, existing.kafka, existing.updated = maps.Clone(req.Tags), sku, kafka, now
+		existing.Tags, existing.Sku, existing.Kafka, existing.Updated = maps.Clone(req.Tags), sku, kafka, now
 		writeJSON(w, http.StatusOK, s.namespaceJSON(g, existing))
 		return
 	}
-	ns := &namespace{name: rt.namespace, location: req.Location, tags: maps.Clone(req.Tags), sku: sku, kafka: kafka,
-		created: now, updated: now, primary: randomKey(), secondary: randomKey(), calls: map[string]int{"put": 1}}
-	g.namespaces[key] = ns
-	s.namespaceCreates[key]++
+	ns := &namespace{Name: rt.namespace, Location: req.Location, Tags: maps.Clone(req.Tags), Sku: sku, Kafka: kafka,
+		Created: now, Updated: now, Primary: randomKey(), Secondary: randomKey(), Calls: map[string]int{"put": 1}}
+	g.Namespaces[key] = ns
+	s.namespaceCreates.Inc(key)
 	writeJSON(w, http.StatusCreated, s.namespaceJSON(g, ns))
 }
 
@@ -189,16 +191,16 @@ func (s *Server) listKeys(w http.ResponseWriter, rt route) {
 		return
 	}
 	if !strings.EqualFold(rt.rule, RootRule) {
-		writeError(w, http.StatusNotFound, "NotFound", "The authorization rule '%s' was not found in namespace '%s'.", rt.rule, ns.name)
+		writeError(w, http.StatusNotFound, "NotFound", "The authorization rule '%s' was not found in namespace '%s'.", rt.rule, ns.Name)
 		return
 	}
 	if state := s.namespaceState(g, ns); state != StateSucceeded {
-		writeError(w, http.StatusConflict, "Conflict", "Namespace '%s' is %s; its keys can be listed once its provisioningState is Succeeded.", ns.name, state)
+		writeError(w, http.StatusConflict, "Conflict", "Namespace '%s' is %s; its keys can be listed once its provisioningState is Succeeded.", ns.Name, state)
 		return
 	}
 	conn := func(key string) string {
-		return "Endpoint=sb://" + ns.name + ".servicebus.windows.net/;SharedAccessKeyName=" + RootRule + ";SharedAccessKey=" + key
+		return "Endpoint=sb://" + ns.Name + ".servicebus.windows.net/;SharedAccessKeyName=" + RootRule + ";SharedAccessKey=" + key
 	}
-	writeJSON(w, http.StatusOK, keysResponse{PrimaryConnectionString: conn(ns.primary), SecondaryConnectionString: conn(ns.secondary),
-		PrimaryKey: ns.primary, SecondaryKey: ns.secondary, KeyName: RootRule})
+	writeJSON(w, http.StatusOK, keysResponse{PrimaryConnectionString: conn(ns.Primary), SecondaryConnectionString: conn(ns.Secondary),
+		PrimaryKey: ns.Primary, SecondaryKey: ns.Secondary, KeyName: RootRule})
 }

@@ -1,14 +1,16 @@
 // Package director is the sandbox stand-in for the Compass Director's GraphQL API as KEB and the
 // Runtime Provisioner use it: runtimes with labels and a status condition, registered, updated,
 // labelled, listed by label filter and unregistered per tenant (the Tenant header), and one-time
-// tokens for the Runtime Agent, all behind an OAuth2 client-credentials bearer token. Requests are
+// tokens for the Runtime Agent, each held by a system auth of the runtime that can be listed and
+// deleted as in Compass, all behind an OAuth2 client-credentials bearer token. Requests are
 // parsed and validated with gqlparser against a schema of those operations and answered like
 // Compass (gqlgen): resolver errors with HTTP 200 and extensions.error, protocol errors with 422.
-// It keeps everything in memory and counts calls per runtime and registrations per runtime-id
-// label, so tests can see duplicates.
+// It keeps its state in a sandbox.Store (one row per runtime and counter, see state.go) and counts
+// calls per runtime and registrations per runtime-id label, so tests can see duplicates.
 package director
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -39,6 +41,9 @@ const (
 	ConditionFailed       = "FAILED"
 )
 
+// OneTimeTokenTTL is how long a one-time token is valid after it is issued, as in Compass.
+const OneTimeTokenTTL = 5 * time.Minute
+
 // Options configures the stand-in.
 type Options struct {
 	// ClientID and ClientSecret are the only credentials the token endpoint accepts.
@@ -50,6 +55,8 @@ type Options struct {
 	ConnectorURL string
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// Store keeps the runtimes and counts; Open loads them from it. New uses a new MemoryStore.
+	Store sandbox.Store
 }
 
 // Status is a runtime's status condition and when it was last set.
@@ -67,12 +74,24 @@ type Runtime struct {
 	Status      Status         `json:"status"`
 }
 
-// Object is one runtime in the inspection snapshot with the one-time tokens issued for it and
-// the calls made on it (by GraphQL field name).
+// Object is one runtime in the inspection snapshot with the one-time tokens issued for it, its
+// system auths and the calls made on it (by GraphQL field name).
 type Object struct {
 	Runtime
-	TokensIssued int            `json:"tokensIssued"`
-	Calls        map[string]int `json:"calls"`
+	// TokensIssued counts the one-time tokens ever issued for the runtime.
+	TokensIssued int `json:"tokens"`
+	// ValidTokens counts the runtime's system auths that are neither deleted nor expired: the
+	// one-time tokens the Runtime Agent could still use.
+	ValidTokens int `json:"validTokens"`
+	// Auths are the runtime's system auths that are not deleted (expired ones included), in issue order.
+	Auths []SystemAuth   `json:"auths"`
+	Calls map[string]int `json:"calls"`
+}
+
+// SystemAuth is a system auth of a runtime holding a one-time token issued at IssuedAt.
+type SystemAuth struct {
+	ID       string    `json:"id"`
+	IssuedAt time.Time `json:"issuedAt"`
 }
 
 // Objects is the inspection snapshot served at GET /_sandbox/director/objects.
@@ -92,12 +111,14 @@ type Objects struct {
 
 type record struct {
 	seq         int64
+	tenant      string
 	id          string
 	name        string
 	description *string
 	labels      map[string]any
 	status      Status
 	tokens      int
+	auths       []SystemAuth
 	calls       map[string]int
 }
 
@@ -109,16 +130,26 @@ type StandIn struct {
 	issuer    *sandbox.TokenIssuer
 	resolvers map[string]resolver
 
+	durable *sandbox.Durable
+	handler http.Handler
+
 	mu              sync.Mutex
-	seq             int64
+	seq             *sandbox.Counts
 	tenants         map[string]map[string]*record
-	registrations   map[string]int
-	unregistrations map[string]int
-	totals          map[string]int
+	authOwners      map[string]*record // system auth ID to its runtime
+	registrations   *sandbox.Counts
+	unregistrations *sandbox.Counts
+	totals          *sandbox.Counts
 }
 
-// New returns a stand-in without runtimes.
+// New returns a stand-in without runtimes that keeps its state in memory.
 func New(opts Options) *StandIn {
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
+}
+
+// Open returns a stand-in with the runtimes and counts kept in opts.Store.
+func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = time.Hour
 	}
@@ -137,39 +168,38 @@ func New(opts Options) *StandIn {
 		"unregisterRuntime":             s.unregisterRuntime,
 		"setRuntimeLabel":               s.setRuntimeLabel,
 		"requestOneTimeTokenForRuntime": s.requestOneTimeToken,
+		"deleteSystemAuthForRuntime":    s.deleteSystemAuth,
 		"runtime":                       s.runtime,
 		"runtimes":                      s.runtimes,
 	}
-	s.reset()
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.seq = s.durable.Counts(kindSeq)
+	s.registrations = s.durable.Counts(kindRegistrations)
+	s.unregistrations = s.durable.Counts(kindUnregistrations)
+	s.totals = s.durable.Counts(kindTotals)
+	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
 	m.HandleFunc("POST /graphql", s.issuer.Protect(s.handleGraphQL))
 	s.mux = m
-	return s
+	s.handler = s.durable.Handler(m)
+	return s, nil
 }
 
 // Name implements sandbox.System.
 func (s *StandIn) Name() string { return Name }
 
 // ServeHTTP implements sandbox.System; paths are relative to /director.
-func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Objects implements sandbox.System.
 func (s *StandIn) Objects() any { return s.Snapshot() }
 
-// Reset implements sandbox.System: it forgets every runtime and count and keeps issued tokens valid.
-func (s *StandIn) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reset()
-}
-
-func (s *StandIn) reset() {
-	s.tenants = map[string]map[string]*record{}
-	s.registrations = map[string]int{}
-	s.unregistrations = map[string]int{}
-	s.totals = map[string]int{}
-}
+// Reset implements sandbox.System: it forgets every runtime and count, durably, and keeps issued
+// OAuth tokens valid.
+func (s *StandIn) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
 
 // Snapshot returns the inspection snapshot.
 func (s *StandIn) Snapshot() Objects {
@@ -177,17 +207,19 @@ func (s *StandIn) Snapshot() Objects {
 	defer s.mu.Unlock()
 	out := Objects{
 		Tenants:                    make(map[string][]Object, len(s.tenants)),
-		RegistrationsByRuntimeID:   copyCounts(s.registrations),
-		UnregistrationsByRuntimeID: copyCounts(s.unregistrations),
-		Calls:                      copyCounts(s.totals),
+		RegistrationsByRuntimeID:   s.registrations.Map(),
+		UnregistrationsByRuntimeID: s.unregistrations.Map(),
+		Calls:                      s.totals.Map(),
 	}
+	now := s.now()
 	for tenant, rts := range s.tenants {
 		if len(rts) == 0 {
 			continue
 		}
 		objs := make([]Object, 0, len(rts))
 		for _, rec := range sorted(rts) {
-			objs = append(objs, Object{Runtime: rec.snapshot(), TokensIssued: rec.tokens, Calls: copyCounts(rec.calls)})
+			objs = append(objs, Object{Runtime: rec.snapshot(), TokensIssued: rec.tokens, ValidTokens: rec.validTokens(now),
+				Auths: append([]SystemAuth{}, rec.auths...), Calls: copyCounts(rec.calls)})
 		}
 		out.Tenants[tenant] = objs
 	}
@@ -201,6 +233,17 @@ func (rec *record) snapshot() Runtime {
 		rt.Description = &d
 	}
 	return rt
+}
+
+// validTokens counts the system auths whose one-time token has not expired at now.
+func (rec *record) validTokens(now time.Time) int {
+	n := 0
+	for _, a := range rec.auths {
+		if now.Sub(a.IssuedAt) < OneTimeTokenTTL {
+			n++
+		}
+	}
+	return n
 }
 
 func copyCounts(in map[string]int) map[string]int {
@@ -225,7 +268,7 @@ func (s *StandIn) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range events {
-		s.totals[ev]++
+		s.totals.Inc(ev)
 	}
 }
 

@@ -2,6 +2,7 @@ package director_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -29,8 +30,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	e.st = director.New(director.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ConnectorURL: connector, Now: e.clock.Now})
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return serve(t, clock, director.New(options(clock)))
+}
+
+func options(clock *sandboxtest.Clock) director.Options {
+	return director.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ConnectorURL: connector, Now: clock.Now}
+}
+
+// serve serves the stand-in and takes an OAuth token.
+func serve(t *testing.T, clock *sandboxtest.Clock, st *director.StandIn) *env {
+	t.Helper()
+	e := &env{t: t, clock: clock, st: st}
 	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}}
 	e.token = sandboxtest.Token(t, e.url+"/director/oauth/token", form).AccessToken
@@ -272,6 +283,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	assert.Equal(t, id, obj.ID)
 	assert.Equal(t, director.Status{Condition: "INITIAL", Timestamp: time.Date(2026, 1, 1, 0, 2, 0, 0, time.UTC)}, obj.Status)
 	assert.Equal(t, 1, obj.TokensIssued)
+	assert.Equal(t, 1, obj.ValidTokens)
 	assert.Equal(t, map[string]int{"registerRuntime": 1, "setRuntimeLabel": 2, "runtime": 1, "runtimes": 3,
 		"updateRuntime": 1, "requestOneTimeTokenForRuntime": 1}, obj.Calls)
 	assert.Equal(t, map[string]int{"rt-1": 1, "rt-2": 1}, snap.RegistrationsByRuntimeID)
@@ -284,7 +296,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	var served director.Objects
 	require.NoError(t, json.Unmarshal([]byte(objects), &served))
 	assert.Equal(t, id, served.Tenants["tenant-a"][0].ID)
-	e.st.Reset()
+	require.NoError(t, e.st.Reset(context.Background()))
 	assert.Empty(t, e.st.Snapshot().Tenants)
 	e.ok("tenant-a", `{ runtimes { totalCount } }`, nil)
 }
@@ -319,4 +331,153 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Len(t, e.st.Snapshot().Tenants["t"], 20)
+}
+
+func TestOneTimeTokensAreRevocableSystemAuths(t *testing.T) {
+	e := newEnv(t)
+	id := e.register("t", "rt", map[string]any{director.RuntimeIDLabel: "rt-1"})
+	other := e.register("t", "rt-other", nil)
+	const token = `mutation($id: ID!) { requestOneTimeTokenForRuntime(id: $id) { token } }`
+	const auths = `query($id: ID!) { runtime(id: $id) { auths { id __typename } } }`
+	const del = `mutation($id: ID!) { d: deleteSystemAuthForRuntime(authID: $id) { id } }`
+	listAuths := func(tenant, rt string) []string {
+		t.Helper()
+		var ids []string
+		for _, a := range e.ok(tenant, auths, map[string]any{"id": rt})["runtime"].(map[string]any)["auths"].([]any) {
+			assert.Equal(t, "RuntimeSystemAuth", a.(map[string]any)["__typename"])
+			ids = append(ids, a.(map[string]any)["id"].(string))
+		}
+		return ids
+	}
+	object := func(rt string) director.Object {
+		t.Helper()
+		for _, o := range e.st.Snapshot().Tenants["t"] {
+			if o.ID == rt {
+				return o
+			}
+		}
+		t.Fatalf("runtime %s is not in the snapshot", rt)
+		return director.Object{}
+	}
+
+	assert.Empty(t, listAuths("t", id), "a new runtime has no system auths")
+	e.ok("t", token, map[string]any{"id": id})
+	e.clock.Advance(time.Minute)
+	e.ok("t", token, map[string]any{"id": id})
+	e.ok("t", token, map[string]any{"id": other})
+	first := listAuths("t", id)
+	require.Len(t, first, 2)
+	assert.NotEqual(t, first[0], first[1])
+	o := object(id)
+	assert.Equal(t, 2, o.TokensIssued)
+	assert.Equal(t, 2, o.ValidTokens)
+	assert.Equal(t, []director.SystemAuth{
+		{ID: first[0], IssuedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{ID: first[1], IssuedAt: time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)},
+	}, o.Auths)
+
+	// the list of runtimes shows the auths too
+	d := e.ok("t", `{ runtimes { data { id auths { id } } } }`, nil)
+	assert.Equal(t, []any{
+		map[string]any{"id": id, "auths": []any{map[string]any{"id": first[0]}, map[string]any{"id": first[1]}}},
+		map[string]any{"id": other, "auths": []any{map[string]any{"id": listAuths("t", other)[0]}}},
+	}, d["runtimes"].(map[string]any)["data"])
+
+	// another tenant can neither see nor delete them
+	r := e.gql("t2", del, map[string]any{"id": first[0]})
+	assert.Equal(t, "NotFound", r.kind(t))
+	assert.Contains(t, r.Errors[0].Message, "not found")
+	assert.Nil(t, r.Data, "deleteSystemAuthForRuntime is non-null, so data is null")
+
+	// a token expires five minutes after it was issued; its system auth stays until deleted
+	e.clock.Advance(director.OneTimeTokenTTL - time.Minute)
+	o = object(id)
+	assert.Equal(t, 1, o.ValidTokens, "the first token has expired")
+	assert.Len(t, o.Auths, 2)
+	assert.Len(t, listAuths("t", id), 2)
+
+	// deleting revokes: the auth is gone from the list, and deleting it again is NotFound
+	d = e.ok("t", del, map[string]any{"id": first[1]})
+	assert.Equal(t, map[string]any{"d": map[string]any{"id": first[1]}}, d)
+	assert.Equal(t, []string{first[0]}, listAuths("t", id))
+	o = object(id)
+	assert.Equal(t, 0, o.ValidTokens)
+	assert.Equal(t, 2, o.TokensIssued, "tokens counts every token ever issued")
+	assert.Equal(t, 1, o.Calls["deleteSystemAuthForRuntime"])
+	r = e.gql("t", del, map[string]any{"id": first[1]})
+	assert.Equal(t, "NotFound", r.kind(t))
+	assert.Contains(t, r.Errors[0].Message, "not found")
+	r = e.gql("t", del, map[string]any{"id": "no-such-auth"})
+	assert.Equal(t, "NotFound", r.kind(t))
+	e.ok("t", del, map[string]any{"id": first[0]})
+	assert.Empty(t, listAuths("t", id))
+
+	// a new token after the deletions is the runtime's only valid one
+	e.ok("t", token, map[string]any{"id": id})
+	o = object(id)
+	assert.Equal(t, 3, o.TokensIssued)
+	assert.Equal(t, 1, o.ValidTokens)
+	assert.Equal(t, 1, object(other).ValidTokens)
+
+	// a runtime's system auths go with it
+	last := listAuths("t", id)[0]
+	e.ok("t", `mutation($id: ID!) { unregisterRuntime(id: $id) { id } }`, map[string]any{"id": id})
+	assert.Equal(t, "NotFound", e.gql("t", del, map[string]any{"id": last}).kind(t))
+	assert.Equal(t, 6, e.st.Snapshot().Calls["deleteSystemAuthForRuntime"], "failed deletions included")
+}
+
+func TestStateSurvivesARestart(t *testing.T) {
+	store := sandbox.NewMemoryStore()
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	open := func() *director.StandIn {
+		t.Helper()
+		o := options(clock)
+		o.Store = store
+		st, err := director.Open(context.Background(), o)
+		require.NoError(t, err)
+		return st
+	}
+	e := serve(t, clock, open())
+	id := e.register("t/with-slash", "rt", map[string]any{director.RuntimeIDLabel: "rt-1", "big": json.Number("12345678901234567890"), "list": []any{"a"}})
+	gone := e.register("t/with-slash", "gone", map[string]any{director.RuntimeIDLabel: "rt-2"})
+	e.ok("t/with-slash", `mutation($id: ID!) { unregisterRuntime(id: $id) { id } }`, map[string]any{"id": gone})
+	other := e.register("u", "other", nil)
+	const token = `mutation($id: ID!) { requestOneTimeTokenForRuntime(id: $id) { token } }`
+	e.ok("t/with-slash", token, map[string]any{"id": id})
+	clock.Advance(time.Minute)
+	e.ok("t/with-slash", token, map[string]any{"id": id})
+	e.ok("u", token, map[string]any{"id": other})
+	auths := e.st.Snapshot().Tenants["t/with-slash"][0].Auths
+	require.Len(t, auths, 2)
+	e.ok("t/with-slash", `mutation($id: ID!) { deleteSystemAuthForRuntime(authID: $id) { id } }`, map[string]any{"id": auths[0].ID})
+	e.gql("t/with-slash", `{ runtimes { nope } }`, nil)
+	before := e.st.Snapshot()
+
+	// a new stand-in on the same store, as after kill -9, has every runtime and counter
+	restarted := open()
+	assert.Equal(t, before, restarted.Snapshot())
+	e2 := serve(t, clock, restarted)
+	const get = `query($id: ID!) { runtime(id: $id) { id name labels auths { id } } }`
+	assert.Equal(t, map[string]any{"runtime": map[string]any{"id": id, "name": "rt",
+		"labels": map[string]any{director.RuntimeIDLabel: "rt-1", "big": 12345678901234567890.0, "list": []any{"a"}},
+		"auths":  []any{map[string]any{"id": auths[1].ID}}}}, e2.ok("t/with-slash", get, map[string]any{"id": id}))
+	r := e2.gql("t/with-slash", `mutation($id: ID!) { deleteSystemAuthForRuntime(authID: $id) { id } }`, map[string]any{"id": auths[0].ID})
+	assert.Equal(t, "NotFound", r.kind(t), "a deleted system auth stays deleted")
+	e2.ok("t/with-slash", `mutation($id: ID!) { deleteSystemAuthForRuntime(authID: $id) { id } }`, map[string]any{"id": auths[1].ID})
+	third := e2.register("t/with-slash", "third", nil)
+	snap := e2.st.Snapshot()
+	require.Len(t, snap.Tenants["t/with-slash"], 2)
+	assert.Equal(t, []string{id, third}, []string{snap.Tenants["t/with-slash"][0].ID, snap.Tenants["t/with-slash"][1].ID},
+		"registration order continues")
+	assert.Equal(t, 0, snap.Tenants["t/with-slash"][0].ValidTokens)
+	assert.Equal(t, 2, snap.Tenants["t/with-slash"][0].TokensIssued)
+	assert.Equal(t, map[string]int{"rt-1": 1, "rt-2": 1}, snap.RegistrationsByRuntimeID)
+	assert.Equal(t, map[string]int{"rt-2": 1}, snap.UnregistrationsByRuntimeID)
+	assert.Equal(t, before.Calls["invalid"], snap.Calls["invalid"])
+	assert.Equal(t, before.Calls["token"]+1, snap.Calls["token"], "the new server's client took one token")
+
+	// a reset clears the store too
+	require.NoError(t, e2.st.Reset(context.Background()))
+	assert.Equal(t, director.Objects{Tenants: map[string][]director.Object{}, RegistrationsByRuntimeID: map[string]int{},
+		UnregistrationsByRuntimeID: map[string]int{}, Calls: map[string]int{}}, open().Snapshot())
 }

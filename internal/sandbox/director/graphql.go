@@ -177,7 +177,7 @@ func (s *StandIn) resolveRoot(tenant string, f *ast.Field, vars map[string]any) 
 	if !ok {
 		return nil, &apiError{kind: kindInternal, msg: fmt.Sprintf("field %s has no resolver", f.Name)}
 	}
-	s.totals[f.Name]++
+	s.totals.Inc(f.Name)
 	return r(tenant, f.ArgumentMap(vars))
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -136,6 +137,7 @@ func (s *StandIn) lookup(tenant string, id any, op string) (*record, error) {
 		return nil, notFound("object=runtime; id=%s", sid)
 	}
 	rec.calls[op]++
+	s.touch(rec)
 	return rec, nil
 }
 
@@ -164,7 +166,16 @@ func (rec *record) object() object {
 			return out
 		}),
 		"status": object{"condition": rec.status.Condition, "timestamp": rec.status.Timestamp.Format(time.RFC3339)},
+		"auths":  rec.authObjects(),
 	}
+}
+
+func (rec *record) authObjects() []object {
+	out := make([]object, 0, len(rec.auths))
+	for _, a := range rec.auths {
+		out = append(out, object{"id": a.ID})
+	}
+	return out
 }
 
 func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, error) {
@@ -175,14 +186,14 @@ func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, erro
 	if s.tenants[tenant] == nil {
 		s.tenants[tenant] = map[string]*record{}
 	}
-	s.seq++
 	rec := &record{
-		seq: s.seq, id: uuid.NewString(), name: in.name, description: in.description, labels: in.labels,
+		seq: int64(s.seq.Inc(seqRuntimes)), tenant: tenant, id: uuid.NewString(), name: in.name, description: in.description, labels: in.labels,
 		status: Status{Condition: in.condition, Timestamp: s.now()}, calls: map[string]int{"registerRuntime": 1},
 	}
 	s.tenants[tenant][rec.id] = rec
+	s.touch(rec)
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
-		s.registrations[rid]++
+		s.registrations.Inc(rid)
 	}
 	return rec.object(), nil
 }
@@ -207,12 +218,16 @@ func (s *StandIn) unregisterRuntime(tenant string, args map[string]any) (any, er
 	if err != nil {
 		return nil, err
 	}
+	// Like Compass, a runtime's system auths go with it.
+	for _, a := range rec.auths {
+		delete(s.authOwners, a.ID)
+	}
 	delete(s.tenants[tenant], rec.id)
 	if len(s.tenants[tenant]) == 0 {
 		delete(s.tenants, tenant)
 	}
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
-		s.unregistrations[rid]++
+		s.unregistrations.Inc(rid)
 	}
 	return rec.object(), nil
 }
@@ -240,7 +255,24 @@ func (s *StandIn) requestOneTimeToken(tenant string, args map[string]any) (any, 
 		return nil, err
 	}
 	rec.tokens++
+	auth := SystemAuth{ID: uuid.NewString(), IssuedAt: s.now()}
+	rec.auths = append(rec.auths, auth)
+	s.authOwners[auth.ID] = rec
 	return object{"token": newToken(), "connectorURL": s.opts.ConnectorURL}, nil
+}
+
+// deleteSystemAuth deletes a system auth of a runtime in the caller's tenant, revoking its token.
+func (s *StandIn) deleteSystemAuth(tenant string, args map[string]any) (any, error) {
+	id, _ := args["authID"].(string)
+	rec, ok := s.authOwners[id]
+	if !ok || rec.tenant != tenant {
+		return nil, notFound("object=systemAuth; id=%s", id)
+	}
+	rec.calls["deleteSystemAuthForRuntime"]++
+	s.touch(rec)
+	delete(s.authOwners, id)
+	rec.auths = slices.DeleteFunc(rec.auths, func(a SystemAuth) bool { return a.ID == id })
+	return object{"id": id}, nil
 }
 
 // runtime answers null for a missing runtime, as Compass does.
@@ -282,6 +314,7 @@ func (s *StandIn) runtimes(tenant string, args map[string]any) (any, error) {
 	page := []object{}
 	for _, rec := range matched[min(offset, end):end] {
 		rec.calls["runtimes"]++
+		s.touch(rec)
 		page = append(page, rec.object())
 	}
 	return object{

@@ -48,6 +48,12 @@ type Runtime {
 	description: String
 	labels(key: String): Labels
 	status: RuntimeStatus!
+	auths: [RuntimeSystemAuth!]
+}
+
+"""RuntimeSystemAuth is a credential of a runtime; each one-time token creates one."""
+type RuntimeSystemAuth {
+	id: ID!
 }
 
 type PageInfo {
@@ -78,5 +84,6 @@ type Mutation {
 	unregisterRuntime(id: ID!): Runtime!
 	setRuntimeLabel(runtimeID: ID!, key: String!, value: Any!): Label!
 	requestOneTimeTokenForRuntime(id: ID!): OneTimeTokenForRuntime!
+	deleteSystemAuthForRuntime(authID: ID!): RuntimeSystemAuth!
 }
 `

@@ -1,11 +1,12 @@
 // Package edp is the sandbox stand-in for SAP's Event Data Platform (EDP) as the broker uses it: an
 // OAuth2 client-credentials token endpoint and the data tenant API of a namespace, where a runtime is
 // registered as the data tenant <subaccount ID>/<environment> with string metadata (plan, region, ...).
-// It keeps everything in memory and counts calls per data tenant and creations per data tenant, so
-// tests can see duplicates.
+// It keeps its state in a sandbox.Store (one row per data tenant and counter) and counts calls per
+// data tenant and creations per data tenant, so tests can see duplicates.
 package edp
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -64,6 +65,8 @@ type Options struct {
 	Namespaces []string
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// Store keeps the data tenants and counts; Open loads them from it. New uses a new MemoryStore.
+	Store sandbox.Store
 }
 
 // Object is one data tenant in the inspection snapshot, with its metadata and the calls made on it.
@@ -86,11 +89,17 @@ type Objects struct {
 	Calls map[string]int `json:"calls"`
 }
 
-type tenant struct {
-	DataTenant
-	metadata map[string]string
-	calls    map[string]int
-}
+// tenant is a data tenant with its metadata and calls as the stand-in keeps it; it is also its
+// row in the store.
+type tenant = Object
+
+// The kinds of rows in the store.
+const (
+	kindDataTenant = "dataTenant"
+	kindCreates    = "createsByTenant"
+	kindDeletes    = "deletesByTenant"
+	kindTotals     = "calls"
+)
 
 // StandIn is the EDP stand-in; it implements sandbox.System.
 type StandIn struct {
@@ -100,15 +109,24 @@ type StandIn struct {
 
 	issuer *sandbox.TokenIssuer
 
+	durable *sandbox.Durable
+	handler http.Handler
+
 	mu              sync.Mutex
 	tenants         map[string]*tenant
-	createsByTenant map[string]int
-	deletesByTenant map[string]int
-	totals          map[string]int
+	createsByTenant *sandbox.Counts
+	deletesByTenant *sandbox.Counts
+	totals          *sandbox.Counts
 }
 
-// New returns a stand-in without data tenants.
+// New returns a stand-in without data tenants that keeps its state in memory.
 func New(opts Options) *StandIn {
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
+}
+
+// Open returns a stand-in with the data tenants and counts kept in opts.Store.
+func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = time.Hour
 	}
@@ -125,7 +143,13 @@ func New(opts Options) *StandIn {
 			s.namespaces[ns] = true
 		}
 	}
-	s.reset()
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.createsByTenant = s.durable.Counts(kindCreates)
+	s.deletesByTenant = s.durable.Counts(kindDeletes)
+	s.totals = s.durable.Counts(kindTotals)
+	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
 	const base = "/namespaces/{namespace}/dataTenants"
@@ -137,30 +161,39 @@ func New(opts Options) *StandIn {
 	m.HandleFunc("GET "+one+"/metadata", s.issuer.Protect(s.handleListMetadata))
 	m.HandleFunc("DELETE "+one+"/metadata/{key}", s.issuer.Protect(s.handleDeleteMetadata))
 	s.mux = m
-	return s
+	s.handler = s.durable.Handler(m)
+	return s, nil
 }
 
 // Name implements sandbox.System.
 func (s *StandIn) Name() string { return Name }
 
 // ServeHTTP implements sandbox.System; paths are relative to /edp.
-func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Objects implements sandbox.System.
 func (s *StandIn) Objects() any { return s.Snapshot() }
 
-// Reset implements sandbox.System: it forgets every data tenant and count, and keeps issued tokens valid.
-func (s *StandIn) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reset()
+// Reset implements sandbox.System: it forgets every data tenant and count, durably, and keeps
+// issued tokens valid.
+func (s *StandIn) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
+
+func (s *StandIn) encode(kind, key string) (any, bool) {
+	t, ok := s.tenants[key]
+	return t, ok && kind == kindDataTenant
 }
 
-func (s *StandIn) reset() {
+func (s *StandIn) restore(rows sandbox.Rows) error {
 	s.tenants = map[string]*tenant{}
-	s.createsByTenant = map[string]int{}
-	s.deletesByTenant = map[string]int{}
-	s.totals = map[string]int{}
+	return sandbox.Each(rows, kindDataTenant, func(key string, t *tenant) {
+		if t.Metadata == nil {
+			t.Metadata = map[string]string{}
+		}
+		if t.Calls == nil {
+			t.Calls = map[string]int{}
+		}
+		s.tenants[key] = t
+	})
 }
 
 // Snapshot returns the inspection snapshot.
@@ -169,17 +202,17 @@ func (s *StandIn) Snapshot() Objects {
 	defer s.mu.Unlock()
 	out := Objects{
 		DataTenants:     make([]Object, 0, len(s.tenants)),
-		CreatesByTenant: make(map[string]int, len(s.createsByTenant)),
-		DeletesByTenant: make(map[string]int, len(s.deletesByTenant)),
-		Calls:           make(map[string]int, len(s.totals)),
+		CreatesByTenant: s.createsByTenant.Map(),
+		DeletesByTenant: s.deletesByTenant.Map(),
+		Calls:           s.totals.Map(),
 	}
 	for _, t := range s.tenants {
-		md := make(map[string]string, len(t.metadata))
-		for k, v := range t.metadata {
+		md := make(map[string]string, len(t.Metadata))
+		for k, v := range t.Metadata {
 			md[k] = v
 		}
-		calls := make(map[string]int, len(t.calls))
-		for k, v := range t.calls {
+		calls := make(map[string]int, len(t.Calls))
+		for k, v := range t.Calls {
 			calls[k] = v
 		}
 		out.DataTenants = append(out.DataTenants, Object{DataTenant: t.DataTenant, Metadata: md, Calls: calls})
@@ -188,15 +221,6 @@ func (s *StandIn) Snapshot() Objects {
 		return tenantKey(out.DataTenants[i].Namespace.Name, out.DataTenants[i].Name, out.DataTenants[i].Environment) <
 			tenantKey(out.DataTenants[j].Namespace.Name, out.DataTenants[j].Name, out.DataTenants[j].Environment)
 	})
-	for k, v := range s.createsByTenant {
-		out.CreatesByTenant[k] = v
-	}
-	for k, v := range s.deletesByTenant {
-		out.DeletesByTenant[k] = v
-	}
-	for k, v := range s.totals {
-		out.Calls[k] = v
-	}
 	return out
 }
 
@@ -218,7 +242,7 @@ func (s *StandIn) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range events {
-		s.totals[ev]++
+		s.totals.Inc(ev)
 	}
 }
 
@@ -234,7 +258,7 @@ func (s *StandIn) namespaceExists(w http.ResponseWriter, ns string) bool {
 // lookup counts op and finds the data tenant addressed by the path, answering 404 when the namespace
 // or the data tenant does not exist; s.mu must be held.
 func (s *StandIn) lookup(w http.ResponseWriter, r *http.Request, op string) (*tenant, bool) {
-	s.totals[op]++
+	s.totals.Inc(op)
 	ns, name, env := r.PathValue("namespace"), r.PathValue("name"), r.PathValue("environment")
 	if !s.namespaceExists(w, ns) {
 		return nil, false
@@ -244,7 +268,8 @@ func (s *StandIn) lookup(w http.ResponseWriter, r *http.Request, op string) (*te
 		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("data tenant %s/%s not found in namespace %q", name, env, ns)})
 		return nil, false
 	}
-	t.calls[op]++
+	t.Calls[op]++
+	s.durable.Touch(kindDataTenant, tenantKey(ns, name, env))
 	return t, true
 }
 
@@ -254,7 +279,7 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	ns := r.PathValue("namespace")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["create"]++
+	s.totals.Inc("create")
 	switch {
 	case decodeErr != nil:
 		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + decodeErr.Error()})
@@ -270,18 +295,20 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	key := tenantKey(ns, req.Name, req.Environment)
 	if t, ok := s.tenants[key]; ok {
-		t.calls["create"]++
+		t.Calls["create"]++
+		s.durable.Touch(kindDataTenant, key)
 		writeJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("data tenant %s/%s already exists in namespace %q", req.Name, req.Environment, ns)})
 		return
 	}
 	t := &tenant{
 		DataTenant: DataTenant{Namespace: Namespace{Name: ns}, Name: req.Name, Environment: req.Environment,
 			CreatedAt: s.opts.Now().UnixMilli()},
-		metadata: map[string]string{},
-		calls:    map[string]int{"create": 1},
+		Metadata: map[string]string{},
+		Calls:    map[string]int{"create": 1},
 	}
 	s.tenants[key] = t
-	s.createsByTenant[key]++
+	s.durable.Touch(kindDataTenant, key)
+	s.createsByTenant.Inc(key)
 	writeJSON(w, http.StatusCreated, t.DataTenant)
 }
 
@@ -304,7 +331,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	key := tenantKey(t.Namespace.Name, t.Name, t.Environment)
 	delete(s.tenants, key)
-	s.deletesByTenant[key]++
+	s.deletesByTenant.Inc(key)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -329,10 +356,10 @@ func (s *StandIn) handleSetMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusCreated
-	if _, exists := t.metadata[req.Key]; exists {
+	if _, exists := t.Metadata[req.Key]; exists {
 		status = http.StatusOK
 	}
-	t.metadata[req.Key] = req.Value
+	t.Metadata[req.Key] = req.Value
 	writeJSON(w, status, MetadataItem{DataTenant: t.DataTenant, Key: req.Key, Value: req.Value})
 }
 
@@ -343,8 +370,8 @@ func (s *StandIn) handleListMetadata(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out := make([]MetadataItem, 0, len(t.metadata))
-	for k, v := range t.metadata {
+	out := make([]MetadataItem, 0, len(t.Metadata))
+	for k, v := range t.Metadata {
 		out = append(out, MetadataItem{DataTenant: t.DataTenant, Key: k, Value: v})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
@@ -359,10 +386,10 @@ func (s *StandIn) handleDeleteMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := r.PathValue("key")
-	if _, exists := t.metadata[key]; !exists {
+	if _, exists := t.Metadata[key]; !exists {
 		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("metadata %q not found", key)})
 		return
 	}
-	delete(t.metadata, key)
+	delete(t.Metadata, key)
 	w.WriteHeader(http.StatusNoContent)
 }

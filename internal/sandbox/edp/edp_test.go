@@ -1,6 +1,7 @@
 package edp_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -29,8 +30,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	e.st = edp.New(edp.Options{ClientID: "id", ClientSecret: "secret", Namespaces: []string{"kyma"}, TokenTTL: time.Minute, Now: e.clock.Now})
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return serve(t, clock, edp.New(options(clock)))
+}
+
+func options(clock *sandboxtest.Clock) edp.Options {
+	return edp.Options{ClientID: "id", ClientSecret: "secret", Namespaces: []string{"kyma"}, TokenTTL: time.Minute, Now: clock.Now}
+}
+
+// serve serves the stand-in and takes a token.
+func serve(t *testing.T, clock *sandboxtest.Clock, st *edp.StandIn) *env {
+	t.Helper()
+	e := &env{t: t, clock: clock, st: st}
 	e.sb, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	tok := sandboxtest.Token(t, e.url+"/edp/oauth/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}})
 	assert.Equal(t, "bearer", tok.TokenType)
@@ -221,4 +232,46 @@ func TestFaultedCallsCreateNothing(t *testing.T) {
 	snap := e.st.Snapshot()
 	assert.Empty(t, snap.DataTenants)
 	assert.Zero(t, snap.Calls["create"])
+}
+
+func TestStateSurvivesARestart(t *testing.T) {
+	store := sandbox.NewMemoryStore()
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	open := func(ctx context.Context, store sandbox.Store) (*edp.StandIn, error) {
+		o := options(clock)
+		o.Store = store
+		return edp.Open(ctx, o)
+	}
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
+	for _, name := range []string{"sub-1", "sub-2"} {
+		code, body := e.api(http.MethodPost, base, `{"name":"`+name+`","environment":"kyma"}`)
+		require.Equal(t, http.StatusCreated, code, body)
+	}
+	code, body := e.api(http.MethodPost, base+"/sub-1/kyma/metadata", `{"key":"plan","value":"azure"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, body = e.api(http.MethodPost, base+"/sub-1/kyma/metadata", `{"key":"region","value":"westeurope"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, _ = e.api(http.MethodDelete, base+"/sub-1/kyma/metadata/region", "")
+	require.Equal(t, http.StatusNoContent, code)
+	code, _ = e.api(http.MethodDelete, base+"/sub-2/kyma", "")
+	require.Equal(t, http.StatusNoContent, code)
+
+	restarted := sandboxtest.Reopen(t, open, store, e.st.Snapshot())
+	e2 := serve(t, clock, restarted)
+	code, body = e2.api(http.MethodGet, base+"/sub-1/kyma/metadata", "")
+	require.Equal(t, http.StatusOK, code)
+	var md []edp.MetadataItem
+	require.NoError(t, json.Unmarshal([]byte(body), &md))
+	require.Len(t, md, 1)
+	assert.Equal(t, "azure", md[0].Value)
+	code, _ = e2.api(http.MethodPost, base, `{"name":"sub-1","environment":"kyma"}`)
+	assert.Equal(t, http.StatusConflict, code, "the data tenant still exists")
+	code, _ = e2.api(http.MethodGet, base+"/sub-2/kyma", "")
+	assert.Equal(t, http.StatusNotFound, code, "a deleted data tenant stays deleted")
+	snap := e2.st.Snapshot()
+	assert.Equal(t, map[string]int{"kyma/sub-1/kyma": 1, "kyma/sub-2/kyma": 1}, snap.CreatesByTenant)
+	assert.Equal(t, map[string]int{"kyma/sub-2/kyma": 1}, snap.DeletesByTenant)
+	assert.Equal(t, 2, snap.DataTenants[0].Calls["create"])
+
+	sandboxtest.RequireResetIsDurable(t, e2.st, open, store)
 }

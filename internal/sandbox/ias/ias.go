@@ -1,11 +1,13 @@
 // Package ias is the sandbox stand-in for SAP's Identity Authentication Service (IAS) service provider
 // API as the broker uses it: search, create, read, update (SSO type and OpenID Connect settings),
 // authentication settings (subject name identifier, assertion attributes, default identity provider),
-// client secrets and deletion, all behind HTTP basic authentication. It keeps everything in memory and
-// counts calls per service provider and creations per name, so tests can see duplicates.
+// client secrets and deletion, all behind HTTP basic authentication. It keeps its state in a
+// sandbox.Store (one row per service provider and counter) and counts calls per service provider and
+// creations per name, so tests can see duplicates.
 package ias
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -16,6 +18,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -86,6 +90,8 @@ type Options struct {
 	// User and Password are the only basic auth credentials the API accepts.
 	User     string
 	Password string
+	// Store keeps the service providers and counts; Open loads them from it. New uses a new MemoryStore.
+	Store sandbox.Store
 }
 
 // Object is one service provider in the inspection snapshot with its number of client secrets and
@@ -109,30 +115,56 @@ type Objects struct {
 	Calls map[string]int `json:"calls"`
 }
 
+// record is a service provider with its secrets and calls; it is also its row in the store.
 type record struct {
-	seq     int64
-	sp      *ServiceProvider
-	secrets []string
-	calls   map[string]int
+	Seq     int64            `json:"seq"`
+	SP      *ServiceProvider `json:"sp"`
+	Secrets []string         `json:"secrets"`
+	Calls   map[string]int   `json:"calls"`
 }
+
+// The kinds of rows in the store.
+const (
+	kindServiceProvider = "serviceProvider"
+	kindSeq             = "seq"
+	kindCreates         = "createsByName"
+	kindDeletes         = "deletesByName"
+	kindTotals          = "calls"
+)
 
 // StandIn is the IAS stand-in; it implements sandbox.System.
 type StandIn struct {
 	opts Options
 	mux  *http.ServeMux
 
+	durable *sandbox.Durable
+	handler http.Handler
+
 	mu            sync.Mutex
-	seq           int64
+	seq           *sandbox.Counts
 	sps           map[string]*record
-	createsByName map[string]int
-	deletesByName map[string]int
-	totals        map[string]int
+	createsByName *sandbox.Counts
+	deletesByName *sandbox.Counts
+	totals        *sandbox.Counts
 }
 
-// New returns a stand-in without service providers.
+// New returns a stand-in without service providers that keeps its state in memory.
 func New(opts Options) *StandIn {
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
+}
+
+// Open returns a stand-in with the service providers and counts kept in opts.Store.
+func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s := &StandIn{opts: opts}
-	s.reset()
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.seq = s.durable.Counts(kindSeq)
+	s.createsByName = s.durable.Counts(kindCreates)
+	s.deletesByName = s.durable.Counts(kindDeletes)
+	s.totals = s.durable.Counts(kindTotals)
+	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
 	m := http.NewServeMux()
 	const base = "/service/sps"
 	m.HandleFunc("GET "+base, s.authorised(s.handleSearch))
@@ -144,31 +176,39 @@ func New(opts Options) *StandIn {
 	m.HandleFunc("POST "+base+"/{id}/client-secrets", s.authorised(s.handleCreateSecret))
 	m.HandleFunc("DELETE "+base+"/{id}/client-secrets", s.authorised(s.handleDeleteSecrets))
 	s.mux = m
-	return s
+	s.handler = s.durable.Handler(m)
+	return s, nil
 }
 
 // Name implements sandbox.System.
 func (s *StandIn) Name() string { return Name }
 
 // ServeHTTP implements sandbox.System; paths are relative to /ias.
-func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Objects implements sandbox.System.
 func (s *StandIn) Objects() any { return s.Snapshot() }
 
-// Reset implements sandbox.System: it forgets every service provider and count.
-func (s *StandIn) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reset()
+// Reset implements sandbox.System: it forgets every service provider and count, durably.
+func (s *StandIn) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
+
+func (s *StandIn) encode(kind, key string) (any, bool) {
+	rec, ok := s.sps[key]
+	return rec, ok && kind == kindServiceProvider
 }
 
-func (s *StandIn) reset() {
+func (s *StandIn) restore(rows sandbox.Rows) error {
 	s.sps = map[string]*record{}
-	s.createsByName = map[string]int{}
-	s.deletesByName = map[string]int{}
-	s.totals = map[string]int{}
+	return sandbox.Each(rows, kindServiceProvider, func(id string, rec *record) {
+		if rec.Calls == nil {
+			rec.Calls = map[string]int{}
+		}
+		s.sps[id] = rec
+	})
 }
+
+// touch marks the service provider as changed, to be written before the answer.
+func (s *StandIn) touch(id string) { s.durable.Touch(kindServiceProvider, id) }
 
 // Snapshot returns the inspection snapshot.
 func (s *StandIn) Snapshot() Objects {
@@ -176,25 +216,16 @@ func (s *StandIn) Snapshot() Objects {
 	defer s.mu.Unlock()
 	out := Objects{
 		ServiceProviders: make([]Object, 0, len(s.sps)),
-		CreatesByName:    make(map[string]int, len(s.createsByName)),
-		DeletesByName:    make(map[string]int, len(s.deletesByName)),
-		Calls:            make(map[string]int, len(s.totals)),
+		CreatesByName:    s.createsByName.Map(),
+		DeletesByName:    s.deletesByName.Map(),
+		Calls:            s.totals.Map(),
 	}
 	for _, rec := range s.sorted() {
-		calls := make(map[string]int, len(rec.calls))
-		for k, v := range rec.calls {
+		calls := make(map[string]int, len(rec.Calls))
+		for k, v := range rec.Calls {
 			calls[k] = v
 		}
-		out.ServiceProviders = append(out.ServiceProviders, Object{ServiceProvider: clone(rec.sp), Secrets: len(rec.secrets), Calls: calls})
-	}
-	for k, v := range s.createsByName {
-		out.CreatesByName[k] = v
-	}
-	for k, v := range s.deletesByName {
-		out.DeletesByName[k] = v
-	}
-	for k, v := range s.totals {
-		out.Calls[k] = v
+		out.ServiceProviders = append(out.ServiceProviders, Object{ServiceProvider: clone(rec.SP), Secrets: len(rec.Secrets), Calls: calls})
 	}
 	return out
 }
@@ -205,7 +236,7 @@ func (s *StandIn) sorted() []*record {
 	for _, rec := range s.sps {
 		recs = append(recs, rec)
 	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].seq < recs[j].seq })
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
 	return recs
 }
 
@@ -235,7 +266,7 @@ func (s *StandIn) authorised(next http.HandlerFunc) http.HandlerFunc {
 			subtle.ConstantTimeCompare([]byte(password), []byte(s.opts.Password)) == 1
 		if !valid {
 			s.mu.Lock()
-			s.totals["unauthorized"]++
+			s.totals.Inc("unauthorized")
 			s.mu.Unlock()
 			w.Header().Set("WWW-Authenticate", `Basic realm="ias"`)
 			writeJSON(w, http.StatusUnauthorized, apiError{Message: "missing or wrong basic auth credentials"})
@@ -259,12 +290,13 @@ func newID() string {
 
 // countLocked counts op in the totals and, when the service provider exists, on it.
 func (s *StandIn) countLocked(id, op string) *record {
-	s.totals[op]++
+	s.totals.Inc(op)
 	rec, ok := s.sps[id]
 	if !ok {
 		return nil
 	}
-	rec.calls[op]++
+	rec.Calls[op]++
+	s.touch(id)
 	return rec
 }
 
@@ -280,13 +312,13 @@ func (s *StandIn) handleSearch(w http.ResponseWriter, r *http.Request) {
 	name, byName := r.URL.Query()["sp_name"]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["search"]++
+	s.totals.Inc("search")
 	out := SearchResult{ServiceProviders: []ServiceProvider{}}
 	for _, rec := range s.sorted() {
-		if byName && rec.sp.Name != name[0] {
+		if byName && rec.SP.Name != name[0] {
 			continue
 		}
-		out.ServiceProviders = append(out.ServiceProviders, clone(rec.sp))
+		out.ServiceProviders = append(out.ServiceProviders, clone(rec.SP))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -296,7 +328,7 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	err := decode(w, r, &req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["create"]++
+	s.totals.Inc("create")
 	switch {
 	case err != nil:
 		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
@@ -312,14 +344,14 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	for s.sps[id] != nil {
 		id = newID()
 	}
-	s.seq++
 	s.sps[id] = &record{
-		seq: s.seq,
-		sp: &ServiceProvider{ID: id, Name: req.Name, SSOType: SSOTypeSAML2, RedirectURIs: []string{},
+		Seq: int64(s.seq.Inc(kindServiceProvider)),
+		SP: &ServiceProvider{ID: id, Name: req.Name, SSOType: SSOTypeSAML2, RedirectURIs: []string{},
 			AssertionAttributes: []AssertionAttribute{}, SubjectNameIdentifier: "uid"},
-		calls: map[string]int{"create": 1},
+		Calls: map[string]int{"create": 1},
 	}
-	s.createsByName[req.Name]++
+	s.touch(id)
+	s.createsByName.Inc(req.Name)
 	w.Header().Set("Location", "/service/sps/"+id)
 	w.WriteHeader(http.StatusCreated)
 }
@@ -333,7 +365,7 @@ func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
 		notFound(w, id)
 		return
 	}
-	writeJSON(w, http.StatusOK, clone(rec.sp))
+	writeJSON(w, http.StatusOK, clone(rec.SP))
 }
 
 func validURI(u string) bool {
@@ -371,7 +403,7 @@ func (s *StandIn) handleUpdate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sp := rec.sp
+	sp := rec.SP
 	if req.SSOType != "" {
 		sp.SSOType = req.SSOType
 	}
@@ -410,7 +442,7 @@ func (s *StandIn) handleRBA(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sp := rec.sp
+	sp := rec.SP
 	if req.SubjectNameIdentifier != "" {
 		sp.SubjectNameIdentifier = req.SubjectNameIdentifier
 	}
@@ -427,14 +459,15 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["delete"]++
+	s.totals.Inc("delete")
 	rec, ok := s.sps[id]
 	if !ok {
 		notFound(w, id)
 		return
 	}
 	delete(s.sps, id)
-	s.deletesByName[rec.sp.Name]++
+	s.touch(id)
+	s.deletesByName.Inc(rec.SP.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -448,8 +481,8 @@ func (s *StandIn) handleCreateSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret := randomHex(24)
-	rec.secrets = append(rec.secrets, secret)
-	writeJSON(w, http.StatusCreated, Secret{ClientID: rec.sp.ID, ClientSecret: secret})
+	rec.Secrets = append(rec.Secrets, secret)
+	writeJSON(w, http.StatusCreated, Secret{ClientID: rec.SP.ID, ClientSecret: secret})
 }
 
 func (s *StandIn) handleDeleteSecrets(w http.ResponseWriter, r *http.Request) {
@@ -461,7 +494,7 @@ func (s *StandIn) handleDeleteSecrets(w http.ResponseWriter, r *http.Request) {
 		notFound(w, id)
 		return
 	}
-	rec.secrets = nil
+	rec.Secrets = nil
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -473,7 +506,7 @@ func (s *StandIn) HasSecret(clientID, secret string) bool {
 	if !ok {
 		return false
 	}
-	for _, have := range rec.secrets {
+	for _, have := range rec.Secrets {
 		if subtle.ConstantTimeCompare([]byte(have), []byte(secret)) == 1 {
 			return true
 		}

@@ -1,6 +1,7 @@
 package ias_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -227,4 +228,48 @@ func TestObjectsEndpointAndReset(t *testing.T) {
 	assert.Empty(t, snap.ServiceProviders)
 	assert.Empty(t, snap.CreatesByName)
 	assert.Empty(t, snap.Calls)
+}
+
+func TestStateSurvivesARestart(t *testing.T) {
+	store := sandbox.NewMemoryStore()
+	open := func(ctx context.Context, store sandbox.Store) (*ias.StandIn, error) {
+		return ias.Open(ctx, ias.Options{User: "keb", Password: "pw", Store: store})
+	}
+	e := &env{t: t, st: sandboxtest.Open(t, open, store)}
+	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
+	id := e.create("a")
+	gone := e.create("b")
+	e.create("c")
+	code, body := e.api(http.MethodPut, "", `{"id":"`+id+`","sso_type":"openIdConnect","redirect_uris":["https://x.example/cb"]}`)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = e.api(http.MethodPost, "/"+id+"/client-secrets", "")
+	require.Equal(t, http.StatusCreated, code, body)
+	var secret ias.Secret
+	require.NoError(t, json.Unmarshal([]byte(body), &secret))
+	code, _ = e.api(http.MethodDelete, "/"+gone, "")
+	require.Equal(t, http.StatusNoContent, code)
+	e.apiAs("keb", "wrong", http.MethodGet, "", "")
+
+	restarted := sandboxtest.Reopen(t, open, store, e.st.Snapshot())
+	assert.True(t, restarted.HasSecret(id, secret.ClientSecret), "the secret is still valid")
+	e2 := &env{t: t, st: restarted}
+	_, e2.url = sandboxtest.Serve(t, sandbox.Options{}, restarted)
+	assert.Equal(t, []string{"https://x.example/cb"}, e2.get(id).RedirectURIs)
+	code, _ = e2.api(http.MethodGet, "/"+gone, "")
+	assert.Equal(t, http.StatusNotFound, code, "a deleted service provider stays deleted")
+	code, _ = e2.api(http.MethodDelete, "/"+id+"/client-secrets", "")
+	require.Equal(t, http.StatusNoContent, code)
+	e2.create("d")
+	snap := e2.st.Snapshot()
+	require.Len(t, snap.ServiceProviders, 3)
+	assert.Equal(t, []string{"a", "c", "d"}, []string{snap.ServiceProviders[0].Name, snap.ServiceProviders[1].Name, snap.ServiceProviders[2].Name},
+		"creation order continues")
+	assert.Zero(t, snap.ServiceProviders[0].Secrets)
+	assert.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}, snap.CreatesByName)
+	assert.Equal(t, map[string]int{"b": 1}, snap.DeletesByName)
+	assert.Equal(t, 1, snap.Calls["unauthorized"])
+
+	restarted = sandboxtest.Reopen(t, open, store, snap)
+	assert.False(t, restarted.HasSecret(id, secret.ClientSecret), "deleted secrets stay deleted")
+	sandboxtest.RequireResetIsDurable(t, restarted, open, store)
 }

@@ -6,32 +6,32 @@ import (
 	"time"
 )
 
-// cluster is what the stand-in knows of one runtime's cluster.
+// cluster is what the stand-in knows of one runtime's cluster; it is also its row in the store.
 type cluster struct {
-	config     Cluster
-	configKey  []byte // canonical JSON of the whole configuration
-	clusterKey []byte // canonical JSON of what makes a cluster version: all but kymaConfig
-	clusterVer int64
-	configVer  int64
-	appliedAt  time.Time // when the current configuration version was created
-	failing    bool      // the current configuration contains a failing component
-	deleteAt   time.Time // when deletion was requested; zero when it was not
-	calls      map[string]int
-	// creations counts the first creation and every start-over after a deletion; configVer counts
+	Config     Cluster        `json:"config"`
+	ConfigKey  []byte         `json:"configKey"`  // canonical JSON of the whole configuration
+	ClusterKey []byte         `json:"clusterKey"` // canonical JSON of what makes a cluster version: all but kymaConfig
+	ClusterVer int64          `json:"clusterVersion"`
+	ConfigVer  int64          `json:"configurationVersion"`
+	AppliedAt  time.Time      `json:"appliedAt"` // when the current configuration version was created
+	Failing    bool           `json:"failing"`   // the current configuration contains a failing component
+	DeleteAt   time.Time      `json:"deleteAt"`  // when deletion was requested; zero when it was not
+	Calls      map[string]int `json:"calls"`
+	// Creations counts the first creation and every start-over after a deletion; ConfigVer counts
 	// the configuration versions created, since versions are never reused.
-	creations int
+	Creations int `json:"creations"`
 }
 
 // status derives the cluster's status at now from its timestamps.
 func (c *cluster) status(now time.Time, reconcile, del time.Duration) string {
-	if !c.deleteAt.IsZero() {
-		return phase(now.Sub(c.deleteAt), del, StatusDeletePending, StatusDeleting, StatusDeleted)
+	if !c.DeleteAt.IsZero() {
+		return phase(now.Sub(c.DeleteAt), del, StatusDeletePending, StatusDeleting, StatusDeleted)
 	}
 	final := StatusReady
-	if c.failing {
+	if c.Failing {
 		final = StatusError
 	}
-	return phase(now.Sub(c.appliedAt), reconcile, StatusReconcilePending, StatusReconciling, final)
+	return phase(now.Sub(c.AppliedAt), reconcile, StatusReconcilePending, StatusReconciling, final)
 }
 
 // phase is first for the first d after the start, second for the next d, and final afterwards.
@@ -75,20 +75,20 @@ func normalized(c Cluster) Cluster {
 // unless the cluster is being or has been deleted, in which case it starts over.
 func (c *cluster) apply(cfg Cluster, failing bool, now time.Time) {
 	configKey, clusterKey := keys(cfg)
-	restart := !c.deleteAt.IsZero()
-	if !restart && c.configVer > 0 && bytes.Equal(configKey, c.configKey) {
+	restart := !c.DeleteAt.IsZero()
+	if !restart && c.ConfigVer > 0 && bytes.Equal(configKey, c.ConfigKey) {
 		return
 	}
-	if restart || c.configVer == 0 {
-		c.creations++
+	if restart || c.ConfigVer == 0 {
+		c.Creations++
 	}
-	if restart || c.clusterVer == 0 || !bytes.Equal(clusterKey, c.clusterKey) {
-		c.clusterVer++
+	if restart || c.ClusterVer == 0 || !bytes.Equal(clusterKey, c.ClusterKey) {
+		c.ClusterVer++
 	}
-	c.configVer++
-	c.config = normalized(cfg)
-	c.configKey, c.clusterKey = configKey, clusterKey
-	c.appliedAt = now
-	c.failing = failing
-	c.deleteAt = time.Time{}
+	c.ConfigVer++
+	c.Config = normalized(cfg)
+	c.ConfigKey, c.ClusterKey = configKey, clusterKey
+	c.AppliedAt = now
+	c.Failing = failing
+	c.DeleteAt = time.Time{}
 }

@@ -67,14 +67,14 @@ func (s *Server) handleApply(update bool) http.HandlerFunc {
 		err := dec.Decode(&req)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.totals["apply"]++
+		s.totals.Inc("apply")
 		if err != nil {
-			s.totals["apply.invalid"]++
+			s.totals.Inc("apply.invalid")
 			writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON: " + err.Error()})
 			return
 		}
 		if msg := validate(&req); msg != "" {
-			s.totals["apply.invalid"]++
+			s.totals.Inc("apply.invalid")
 			writeJSON(w, http.StatusBadRequest, apiError{Error: msg})
 			return
 		}
@@ -84,10 +84,11 @@ func (s *Server) handleApply(update bool) http.HandlerFunc {
 				writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", req.RuntimeID)})
 				return
 			}
-			c = &cluster{calls: map[string]int{}}
+			c = &cluster{Calls: map[string]int{}}
 			s.clusters[req.RuntimeID] = c
 		}
-		c.calls["apply"]++
+		c.Calls["apply"]++
+		s.durable.Touch(kindCluster, req.RuntimeID)
 		c.apply(req, s.isFailing(&req), s.opts.Now())
 		writeJSON(w, http.StatusOK, s.state(r, req.RuntimeID, c))
 	}
@@ -96,14 +97,15 @@ func (s *Server) handleApply(update bool) http.HandlerFunc {
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["status"]++
+	s.totals.Inc("status")
 	id := r.PathValue("runtimeID")
 	c, ok := s.clusters[id]
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", id)})
 		return
 	}
-	c.calls["status"]++
+	c.Calls["status"]++
+	s.durable.Touch(kindCluster, id)
 	writeJSON(w, http.StatusOK, s.state(r, id, c))
 }
 
@@ -111,16 +113,17 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["delete"]++
+	s.totals.Inc("delete")
 	id := r.PathValue("runtimeID")
 	c, ok := s.clusters[id]
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", id)})
 		return
 	}
-	c.calls["delete"]++
-	if c.deleteAt.IsZero() {
-		c.deleteAt = s.opts.Now()
+	c.Calls["delete"]++
+	s.durable.Touch(kindCluster, id)
+	if c.DeleteAt.IsZero() {
+		c.DeleteAt = s.opts.Now()
 	}
 	writeJSON(w, http.StatusOK, s.state(r, id, c))
 }
@@ -128,8 +131,8 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 func (s *Server) state(r *http.Request, id string, c *cluster) State {
 	return State{
 		Cluster:              id,
-		ClusterVersion:       c.clusterVer,
-		ConfigurationVersion: c.configVer,
+		ClusterVersion:       c.ClusterVer,
+		ConfigurationVersion: c.ConfigVer,
 		Status:               c.status(s.opts.Now(), s.opts.ReconcileTime, s.opts.DeleteTime),
 		StatusURL:            statusURL(r, id),
 	}

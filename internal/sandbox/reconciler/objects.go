@@ -51,34 +51,31 @@ func (s *Server) Snapshot() Objects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
-	out := Objects{Clusters: make([]Object, 0, len(s.clusters)), Calls: make(map[string]int, len(s.totals))}
+	out := Objects{Clusters: make([]Object, 0, len(s.clusters)), Calls: s.totals.Map()}
 	for id, c := range s.clusters {
-		calls := make(map[string]int, len(c.calls))
-		for k, v := range c.calls {
+		calls := make(map[string]int, len(c.Calls))
+		for k, v := range c.Calls {
 			calls[k] = v
 		}
-		sum := sha256.Sum256([]byte(c.config.Kubeconfig))
+		sum := sha256.Sum256([]byte(c.Config.Kubeconfig))
 		out.Clusters = append(out.Clusters, Object{
 			RuntimeID:                    id,
 			Status:                       c.status(now, s.opts.ReconcileTime, s.opts.DeleteTime),
-			ClusterVersion:               c.clusterVer,
-			ConfigurationVersion:         c.configVer,
-			RuntimeInput:                 c.config.RuntimeInput,
-			Metadata:                     c.config.Metadata,
-			KymaVersion:                  c.config.KymaConfig.Version,
-			Profile:                      c.config.KymaConfig.Profile,
-			Administrators:               append([]string{}, c.config.KymaConfig.Administrators...),
-			Components:                   masked(c.config.KymaConfig.Components),
-			Kubeconfig:                   KubeconfigInfo{Length: len(c.config.Kubeconfig), SHA256: hex.EncodeToString(sum[:8])},
+			ClusterVersion:               c.ClusterVer,
+			ConfigurationVersion:         c.ConfigVer,
+			RuntimeInput:                 c.Config.RuntimeInput,
+			Metadata:                     c.Config.Metadata,
+			KymaVersion:                  c.Config.KymaConfig.Version,
+			Profile:                      c.Config.KymaConfig.Profile,
+			Administrators:               append([]string{}, c.Config.KymaConfig.Administrators...),
+			Components:                   masked(c.Config.KymaConfig.Components),
+			Kubeconfig:                   KubeconfigInfo{Length: len(c.Config.Kubeconfig), SHA256: hex.EncodeToString(sum[:8])},
 			Calls:                        calls,
-			ConfigurationVersionsCreated: int(c.configVer),
-			Creations:                    c.creations,
+			ConfigurationVersionsCreated: int(c.ConfigVer),
+			Creations:                    c.Creations,
 		})
 	}
 	sort.Slice(out.Clusters, func(i, j int) bool { return out.Clusters[i].RuntimeID < out.Clusters[j].RuntimeID })
-	for k, v := range s.totals {
-		out.Calls[k] = v
-	}
 	return out
 }
 

@@ -2,13 +2,17 @@
 // uses it: clusters are created or reconfigured with POST/PUT /v1/clusters, polled with
 // GET /v1/clusters/{runtimeID}/status and deleted with DELETE /v1/clusters/{runtimeID}. Reconciliation
 // and deletion progress through their statuses as time passes; the status is derived from timestamps
-// when read, so nothing runs in the background. Like the real API it has no authentication.
+// when read, so nothing runs in the background. Like the real API it has no authentication. It keeps
+// its state in a sandbox.Store (one row per cluster and counter).
 package reconciler
 
 import (
+	"context"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -100,7 +104,15 @@ type Options struct {
 	FailingComponents []string
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// Store keeps the clusters and counts; Open loads them from it. New uses a new MemoryStore.
+	Store sandbox.Store
 }
+
+// The kinds of rows in the store.
+const (
+	kindCluster = "cluster"
+	kindTotals  = "calls"
+)
 
 // Server is the Reconciler stand-in; it implements sandbox.System.
 type Server struct {
@@ -108,13 +120,22 @@ type Server struct {
 	failing map[string]bool
 	mux     *http.ServeMux
 
+	durable *sandbox.Durable
+	handler http.Handler
+
 	mu       sync.Mutex
 	clusters map[string]*cluster
-	totals   map[string]int
+	totals   *sandbox.Counts
 }
 
-// New returns a stand-in without clusters.
+// New returns a stand-in without clusters that keeps its state in memory.
 func New(opts Options) *Server {
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
+}
+
+// Open returns a stand-in with the clusters and counts kept in opts.Store.
+func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -122,33 +143,45 @@ func New(opts Options) *Server {
 	for _, c := range opts.FailingComponents {
 		s.failing[c] = true
 	}
-	s.reset()
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.totals = s.durable.Counts(kindTotals)
+	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /v1/clusters", s.handleApply(false))
 	m.HandleFunc("PUT /v1/clusters", s.handleApply(true))
 	m.HandleFunc("GET /v1/clusters/{runtimeID}/status", s.handleStatus)
 	m.HandleFunc("DELETE /v1/clusters/{runtimeID}", s.handleDelete)
 	s.mux = m
-	return s
+	s.handler = s.durable.Handler(m)
+	return s, nil
 }
 
 // Name implements sandbox.System.
 func (s *Server) Name() string { return Name }
 
 // ServeHTTP implements sandbox.System; paths are relative to /reconciler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Objects implements sandbox.System.
 func (s *Server) Objects() any { return s.Snapshot() }
 
-// Reset implements sandbox.System: it forgets every cluster and count.
-func (s *Server) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reset()
+// Reset implements sandbox.System: it forgets every cluster and count, durably.
+func (s *Server) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
+
+func (s *Server) encode(kind, key string) (any, bool) {
+	c, ok := s.clusters[key]
+	return c, ok && kind == kindCluster
 }
 
-func (s *Server) reset() {
+// restore loads the clusters; configurations keep their numbers exact, as applied.
+func (s *Server) restore(rows sandbox.Rows) error {
 	s.clusters = map[string]*cluster{}
-	s.totals = map[string]int{}
+	return sandbox.EachExact(rows, kindCluster, func(id string, c *cluster) {
+		if c.Calls == nil {
+			c.Calls = map[string]int{}
+		}
+		s.clusters[id] = c
+	})
 }

@@ -1,6 +1,7 @@
 package reconciler_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -25,9 +26,14 @@ type env struct {
 
 func newEnv(t *testing.T, opts reconciler.Options) *env {
 	t.Helper()
-	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	opts.Now = e.clock.Now
-	e.st = reconciler.New(opts)
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts.Now = clock.Now
+	return serve(t, clock, reconciler.New(opts))
+}
+
+func serve(t *testing.T, clock *sandboxtest.Clock, st *reconciler.Server) *env {
+	t.Helper()
+	e := &env{t: t, clock: clock, st: st}
 	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	return e
 }
@@ -184,7 +190,7 @@ func TestObjectsHideSecrets(t *testing.T) {
 	assert.Equal(t, []string{"admin@example.com"}, obj.Administrators)
 	assert.Equal(t, "inst-rt1", obj.Metadata.InstanceID)
 
-	e.st.Reset()
+	require.NoError(t, e.st.Reset(context.Background()))
 	assert.Empty(t, e.st.Snapshot().Clusters)
 	code, _ = e.api(http.MethodGet, "/rt1/status", "")
 	assert.Equal(t, http.StatusNotFound, code)
@@ -198,4 +204,32 @@ func TestEqualConfigurationsCompareByValue(t *testing.T) {
 	assert.Equal(t, int64(1), e.state(http.MethodPost, "", same).ConfigurationVersion, "key order and empty lists do not matter")
 	changed := strings.Replace(in, "10000000000000001", "10000000000000002", 1)
 	assert.Equal(t, int64(2), e.state(http.MethodPost, "", changed).ConfigurationVersion, "large numbers compare exactly")
+}
+
+func TestStateSurvivesARestart(t *testing.T) {
+	store := sandbox.NewMemoryStore()
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	open := func(ctx context.Context, store sandbox.Store) (*reconciler.Server, error) {
+		return reconciler.Open(ctx, reconciler.Options{ReconcileTime: time.Minute, DeleteTime: time.Minute, Now: clock.Now, Store: store})
+	}
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
+	in := `{"runtimeID":"rt1","kubeconfig":"k","kymaConfig":{"version":"2","components":[{"component":"c","namespace":"ns","configuration":[{"key":"a","value":10000000000000001}]}]}}`
+	assert.Equal(t, reconciler.StatusReconcilePending, e.state(http.MethodPost, "", in).Status)
+	e.state(http.MethodPost, "", strings.Replace(in, "rt1", "rt2", 1))
+	e.state(http.MethodDelete, "/rt2", "")
+	e.api(http.MethodPost, "", `{`)
+	clock.Advance(90 * time.Second)
+
+	restarted := sandboxtest.Reopen(t, open, store, e.st.Snapshot())
+	e2 := serve(t, clock, restarted)
+	assert.Equal(t, reconciler.StatusReconciling, e2.status("rt1"), "the reconciliation goes on from where it was")
+	assert.Equal(t, reconciler.StatusDeleting, e2.status("rt2"))
+	assert.Equal(t, int64(1), e2.state(http.MethodPost, "", in).ConfigurationVersion, "the same configuration, exact numbers included")
+	clock.Advance(time.Hour)
+	assert.Equal(t, reconciler.StatusReady, e2.status("rt1"))
+	snap := e2.st.Snapshot()
+	assert.Equal(t, 1, snap.Calls["apply.invalid"])
+	assert.Equal(t, map[string]int{"apply": 2, "status": 2}, snap.Clusters[0].Calls)
+
+	sandboxtest.RequireResetIsDurable(t, e2.st, open, store)
 }

@@ -64,7 +64,8 @@ func (s *Server) handleCreateBinding(w http.ResponseWriter, r *http.Request) {
 		notFound(w, "service_instance", req.ServiceInstanceID)
 		return
 	}
-	in.calls["bind"]++
+	in.Calls["bind"]++
+	s.durable.Touch(kindInstance, in.ID)
 	if lo := in.LastOperation; !in.Ready || lo != nil && lo.State == StateInProgress {
 		why := "it is not ready"
 		if lo != nil {
@@ -84,10 +85,11 @@ func (s *Server) handleCreateBinding(w http.ResponseWriter, r *http.Request) {
 	b := &binding{
 		Binding: Binding{ID: id, Name: req.Name, ServiceInstanceID: in.ID, Ready: true,
 			Credentials: s.credentials(r, in, id), CreatedAt: now, UpdatedAt: now},
-		calls: map[string]int{"create": 1},
+		Calls: map[string]int{"create": 1},
 	}
 	s.bindings[id] = b
-	s.bindingCreatesByName[b.Name]++
+	s.durable.Touch(kindBinding, id)
+	s.bindingCreatesByName.Inc(b.Name)
 	writeJSON(w, http.StatusCreated, b.view())
 }
 
@@ -109,21 +111,22 @@ func (s *Server) handleDeleteBinding(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	delete(s.bindings, b.ID)
-	s.bindingDeletesByName[b.Name]++
+	s.bindingDeletesByName.Inc(b.Name)
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 
 // lookupBinding counts op and finds the binding of the path, answering 404 when it does not exist;
 // s.mu must be held.
 func (s *Server) lookupBinding(w http.ResponseWriter, r *http.Request, op string) (*binding, bool) {
-	s.totals[op]++
+	s.totals.Inc(op)
 	id := r.PathValue("id")
 	b, ok := s.bindings[id]
 	if !ok {
 		notFound(w, "service_binding", id)
 		return nil, false
 	}
-	b.calls[op]++
+	b.Calls[op]++
+	s.durable.Touch(kindBinding, id)
 	return b, true
 }
 
@@ -140,7 +143,7 @@ func (s *Server) credentials(r *http.Request, in *instance, bindingID string) ma
 			"sm_url": base, "url": base, "xsappname": "sandbox-sm-" + in.ID}
 	}
 	short := strings.ReplaceAll(in.ID, "-", "")[:12]
-	namespace, _ := in.parameters["namespace"].(string)
+	namespace, _ := in.Parameters["namespace"].(string)
 	if namespace == "" {
 		namespace = "default/sap.kyma/" + short
 	}

@@ -176,18 +176,19 @@ func (s *Server) handleCreateInstance(w http.ResponseWriter, r *http.Request) {
 	in := &instance{
 		Instance: Instance{ID: uuid.NewString(), Name: req.Name, ServicePlanID: req.ServicePlanID, PlatformID: platformID,
 			Labels: req.Labels, CreatedAt: now, UpdatedAt: now},
-		parameters: req.Parameters,
-		calls:      map[string]int{"create": 1},
+		Parameters: req.Parameters,
+		Calls:      map[string]int{"create": 1},
 	}
 	op := s.newOperation(OperationCreate, in.ID, now)
 	if async && s.opts.ProvisionDelay > 0 {
-		op.State, in.doneAt = StateInProgress, now.Add(s.opts.ProvisionDelay)
+		op.State, in.DoneAt = StateInProgress, now.Add(s.opts.ProvisionDelay)
 	} else {
 		in.Ready, in.Usable = true, true
 	}
 	in.LastOperation = op
 	s.instances[in.ID] = in
-	s.instanceCreatesByName[in.Name]++
+	s.durable.Touch(kindInstance, in.ID)
+	s.instanceCreatesByName.Inc(in.Name)
 	if async {
 		w.Header().Set("Location", operationPath(in.ID, op.ID))
 		writeJSON(w, http.StatusAccepted, struct{}{})
@@ -201,6 +202,7 @@ func (s *Server) newOperation(typ, instanceID string, now time.Time) *Operation 
 	op := &Operation{ID: uuid.NewString(), Type: typ, State: StateSucceeded, ResourceID: instanceID,
 		ResourceType: resourceInstance, CreatedAt: now, UpdatedAt: now}
 	s.operations[op.ID] = op
+	s.durable.Touch(kindOperation, op.ID)
 	return op
 }
 
@@ -211,7 +213,7 @@ func operationPath(instanceID, opID string) string {
 // lookupInstance counts op and finds the instance of the path, answering 404 when it does not exist;
 // s.mu must be held.
 func (s *Server) lookupInstance(w http.ResponseWriter, r *http.Request, op string) (*instance, bool) {
-	s.totals[op]++
+	s.totals.Inc(op)
 	s.settle()
 	id := r.PathValue("id")
 	in, ok := s.instances[id]
@@ -219,7 +221,8 @@ func (s *Server) lookupInstance(w http.ResponseWriter, r *http.Request, op strin
 		notFound(w, "service_instance", id)
 		return nil, false
 	}
-	in.calls[op]++
+	in.Calls[op]++
+	s.durable.Touch(kindInstance, id)
 	return in, true
 }
 
@@ -236,11 +239,12 @@ func (s *Server) handleGetInstance(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleGetOperation(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals["getOperation"]++
+	s.totals.Inc("getOperation")
 	s.settle()
 	id, opID := r.PathValue("id"), r.PathValue("op")
 	if in, ok := s.instances[id]; ok {
-		in.calls["getOperation"]++
+		in.Calls["getOperation"]++
+		s.durable.Touch(kindInstance, id)
 	}
 	op, ok := s.operations[opID]
 	if !ok || op.ResourceID != id {
@@ -275,10 +279,10 @@ func (s *Server) handleDeleteInstance(w http.ResponseWriter, r *http.Request) {
 	op := s.newOperation(OperationDelete, in.ID, now)
 	in.LastOperation, in.UpdatedAt = op, now
 	if async && s.opts.ProvisionDelay > 0 {
-		op.State, in.doneAt = StateInProgress, now.Add(s.opts.ProvisionDelay)
+		op.State, in.DoneAt = StateInProgress, now.Add(s.opts.ProvisionDelay)
 	} else {
 		delete(s.instances, in.ID)
-		s.instanceDeletesByName[in.Name]++
+		s.instanceDeletesByName.Inc(in.Name)
 	}
 	if async {
 		w.Header().Set("Location", operationPath(in.ID, op.ID))

@@ -2,11 +2,13 @@
 // uses it to provision and bind Enterprise Messaging: a UAA-like OAuth2 client-credentials token
 // endpoint, the service offering and plan catalog, service instances created and deleted
 // asynchronously (with operations that stay "in progress" for a configurable time) and service
-// bindings with EMS-like credentials. It keeps everything in memory and counts calls per object and
-// creations per name, so tests can see duplicates.
+// bindings with EMS-like credentials. It keeps its state in a sandbox.Store (one row per instance,
+// binding, operation and counter) and counts calls per object and creations per name, so tests can
+// see duplicates.
 package servicemanager
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -118,6 +120,9 @@ type Options struct {
 	ProvisionDelay time.Duration
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// Store keeps the instances, bindings, operations and counts; Open loads them from it. New uses
+	// a new MemoryStore.
+	Store sandbox.Store
 }
 
 // InstanceObject is one instance in the inspection snapshot, with its parameters, the ids of its
@@ -153,17 +158,31 @@ type Objects struct {
 	Calls map[string]int `json:"calls"`
 }
 
+// instance is a service instance as the stand-in keeps it; it is also its row in the store.
 type instance struct {
 	Instance
-	parameters map[string]any
-	doneAt     time.Time // when the operation in progress finishes
-	calls      map[string]int
+	Parameters map[string]any `json:"parameters"`
+	DoneAt     time.Time      `json:"doneAt"` // when the operation in progress finishes
+	Calls      map[string]int `json:"calls"`
 }
 
+// binding is a service binding as the stand-in keeps it; it is also its row in the store.
 type binding struct {
 	Binding
-	calls map[string]int
+	Calls map[string]int `json:"calls"`
 }
+
+// The kinds of rows in the store.
+const (
+	kindInstance        = "instance"
+	kindBinding         = "binding"
+	kindOperation       = "operation"
+	kindInstanceCreates = "instanceCreatesByName"
+	kindBindingCreates  = "bindingCreatesByName"
+	kindInstanceDeletes = "instanceDeletesByName"
+	kindBindingDeletes  = "bindingDeletesByName"
+	kindTotals          = "calls"
+)
 
 // Server is the Service Manager stand-in; it implements sandbox.System.
 type Server struct {
@@ -173,19 +192,29 @@ type Server struct {
 	offerings []Offering
 	plans     []Plan
 
+	durable *sandbox.Durable
+	handler http.Handler
+
 	mu                    sync.Mutex
 	instances             map[string]*instance
 	bindings              map[string]*binding
 	operations            map[string]*Operation // by id; kept after the instance is gone
-	instanceCreatesByName map[string]int
-	bindingCreatesByName  map[string]int
-	instanceDeletesByName map[string]int
-	bindingDeletesByName  map[string]int
-	totals                map[string]int
+	instanceCreatesByName *sandbox.Counts
+	bindingCreatesByName  *sandbox.Counts
+	instanceDeletesByName *sandbox.Counts
+	bindingDeletesByName  *sandbox.Counts
+	totals                *sandbox.Counts
 }
 
-// New returns a stand-in with the catalog and no instances.
+// New returns a stand-in with the catalog and no instances that keeps its state in memory.
 func New(opts Options) *Server {
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
+}
+
+// Open returns a stand-in with the catalog and the instances, bindings, operations and counts kept
+// in opts.Store.
+func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = time.Hour
 	}
@@ -197,7 +226,15 @@ func New(opts Options) *Server {
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
 	s.offerings, s.plans = catalog()
-	s.reset()
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.instanceCreatesByName = s.durable.Counts(kindInstanceCreates)
+	s.bindingCreatesByName = s.durable.Counts(kindBindingCreates)
+	s.instanceDeletesByName = s.durable.Counts(kindInstanceDeletes)
+	s.bindingDeletesByName = s.durable.Counts(kindBindingDeletes)
+	s.totals = s.durable.Counts(kindTotals)
+	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
 	m.HandleFunc("GET /v1/service_offerings", s.issuer.Protect(s.handleListOfferings))
@@ -212,7 +249,8 @@ func New(opts Options) *Server {
 	m.HandleFunc("GET /v1/service_bindings/{id}", s.issuer.Protect(s.handleGetBinding))
 	m.HandleFunc("DELETE /v1/service_bindings/{id}", s.issuer.Protect(s.handleDeleteBinding))
 	s.mux = m
-	return s
+	s.handler = s.durable.Handler(m)
+	return s, nil
 }
 
 // catalog is what the stand-in offers; fixed ids keep runs comparable.
@@ -234,28 +272,57 @@ func catalog() ([]Offering, []Plan) {
 func (s *Server) Name() string { return Name }
 
 // ServeHTTP implements sandbox.System; paths are relative to /servicemanager.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Objects implements sandbox.System.
 func (s *Server) Objects() any { return s.Snapshot() }
 
-// Reset implements sandbox.System: it forgets every instance, binding, operation and count, and keeps
-// the catalog and the issued tokens.
-func (s *Server) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.reset()
+// Reset implements sandbox.System: it forgets every instance, binding, operation and count,
+// durably, and keeps the catalog and the issued tokens.
+func (s *Server) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
+
+func (s *Server) encode(kind, key string) (any, bool) {
+	var v any
+	var ok bool
+	switch kind {
+	case kindInstance:
+		v, ok = s.instances[key]
+	case kindBinding:
+		v, ok = s.bindings[key]
+	case kindOperation:
+		v, ok = s.operations[key]
+	}
+	return v, ok
 }
 
-func (s *Server) reset() {
+// restore loads the instances, bindings and operations; an instance's last operation is the one
+// kept by ID, so that finishing it shows in both.
+func (s *Server) restore(rows sandbox.Rows) error {
 	s.instances = map[string]*instance{}
 	s.bindings = map[string]*binding{}
 	s.operations = map[string]*Operation{}
-	s.instanceCreatesByName = map[string]int{}
-	s.bindingCreatesByName = map[string]int{}
-	s.instanceDeletesByName = map[string]int{}
-	s.bindingDeletesByName = map[string]int{}
-	s.totals = map[string]int{}
+	err := sandbox.Each(rows, kindOperation, func(id string, op *Operation) { s.operations[id] = op })
+	if err != nil {
+		return err
+	}
+	err = sandbox.Each(rows, kindInstance, func(id string, in *instance) {
+		if in.Calls == nil {
+			in.Calls = map[string]int{}
+		}
+		if in.LastOperation != nil && s.operations[in.LastOperation.ID] != nil {
+			in.LastOperation = s.operations[in.LastOperation.ID]
+		}
+		s.instances[id] = in
+	})
+	if err != nil {
+		return err
+	}
+	return sandbox.Each(rows, kindBinding, func(id string, b *binding) {
+		if b.Calls == nil {
+			b.Calls = map[string]int{}
+		}
+		s.bindings[id] = b
+	})
 }
 
 // Snapshot returns the inspection snapshot, operations due by now finished.
@@ -266,23 +333,23 @@ func (s *Server) Snapshot() Objects {
 	out := Objects{
 		Instances:             make([]InstanceObject, 0, len(s.instances)),
 		Bindings:              make([]BindingObject, 0, len(s.bindings)),
-		InstanceCreatesByName: copyCounts(s.instanceCreatesByName),
-		BindingCreatesByName:  copyCounts(s.bindingCreatesByName),
-		InstanceDeletesByName: copyCounts(s.instanceDeletesByName),
-		BindingDeletesByName:  copyCounts(s.bindingDeletesByName),
-		Calls:                 copyCounts(s.totals),
+		InstanceCreatesByName: s.instanceCreatesByName.Map(),
+		BindingCreatesByName:  s.bindingCreatesByName.Map(),
+		InstanceDeletesByName: s.instanceDeletesByName.Map(),
+		BindingDeletesByName:  s.bindingDeletesByName.Map(),
+		Calls:                 s.totals.Map(),
 	}
 	for _, in := range s.instances {
-		params, _ := deepCopy(in.parameters).(map[string]any)
+		params, _ := deepCopy(in.Parameters).(map[string]any)
 		out.Instances = append(out.Instances, InstanceObject{Instance: in.view(), Parameters: params,
-			Bindings: s.bindingIDs(in.ID), Calls: copyCounts(in.calls)})
+			Bindings: s.bindingIDs(in.ID), Calls: copyCounts(in.Calls)})
 	}
 	sort.Slice(out.Instances, func(i, j int) bool {
 		a, b := out.Instances[i], out.Instances[j]
 		return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
 	})
 	for _, b := range s.bindings {
-		out.Bindings = append(out.Bindings, BindingObject{Binding: b.view(), Calls: copyCounts(b.calls)})
+		out.Bindings = append(out.Bindings, BindingObject{Binding: b.view(), Calls: copyCounts(b.Calls)})
 	}
 	sort.Slice(out.Bindings, func(i, j int) bool {
 		a, b := out.Bindings[i], out.Bindings[j]
@@ -309,16 +376,18 @@ func (s *Server) settle() {
 	now := s.opts.Now()
 	for id, in := range s.instances {
 		op := in.LastOperation
-		if op == nil || op.State != StateInProgress || now.Before(in.doneAt) {
+		if op == nil || op.State != StateInProgress || now.Before(in.DoneAt) {
 			continue
 		}
-		op.State, op.UpdatedAt = StateSucceeded, in.doneAt
+		op.State, op.UpdatedAt = StateSucceeded, in.DoneAt
+		s.durable.Touch(kindOperation, op.ID)
+		s.durable.Touch(kindInstance, id)
 		switch op.Type {
 		case OperationCreate:
-			in.Ready, in.Usable, in.UpdatedAt = true, true, in.doneAt
+			in.Ready, in.Usable, in.UpdatedAt = true, true, in.DoneAt
 		case OperationDelete:
 			delete(s.instances, id)
-			s.instanceDeletesByName[in.Name]++
+			s.instanceDeletesByName.Inc(in.Name)
 		}
 	}
 }
@@ -380,7 +449,7 @@ func (s *Server) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ev := range events {
-		s.totals[ev]++
+		s.totals.Inc(ev)
 	}
 }
 

@@ -1,6 +1,7 @@
 package servicemanager_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -32,8 +33,18 @@ type env struct {
 
 func newEnv(t *testing.T, delay time.Duration) *env {
 	t.Helper()
-	e := &env{t: t, clock: sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	e.st = sm.New(sm.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ProvisionDelay: delay, Now: e.clock.Now})
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return serve(t, clock, sm.New(options(clock, delay)))
+}
+
+func options(clock *sandboxtest.Clock, delay time.Duration) sm.Options {
+	return sm.Options{ClientID: "id", ClientSecret: "secret", TokenTTL: time.Hour, ProvisionDelay: delay, Now: clock.Now}
+}
+
+// serve serves the stand-in and takes a token.
+func serve(t *testing.T, clock *sandboxtest.Clock, st *sm.Server) *env {
+	t.Helper()
+	e := &env{t: t, clock: clock, st: st}
 	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
 	e.token = sandboxtest.Token(t, e.url+"/servicemanager/oauth/token", url.Values{"grant_type": {"client_credentials"}}, "id", "secret").AccessToken
 	return e
@@ -350,11 +361,61 @@ func TestConcurrentCreatesOfOneName(t *testing.T) {
 func TestResetKeepsCatalogAndTokens(t *testing.T) {
 	e := newEnv(t, 0)
 	e.createAsync("gone")
-	e.st.Reset()
+	require.NoError(t, e.st.Reset(context.Background()))
 	snap := e.st.Snapshot()
 	assert.Empty(t, snap.Instances)
 	assert.Empty(t, snap.InstanceCreatesByName)
 	code, _, body := e.api(http.MethodGet, "/v1/service_plans"+fq("catalog_name eq 'service-operator-access'"), "")
 	require.Equal(t, http.StatusOK, code, "the token survives")
 	assert.Equal(t, 1, decodeInto[sm.List[sm.Plan]](t, body).NumItems)
+}
+
+func TestStateSurvivesARestart(t *testing.T) {
+	store := sandbox.NewMemoryStore()
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	open := func(ctx context.Context, store sandbox.Store) (*sm.Server, error) {
+		o := options(clock, time.Minute)
+		o.Store = store
+		return sm.Open(ctx, o)
+	}
+	e := serve(t, clock, sandboxtest.Open(t, open, store))
+	ready, _ := e.createAsync("ready")
+	clock.Advance(time.Minute)
+	code, _, body := e.api(http.MethodPost, "/v1/service_bindings", `{"name":"b-1","service_instance_id":"`+ready+`"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	binding := decodeInto[sm.Binding](t, body)
+	pending, opPath := e.createAsync("pending")
+	gone, _ := e.createAsync("gone")
+	clock.Advance(time.Minute)
+	code, _, body = e.api(http.MethodDelete, "/v1/service_instances/"+gone+"?async=true", "")
+	require.Equal(t, http.StatusAccepted, code, body)
+	clock.Advance(30 * time.Second)
+	e.createAsync("new")
+
+	restarted := sandboxtest.Reopen(t, open, store, e.st.Snapshot())
+	e2 := serve(t, clock, restarted)
+	code, _, body = e2.api(http.MethodGet, "/v1/service_bindings/"+binding.ID, "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, binding.Credentials, decodeInto[sm.Binding](t, body).Credentials)
+	code, _, body = e2.api(http.MethodGet, opPath, "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, sm.StateSucceeded, decodeInto[sm.Operation](t, body).State)
+	code, _, _ = e2.api(http.MethodGet, "/v1/service_instances/"+gone, "")
+	assert.Equal(t, http.StatusOK, code, "the deletion is still in progress")
+	clock.Advance(time.Minute)
+	code, _, _ = e2.api(http.MethodGet, "/v1/service_instances/"+gone, "")
+	assert.Equal(t, http.StatusNotFound, code, "the deletion went on after the restart")
+	code, _, body = e2.api(http.MethodGet, "/v1/service_instances/"+pending, "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.True(t, decodeInto[sm.Instance](t, body).Ready)
+	snap := e2.st.Snapshot()
+	assert.Equal(t, map[string]int{"ready": 1, "pending": 1, "gone": 1, "new": 1}, snap.InstanceCreatesByName)
+	assert.Equal(t, map[string]int{"gone": 1}, snap.InstanceDeletesByName)
+	assert.Equal(t, map[string]int{"b-1": 1}, snap.BindingCreatesByName)
+
+	restarted = sandboxtest.Reopen(t, open, store, snap)
+	code, _, body = serve(t, clock, restarted).api(http.MethodGet, opPath, "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Equal(t, sm.StateSucceeded, decodeInto[sm.Operation](t, body).State, "the finished operation was saved")
+	sandboxtest.RequireResetIsDurable(t, restarted, open, store)
 }

@@ -3,6 +3,7 @@
 package standins
 
 import (
+	"context"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
@@ -82,10 +83,16 @@ type Options struct {
 	SMProvisionDelay time.Duration
 	// AzureActivationTime and AzureDeletionTime pace Event Hubs namespaces and resource groups.
 	AzureActivationTime, AzureDeletionTime time.Duration
+	// Store keeps the stand-ins' state, so that they answer as before after a restart; in memory
+	// when nil.
+	Store sandbox.Store
 }
 
-// New returns a sandbox with every stand-in registered.
-func New(o Options) (*sandbox.Sandbox, error) {
+// New returns a sandbox with every stand-in registered, its state loaded from o.Store.
+func New(o Options) (*sandbox.Sandbox, error) { return Open(context.Background(), o) }
+
+// Open is New loading the state within ctx.
+func Open(ctx context.Context, o Options) (*sandbox.Sandbox, error) {
 	c := o.Credentials.withDefaults()
 	parents := o.AVSParentIDs
 	if len(parents) == 0 {
@@ -95,16 +102,42 @@ func New(o Options) (*sandbox.Sandbox, error) {
 	if namespaces == nil {
 		namespaces = []string{EDPNamespace}
 	}
+	store := o.Store
+	if store == nil {
+		store = sandbox.NewMemoryStore()
+	}
 	sb := sandbox.New(sandbox.Options{Seed: o.Seed, Log: o.Log, Now: o.Now})
-	for _, sys := range []sandbox.System{
-		avs.New(avs.Options{ClientID: c.AVSClientID, ClientSecret: c.AVSClientSecret, ParentIDs: parents, Now: o.Now}),
-		edp.New(edp.Options{ClientID: c.EDPClientID, ClientSecret: c.EDPClientSecret, Namespaces: namespaces, Now: o.Now}),
-		ias.New(ias.Options{User: c.IASUser, Password: c.IASPassword}),
-		servicemanager.New(servicemanager.Options{ClientID: c.SMClientID, ClientSecret: c.SMClientSecret, ProvisionDelay: o.SMProvisionDelay, Now: o.Now}),
-		azure.New(azure.Options{ClientID: c.AzureClientID, ClientSecret: c.AzureClientSecret, ActivationTime: o.AzureActivationTime, DeletionTime: o.AzureDeletionTime, Now: o.Now}),
-		reconciler.New(reconciler.Options{ReconcileTime: o.ReconcileTime, DeleteTime: o.ReconcileDeleteTime, FailingComponents: o.FailingComponents, Now: o.Now}),
-		director.New(director.Options{ClientID: c.DirectorClientID, ClientSecret: c.DirectorClientSecret, ConnectorURL: ConnectorURL, Now: o.Now}),
+	for _, open := range []func() (sandbox.System, error){
+		func() (sandbox.System, error) {
+			return avs.Open(ctx, avs.Options{ClientID: c.AVSClientID, ClientSecret: c.AVSClientSecret, ParentIDs: parents, Now: o.Now, Store: store})
+		},
+		func() (sandbox.System, error) {
+			return edp.Open(ctx, edp.Options{ClientID: c.EDPClientID, ClientSecret: c.EDPClientSecret, Namespaces: namespaces, Now: o.Now, Store: store})
+		},
+		func() (sandbox.System, error) {
+			return ias.Open(ctx, ias.Options{User: c.IASUser, Password: c.IASPassword, Store: store})
+		},
+		func() (sandbox.System, error) {
+			return servicemanager.Open(ctx, servicemanager.Options{ClientID: c.SMClientID, ClientSecret: c.SMClientSecret,
+				ProvisionDelay: o.SMProvisionDelay, Now: o.Now, Store: store})
+		},
+		func() (sandbox.System, error) {
+			return azure.Open(ctx, azure.Options{ClientID: c.AzureClientID, ClientSecret: c.AzureClientSecret,
+				ActivationTime: o.AzureActivationTime, DeletionTime: o.AzureDeletionTime, Now: o.Now, Store: store})
+		},
+		func() (sandbox.System, error) {
+			return reconciler.Open(ctx, reconciler.Options{ReconcileTime: o.ReconcileTime, DeleteTime: o.ReconcileDeleteTime,
+				FailingComponents: o.FailingComponents, Now: o.Now, Store: store})
+		},
+		func() (sandbox.System, error) {
+			return director.Open(ctx, director.Options{ClientID: c.DirectorClientID, ClientSecret: c.DirectorClientSecret,
+				ConnectorURL: ConnectorURL, Now: o.Now, Store: store})
+		},
 	} {
+		sys, err := open()
+		if err != nil {
+			return nil, err
+		}
 		if err := sb.Register(sys); err != nil {
 			return nil, err
 		}

@@ -6,12 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/secretfile"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/postgres"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
@@ -129,48 +128,15 @@ func Keyring(cfg Config, log logrus.FieldLogger) (*encryption.Keyring, error) {
 }
 
 func sqliteKey(path string, log logrus.FieldLogger) (string, error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
+	k, created, err := secretfile.ReadOrCreate(path, encryption.GenerateKey)
+	if err != nil {
+		return "", fmt.Errorf("database key file: %w", err)
+	}
+	if created {
+		log.WithField("file", path).Warn("APP_DATABASE_SECRET_KEY is not set: generated a new key for encrypting secrets in the SQLite database; keep this file with the database, secrets cannot be read without it")
+	} else {
 		log.WithField("file", path).Info("APP_DATABASE_SECRET_KEY is not set: using the SQLite database key from the key file")
-		return strings.TrimSpace(string(b)), nil
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("reading database key file %s: %w", path, err)
-	}
-	k, err := encryption.GenerateKey()
-	if err != nil {
-		return "", err
-	}
-	// Write a temporary file and link it into place: a concurrent first start either wins the
-	// link or reads the winner's complete key.
-	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return "", fmt.Errorf("creating database key file %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(0o600); err != nil {
-		_ = f.Close()
-		return "", fmt.Errorf("creating database key file %s: %w", path, err)
-	}
-	if _, err := f.WriteString(k + "\n"); err != nil {
-		_ = f.Close()
-		return "", fmt.Errorf("writing database key file %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return "", fmt.Errorf("writing database key file %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return "", fmt.Errorf("writing database key file %s: %w", path, err)
-	}
-	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return sqliteKey(path, log)
-		}
-		return "", fmt.Errorf("creating database key file %s: %w", path, err)
-	}
-	log.WithField("file", path).Warn("APP_DATABASE_SECRET_KEY is not set: generated a new key for encrypting secrets in the SQLite database; keep this file with the database, secrets cannot be read without it")
 	return k, nil
 }
 

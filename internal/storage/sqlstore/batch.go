@@ -18,8 +18,9 @@ import (
 // batching adds no latency; under load it saves a commit (an fsync) and a round trip per call.
 // Each call keeps its own conditions (version, lease owner): a conflicting call in a batch simply
 // matches no row and writes no events, without affecting the others. If a batch statement fails
-// (e.g. a deadlock with another multi-row update), it was rolled back as a whole and each call is
-// retried alone.
+// (e.g. a connection error), it was rolled back as a whole and each call is retried alone. Row
+// locks are taken in ID order, like every other multi-row writer of operations, so a batch never
+// deadlocks with lease extension, release or the sweeper.
 //
 // One executor measured best on 2 cores (larger batches, fewer fsyncs); waits on row locks are
 // short because every other writer of operations is a single short statement or transaction.
@@ -57,6 +58,10 @@ var saveProgressBatchSQL = `WITH x AS (
 	SELECT * FROM unnest(?::int[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::timestamptz[],
 		?::timestamptz[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[])
 	AS x(req, id, version, owner, state, description, due_at, lease_expires_at, deadline, stage, progress, last_error, data, secrets)
+), l AS MATERIALIZED (
+	-- Row locks in ID order, as every other multi-row writer takes them (see lockedInIDOrder):
+	-- the update below would otherwise lock in the batch's order and deadlock with them.
+	SELECT id FROM operations WHERE id IN (SELECT id FROM x) ORDER BY id FOR UPDATE
 ), u AS (
 	UPDATE operations o SET state = x.state, description = x.description, updated_at = ?, version = o.version + 1,
 		due_at = x.due_at, lease_owner = NULLIF(x.owner, ''),
@@ -64,7 +69,7 @@ var saveProgressBatchSQL = `WITH x AS (
 		deadline = x.deadline, stage = x.stage, progress = x.progress, last_error = x.last_error, data = x.data,
 		secrets = NULLIF(x.secrets, ''::bytea)
 	FROM x
-	WHERE o.id = x.id AND o.version = x.version AND (x.owner = '' OR o.lease_owner = x.owner)
+	WHERE o.id = x.id AND o.id IN (SELECT id FROM l) AND o.version = x.version AND (x.owner = '' OR o.lease_owner = x.owner)
 	RETURNING x.req, o.version, o.updated_at, o.lease_expires_at
 ), e AS (
 	INSERT INTO events (operation_id, instance_id, step, type, message, duration_us, wait_us, created_at)

@@ -415,8 +415,7 @@ func (s *Store) ExtendLeases(ctx context.Context, owner string, ids []string, un
 	q, args, err := s.sb().Update("operations").
 		Set("lease_expires_at", s.d.timeArg(until)).
 		Set("due_at", s.d.timeArg(until)).
-		Where(sq.Eq{"lease_owner": owner, "id": ids}).
-		Where(sq.Eq{"state": activeStates}).
+		Where(s.lockedInIDOrder(sq.Eq{"lease_owner": owner, "id": ids, "state": activeStates})).
 		Suffix("RETURNING id").ToSql()
 	if err != nil {
 		return nil, fmt.Errorf("extending leases of %s: %w", owner, err)
@@ -433,20 +432,56 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string, ids []string, d
 	if len(ids) == 0 {
 		return nil
 	}
+	if _, err := s.releaseLeases(ctx, sq.Eq{"lease_owner": owner, "id": ids, "state": activeStates}, dueAt); err != nil {
+		return fmt.Errorf("releasing leases of %s: %w", owner, err)
+	}
+	return nil
+}
+
+func (s *Store) ReclaimLeases(ctx context.Context, owner string, dueAt time.Time) ([]string, error) {
+	if owner == "" {
+		return nil, errors.New("reclaiming leases: owner is empty")
+	}
+	ids, err := s.releaseLeases(ctx, sq.Eq{"lease_owner": owner, "state": activeStates}, dueAt)
+	if err != nil {
+		return nil, fmt.Errorf("reclaiming leases of %s: %w", owner, err)
+	}
+	return ids, nil
+}
+
+// releaseLeases drops the leases of the operations matching where, makes them due at dueAt and
+// wakes the workers; it returns the released IDs in order.
+func (s *Store) releaseLeases(ctx context.Context, where sq.Sqlizer, dueAt time.Time) ([]string, error) {
 	q, args, err := s.sb().Update("operations").
 		Set("lease_owner", nil).
 		Set("lease_expires_at", nil).
 		Set("due_at", s.d.timeArg(dueAt)).
-		Where(sq.Eq{"lease_owner": owner, "id": ids}).
-		Where(sq.Eq{"state": activeStates}).ToSql()
+		Where(s.lockedInIDOrder(where)).
+		Suffix("RETURNING id").ToSql()
 	if err != nil {
-		return fmt.Errorf("releasing leases of %s: %w", owner, err)
+		return nil, err
 	}
-	if _, err := s.w.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("releasing leases of %s: %w", owner, err)
+	ids := []string{}
+	if err := s.w.SelectContext(ctx, &ids, q, args...); err != nil {
+		return nil, err
 	}
-	s.notify(ctx)
-	return nil
+	if len(ids) > 0 {
+		s.notify(ctx)
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// lockedInIDOrder is the condition "id IN (operations matching where)" for a statement that
+// writes several operations. On PostgreSQL the sub-query locks the rows in ID order first:
+// every multi-row writer (lease extension, release, the sweeper, batched saves) then takes its
+// row locks in one order, so two of them never deadlock. SQLite has a single writer.
+func (s *Store) lockedInIDOrder(where sq.Sqlizer) sq.Sqlizer {
+	sub := sq.Select("id").From("operations").Where(where).OrderBy("id")
+	if s.d.SkipLocked {
+		sub = sub.Suffix("FOR UPDATE")
+	}
+	return sq.Expr("id IN (?)", sub)
 }
 
 func (s *Store) NextDueAt(ctx context.Context, types []string) (*time.Time, error) {
@@ -473,21 +508,17 @@ func (s *Store) FailOverdue(ctx context.Context, now time.Time, message string) 
 
 func (s *Store) failOverdue(ctx context.Context, now time.Time, message string) ([]storage.Operation, error) {
 	n := s.d.timeArg(now)
-	q, args, err := s.sb().Update("operations").
-		Set("state", string(storage.StateFailed)).
-		Set("description", message).
-		Set("last_error", message).
-		Set("due_at", nil).
-		Set("lease_owner", nil).
-		Set("lease_expires_at", nil).
-		Set("updated_at", n).
-		Set("version", sq.Expr("version + 1")).
-		Where(sq.And{
-			sq.Eq{"state": activeStates},
-			sq.Lt{"deadline": n},
-			sq.Or{sq.Eq{"lease_owner": nil}, sq.Lt{"lease_expires_at": n}},
-		}).
-		Suffix("RETURNING " + opCols).ToSql()
+	// Rows a live worker writes right now are left to the next sweep (SKIP LOCKED); the rest
+	// are locked in ID order like every multi-row writer's.
+	sel := s.sb().Select(opCols).From("operations").Where(sq.And{
+		sq.Eq{"state": activeStates},
+		sq.Lt{"deadline": n},
+		sq.Or{sq.Eq{"lease_owner": nil}, sq.Lt{"lease_expires_at": n}},
+	}).OrderBy("id")
+	if s.d.SkipLocked {
+		sel = sel.Suffix("FOR UPDATE SKIP LOCKED")
+	}
+	q, args, err := sel.ToSql()
 	if err != nil {
 		return nil, err
 	}
@@ -500,17 +531,43 @@ func (s *Store) failOverdue(ctx context.Context, now time.Time, message string) 
 	if err != nil {
 		return nil, err
 	}
-	ops, err := s.scanOperations(rows)
+	overdue, err := s.scanOperations(rows)
 	if err != nil {
 		return nil, err
 	}
-	if len(ops) == 0 {
-		return ops, nil
+	failed := []storage.Operation{}
+	var events []storage.Event
+	for _, op := range overdue {
+		step, sp := op.Progress.CurrentStep()
+		lastErr := sp.LastError
+		if lastErr == "" {
+			lastErr = op.LastError
+		}
+		msg := storage.LimitVerdict(step, message, lastErr)
+		q, args, err := s.sb().Update("operations").
+			Set("state", string(storage.StateFailed)).
+			Set("description", msg).
+			Set("last_error", msg).
+			Set("due_at", nil).
+			Set("lease_owner", nil).
+			Set("lease_expires_at", nil).
+			Set("updated_at", n).
+			Set("version", sq.Expr("version + 1")).
+			Where(sq.Eq{"id": op.ID, "version": op.Version}).
+			Suffix("RETURNING " + opCols).ToSql()
+		if err != nil {
+			return nil, err
+		}
+		out, err := s.scanOperation(tx.QueryRowxContext(ctx, q, args...))
+		if err != nil {
+			return nil, err
+		}
+		failed = append(failed, out)
+		events = append(events, storage.Event{OperationID: op.ID, InstanceID: op.InstanceID, Step: step, Type: storage.EventFailed,
+			Message: msg, CreatedAt: micro(now)})
 	}
-	events := make([]storage.Event, len(ops))
-	for i, op := range ops {
-		events[i] = storage.Event{OperationID: op.ID, InstanceID: op.InstanceID, Type: storage.EventFailed,
-			Message: message, CreatedAt: micro(now)}
+	if len(failed) == 0 {
+		return failed, nil
 	}
 	if err := s.insertEvents(ctx, tx, events); err != nil {
 		return nil, err
@@ -518,8 +575,7 @@ func (s *Store) failOverdue(ctx context.Context, now time.Time, message string) 
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
-	return ops, nil
+	return failed, nil
 }
 
 func (s *Store) CountOperations(ctx context.Context) ([]storage.OperationCount, error) {

@@ -12,7 +12,7 @@ const rotateBatch = 500
 // bump), so a concurrent write of new secrets wins and is not overwritten.
 func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
 	total := 0
-	for _, t := range []struct{ table, id string }{{"instances", "instance_id"}, {"operations", "id"}, {"runtimes", "id"}} {
+	for _, t := range []struct{ table, id string }{{"instances", "instance_id"}, {"operations", "id"}, {"runtimes", "id"}, {"bindings", "id"}} {
 		n, err := s.rotateTable(ctx, t.table, t.id)
 		total += n
 		if err != nil {

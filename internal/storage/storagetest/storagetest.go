@@ -86,6 +86,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"SaveProgressRelease", testSaveProgressRelease},
 		{"SaveProgressConcurrent", testSaveProgressConcurrent},
 		{"ExtendAndReleaseLeases", testLeases},
+		{"ReclaimLeases", testReclaimLeases},
+		{"LeaseExtensionAndSavesNeverDeadlock", testLeasesAndSavesNoDeadlock},
 		{"FailOverdue", testFailOverdue},
 		{"NextDueAtQueueDepthCount", testNextDueQueueCount},
 		{"Wakeups", testWakeups},
@@ -102,6 +104,9 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},
 		{"StaticRelease", testStaticRelease},
 		{"StaticAllocateConcurrent", testStaticAllocateConcurrent},
+		{"Bindings", testBindings},
+		{"SandboxObjects", testSandboxObjects},
+		{"SandboxObjectsConcurrent", testSandboxObjectsConcurrent},
 		{"Ping", func(t *testing.T, e *env) { require.NoError(t, e.s.Ping(context.Background())) }},
 	}
 	for _, tc := range tests {
@@ -844,6 +849,30 @@ func testSaveProgressConflict(t *testing.T, e *env) {
 
 // Many callers saving their own operations at once (batched on PostgreSQL) all succeed, and
 // each call's events land on its own operation.
+// saveConcurrently saves each operation rounds times, each from its own goroutine; edit changes
+// the operation before a save and returns that save's events. Every save must succeed.
+func saveConcurrently(t *testing.T, s storage.Store, ops []storage.Operation, rounds int, edit func(op *storage.Operation, round int) []storage.Event) {
+	var wg sync.WaitGroup
+	for _, op := range ops {
+		wg.Add(1)
+		go func(op storage.Operation) {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				events := edit(&op, r)
+				saved, err := s.Operations().SaveProgress(ctx, op, events)
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Equal(t, op.Version+1, saved.Version)
+				assert.Equal(t, op.Description, saved.Description)
+				assert.Equal(t, op.Secrets, saved.Secrets)
+				op = saved
+			}
+		}(op)
+	}
+	wg.Wait()
+}
+
 func testSaveProgressConcurrent(t *testing.T, e *env) {
 	n := now()
 	const workers, rounds = 16, 15
@@ -860,33 +889,18 @@ func testSaveProgressConcurrent(t *testing.T, e *env) {
 	claimed, err := e.s.Operations().ClaimOperations(ctx, storage.ClaimRequest{Owner: "w", Now: n, LeaseUntil: n.Add(time.Hour), Limit: workers})
 	require.NoError(t, err)
 	require.Len(t, claimed, workers)
-	var wg sync.WaitGroup
-	for _, op := range claimed {
-		wg.Add(1)
-		go func(op storage.Operation) {
-			defer wg.Done()
-			for r := 0; r < rounds; r++ {
-				op.Description = fmt.Sprint(op.ID, " round ", r)
-				op.Stage = fmt.Sprint("stage", r)
-				op.DueAt = ptr(n.Add(time.Duration(r) * time.Second))
-				if r == rounds-1 {
-					op.State, op.DueAt, op.LeaseOwner, op.Deadline = storage.StateSucceeded, nil, "", time.Time{}
-				}
-				saved, err := e.s.Operations().SaveProgress(ctx, op, []storage.Event{
-					{Step: fmt.Sprint(op.ID, "/", r), Type: storage.EventStarted},
-					{Step: fmt.Sprint(op.ID, "/", r), Type: storage.EventSucceeded, Duration: time.Duration(r) * time.Millisecond},
-				})
-				if !assert.NoError(t, err) {
-					return
-				}
-				assert.Equal(t, op.Version+1, saved.Version)
-				assert.Equal(t, op.Description, saved.Description)
-				assert.Equal(t, op.Secrets, saved.Secrets)
-				op = saved
-			}
-		}(op)
-	}
-	wg.Wait()
+	saveConcurrently(t, e.s, claimed, rounds, func(op *storage.Operation, r int) []storage.Event {
+		op.Description = fmt.Sprint(op.ID, " round ", r)
+		op.Stage = fmt.Sprint("stage", r)
+		op.DueAt = ptr(n.Add(time.Duration(r) * time.Second))
+		if r == rounds-1 {
+			op.State, op.DueAt, op.LeaseOwner, op.Deadline = storage.StateSucceeded, nil, "", time.Time{}
+		}
+		return []storage.Event{
+			{Step: fmt.Sprint(op.ID, "/", r), Type: storage.EventStarted},
+			{Step: fmt.Sprint(op.ID, "/", r), Type: storage.EventSucceeded, Duration: time.Duration(r) * time.Millisecond},
+		}
+	})
 	for i, op := range claimed {
 		got, err := e.s.Operations().GetOperation(ctx, op.ID)
 		require.NoError(t, err)
@@ -981,6 +995,102 @@ func testLeases(t *testing.T, e *env) {
 	assert.Equal(t, "a", again.ID)
 }
 
+func testReclaimLeases(t *testing.T, e *env) {
+	ops := e.s.Operations()
+	n := now()
+	for _, id := range []string{"a", "b", "c", "d"} {
+		mustInsertOp(t, e.s, newOp(id, "i", "provision", storage.StatePending, ptr(n)))
+	}
+	_, err := ops.ClaimOperations(ctx, storage.ClaimRequest{Owner: "host@:8080", Now: n, LeaseUntil: n.Add(time.Minute), Limit: 3})
+	require.NoError(t, err)
+	claimOne(t, e.s, "other", n) // d
+	// A finished operation keeps its row untouched.
+	c, err := ops.GetOperation(ctx, "c")
+	require.NoError(t, err)
+	c.State, c.DueAt, c.LeaseOwner, c.LeaseExpiresAt = storage.StateSucceeded, nil, "", nil
+	_, err = ops.SaveProgress(ctx, c, nil)
+	require.NoError(t, err)
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wake, err := e.s.Wakeups(wctx)
+	require.NoError(t, err)
+	drain(wake)
+	ids, err := ops.ReclaimLeases(ctx, "host@:8080", n)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, ids)
+	expectWake(t, wake)
+	for _, id := range []string{"a", "b"} {
+		op, err := ops.GetOperation(ctx, id)
+		require.NoError(t, err)
+		assert.Empty(t, op.LeaseOwner, id)
+		assert.Nil(t, op.LeaseExpiresAt, id)
+		assert.Equal(t, n, *op.DueAt, "%s is due at once, not when the old lease expires", id)
+		assert.EqualValues(t, 2, op.Version, "reclaiming does not bump the version")
+	}
+	d, err := ops.GetOperation(ctx, "d")
+	require.NoError(t, err)
+	assert.Equal(t, "other", d.LeaseOwner, "another owner's lease is untouched")
+	ids, err = ops.ReclaimLeases(ctx, "host@:8080", n)
+	require.NoError(t, err)
+	assert.Empty(t, ids)
+	_, err = ops.ReclaimLeases(ctx, "", n)
+	assert.Error(t, err, "an empty owner would match released rows")
+	again := claimOne(t, e.s, "w", n)
+	assert.Equal(t, "a", again.ID)
+}
+
+// testLeasesAndSavesNoDeadlock runs lease extensions over many operations while each of them is
+// saved concurrently (batched on PostgreSQL): every multi-row writer takes its row locks in one
+// order, so no call ever fails with a deadlock.
+func testLeasesAndSavesNoDeadlock(t *testing.T, e *env) {
+	n := now()
+	const count, rounds = 32, 20
+	for i := 0; i < count; i++ {
+		mustInsertOp(t, e.s, newOp(fmt.Sprintf("op%02d", i), fmt.Sprint("inst", i), "provision", storage.StatePending, ptr(n)))
+	}
+	claimed, err := e.s.Operations().ClaimOperations(ctx, storage.ClaimRequest{Owner: "w", Now: n, LeaseUntil: n.Add(time.Hour), Limit: count})
+	require.NoError(t, err)
+	require.Len(t, claimed, count)
+	ids := claimIDs(claimed)
+	done := make(chan struct{})
+	var extenders sync.WaitGroup
+	var extensions int
+	for i := 0; i < 2; i++ {
+		extenders.Add(1)
+		go func(i int) {
+			defer extenders.Done()
+			for k := 0; ; k++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				held, err := e.s.Operations().ExtendLeases(ctx, "w", ids, n.Add(time.Hour+time.Duration(k)*time.Millisecond))
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Len(t, held, count)
+				if i == 0 {
+					extensions++
+				}
+			}
+		}(i)
+	}
+	saveConcurrently(t, e.s, claimed, rounds, func(op *storage.Operation, r int) []storage.Event {
+		op.Description = fmt.Sprint("round ", r)
+		return []storage.Event{{Step: "s", Type: storage.EventStarted}}
+	})
+	close(done)
+	extenders.Wait()
+	t.Logf("%d saves and %d lease extensions ran concurrently", count*rounds, extensions)
+	for _, op := range claimed {
+		got, err := e.s.Operations().GetOperation(ctx, op.ID)
+		require.NoError(t, err)
+		assert.Equal(t, op.Version+rounds, got.Version, "every save applied once")
+	}
+}
+
 func testFailOverdue(t *testing.T, e *env) {
 	ops := e.s.Operations()
 	n := now()
@@ -997,18 +1107,32 @@ func testFailOverdue(t *testing.T, e *env) {
 	mk("not-due", storage.StateInProgress, n.Add(time.Second), "", nil)
 	mk("finished", storage.StateSucceeded, n.Add(-time.Hour), "", nil)
 	mk("no-deadline", storage.StateInProgress, time.Time{}, "", nil)
+	// overdue-free was waiting in a step that had failed: the verdict names both.
+	free, err := ops.GetOperation(ctx, "overdue-free")
+	require.NoError(t, err)
+	free.Progress.Steps = map[string]storage.StepProgress{
+		"Create_Runtime":   {FirstAttempt: n.Add(-time.Hour), Done: true},
+		"Register_Runtime": {FirstAttempt: n.Add(-time.Minute), LastError: "Director: registering runtime: HTTP 500"},
+	}
+	free.LastError = "a later message"
+	_, err = ops.UpdateOperation(ctx, free)
+	require.NoError(t, err)
+	want := map[string]string{
+		"overdue-free":    "step Register_Runtime: operation timed out; last error: Director: registering runtime: HTTP 500",
+		"overdue-expired": "operation timed out",
+	}
 
 	failed, err := ops.FailOverdue(ctx, n, "operation timed out")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"overdue-expired", "overdue-free"}, claimIDs(failed))
 	for _, op := range failed {
 		assert.Equal(t, storage.StateFailed, op.State)
-		assert.Equal(t, "operation timed out", op.LastError)
-		assert.Equal(t, "operation timed out", op.Description)
+		assert.Equal(t, want[op.ID], op.LastError)
+		assert.Equal(t, want[op.ID], op.Description)
 		assert.Nil(t, op.DueAt)
 		assert.Empty(t, op.LeaseOwner)
 		assert.Nil(t, op.LeaseExpiresAt)
-		assert.EqualValues(t, 2, op.Version)
+		assert.EqualValues(t, map[string]int{"overdue-free": 3, "overdue-expired": 2}[op.ID], op.Version)
 		read, err := ops.GetOperation(ctx, op.ID)
 		require.NoError(t, err)
 		assertOpEqual(t, op, read)
@@ -1016,7 +1140,7 @@ func testFailOverdue(t *testing.T, e *env) {
 		require.NoError(t, err)
 		require.Len(t, evs.Items, 1)
 		assert.Equal(t, storage.EventFailed, evs.Items[0].Type)
-		assert.Equal(t, "operation timed out", evs.Items[0].Message)
+		assert.Equal(t, want[op.ID], evs.Items[0].Message)
 		assert.Equal(t, "inst-"+op.ID, evs.Items[0].InstanceID)
 	}
 	all, err := e.s.Events().ListEvents(ctx, storage.EventFilter{})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
@@ -27,9 +28,17 @@ type Env struct {
 	Built externals.Built
 }
 
-// Start serves the stand-ins until the test ends. Client retries back off at most 50ms and the
-// step retry windows are a minute (provisioning) and 5 minutes (cleanup) of the test's clock.
+// Start serves the stand-ins until the test ends. Client retries back off at most 50ms, a call
+// makes the default 3 attempts, a breaker opened by 10 failures in a row lets a probe through after
+// a millisecond (so that a system the test brings back answers the next call), and the step retry
+// windows are a minute (provisioning) and 5 minutes (cleanup) of the test's clock.
 func Start(t testing.TB, o standins.Options) *Env {
+	t.Helper()
+	return StartWith(t, o, httpretry.Calls{Attempts: 3, Timeout: 5 * time.Second, BreakerThreshold: 10, BreakerCooldown: time.Millisecond})
+}
+
+// StartWith is Start with the clients' call policy calls (attempts, budget, breaker).
+func StartWith(t testing.TB, o standins.Options, calls httpretry.Calls) *Env {
 	t.Helper()
 	sb, err := standins.New(o)
 	if err != nil {
@@ -43,6 +52,7 @@ func Start(t testing.TB, o standins.Options) *Env {
 	}
 	cfg.PointAt(srv.URL, standins.DefaultCredentials())
 	cfg.SetRetryBackoff(5*time.Millisecond, 50*time.Millisecond)
+	cfg.SetCalls(calls)
 	cfg.Settings.RetryTime, cfg.Settings.CleanupRetryTime = time.Minute, 5*time.Minute
 	built, err := cfg.Build()
 	if err != nil {

@@ -1,0 +1,260 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// flushTimeout bounds writing one request's changes; the write does not end with the request's
+// context, so a client going away cannot leave memory ahead of the store.
+const flushTimeout = 10 * time.Second
+
+// Persist is how a stand-in keeps its state in a Store through Durable.
+type Persist struct {
+	// Store keeps the state; a new MemoryStore when nil.
+	Store Store
+	// System is the stand-in's name, under which its rows are kept.
+	System string
+	// Lock is the stand-in's lock over its state; Durable holds it while calling Encode and Restore.
+	Lock sync.Locker
+	// Encode returns the current value of the object of kind with key, stored as JSON, or false
+	// when it no longer exists.
+	Encode func(kind, key string) (any, bool)
+	// Restore replaces the stand-in's objects with those in rows (the kinds of Counts excluded);
+	// empty rows make the stand-in empty.
+	Restore func(rows Rows) error
+}
+
+// Durable writes a stand-in's state through to a Store: the stand-in marks the objects a request
+// changed (Touch) and Durable writes them, in one transaction, before the request's answer goes
+// out. Requests to one stand-in are served one at a time, so no answer is given from state that
+// is not yet written. Counters are kept with Counts.
+type Durable struct {
+	p      Persist
+	req    sync.Mutex
+	dirty  map[string]map[string]struct{} // guarded by p.Lock
+	counts map[string]*Counts             // registered before Load; fixed afterwards
+}
+
+// NewDurable returns a Durable on p; register the stand-in's Counts, then Load.
+func NewDurable(p Persist) *Durable {
+	if p.Store == nil {
+		p.Store = NewMemoryStore()
+	}
+	return &Durable{p: p, dirty: map[string]map[string]struct{}{}, counts: map[string]*Counts{}}
+}
+
+// Counts returns the durable counters of kind, registering them; call it before Load.
+func (d *Durable) Counts(kind string) *Counts {
+	c := &Counts{kind: kind, d: d, m: map[string]int{}}
+	d.counts[kind] = c
+	return c
+}
+
+// Load replaces the stand-in's state with what the store holds.
+func (d *Durable) Load(ctx context.Context) error {
+	rows, err := d.p.Store.Load(ctx, d.p.System)
+	if err != nil {
+		return fmt.Errorf("loading the %s stand-in's state: %w", d.p.System, err)
+	}
+	d.p.Lock.Lock()
+	defer d.p.Lock.Unlock()
+	if err := d.restore(rows); err != nil {
+		return fmt.Errorf("loading the %s stand-in's state: %w", d.p.System, err)
+	}
+	return nil
+}
+
+// restore is called with the lock held.
+func (d *Durable) restore(rows Rows) error {
+	d.dirty = map[string]map[string]struct{}{}
+	objects := Rows{}
+	for kind, keys := range rows {
+		if _, ok := d.counts[kind]; !ok {
+			objects[kind] = keys
+		}
+	}
+	for kind, c := range d.counts {
+		c.m = map[string]int{}
+		if err := Each(rows, kind, func(key string, n int) { c.m[key] = n }); err != nil {
+			return err
+		}
+	}
+	return d.p.Restore(objects)
+}
+
+// Touch marks the object of kind with key as changed (or deleted); call it with the lock held.
+func (d *Durable) Touch(kind, key string) {
+	if d.dirty[kind] == nil {
+		d.dirty[kind] = map[string]struct{}{}
+	}
+	d.dirty[kind][key] = struct{}{}
+}
+
+// flush writes the changed objects.
+func (d *Durable) flush(ctx context.Context) error {
+	d.p.Lock.Lock()
+	rows := Rows{}
+	var err error
+	for kind, keys := range d.dirty {
+		rows[kind] = make(map[string][]byte, len(keys))
+		for key := range keys {
+			var v any
+			var ok bool
+			if c, counter := d.counts[kind]; counter {
+				v, ok = c.m[key]
+			} else {
+				v, ok = d.p.Encode(kind, key)
+			}
+			if !ok {
+				rows[kind][key] = nil
+				continue
+			}
+			b, merr := json.Marshal(v)
+			if merr != nil && err == nil {
+				err = fmt.Errorf("encoding %s %s: %w", kind, key, merr)
+			}
+			rows[kind][key] = b
+		}
+	}
+	d.dirty = map[string]map[string]struct{}{}
+	d.p.Lock.Unlock()
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return d.p.Store.Write(ctx, d.p.System, rows)
+}
+
+// Handler serves next one request at a time and writes what each changed before its answer,
+// which is held back until then. When the write fails, the stand-in goes back to the state in
+// the store and the answer is 503.
+func (d *Durable) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The body is read before the turn is taken, so a slow client holds up no other request.
+		if !bufferBody(w, r) {
+			return
+		}
+		d.req.Lock()
+		defer d.req.Unlock()
+		buf := &bufferedResponse{header: http.Header{}}
+		next.ServeHTTP(buf, r)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), flushTimeout)
+		defer cancel()
+		if err := d.flush(ctx); err != nil {
+			if lerr := d.Load(ctx); lerr != nil {
+				err = fmt.Errorf("%w; then %w", err, lerr)
+			}
+			writeJSON(w, http.StatusServiceUnavailable, errorBody{Message: fmt.Sprintf("sandbox: saving the %s stand-in's state: %v", d.p.System, err)})
+			return
+		}
+		buf.copyTo(w)
+	})
+}
+
+// Reset clears the stand-in's state in the store and in memory.
+func (d *Durable) Reset(ctx context.Context) error {
+	d.req.Lock()
+	defer d.req.Unlock()
+	if err := d.p.Store.Clear(ctx, d.p.System); err != nil {
+		return fmt.Errorf("resetting the %s stand-in: %w", d.p.System, err)
+	}
+	d.p.Lock.Lock()
+	defer d.p.Lock.Unlock()
+	return d.restore(Rows{})
+}
+
+// Each decodes every row of kind as a T and calls fn with its key.
+func Each[T any](rows Rows, kind string, fn func(key string, v T)) error {
+	return each(rows, kind, false, fn)
+}
+
+// EachExact is Each decoding the numbers in untyped values as json.Number, for stand-ins that keep
+// the numbers of requests exact.
+func EachExact[T any](rows Rows, kind string, fn func(key string, v T)) error {
+	return each(rows, kind, true, fn)
+}
+
+func each[T any](rows Rows, kind string, useNumber bool, fn func(key string, v T)) error {
+	for key, b := range rows[kind] {
+		var v T
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if useNumber {
+			dec.UseNumber()
+		}
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("decoding %s %s: %w", kind, key, err)
+		}
+		fn(key, v)
+	}
+	return nil
+}
+
+// Counts are durable counters by key; use them with the stand-in's lock held.
+type Counts struct {
+	kind string
+	d    *Durable
+	m    map[string]int
+}
+
+// Add adds n to the counter key.
+func (c *Counts) Add(key string, n int) {
+	c.m[key] += n
+	c.d.Touch(c.kind, key)
+}
+
+// Inc adds one to the counter key and returns its new value.
+func (c *Counts) Inc(key string) int {
+	c.Add(key, 1)
+	return c.m[key]
+}
+
+// Get returns the counter key.
+func (c *Counts) Get(key string) int { return c.m[key] }
+
+// Map returns a copy of the counters.
+func (c *Counts) Map() map[string]int {
+	out := make(map[string]int, len(c.m))
+	for k, v := range c.m {
+		out[k] = v
+	}
+	return out
+}
+
+// bufferedResponse holds a stand-in's answer until its changes are written.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header { return b.header }
+
+func (b *bufferedResponse) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	return b.body.Write(p)
+}
+
+func (b *bufferedResponse) copyTo(w http.ResponseWriter) {
+	for k, v := range b.header {
+		w.Header()[k] = v
+	}
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	w.WriteHeader(b.status)
+	_, _ = w.Write(b.body.Bytes())
+}

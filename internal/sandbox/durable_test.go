@@ -1,0 +1,120 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+)
+
+// notes is a minimal stand-in state: notes by name and a counter of writes per name.
+type notes struct {
+	mu      sync.Mutex
+	d       *sandbox.Durable
+	notes   map[string]string
+	writes  *sandbox.Counts
+	handler http.Handler
+}
+
+func openNotes(t *testing.T, store sandbox.Store) *notes {
+	t.Helper()
+	n := &notes{}
+	n.d = sandbox.NewDurable(sandbox.Persist{Store: store, System: "notes", Lock: &n.mu,
+		Encode: func(kind, key string) (any, bool) {
+			v, ok := n.notes[key]
+			return v, ok && kind == "note"
+		},
+		Restore: func(rows sandbox.Rows) error {
+			n.notes = map[string]string{}
+			return sandbox.Each(rows, "note", func(key, v string) { n.notes[key] = v })
+		}})
+	n.writes = n.d.Counts("writes")
+	require.NoError(t, n.d.Load(context.Background()))
+	n.handler = n.d.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		switch r.Method {
+		case http.MethodPut:
+			n.notes[name] = r.URL.Query().Get("text")
+			n.writes.Inc(name)
+		case http.MethodDelete:
+			delete(n.notes, name)
+		}
+		n.d.Touch("note", name)
+		w.Header().Set("X-Note", n.notes[name])
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(n.notes[name]))
+	}))
+	return n
+}
+
+func (n *notes) do(method, target string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	n.handler.ServeHTTP(rec, httptest.NewRequest(method, target, nil))
+	return rec
+}
+
+// failingStore fails its writes while fail is set.
+type failingStore struct {
+	sandbox.Store
+	fail bool
+}
+
+func (f *failingStore) Write(ctx context.Context, system string, rows sandbox.Rows) error {
+	if f.fail {
+		return errors.New("disk full")
+	}
+	return f.Store.Write(ctx, system, rows)
+}
+
+func TestDurableWritesBeforeAnswering(t *testing.T) {
+	store := sandbox.NewMemoryStore()
+	n := openNotes(t, store)
+	rec := n.do(http.MethodPut, "/a?text=hello")
+	assert.Equal(t, http.StatusCreated, rec.Code)
+	assert.Equal(t, "hello", rec.Header().Get("X-Note"))
+	assert.Equal(t, "hello", rec.Body.String())
+	n.do(http.MethodPut, "/a?text=again")
+	n.do(http.MethodPut, "/b?text=gone")
+	n.do(http.MethodDelete, "/b")
+
+	rows, err := store.Load(context.Background(), "notes")
+	require.NoError(t, err)
+	assert.Equal(t, sandbox.Rows{"note": {"a": []byte(`"again"`)}, "writes": {"a": []byte("2"), "b": []byte("1")}}, rows,
+		"one row per object and per counter; a deleted object has none")
+
+	again := openNotes(t, store)
+	assert.Equal(t, map[string]string{"a": "again"}, again.notes)
+	assert.Equal(t, map[string]int{"a": 2, "b": 1}, again.writes.Map())
+
+	require.NoError(t, again.d.Reset(context.Background()))
+	assert.Empty(t, again.notes)
+	assert.Empty(t, again.writes.Map())
+	rows, err = store.Load(context.Background(), "notes")
+	require.NoError(t, err)
+	assert.Empty(t, rows)
+}
+
+func TestDurableFailedWriteAnswers503AndForgets(t *testing.T) {
+	store := &failingStore{Store: sandbox.NewMemoryStore()}
+	n := openNotes(t, store)
+	n.do(http.MethodPut, "/a?text=kept")
+	store.fail = true
+	rec := n.do(http.MethodPut, "/a?text=lost")
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Contains(t, rec.Body.String(), "saving the notes stand-in's state: disk full")
+	assert.Empty(t, rec.Header().Get("X-Note"), "nothing of the held-back answer goes out")
+	assert.Equal(t, map[string]string{"a": "kept"}, n.notes, "memory is back to what the store holds")
+	assert.Equal(t, map[string]int{"a": 1}, n.writes.Map())
+	store.fail = false
+	assert.Equal(t, "kept", n.do(http.MethodGet, "/a").Body.String())
+}

@@ -1,0 +1,87 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// Rows are a stand-in's durable state: one JSON value per object or counter, by kind and key.
+// In a write, a nil value deletes the row.
+type Rows = map[string]map[string][]byte
+
+// Store keeps the stand-ins' state durably, one row per object or counter, so that a stand-in
+// built on it after a crash answers as before. It must be safe for concurrent use.
+type Store interface {
+	// Load returns every row of the system.
+	Load(ctx context.Context, system string) (Rows, error)
+	// Write applies the rows to the system's state in one transaction: a nil value deletes.
+	Write(ctx context.Context, system string, rows Rows) error
+	// Clear deletes every row of the system.
+	Clear(ctx context.Context, system string) error
+}
+
+// MemoryStore is a Store in memory, for pure unit tests and stand-ins that need not survive
+// their process.
+type MemoryStore struct {
+	mu      sync.Mutex
+	systems map[string]Rows
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{systems: map[string]Rows{}} }
+
+// Load implements Store.
+func (m *MemoryStore) Load(_ context.Context, system string) (Rows, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := Rows{}
+	for kind, keys := range m.systems[system] {
+		out[kind] = make(map[string][]byte, len(keys))
+		for k, v := range keys {
+			out[kind][k] = append([]byte(nil), v...)
+		}
+	}
+	return out, nil
+}
+
+// Write implements Store.
+func (m *MemoryStore) Write(_ context.Context, system string, rows Rows) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sys := m.systems[system]
+	if sys == nil {
+		sys = Rows{}
+		m.systems[system] = sys
+	}
+	for kind, keys := range rows {
+		for k, v := range keys {
+			if v == nil {
+				delete(sys[kind], k)
+				continue
+			}
+			if sys[kind] == nil {
+				sys[kind] = map[string][]byte{}
+			}
+			sys[kind][k] = append([]byte(nil), v...)
+		}
+	}
+	return nil
+}
+
+// Clear implements Store.
+func (m *MemoryStore) Clear(_ context.Context, system string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.systems, system)
+	return nil
+}
+
+// InMemory returns the stand-in open returned on a new MemoryStore, for the New functions of the
+// stand-ins: loading an empty MemoryStore cannot fail, so an error is a programming error.
+func InMemory[S System](s S, err error) S {
+	if err != nil {
+		panic(fmt.Sprintf("opening a stand-in on an empty memory store: %v", err))
+	}
+	return s
+}

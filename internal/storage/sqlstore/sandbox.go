@@ -1,0 +1,97 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+// SandboxObjects implements storage.SandboxObjects on the sandbox_objects table.
+type SandboxObjects struct {
+	db *sqlx.DB
+	d  Dialect
+}
+
+var _ storage.SandboxObjects = (*SandboxObjects)(nil)
+
+// NewSandboxObjects returns the sandbox objects of a migrated database (its writer).
+func NewSandboxObjects(db *sqlx.DB, d Dialect) *SandboxObjects { return &SandboxObjects{db: db, d: d} }
+
+// SandboxObjects are kept in the store's database.
+func (s *Store) SandboxObjects() storage.SandboxObjects { return NewSandboxObjects(s.w, s.d) }
+
+// Load implements storage.SandboxObjects.
+func (o *SandboxObjects) Load(ctx context.Context, system string) (map[string]map[string][]byte, error) {
+	rows, err := o.db.QueryxContext(ctx, o.d.rebind("SELECT kind, object_key, value FROM sandbox_objects WHERE system = ?"), system)
+	if err != nil {
+		return nil, fmt.Errorf("loading the sandbox objects of %s: %w", system, err)
+	}
+	defer rows.Close()
+	out := map[string]map[string][]byte{}
+	for rows.Next() {
+		var kind, key, value string
+		if err := rows.Scan(&kind, &key, &value); err != nil {
+			return nil, fmt.Errorf("loading the sandbox objects of %s: %w", system, err)
+		}
+		if out[kind] == nil {
+			out[kind] = map[string][]byte{}
+		}
+		out[kind][key] = []byte(value)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("loading the sandbox objects of %s: %w", system, err)
+	}
+	return out, nil
+}
+
+// Write implements storage.SandboxObjects. Rows are written in (kind, key) order, so concurrent
+// writers on PostgreSQL lock them in one order.
+func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[string]map[string][]byte) error {
+	type row struct {
+		kind, key string
+		value     []byte
+	}
+	var all []row
+	for kind, keys := range rows {
+		for key, v := range keys {
+			all = append(all, row{kind, key, v})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		return all[i].kind < all[j].kind || all[i].kind == all[j].kind && all[i].key < all[j].key
+	})
+	tx, err := o.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
+	}
+	defer rollback(tx)
+	upsert := o.d.rebind(`INSERT INTO sandbox_objects (system, kind, object_key, value) VALUES (?, ?, ?, ?)
+		ON CONFLICT (system, kind, object_key) DO UPDATE SET value = excluded.value`)
+	del := o.d.rebind("DELETE FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key = ?")
+	for _, r := range all {
+		if r.value == nil {
+			_, err = tx.ExecContext(ctx, del, system, r.kind, r.key)
+		} else {
+			_, err = tx.ExecContext(ctx, upsert, system, r.kind, r.key, string(r.value))
+		}
+		if err != nil {
+			return fmt.Errorf("writing sandbox object %s %s of %s: %w", r.kind, r.key, system, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
+	}
+	return nil
+}
+
+// Clear implements storage.SandboxObjects.
+func (o *SandboxObjects) Clear(ctx context.Context, system string) error {
+	if _, err := o.db.ExecContext(ctx, o.d.rebind("DELETE FROM sandbox_objects WHERE system = ?"), system); err != nil {
+		return fmt.Errorf("clearing the sandbox objects of %s: %w", system, err)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package storagetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type rows = map[string]map[string][]byte
+
+func testSandboxObjects(t *testing.T, e *env) {
+	ctx := context.Background()
+	so := e.s.SandboxObjects()
+	got, err := so.Load(ctx, "director")
+	require.NoError(t, err)
+	assert.Empty(t, got)
+
+	require.NoError(t, so.Write(ctx, "director", rows{
+		"runtime": {"t/1": []byte(`{"id":"1","labels":{"a":"ü"}}`), "t/2": []byte(`{"id":"2"}`)},
+		"calls":   {"registerRuntime": []byte("2")},
+	}))
+	require.NoError(t, so.Write(ctx, "ias", rows{"serviceProvider": {"x": []byte(`{}`)}}))
+	require.NoError(t, so.Write(ctx, "director", rows{
+		"runtime": {"t/2": nil, "t/3": []byte(`{"id":"3"}`), "never": nil},
+		"calls":   {"registerRuntime": []byte("3")},
+	}), "an update, a delete, an insert and the delete of a missing row")
+	want := rows{
+		"runtime": {"t/1": []byte(`{"id":"1","labels":{"a":"ü"}}`), "t/3": []byte(`{"id":"3"}`)},
+		"calls":   {"registerRuntime": []byte("3")},
+	}
+	got, err = so.Load(ctx, "director")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	// the rows are in the database: another store on it sees them
+	other := e.open(t, Keyring(t, e.key))
+	got, err = other.SandboxObjects().Load(ctx, "director")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	require.NoError(t, so.Clear(ctx, "director"))
+	got, err = so.Load(ctx, "director")
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	got, err = so.Load(ctx, "ias")
+	require.NoError(t, err)
+	assert.Equal(t, rows{"serviceProvider": {"x": []byte(`{}`)}}, got, "systems are separate")
+}
+
+// testSandboxObjectsConcurrent writes overlapping rows of one system from several goroutines, each
+// in its own order, as stand-ins of several processes on one database could: no deadlock, no error.
+func testSandboxObjectsConcurrent(t *testing.T, e *env) {
+	ctx := context.Background()
+	so := e.s.SandboxObjects()
+	const writers, keys = 6, 30
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 5 {
+				r := rows{"counter": {}}
+				for k := range keys {
+					key := fmt.Sprintf("k%02d", (k*(w+1)+round)%keys)
+					r["counter"][key] = []byte(fmt.Sprint(w))
+				}
+				if err := so.Write(ctx, "sys", r); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	got, err := so.Load(ctx, "sys")
+	require.NoError(t, err)
+	assert.Len(t, got["counter"], keys)
+}
