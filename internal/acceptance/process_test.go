@@ -61,7 +61,12 @@ func newBrokerProcess(t *testing.T, dir string, db driver.Config, env ...string)
 	port, sandboxPort := freePort(t), freePort(t)
 	logs, err := os.Create(filepath.Join(dir, "broker.log"))
 	require.NoError(t, err)
-	t.Cleanup(func() { logs.Close() })
+	t.Cleanup(func() {
+		logs.Close()
+		if t.Failed() {
+			logTail(t, logs.Name(), 40)
+		}
+	})
 	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir()}
 	c := &brokerProcess{
 		t: t, dir: dir, db: db, logs: logs, faults: map[string]sandbox.Faults{},
@@ -78,6 +83,17 @@ func newBrokerProcess(t *testing.T, dir string, db driver.Config, env ...string)
 	return c
 }
 
+// logTail logs the end of the broker's log, which goes with the test's directory.
+func logTail(t *testing.T, path string, lines int) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("reading the broker's log: %v", err)
+		return
+	}
+	all := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	t.Logf("the broker's log, last %d lines:\n%s", lines, strings.Join(all[max(0, len(all)-lines):], "\n"))
+}
+
 func freePort(t *testing.T) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -85,7 +101,7 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// start runs the broker, waits until /healthz answers (returning when), and sets the faults.
+// start runs the broker, waits until /healthz answers, sets the faults and returns when it answered.
 func (c *brokerProcess) start() time.Time {
 	c.t.Helper()
 	c.cmd = exec.Command(brokerBinary)
