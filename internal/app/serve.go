@@ -187,7 +187,10 @@ func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng
 	if err != nil {
 		return nil, err
 	}
-	opts := provisioner.Options{Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log}
+	opts := provisioner.Options{
+		Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log,
+		DirectorRetryTime: cfg.Externals.Settings.RetryTime, DirectorCleanupTime: cfg.Externals.Settings.CleanupRetryTime,
+	}
 	if built.Director != nil {
 		opts.Director = built.Director
 	}
