@@ -6,7 +6,7 @@
 // certificate-secured endpoint is retried on transient failures (network errors, 429, 5xx,
 // InternalError) within the call's budget (httpretry.Calls). Refusals (an invalid, used or
 // expired token, an unknown or revoked certificate, a CSR with another subject) are permanent:
-// IsRefused tells them apart.
+// IsRefused tells them apart from transient failures.
 package connector
 
 import (
@@ -126,31 +126,19 @@ type Certificates struct {
 // HTTP status and the Connector's own error.
 type Error = httpretry.Error
 
-// GraphQLError is what the Connector reported in the errors of an answer.
-type GraphQLError struct {
-	// Kind is extensions.error ("Unauthorized", "InvalidData", ...), empty when it gave none.
-	Kind string
-	// Message joins the messages of every error reported.
-	Message string
-}
+// ErrUnauthorized is in the chain of a refused token or certificate: an invalid, used or expired
+// one-time token, a missing, unknown or revoked client certificate (HTTP 401/403 or the GraphQL
+// error Unauthorized).
+var ErrUnauthorized = errors.New("refused by the Connector")
 
-func (e *GraphQLError) Error() string {
-	if e.Kind == "" {
-		return "Connector: " + e.Message
-	}
-	return "Connector: " + e.Kind + ": " + e.Message
-}
+// ErrInvalidCSR is in the chain of a CSR the Connector does not sign (InvalidData): another
+// subject, a bad signature, an unsupported key.
+var ErrInvalidCSR = errors.New("certificate signing request refused by the Connector")
 
-// IsRefused tells whether the Connector refused the call for good: an invalid, used or expired
-// token, a missing, unknown or revoked certificate (HTTP 401/403 or Unauthorized), or a CSR it
-// does not sign (InvalidData). Only a new token or a new connection helps.
+// IsRefused tells whether the Connector refused the call for good (ErrUnauthorized or
+// ErrInvalidCSR): only a new token, a new connection or another CSR helps.
 func IsRefused(err error) bool {
-	var ge *GraphQLError
-	if errors.As(err, &ge) && (ge.Kind == KindUnauthorized || ge.Kind == KindInvalidData) {
-		return true
-	}
-	code := httpretry.StatusOf(err)
-	return code == http.StatusUnauthorized || code == http.StatusForbidden
+	return errors.Is(err, ErrUnauthorized) || errors.Is(err, ErrInvalidCSR)
 }
 
 // IsTemporary tells whether err may go away when the call is made again later.
@@ -274,20 +262,15 @@ func (c *Client) RevokeCertificate(ctx context.Context, url string) error {
 	return nil
 }
 
-type wireError struct {
-	Message    string `json:"message"`
-	Extensions struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	} `json:"extensions"`
-}
-
 // call makes one GraphQL request, with the token when it is not empty, and decodes its data into
 // out. GraphQL errors are permanent but for InternalError.
 func (c *Client) call(ctx context.Context, url, token, query string, vars map[string]any, out any) error {
 	var resp struct {
 		Data   json.RawMessage `json:"data"`
-		Errors []wireError     `json:"errors"`
+		Errors []struct {
+			Message    string         `json:"message"`
+			Extensions map[string]any `json:"extensions"`
+		} `json:"errors"`
 	}
 	authorize := func(r *http.Request) {
 		if token != "" {
@@ -296,22 +279,28 @@ func (c *Client) call(ctx context.Context, url, token, query string, vars map[st
 	}
 	body := map[string]any{"query": query, "variables": vars}
 	if _, err := httpretry.DoJSON(ctx, c.http, authorize, http.MethodPost, url, "", nil, body, &resp); err != nil {
+		if code := httpretry.StatusOf(err); code == http.StatusUnauthorized || code == http.StatusForbidden {
+			return httpretry.Permanent(fmt.Errorf("%w: %w", ErrUnauthorized, err))
+		}
 		return err
 	}
 	if len(resp.Errors) > 0 {
+		// Compass names the kind of the first error in extensions.error.
+		kind, _ := resp.Errors[0].Extensions["error"].(string)
 		msgs := make([]string, 0, len(resp.Errors))
 		for _, e := range resp.Errors {
 			msgs = append(msgs, e.Message)
 		}
-		kind := resp.Errors[0].Extensions.Error
-		if kind == "" {
-			kind = resp.Errors[0].Extensions.Code
+		err := fmt.Errorf("the Connector answered %s: %s", kind, strings.Join(msgs, "; "))
+		switch kind {
+		case KindInternalError:
+			return err
+		case KindUnauthorized:
+			return httpretry.Permanent(fmt.Errorf("%w: %w", ErrUnauthorized, err))
+		case KindInvalidData:
+			return httpretry.Permanent(fmt.Errorf("%w: %w", ErrInvalidCSR, err))
 		}
-		ge := &GraphQLError{Kind: kind, Message: strings.Join(msgs, "; ")}
-		if kind == KindInternalError {
-			return ge
-		}
-		return httpretry.Permanent(ge)
+		return httpretry.Permanent(err)
 	}
 	if err := json.Unmarshal(resp.Data, out); err != nil {
 		return httpretry.Permanent(fmt.Errorf("decoding the Connector's data: %w", err))

@@ -130,6 +130,8 @@ func TestRefusalsArePermanent(t *testing.T) {
 
 	_, err = c.Configuration(ctx, url, token)
 	assert.True(t, connector.IsRefused(err), "a used token: %v", err)
+	require.ErrorIs(t, err, connector.ErrUnauthorized)
+	assert.Equal(t, 403, httpretry.StatusOf(err))
 
 	key, err := connector.NewKey(keyBits)
 	require.NoError(t, err)
@@ -137,9 +139,7 @@ func TestRefusalsArePermanent(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.SignCSR(ctx, url, cfg.Token, wrong)
 	assert.True(t, connector.IsRefused(err), "another subject: %v", err)
-	var ge *connector.GraphQLError
-	require.ErrorAs(t, err, &ge)
-	assert.Equal(t, connector.KindInvalidData, ge.Kind)
+	require.ErrorIs(t, err, connector.ErrInvalidCSR)
 
 	// without the sandbox CA the server is not trusted
 	_, err = connector.New(connector.Options{}).Configuration(ctx, url, cfg.Token)
