@@ -242,13 +242,28 @@ func (a *Agent) desiredApplication(runtimeID string, app DirectorApplication) (d
 	return d, nil
 }
 
-// credentialData turns the Director's credentials (an object such as {"username","password"}
-// or {"clientId","clientSecret","url"}) into Secret data: strings as they are, anything else
-// as JSON.
+// credentialData turns the Director's credentials for this runtime into Secret data and a
+// type: {"basic": {"username", "password"}} is Basic, {"oauth": {"clientId", "clientSecret",
+// "url"}} is OAuth (a flat object is read the same way). Strings are kept as they are, anything
+// else as JSON.
 func credentialData(raw json.RawMessage) (map[string][]byte, string, error) {
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, "", fmt.Errorf("the credentials are not a JSON object: %w", err)
+	}
+	kind := "Basic"
+	if len(obj) == 1 {
+		for k, v := range obj {
+			if inner, ok := v.(map[string]any); ok {
+				obj = inner
+				if strings.EqualFold(k, "oauth") {
+					kind = "OAuth"
+				}
+			}
+		}
+	}
+	if _, ok := obj["clientId"]; ok {
+		kind = "OAuth"
 	}
 	data := make(map[string][]byte, len(obj))
 	for k, v := range obj {
@@ -261,10 +276,6 @@ func credentialData(raw json.RawMessage) (map[string][]byte, string, error) {
 			return nil, "", err
 		}
 		data[k] = b
-	}
-	kind := "Basic"
-	if _, ok := obj["clientId"]; ok {
-		kind = "OAuth"
 	}
 	return data, kind, nil
 }
