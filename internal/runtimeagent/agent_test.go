@@ -193,19 +193,24 @@ func TestRestartResumesFromTheStoredCertificate(t *testing.T) {
 // Of two replicas only the leader acts; when it stops, the other takes over.
 func TestOnlyTheLeaderActs(t *testing.T) {
 	e := newEnv(t)
-	stopFirst := e.start()
+	stopFirst, first := e.startReplica()
 	e.waitState(runtimeagent.Synchronized)
-	e.start()
+	_, second := e.startReplica()
+	holder := func() string {
+		lease, err := e.core.CoordinationV1().Leases(e.ns).Get(e.ctx(), e.cfg.LeaderElectionName, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotNil(t, lease.Spec.HolderIdentity)
+		return *lease.Spec.HolderIdentity
+	}
+	assert.Equal(t, first, holder(), "the first replica keeps the lock while it runs")
+
 	stopFirst()
 	app := e.registerApp(e.prefix + "-second-replica")
 	e.waitFor("the second replica synchronised", func(runtimeagent.CompassConnection) bool {
 		_, ok := e.clusterApps()[app.Name]
 		return ok
 	})
-	lease, err := e.core.CoordinationV1().Leases(e.ns).Get(e.ctx(), e.cfg.LeaderElectionName, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NotNil(t, lease.Spec.HolderIdentity)
-	assert.NotEmpty(t, *lease.Spec.HolderIdentity)
+	assert.Equal(t, second, holder())
 }
 
 // 50 applications assigned, then 20 removed and 10 changed: the cluster matches the Director

@@ -72,6 +72,9 @@ func NewController(cfg Config, restCfg *rest.Config, compass interface {
 	return &Controller{agent: agent, cfg: agent.cfg, core: core, dyn: dyn, log: log, identity: host + "_" + uuid.NewString()}, nil
 }
 
+// Identity is the controller's name in the leader lock.
+func (c *Controller) Identity() string { return c.identity }
+
 // Agent is the controller's agent (for the revoke command and tests).
 func (c *Controller) Agent() *Agent { return c.agent }
 

@@ -134,6 +134,12 @@ func (e *env) agent() *runtimeagent.Agent {
 
 // start runs the agent's controller (leader election included) until the returned stop.
 func (e *env) start() (stop func()) {
+	stop, _ = e.startReplica()
+	return stop
+}
+
+// startReplica is start also returning the replica's identity in the leader lock.
+func (e *env) startReplica() (stop func(), identity string) {
 	e.t.Helper()
 	ctrl, err := runtimeagent.NewController(e.cfg, kubetest.RESTConfig(e.t), e.compass, e.log)
 	require.NoError(e.t, err)
@@ -150,7 +156,7 @@ func (e *env) start() (stop func()) {
 		require.NoError(e.t, <-done)
 	}
 	e.t.Cleanup(stop)
-	return stop
+	return stop, ctrl.Identity()
 }
 
 // connection reads the CompassConnection (ok false when there is none).
