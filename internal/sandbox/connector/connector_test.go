@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	client "github.com/kyma-project/kyma-environment-broker/internal/connector"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/connector"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
@@ -103,32 +104,15 @@ func decode[T any](t *testing.T, r gqlResult) T {
 	return out
 }
 
-// csr is a CSR for subject ("O=..,CN=..") in base64 of PEM, with its key.
+// csr is a CSR for subject ("O=..,CN=..") in base64 of PEM, with its key, made as the Runtime
+// Agent makes it.
 func csr(t *testing.T, subject string) (string, *rsa.PrivateKey) {
 	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, keyBits)
+	key, err := client.NewKey(keyBits)
 	require.NoError(t, err)
-	var name pkix.Name
-	for _, part := range strings.Split(subject, ",") {
-		k, v, _ := strings.Cut(part, "=")
-		switch k {
-		case "O":
-			name.Organization = []string{v}
-		case "OU":
-			name.OrganizationalUnit = []string{v}
-		case "L":
-			name.Locality = []string{v}
-		case "ST":
-			name.Province = []string{v}
-		case "C":
-			name.Country = []string{v}
-		case "CN":
-			name.CommonName = v
-		}
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: name}, key)
+	request, err := client.NewCSR(subject, key)
 	require.NoError(t, err)
-	return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})), key
+	return base64.StdEncoding.EncodeToString(request), key
 }
 
 func signMutation(csr string) string {

@@ -251,22 +251,13 @@ func (s *StandIn) applicationsForRuntime(tenant string, args map[string]any) (an
 	if err != nil {
 		return nil, err
 	}
-	first, offset, err := pageArgs(args)
-	if err != nil {
-		return nil, err
-	}
 	var assigned []*application
 	for _, a := range s.sortedApps() {
 		if _, ok := a.Credentials[rec.id]; ok && a.App.Tenant == tenant {
 			assigned = append(assigned, a)
 		}
 	}
-	end := min(offset+first, len(assigned))
-	page := []object{}
-	for _, a := range assigned[min(offset, end):end] {
-		page = append(page, a.object(rec.id))
-	}
-	return pageObject(page, offset, end, len(assigned)), nil
+	return page(assigned, args, func(a *application) object { return a.object(rec.id) })
 }
 
 // runtimeResolvers are what a runtime authenticated by its client certificate may call: the
@@ -290,10 +281,10 @@ func (s *StandIn) admin() http.Handler {
 		gql.WriteJSON(w, http.StatusOK, map[string]any{"applications": s.Applications()})
 	})
 	m.HandleFunc("POST /applications", s.handleRegisterApplication)
-	m.HandleFunc("PUT /applications/{id}", s.handleChangeApplication)
-	m.HandleFunc("DELETE /applications/{id}", s.handleDeleteApplication)
-	m.HandleFunc("PUT /applications/{id}/runtimes/{runtime}", s.handleAssign)
-	m.HandleFunc("DELETE /applications/{id}/runtimes/{runtime}", s.handleUnassign)
+	m.HandleFunc("PUT /applications/{id}", s.onApp(s.changeApplication))
+	m.HandleFunc("DELETE /applications/{id}", s.onApp(s.deleteApplication))
+	m.HandleFunc("PUT /applications/{id}/runtimes/{runtime}", s.onApp(s.assign))
+	m.HandleFunc("DELETE /applications/{id}/runtimes/{runtime}", s.onApp(s.unassign))
 	return s.durable.Handler(m)
 }
 
@@ -331,24 +322,24 @@ func (s *StandIn) handleRegisterApplication(w http.ResponseWriter, r *http.Reque
 	gql.WriteJSON(w, http.StatusCreated, a.view())
 }
 
-// app finds the application of the request's {id}, answering 404 when there is none; call it
-// with the lock held.
-func (s *StandIn) app(w http.ResponseWriter, r *http.Request) (*application, bool) {
-	a, ok := s.apps[r.PathValue("id")]
-	if !ok {
-		gql.WriteJSON(w, http.StatusNotFound, adminError{Message: fmt.Sprintf("no application %s", r.PathValue("id"))})
+// onApp serves a request about the application of the path's {id} with fn, with the lock held;
+// it answers 404 when there is no such application.
+func (s *StandIn) onApp(fn func(w http.ResponseWriter, r *http.Request, a *application)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		a, ok := s.apps[r.PathValue("id")]
+		if !ok {
+			gql.WriteJSON(w, http.StatusNotFound, adminError{Message: fmt.Sprintf("no application %s", r.PathValue("id"))})
+			return
+		}
+		fn(w, r, a)
+		s.durable.Touch(kindApplication, a.App.ID)
 	}
-	return a, ok
 }
 
-func (s *StandIn) handleChangeApplication(w http.ResponseWriter, r *http.Request) {
+func (s *StandIn) changeApplication(w http.ResponseWriter, r *http.Request, a *application) {
 	in, ok := decodeInput(w, r)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.app(w, r)
 	if !ok {
 		return
 	}
@@ -364,50 +355,27 @@ func (s *StandIn) handleChangeApplication(w http.ResponseWriter, r *http.Request
 		return
 	}
 	a.apply(in)
-	s.durable.Touch(kindApplication, a.App.ID)
 	gql.WriteJSON(w, http.StatusOK, a.view())
 }
 
-func (s *StandIn) handleDeleteApplication(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.app(w, r)
-	if !ok {
-		return
-	}
+func (s *StandIn) deleteApplication(w http.ResponseWriter, _ *http.Request, a *application) {
 	delete(s.apps, a.App.ID)
-	s.durable.Touch(kindApplication, a.App.ID)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// handleAssign assigns the application to a runtime of its tenant; assigning it again changes
-// nothing.
-func (s *StandIn) handleAssign(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.app(w, r)
-	if !ok {
-		return
-	}
+// assign assigns the application to a runtime of its tenant; assigning it again changes nothing.
+func (s *StandIn) assign(w http.ResponseWriter, r *http.Request, a *application) {
 	rt := r.PathValue("runtime")
 	if _, ok := s.tenants[a.App.Tenant][rt]; !ok {
 		gql.WriteJSON(w, http.StatusNotFound, adminError{Message: fmt.Sprintf("tenant %s has no runtime %s", a.App.Tenant, rt)})
 		return
 	}
 	a.assign(rt)
-	s.durable.Touch(kindApplication, a.App.ID)
 	gql.WriteJSON(w, http.StatusOK, a.view())
 }
 
-// handleUnassign removes the application from a runtime; removing it again changes nothing.
-func (s *StandIn) handleUnassign(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.app(w, r)
-	if !ok {
-		return
-	}
+// unassign removes the application from a runtime; removing it again changes nothing.
+func (s *StandIn) unassign(w http.ResponseWriter, r *http.Request, a *application) {
 	delete(a.Credentials, r.PathValue("runtime"))
-	s.durable.Touch(kindApplication, a.App.ID)
 	gql.WriteJSON(w, http.StatusOK, a.view())
 }

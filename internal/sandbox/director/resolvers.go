@@ -291,24 +291,31 @@ func (s *StandIn) runtimes(tenant string, args map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	first, offset, err := pageArgs(args)
-	if err != nil {
-		return nil, err
-	}
 	var matched []*record
 	for _, rec := range sorted(s.tenants[tenant]) {
 		if matches(rec.labels, filters) {
 			matched = append(matched, rec)
 		}
 	}
-	end := min(offset+first, len(matched))
-	page := []object{}
-	for _, rec := range matched[min(offset, end):end] {
+	return page(matched, args, func(rec *record) object {
 		rec.calls["runtimes"]++
 		s.touch(rec)
-		page = append(page, rec.object())
+		return rec.object()
+	})
+}
+
+// page is the page of items the arguments first and after ask for, each item as fn returns it.
+func page[T any](items []T, args map[string]any, fn func(T) object) (object, error) {
+	first, offset, err := pageArgs(args)
+	if err != nil {
+		return nil, err
 	}
-	return pageObject(page, offset, end, len(matched)), nil
+	end := min(offset+first, len(items))
+	out := []object{}
+	for _, it := range items[min(offset, end):end] {
+		out = append(out, fn(it))
+	}
+	return pageObject(out, offset, end, len(items)), nil
 }
 
 // pageArgs reads the page size (first) and the offset the cursor (after) names.
