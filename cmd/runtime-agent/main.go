@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
@@ -22,22 +20,11 @@ import (
 )
 
 func main() {
-	log, err := logging.FromEnv()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	cmd := "run"
 	if len(os.Args) > 1 {
 		cmd = os.Args[1]
 	}
-	if err := run(ctx, cmd, log); err != nil {
-		log.WithError(err).Error("runtime agent failed")
-		stop()
-		os.Exit(1)
-	}
+	logging.Main("runtime agent", func(ctx context.Context, log *logrus.Logger) error { return run(ctx, cmd, log) })
 }
 
 func run(ctx context.Context, cmd string, log *logrus.Logger) error {

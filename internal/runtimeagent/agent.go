@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/connector"
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -213,10 +214,10 @@ func (a *Agent) connect(ctx context.Context, conn *CompassConnection) (*CompassC
 }
 
 // establish exchanges the one-time token for a client certificate and stores it.
-func (a *Agent) establish(ctx context.Context) (AgentConfiguration, ClientCredentials, Configuration, error) {
+func (a *Agent) establish(ctx context.Context) (AgentConfiguration, ClientCredentials, connector.Configuration, error) {
 	agentCfg, err := readAgentConfiguration(ctx, a.core, a.configSecret)
 	if err != nil {
-		return agentCfg, ClientCredentials{}, Configuration{}, err
+		return agentCfg, ClientCredentials{}, connector.Configuration{}, err
 	}
 	cctx, cancel := a.bounded(ctx)
 	defer cancel()
@@ -224,7 +225,7 @@ func (a *Agent) establish(ctx context.Context) (AgentConfiguration, ClientCreden
 	if err != nil {
 		return agentCfg, ClientCredentials{}, info, err
 	}
-	creds, err := a.newCertificate(ctx, info.Subject, func(ctx context.Context, csr []byte) (CertificateSet, error) {
+	creds, err := a.newCertificate(ctx, info.Subject, func(ctx context.Context, csr []byte) (connector.Certificates, error) {
 		return a.connector.SignCSR(ctx, agentCfg.ConnectorURL, info.Token, csr)
 	})
 	if err != nil {
@@ -234,7 +235,7 @@ func (a *Agent) establish(ctx context.Context) (AgentConfiguration, ClientCreden
 }
 
 // newCertificate makes a key and CSR for subject, has sign sign it and stores the result.
-func (a *Agent) newCertificate(ctx context.Context, subject string, sign func(context.Context, []byte) (CertificateSet, error)) (ClientCredentials, error) {
+func (a *Agent) newCertificate(ctx context.Context, subject string, sign func(context.Context, []byte) (connector.Certificates, error)) (ClientCredentials, error) {
 	keyPEM, csrPEM, err := newKeyAndCSR(ctx, subject, a.cfg.CertKeyBits)
 	if err != nil {
 		return ClientCredentials{}, err
@@ -245,7 +246,7 @@ func (a *Agent) newCertificate(ctx context.Context, subject string, sign func(co
 	if err != nil {
 		return ClientCredentials{}, err
 	}
-	creds := ClientCredentials{CertificateChain: set.CertificateChain, PrivateKey: keyPEM, CACertificate: set.CACertificate}
+	creds := ClientCredentials{CertificateChain: set.Chain, PrivateKey: keyPEM, CACertificate: set.CA}
 	// Refuse what does not work before replacing what does.
 	if _, err := creds.TLSConfig(); err != nil {
 		return ClientCredentials{}, fmt.Errorf("the Connector's certificates: %w", err)
@@ -264,7 +265,7 @@ func (a *Agent) maintain(ctx context.Context, conn *CompassConnection, creds Cli
 	cs.CertificateStatus.NotBefore, cs.CertificateStatus.NotAfter = timePtr(cert.NotBefore), timePtr(cert.NotAfter)
 	url := conn.Spec.ManagementInfo.ConnectorURL
 	cctx, cancel := a.bounded(ctx)
-	info, err := a.connector.SecuredConfiguration(cctx, url, creds)
+	info, err := a.connector.CertificateConfiguration(cctx, url, creds)
 	cancel()
 	if err != nil {
 		return creds, cert, err
@@ -277,7 +278,7 @@ func (a *Agent) maintain(ctx context.Context, conn *CompassConnection, creds Cli
 	if subject == "" {
 		subject = cert.Subject.String()
 	}
-	renewed, err := a.newCertificate(ctx, subject, func(ctx context.Context, csr []byte) (CertificateSet, error) {
+	renewed, err := a.newCertificate(ctx, subject, func(ctx context.Context, csr []byte) (connector.Certificates, error) {
 		return a.connector.RenewCertificate(ctx, url, creds, csr)
 	})
 	if err != nil {

@@ -7,25 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/connector"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func TestParseSubject(t *testing.T) {
-	name, err := ParseSubject(`O=Org\, Inc.,OU=OrgUnit,L=Waldorf,ST=Waldorf,C=DE,CN=1ae04041-17e5-478f-91f8-3a2ddc7700de`)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"Org, Inc."}, name.Organization)
-	assert.Equal(t, []string{"OrgUnit"}, name.OrganizationalUnit)
-	assert.Equal(t, []string{"Waldorf"}, name.Locality)
-	assert.Equal(t, []string{"Waldorf"}, name.Province)
-	assert.Equal(t, []string{"DE"}, name.Country)
-	assert.Equal(t, "1ae04041-17e5-478f-91f8-3a2ddc7700de", name.CommonName)
-
-	for _, bad := range []string{"", "O=Org", "O=Org,CN", "X=1,CN=a", `CN=a\`} {
-		_, err := ParseSubject(bad)
-		assert.Error(t, err, bad)
-	}
-}
 
 func TestCSRHasExactlyTheSubject(t *testing.T) {
 	subject := "O=Org,OU=Unit,L=City,ST=State,C=DE,CN=runtime-1"
@@ -36,7 +21,8 @@ func TestCSRHasExactlyTheSubject(t *testing.T) {
 	csr, err := x509.ParseCertificateRequest(block.Bytes)
 	require.NoError(t, err)
 	require.NoError(t, csr.CheckSignature())
-	want, _ := ParseSubject(subject)
+	want, err := connector.ParseSubject(subject)
+	require.NoError(t, err)
 	assert.Equal(t, want.String(), csr.Subject.String())
 	keyBlock, _ := pem.Decode(keyPEM)
 	require.NotNil(t, keyBlock)

@@ -13,6 +13,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/kubetest"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
@@ -39,7 +40,7 @@ type env struct {
 	runtimeID string
 	prefix    string // of application names (Applications are cluster-scoped)
 	cfg       runtimeagent.Config
-	compass   runtimeagent.Compass
+	compass   *runtimeagent.Compass
 	log       *logrus.Logger
 }
 
@@ -143,19 +144,7 @@ func (e *env) startReplica() (stop func(), identity string) {
 	e.t.Helper()
 	ctrl, err := runtimeagent.NewController(e.cfg, kubetest.RESTConfig(e.t), e.compass, e.log)
 	require.NoError(e.t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ctrl.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		require.NoError(e.t, <-done)
-	}
-	e.t.Cleanup(stop)
+	stop = testenv.Background(e.t, ctrl.Run)
 	return stop, ctrl.Identity()
 }
 

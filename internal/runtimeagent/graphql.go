@@ -1,85 +1,49 @@
 package runtimeagent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 )
 
-// graphqlClient posts GraphQL requests to one system over its own HTTP client (mTLS or not).
+// graphqlClient posts GraphQL requests to the Director over the agent's mutual-TLS client.
 type graphqlClient struct {
-	system string // named in every error
-	http   *http.Client
+	http *http.Client
 }
 
-type graphqlError struct {
-	Message string `json:"message"`
-}
-
-// call posts query to url with the headers and decodes data.result into out (when not nil).
-func (g graphqlClient) call(ctx context.Context, url string, headers map[string]string, query string, out any) error {
-	body, err := json.Marshal(map[string]any{"query": query})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("%s: building the request: %w", g.system, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := g.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s at %s: %w", g.system, url, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return fmt.Errorf("%s at %s: reading the answer: %w", g.system, url, err)
-	}
-	var answer struct {
+// call posts query with vars to url with the tenant header and decodes data.result into out
+// (when not nil). Errors name the Director and its answer.
+func (g graphqlClient) call(ctx context.Context, url, tenant, query string, vars map[string]any, out any) error {
+	var resp struct {
 		Data   map[string]json.RawMessage `json:"data"`
-		Errors []graphqlError             `json:"errors"`
+		Errors []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
 	}
-	if err := json.Unmarshal(raw, &answer); err != nil || (resp.StatusCode/100 != 2 && len(answer.Errors) == 0) {
-		return fmt.Errorf("%s at %s answered %s: %s", g.system, url, resp.Status, excerpt(raw))
+	setTenant := func(r *http.Request) { r.Header.Set("Tenant", tenant) }
+	if _, err := httpretry.DoJSON(ctx, g.http, setTenant, http.MethodPost, url, "", nil, map[string]any{"query": query, "variables": vars}, &resp); err != nil {
+		return fmt.Errorf("the Director at %s: %w", url, err)
 	}
-	if len(answer.Errors) > 0 {
-		msgs := make([]string, 0, len(answer.Errors))
-		for _, e := range answer.Errors {
+	if len(resp.Errors) > 0 {
+		msgs := make([]string, 0, len(resp.Errors))
+		for _, e := range resp.Errors {
 			msgs = append(msgs, e.Message)
 		}
-		return fmt.Errorf("%s at %s answered %s: %s", g.system, url, resp.Status, strings.Join(msgs, "; "))
+		return fmt.Errorf("the Director at %s answered: %s", url, strings.Join(msgs, "; "))
 	}
 	if out == nil {
 		return nil
 	}
-	result, ok := answer.Data["result"]
+	result, ok := resp.Data["result"]
 	if !ok || string(result) == "null" {
-		return fmt.Errorf("%s at %s answered without a result", g.system, url)
+		return fmt.Errorf("the Director at %s answered without a result", url)
 	}
 	if err := json.Unmarshal(result, out); err != nil {
-		return fmt.Errorf("%s at %s: decoding the result: %w", g.system, url, err)
+		return fmt.Errorf("the Director at %s: decoding the result: %w", url, err)
 	}
 	return nil
-}
-
-func excerpt(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
-}
-
-// quote makes s a GraphQL string literal (JSON string escaping is valid GraphQL).
-func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
 }
