@@ -348,6 +348,7 @@ func (a *Agent) getConnection(ctx context.Context) (*CompassConnection, error) {
 func (a *Agent) saveConnection(ctx context.Context, conn *CompassConnection, st CompassConnectionStatus) (*CompassConnection, error) {
 	client := a.dyn.Resource(CompassConnectionGVR)
 	want := *conn.ObjectMeta.DeepCopy()
+	want.ManagedFields = nil // the server keeps them
 	u, err := toUnstructured(&CompassConnection{ObjectMeta: want, Spec: conn.Spec}, CompassConnectionGVR, "CompassConnection")
 	if err != nil {
 		return nil, err
