@@ -331,3 +331,30 @@ func firstValue(m map[string][]byte) []byte {
 	}
 	return []byte("<no secret value>")
 }
+
+// Passes within APP_MINIMAL_COMPASS_SYNC_TIME do not ask the Director again; spec.resyncNow
+// makes the next pass synchronise anyway, and is cleared.
+func TestMinimalSyncTimeAndResyncNow(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.MinimalCompassSyncTime = time.Hour
+	a := e.agent()
+	a.Reconcile(e.ctx())
+	first := e.waitState(runtimeagent.Synchronized)
+	app := e.registerApp(e.prefix + "-later")
+
+	a.Reconcile(e.ctx())
+	c, _ := e.connection()
+	assert.True(t, first.Status.SynchronizationStatus.LastAttempt.Equal(c.Status.SynchronizationStatus.LastAttempt), "no sync within the minimal sync time")
+	assert.NotContains(t, e.clusterApps(), app.Name)
+
+	u, err := e.dyn.Resource(runtimeagent.CompassConnectionGVR).Get(e.ctx(), e.cfg.ConnectionName, metav1.GetOptions{})
+	require.NoError(t, err)
+	u.Object["spec"].(map[string]any)["resyncNow"] = true
+	_, err = e.dyn.Resource(runtimeagent.CompassConnectionGVR).Update(e.ctx(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	a.Reconcile(e.ctx())
+	assert.Contains(t, e.clusterApps(), app.Name)
+	c, _ = e.connection()
+	assert.False(t, c.Spec.ResyncNow, "cleared after the sync")
+	assert.Equal(t, runtimeagent.Synchronized, c.Status.State)
+}
