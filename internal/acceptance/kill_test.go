@@ -66,6 +66,6 @@ func killAndRestartRun(t *testing.T, c *brokerProcess) {
 	for _, op := range ops {
 		got, err := store.Operations().GetOperation(context.Background(), op)
 		require.NoError(t, err)
-		assert.Empty(t, got.Progress.ExecutedButNotCompleted, "operation %s gave up on a cleanup", op)
+		assert.Empty(t, got.Progress.ExecutedButNotCompleted, "operation %s gave up on a cleanup: %s", op, got.Description)
 	}
 }

@@ -342,7 +342,10 @@ const (
 // deprovisioning for the provisioner's) passes them on.
 func LeftBehind(description string) (string, bool) {
 	left, ok := strings.CutPrefix(description, notCompletedPrefix)
-	return left, ok && left != ""
+	if !ok || left == "" {
+		return "", false
+	}
+	return left, true
 }
 
 func (r *run[T]) succeed(now time.Time) {

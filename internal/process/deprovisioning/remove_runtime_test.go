@@ -281,3 +281,19 @@ func TestRemoveRuntime_PassesOnWhatTheProvisionerLeftBehind(t *testing.T) {
 	assert.Equal(t, "Runtime Provisioner: not completed: Wait_For_Cluster_Deletion (Director: unregistering the runtime: HTTP 500)", out.LastError)
 	require.NotNil(t, getInstance(t, e.store).DeletedAt, "archived all the same")
 }
+
+// A plain success leaves the step completed (the kill -9 acceptance test caught the contrary).
+func TestRemoveRuntime_PlainSuccessIsComplete(t *testing.T) {
+	e := newEnv(t)
+	setRuntimeID(t, e.store, "rt-1")
+	e.prov.status = func(string, string) (*gqlschema.OperationStatus, error) {
+		st := opStatus("pop-1", gqlschema.OperationStateSucceeded)
+		msg := "operation succeeded"
+		st.Message = &msg
+		return st, nil
+	}
+	out, _, err := runRemove(e, withRuntime("rt-1", "pop-1"), t0)
+	require.NoError(t, err)
+	assert.Empty(t, out.Progress.ExecutedButNotCompleted)
+	assert.Empty(t, out.LastError)
+}

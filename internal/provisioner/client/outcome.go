@@ -39,6 +39,8 @@ func LeftBehind(st *gqlschema.OperationStatus) string {
 	if st.State != gqlschema.OperationStateSucceeded || st.Message == nil {
 		return ""
 	}
-	left, _ := engine.LeftBehind(*st.Message)
-	return left
+	if left, ok := engine.LeftBehind(*st.Message); ok {
+		return left
+	}
+	return ""
 }
