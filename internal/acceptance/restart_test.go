@@ -18,8 +18,11 @@ const resumeBound = 5 * time.Second
 
 // restartMeasured starts the killed broker again and measures, for every operation its row
 // says should run by then (leased by the dead process, or due when the new one is up), the time from the new process
-// answering /healthz to the operation's first new event. It logs the figures, checks them
-// against resumeBound and returns the slowest.
+// answering /healthz to the operation's first new event. It logs the figures for both groups and
+// checks those the dead process held (the ones a new owner ID used to leave idle for a whole
+// lease) against resumeBound; operations merely due queue behind the workers like any others,
+// so their figure depends on the machine's load and is reported, not asserted. It returns the
+// slowest held one.
 func (c *brokerProcess) restartMeasured() time.Duration {
 	c.t.Helper()
 	killedAt := time.Now()
@@ -27,9 +30,13 @@ func (c *brokerProcess) restartMeasured() time.Duration {
 	up := c.start()
 	b := c.client()
 	var due []string
+	held := map[string]bool{}
 	for _, op := range unfinished {
 		if op.LeaseOwner != "" || (op.DueAt != nil && !op.DueAt.After(up)) {
 			due = append(due, op.ID)
+		}
+		if op.LeaseOwner != "" {
+			held[op.ID] = true
 		}
 	}
 	require.NotEmpty(c.t, due, "no operation was in flight when the broker was killed")
@@ -46,23 +53,37 @@ func (c *brokerProcess) restartMeasured() time.Duration {
 			}
 		}
 	}
-	var delays []time.Duration
+	var all, heldDelays []time.Duration
 	for _, id := range due {
 		at, ok := first[id]
 		if !assert.True(c.t, ok, "operation %s did not move within a minute of the restart", id) {
 			continue
 		}
-		delays = append(delays, max(0, at.Sub(up)))
+		all = append(all, max(0, at.Sub(up)))
+		if held[id] {
+			heldDelays = append(heldDelays, max(0, at.Sub(up)))
+		}
 	}
-	if len(delays) == 0 {
+	if len(all) == 0 {
 		return time.Minute
 	}
-	slices.Sort(delays)
-	slowest := delays[len(delays)-1]
-	c.t.Logf("restart: %d operations in flight; first new event after /healthz answered: median %s, max %s (bound %s)",
-		len(due), delays[len(delays)/2].Round(time.Millisecond), slowest.Round(time.Millisecond), resumeBound)
-	assert.LessOrEqual(c.t, slowest, resumeBound, "operations must move again within %s of a restart", resumeBound)
+	median, slowest := spread(all)
+	c.t.Logf("restart: %d operations in flight; first new event after /healthz answered: median %s, max %s",
+		len(due), median.Round(time.Millisecond), slowest.Round(time.Millisecond))
+	if len(heldDelays) == 0 {
+		return 0
+	}
+	median, slowest = spread(heldDelays)
+	c.t.Logf("restart: %d of them held by the killed process: median %s, max %s (bound %s)",
+		len(heldDelays), median.Round(time.Millisecond), slowest.Round(time.Millisecond), resumeBound)
+	assert.LessOrEqual(c.t, slowest, resumeBound, "operations the killed process held must move again within %s of a restart", resumeBound)
 	return slowest
+}
+
+// spread is the median and the maximum of ds (not empty); it sorts ds.
+func spread(ds []time.Duration) (median, maximum time.Duration) {
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[len(ds)-1]
 }
 
 // unfinishedOperations lists the operations still to run, as their rows say.
