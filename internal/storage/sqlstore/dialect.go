@@ -42,6 +42,11 @@ type Dialect struct {
 	// until the end of the transaction (pg_advisory_xact_lock). Without it the driver must
 	// serialise write transactions (SQLite: a single writer connection).
 	XactLockSQL string
+	// TryLockSQL / UnlockSQL, when set, take (returning a boolean: taken) and release a
+	// session lock on a text key (pg_try_advisory_lock): singleton jobs across replicas.
+	// Without them the driver is one process (SQLite) and every lock is granted.
+	TryLockSQL string
+	UnlockSQL  string
 	// MigrationLockSQL / MigrationUnlockSQL are run on the migration connection around
 	// migrations (pg_advisory_lock) so concurrent replicas do not race.
 	MigrationLockSQL   string

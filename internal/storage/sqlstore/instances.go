@@ -13,21 +13,25 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-const instanceCols = "instance_id, runtime_id, global_account_id, sub_account_id, service_id, plan_id, provider_region, dashboard_url, parameters, secrets, created_at, updated_at, version, deleted_at"
+const instanceCols = "instance_id, runtime_id, global_account_id, sub_account_id, service_id, plan_id, provider_region, dashboard_url, parameters, secrets, created_at, updated_at, version, deleted_at, expired_at"
 
-func (s *Store) scanInstance(r rowScanner) (storage.Instance, error) {
+func (s *Store) scanInstance(r rowScanner) (storage.Instance, error) { return s.scanInstanceWith(r) }
+
+// scanInstanceWith scans the instance columns followed by extra destinations.
+func (s *Store) scanInstanceWith(r rowScanner, extra ...any) (storage.Instance, error) {
 	var (
 		inst             storage.Instance
 		params           sql.NullString
 		secrets          []byte
 		created, updated dbTime
-		deleted          dbTime
+		deleted, expired dbTime
 	)
-	if err := r.Scan(&inst.InstanceID, &inst.RuntimeID, &inst.GlobalAccountID, &inst.SubAccountID, &inst.ServiceID,
-		&inst.PlanID, &inst.ProviderRegion, &inst.DashboardURL, &params, &secrets, &created, &updated, &inst.Version, &deleted); err != nil {
+	dest := append([]any{&inst.InstanceID, &inst.RuntimeID, &inst.GlobalAccountID, &inst.SubAccountID, &inst.ServiceID,
+		&inst.PlanID, &inst.ProviderRegion, &inst.DashboardURL, &params, &secrets, &created, &updated, &inst.Version, &deleted, &expired}, extra...)
+	if err := r.Scan(dest...); err != nil {
 		return storage.Instance{}, err
 	}
-	inst.DeletedAt = deleted.ptr()
+	inst.DeletedAt, inst.ExpiredAt = deleted.ptr(), expired.ptr()
 	if params.Valid && params.String != "" {
 		inst.Parameters = []byte(params.String)
 	}
@@ -236,6 +240,12 @@ func (s *Store) InsertOperationExclusive(ctx context.Context, op storage.Operati
 }
 
 func (s *Store) insertOperationExclusive(ctx context.Context, op storage.Operation, blocking []string) (storage.Operation, error) {
+	return s.insertOperationExclusiveWith(ctx, op, blocking, nil)
+}
+
+// insertOperationExclusiveWith is insertOperationExclusive that also runs also (when set) in
+// its transaction, after the check and before the insert.
+func (s *Store) insertOperationExclusiveWith(ctx context.Context, op storage.Operation, blocking []string, also func(*sqlx.Tx) error) (storage.Operation, error) {
 	tx, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
 		return storage.Operation{}, err
@@ -266,6 +276,11 @@ func (s *Store) insertOperationExclusive(ctx context.Context, op storage.Operati
 		return storage.Operation{}, &storage.InProgressError{Operation: running}
 	case !errors.Is(err, sql.ErrNoRows):
 		return storage.Operation{}, err
+	}
+	if also != nil {
+		if err := also(tx); err != nil {
+			return storage.Operation{}, err
+		}
 	}
 	out, err := s.insertOperation(ctx, tx, op)
 	if err != nil {

@@ -107,6 +107,10 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Bindings", testBindings},
 		{"SandboxObjects", testSandboxObjects},
 		{"SandboxObjectsConcurrent", testSandboxObjectsConcurrent},
+		{"RuntimeStates", testRuntimeStates},
+		{"Expire", testExpire},
+		{"Retriggers", testRetriggers},
+		{"TryLock", testTryLock},
 		{"Ping", func(t *testing.T, e *env) { require.NoError(t, e.s.Ping(context.Background())) }},
 	}
 	for _, tc := range tests {
