@@ -100,7 +100,8 @@ type Lifecycle interface {
 	// ExpireWithOperation sets the instance's expired_at to at and inserts op (its suspension)
 	// in one transaction, unless the instance has an active operation of a blocking type
 	// (*InProgressError) or is archived (ErrNotFound). An instance already expired keeps its
-	// expiry time: then only op is inserted (a repeat after a failed suspension).
+	// expiry time: then only op is inserted (a repeat after a failed suspension). With an empty
+	// op.ID (the runtime is removed already) only the expiry is written, under the same checks.
 	ExpireWithOperation(ctx context.Context, op Operation, at time.Time, blocking []string) (Operation, error)
 	// TryLock takes the named lock for one process among all replicas (PostgreSQL: a session
 	// advisory lock on a connection of its own, released when the process dies). ok is false

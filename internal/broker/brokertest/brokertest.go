@@ -26,6 +26,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
+	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
@@ -83,9 +84,18 @@ type Options struct {
 	Sandbox standins.Options
 	// Externals adjusts the external systems' configuration before the clients are built.
 	Externals func(*externals.Config)
+	// Clock, when set, is the operator API's time (expiry); the wall clock otherwise.
+	Clock lifecycle.Clock
 	// LogOutput, when set, receives the broker's log (JSON, debug level, through the same
 	// redacting logger the broker process uses).
 	LogOutput io.Writer
+}
+
+func (o Options) clock() lifecycle.Clock {
+	if o.Clock != nil {
+		return o.Clock
+	}
+	return lifecycle.WallClock()
 }
 
 // Broker is a running broker.
@@ -174,7 +184,8 @@ func Start(t testing.TB, o Options) *Broker {
 	adapter := broker.NewCatalog(catalog)
 	routes := broker.Routes{
 		V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic,
-		Operator: operator.New(store, adapter, log),
+		Operator: operator.New(store, adapter, log, operator.WithProvisioner(prov), operator.WithClock(o.clock()),
+			operator.WithExpirer(lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: brokerCfg.OperationTimeout})),
 		Health:   health.New(store, dbCfg, reg),
 	}
 	b := broker.New(store, adapter, prov, brokerCfg, log)

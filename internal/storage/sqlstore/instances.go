@@ -281,6 +281,9 @@ func (s *Store) insertOperationExclusiveWith(ctx context.Context, op storage.Ope
 		if err := also(tx); err != nil {
 			return storage.Operation{}, err
 		}
+		if op.ID == "" {
+			return op, tx.Commit() // only what also wrote (e.g. an expiry without a new operation)
+		}
 	}
 	out, err := s.insertOperation(ctx, tx, op)
 	if err != nil {

@@ -150,7 +150,9 @@ func (s *Store) ExpireWithOperation(ctx context.Context, op storage.Operation, a
 	if err != nil {
 		return storage.Operation{}, fmt.Errorf("expiring instance %s: %w", op.InstanceID, err)
 	}
-	s.notify(ctx)
+	if op.ID != "" {
+		s.notify(ctx)
+	}
 	return out, nil
 }
 

@@ -205,8 +205,7 @@ func testRetriggers(t *testing.T, e *env) {
 
 // testTryLock: one holder at a time; released, the lock can be taken again.
 func testTryLock(t *testing.T, e *env) {
-	other := e.open(t, Keyring(t, e.key))
-	t.Cleanup(func() { _ = other.Close() })
+	other := e.open(t, Keyring(t, e.key)) // closed by the opener
 	unlock, ok, err := e.s.Lifecycle().TryLock(ctx, "job")
 	require.NoError(t, err)
 	require.True(t, ok)
