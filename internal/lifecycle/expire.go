@@ -31,6 +31,9 @@ type Expirer struct {
 	ExpiryDays map[string]int
 	// OperationTimeout is the suspension's deadline.
 	OperationTimeout time.Duration
+	// EngineClock is the step engine's (the suspension is due at its now); the wall clock
+	// when nil. The expiry itself is decided on the caller's clock.
+	EngineClock Clock
 }
 
 // Expired is the outcome of an expiry (the API's answer).
@@ -39,6 +42,13 @@ type Expired = runtime.Expired
 // Lifetime is how long instances of the plan live (0: forever).
 func (x Expirer) Lifetime(planID string) time.Duration {
 	return time.Duration(x.ExpiryDays[planID]) * 24 * time.Hour
+}
+
+func engineNow(c Clock) time.Time {
+	if c == nil {
+		return time.Now()
+	}
+	return c.Now()
 }
 
 // CreatedBefore maps each plan with an expiry to the creation time before which its
@@ -90,7 +100,7 @@ func (x Expirer) Expire(ctx context.Context, instanceID string, now time.Time) (
 	}
 	op := storage.Operation{InstanceID: instanceID} // no new operation: the runtime is gone already
 	if !suspension || last.State != storage.StateSucceeded {
-		if op, err = engine.NewOperation(instance.TypeSuspension, instanceID, instance.DeprovisioningData{GlobalAccountID: inst.GlobalAccountID}, x.OperationTimeout, now); err != nil {
+		if op, err = engine.NewOperation(instance.TypeSuspension, instanceID, instance.DeprovisioningData{GlobalAccountID: inst.GlobalAccountID}, x.OperationTimeout, engineNow(x.EngineClock)); err != nil {
 			return Expired{}, err
 		}
 	}

@@ -30,6 +30,8 @@ type RetriggerJob struct {
 	MaxAge        time.Duration
 	// OperationTimeout is each run's deadline.
 	OperationTimeout time.Duration
+	// EngineClock is the step engine's (runs are due at its now); the wall clock when nil.
+	EngineClock Clock
 	// Batch bounds one round's discoveries and runs [100].
 	Batch int
 }
@@ -134,7 +136,7 @@ func (j RetriggerJob) advance(ctx context.Context, r storage.Retrigger, now time
 			return storage.RetriggerOrphaned, j.orphan(ctx, r, now, fmt.Sprintf("the instance moved on (%s operation %s) after the suspension", page.Items[0].Type, page.Items[0].ID))
 		}
 	}
-	op, err := j.rerun(ctx, r, origin, now)
+	op, err := j.rerun(ctx, r, origin)
 	if err != nil {
 		return "", err
 	}
@@ -157,7 +159,7 @@ func (j RetriggerJob) advance(ctx context.Context, r storage.Retrigger, now time
 
 // rerun builds the operation that runs r's steps again: the origin's type and secrets, the
 // data of the newest run (its steps clear what they removed), every other step marked done.
-func (j RetriggerJob) rerun(ctx context.Context, r storage.Retrigger, origin storage.Operation, now time.Time) (storage.Operation, error) {
+func (j RetriggerJob) rerun(ctx context.Context, r storage.Retrigger, origin storage.Operation) (storage.Operation, error) {
 	source := origin
 	if r.LastOperationID != "" {
 		last, err := j.Store.Operations().GetOperation(ctx, r.LastOperationID)
@@ -166,7 +168,7 @@ func (j RetriggerJob) rerun(ctx context.Context, r storage.Retrigger, origin sto
 		}
 		source = last
 	}
-	op, err := engine.NewOperation(r.OriginType, r.InstanceID, json.RawMessage(source.Data), j.OperationTimeout, now)
+	op, err := engine.NewOperation(r.OriginType, r.InstanceID, json.RawMessage(source.Data), j.OperationTimeout, engineNow(j.EngineClock))
 	if err != nil {
 		return storage.Operation{}, err
 	}
