@@ -101,7 +101,7 @@ const maxExpiresWithin = 366 * 24 * time.Hour
 
 // runtimeRequest is GET /runtimes's query, validated.
 type runtimeRequest struct {
-	q                          storage.RuntimeQuery
+	q                           storage.RuntimeQuery
 	allOps, kymaCfg, clusterCfg bool
 }
 

@@ -25,8 +25,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
-	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
+	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
@@ -186,7 +186,7 @@ func Start(t testing.TB, o Options) *Broker {
 		V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic,
 		Operator: operator.New(store, adapter, log, operator.WithProvisioner(prov), operator.WithClock(o.clock()),
 			operator.WithExpirer(lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: brokerCfg.OperationTimeout})),
-		Health:   health.New(store, dbCfg, reg),
+		Health: health.New(store, dbCfg, reg),
 	}
 	b := broker.New(store, adapter, prov, brokerCfg, log)
 	handler := broker.NewRouter(b, routes, log)
