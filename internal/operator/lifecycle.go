@@ -35,6 +35,10 @@ func (h *Handler) expire(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "id: "+err.Error())
 		return
 	}
+	if n, _ := r.Body.Read(make([]byte, 1)); n > 0 {
+		writeError(w, http.StatusBadRequest, "body: this endpoint takes no body")
+		return
+	}
 	if h.expirer.ExpiryDays == nil {
 		writeError(w, http.StatusServiceUnavailable, "expiry is not configured on this broker")
 		return
@@ -108,7 +112,7 @@ func (h *Handler) kubeconfig(w http.ResponseWriter, r *http.Request) {
 
 // configs fills the provisioner's Kyma and cluster configuration of a page of runtimes, a few
 // at a time; a runtime whose configuration cannot be read says why.
-func (h *Handler) configs(ctx context.Context, rows []storage.RuntimeRow, dtos []runtime.DTO, kyma, cluster bool) {
+func (h *Handler) configs(ctx context.Context, rows []storage.RuntimeRow, dtos []runtime.DTO, kymaVersions []string, kyma, cluster bool) {
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	for i := range rows {
@@ -130,6 +134,11 @@ func (h *Handler) configs(ctx context.Context, rows []storage.RuntimeRow, dtos [
 			}
 			if kyma && st.RuntimeConfiguration.KymaConfig != nil {
 				dtos[i].KymaConfig = mustJSON(st.RuntimeConfiguration.KymaConfig)
+			}
+			if kyma && dtos[i].KymaConfig == nil && kymaVersions[i] != "" {
+				// Kyma 2.x is installed by the reconciler, not the provisioner: the version the
+				// broker installed is what is known.
+				dtos[i].KymaConfig = mustJSON(map[string]string{"version": kymaVersions[i], "installedBy": "reconciler"})
 			}
 			if cluster && st.RuntimeConfiguration.ClusterConfig != nil {
 				dtos[i].ClusterConfig = mustJSON(st.RuntimeConfiguration.ClusterConfig)

@@ -209,13 +209,13 @@ func (h *Handler) runtimes(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	dtos, err := h.dtos(r.Context(), res.Items, req.allOps)
+	dtos, kymaVersions, err := h.dtos(r.Context(), res.Items, req.allOps)
 	if err != nil {
 		h.fail(w, err)
 		return
 	}
 	if req.kymaCfg || req.clusterCfg {
-		h.configs(r.Context(), res.Items, dtos, req.kymaCfg, req.clusterCfg)
+		h.configs(r.Context(), res.Items, dtos, kymaVersions, req.kymaCfg, req.clusterCfg)
 	}
 	writeJSON(w, runtime.Page{Data: dtos, Count: len(dtos), TotalCount: res.TotalCount})
 }
@@ -234,16 +234,19 @@ func boundedList(q url.Values, key string) ([]string, error) {
 	return vals, nil
 }
 
-func (h *Handler) dtos(ctx context.Context, items []storage.RuntimeRow, allOps bool) ([]runtime.DTO, error) {
+// dtos builds the page's DTOs, and the Kyma version each runtime's newest provisioning
+// installed.
+func (h *Handler) dtos(ctx context.Context, items []storage.RuntimeRow, allOps bool) ([]runtime.DTO, []string, error) {
 	insts := make([]storage.Instance, len(items))
 	for i, it := range items {
 		insts[i] = it.Instance
 	}
 	byInstance, err := h.operationsOf(ctx, insts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]runtime.DTO, 0, len(items))
+	versions := make([]string, len(items))
 	for _, row := range items {
 		inst := row.Instance
 		ops := byInstance[inst.InstanceID]
@@ -282,11 +285,17 @@ func (h *Handler) dtos(ctx context.Context, items []storage.RuntimeRow, allOps b
 			}
 			if slot != nil && *slot == nil {
 				*slot = dto
+				if op.Type == instance.TypeProvision {
+					var data instance.ProvisioningData
+					if json.Unmarshal(op.Data, &data) == nil {
+						versions[len(out)] = data.KymaVersion
+					}
+				}
 			}
 		}
 		out = append(out, d)
 	}
-	return out, nil
+	return out, versions, nil
 }
 
 // operationsOf reads the operations of a page of instances in one query per 1000 operations
