@@ -81,17 +81,17 @@ func TestExpireHostile(t *testing.T) {
 	assert.Contains(t, r.Description(), "trial")
 
 	for path, want := range map[string]int{
-		expirePath(uuid.NewString()):              http.StatusNotFound,
-		expirePath("%01"):                         http.StatusBadRequest,
-		expirePath(strings.Repeat("a", 300)):      http.StatusBadRequest,
-		"/expire/service_instance/":               http.StatusNotFound,
-		"/expire/service_instance/a/b":            http.StatusNotFound,
-		"/expire/service_instances/" + busy:       http.StatusNotFound,
-		"/kubeconfig/" + uuid.NewString():         http.StatusNotFound,
-		"/kubeconfig/" + busy:                     http.StatusConflict,
-		"/kubeconfig/%7f":                         http.StatusBadRequest,
-		"/info/runtimes?plan=aws":                 http.StatusBadRequest,
-		"/info/nothing":                           http.StatusNotFound,
+		expirePath(uuid.NewString()):         http.StatusNotFound,
+		expirePath("%01"):                    http.StatusBadRequest,
+		expirePath(strings.Repeat("a", 300)): http.StatusBadRequest,
+		"/expire/service_instance/":          http.StatusNotFound,
+		"/expire/service_instance/a/b":       http.StatusNotFound,
+		"/expire/service_instances/" + busy:  http.StatusNotFound,
+		"/kubeconfig/" + uuid.NewString():    http.StatusNotFound,
+		"/kubeconfig/" + busy:                http.StatusConflict,
+		"/kubeconfig/%7f":                    http.StatusBadRequest,
+		"/info/runtimes?plan=aws":            http.StatusBadRequest,
+		"/info/nothing":                      http.StatusNotFound,
 	} {
 		method := http.MethodPut
 		if !strings.HasPrefix(path, "/expire") {
