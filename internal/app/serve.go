@@ -25,6 +25,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
+	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -69,6 +70,8 @@ type Config struct {
 	Database driver.Config                `ignored:"true"`
 	Engine   engine.Config                `ignored:"true"`
 	Backends infrastructure.Config        `ignored:"true"`
+	// Orchestration tunes the orchestration scheduler (APP_ORCHESTRATION_*).
+	Orchestration orchestration.Config `ignored:"true"`
 	// Externals are read by externals.Load (APP_AVS_*, APP_SANDBOX_*, ...).
 	Externals externals.Config `ignored:"true"`
 }
@@ -81,7 +84,7 @@ func Load() (Config, error) {
 		into   any
 	}{
 		{"APP", &cfg}, {"APP", &cfg.Broker}, {"APP_RUNTIME", &cfg.Runtime}, {"APP", &cfg.Plans}, {"APP", &cfg.Auth},
-		{"APP", &cfg.Database}, {"APP", &cfg.Engine}, {"APP", &cfg.Backends},
+		{"APP", &cfg.Database}, {"APP", &cfg.Engine}, {"APP", &cfg.Backends}, {"APP", &cfg.Orchestration},
 	}
 	for _, p := range parts {
 		if err := envconfig.Process(p.prefix, p.into); err != nil {
@@ -143,7 +146,12 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		return err
 	}
 	adapter := broker.NewCatalog(catalog)
-	routes.Operator = operator.New(store, adapter, log)
+	cfg.Orchestration.UpgradeTimeout = cfg.Broker.UpgradeTimeout
+	orchestrations, err := orchestration.NewManager(store, adapter, cfg.Orchestration, log)
+	if err != nil {
+		return err
+	}
+	routes.Operator = operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations))
 	routes.Health = health.New(store, cfg.Database, reg)
 	routes.MaxBodyBytes = cfg.MaxBodyBytes
 	b := broker.New(store, adapter, prov, cfg.Broker, log)
@@ -156,6 +164,8 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	defer stopEngine()
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- eng.Run(runCtx) }()
+	// Every replica runs the scheduler; one at a time holds its lock and works.
+	go func() { _ = orchestrations.Scheduler().Run(runCtx) }()
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"address": addr, "database": cfg.Database.Driver}).Info("broker listening")

@@ -60,6 +60,7 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 		r.PathPrefix("/runtimes").Handler(rt.OperatorAuth(op))
 		r.PathPrefix("/events").Handler(rt.OperatorAuth(op))
 		r.PathPrefix("/upgrade/").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/orchestrations").Handler(rt.OperatorAuth(op))
 	}
 	if rt.Health != nil {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -24,21 +25,29 @@ type PlanNames interface {
 	PlanName(id string) string
 }
 
-// Handler serves /runtimes and /events.
+// Handler serves /runtimes, /events, /upgrade and /orchestrations.
 type Handler struct {
 	store storage.Store
 	plans PlanNames
 	log   logrus.FieldLogger
 	mux   *http.ServeMux
+	orch  *orchestration.Manager
 }
 
 // New returns the operator handler.
-func New(store storage.Store, plans PlanNames, log logrus.FieldLogger) *Handler {
+func New(store storage.Store, plans PlanNames, log logrus.FieldLogger, opts ...Option) *Handler {
 	h := &Handler{store: store, plans: plans, log: log, mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(h)
+	}
+	if h.orch == nil {
+		h.orch = orchestration.DefaultManager(store, plans, log)
+	}
 	h.mux.HandleFunc("GET /runtimes", h.runtimes)
 	h.mux.HandleFunc("GET /events", h.events)
 	h.mux.HandleFunc("POST /upgrade/kyma", h.upgradeKyma)
 	h.mux.HandleFunc("POST /upgrade/cluster", h.upgradeCluster)
+	h.routeOrchestrations()
 	return h
 }
 

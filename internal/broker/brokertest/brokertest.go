@@ -27,6 +27,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
+	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -83,6 +84,8 @@ type Options struct {
 	Sandbox standins.Options
 	// Externals adjusts the external systems' configuration before the clients are built.
 	Externals func(*externals.Config)
+	// Orchestration adjusts the orchestration configuration (fast polls by default).
+	Orchestration func(*orchestration.Config)
 	// LogOutput, when set, receives the broker's log (JSON, debug level, through the same
 	// redacting logger the broker process uses).
 	LogOutput io.Writer
@@ -172,9 +175,15 @@ func Start(t testing.TB, o Options) *Broker {
 	basic, err := auth.NewBasic(Username, Password, auth.WithLogger(log))
 	must(t, err)
 	adapter := broker.NewCatalog(catalog)
+	orchCfg := orchestration.Config{PollInterval: 20 * time.Millisecond, BusyRetryInterval: 200 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond, UpgradeTimeout: time.Minute}
+	if o.Orchestration != nil {
+		o.Orchestration(&orchCfg)
+	}
+	orchestrations, err := orchestration.NewManager(store, adapter, orchCfg, log)
+	must(t, err)
 	routes := broker.Routes{
 		V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic,
-		Operator: operator.New(store, adapter, log),
+		Operator: operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations)),
 		Health:   health.New(store, dbCfg, reg),
 	}
 	b := broker.New(store, adapter, prov, brokerCfg, log)
@@ -186,8 +195,11 @@ func Start(t testing.TB, o Options) *Broker {
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- eng.Run(runCtx) }()
+		scheduled := make(chan error, 1)
+		go func() { scheduled <- orchestrations.Scheduler().Run(runCtx) }()
 		t.Cleanup(func() {
 			cancel()
+			<-scheduled
 			if err := <-done; err != nil {
 				t.Errorf("engine: %v", err)
 			}

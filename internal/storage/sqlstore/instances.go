@@ -241,6 +241,15 @@ func (s *Store) insertOperationExclusive(ctx context.Context, op storage.Operati
 		return storage.Operation{}, err
 	}
 	defer rollback(tx)
+	out, err := s.insertOperationExclusiveTx(ctx, tx, op, blocking)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	return out, tx.Commit()
+}
+
+// insertOperationExclusiveTx is insertOperationExclusive inside the caller's transaction.
+func (s *Store) insertOperationExclusiveTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation, blocking []string) (storage.Operation, error) {
 	// The instance row serialises operation starts of one instance (SQLite transactions are
 	// exclusive already).
 	lock := "SELECT instance_id FROM instances WHERE instance_id = ?"
@@ -267,9 +276,5 @@ func (s *Store) insertOperationExclusive(ctx context.Context, op storage.Operati
 	case !errors.Is(err, sql.ErrNoRows):
 		return storage.Operation{}, err
 	}
-	out, err := s.insertOperation(ctx, tx, op)
-	if err != nil {
-		return storage.Operation{}, err
-	}
-	return out, tx.Commit()
+	return s.insertOperation(ctx, tx, op)
 }
