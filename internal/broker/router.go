@@ -63,6 +63,7 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 		r.PathPrefix("/expire/").Handler(rt.OperatorAuth(op))
 		r.PathPrefix("/kubeconfig/").Handler(rt.OperatorAuth(op))
 		r.PathPrefix("/info/").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/orchestrations").Handler(rt.OperatorAuth(op))
 	}
 	if rt.Health != nil {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {

@@ -47,7 +47,7 @@ func (p Periodic) Run(ctx context.Context) {
 func (p Periodic) once(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, p.Interval)
 	defer cancel()
-	unlock, ok, err := p.Store.Lifecycle().TryLock(ctx, "keb-job:"+p.Name)
+	lock, ok, err := p.Store.TryLock(ctx, "keb-job:"+p.Name)
 	if err != nil {
 		p.Log.WithError(err).WithField("job", p.Name).Warn("job round skipped: taking its lock failed")
 		return
@@ -56,7 +56,17 @@ func (p Periodic) once(ctx context.Context) {
 		p.Log.WithField("job", p.Name).Debug("job round skipped: another replica runs it")
 		return
 	}
-	defer unlock()
+	defer lock.Release()
+	// A lock lost mid-round (its connection broke) ends the round: another replica may take over.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-lock.Lost():
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 	if err := p.Round(ctx); err != nil && ctx.Err() == nil {
 		p.Log.WithError(err).WithField("job", p.Name).Warn("job round failed; the next round tries again")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
+	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
@@ -32,8 +33,8 @@ type PlanNames interface {
 	PlanName(id string) string
 }
 
-// Handler serves the operator API: /runtimes, /events, /upgrade/..., /expire/...,
-// /kubeconfig/..., /info/....
+// Handler serves the operator API: /runtimes, /events, /upgrade/..., /orchestrations...,
+// /expire/..., /kubeconfig/..., /info/....
 type Handler struct {
 	store storage.Store
 	plans PlanNames
@@ -43,10 +44,8 @@ type Handler struct {
 	provisioner client.Client
 	expirer     lifecycle.Expirer
 	clock       lifecycle.Clock
+	orch        *orchestration.Manager
 }
-
-// Option configures the handler.
-type Option func(*Handler)
 
 // WithProvisioner lets the handler read kubeconfigs and runtime configurations.
 func WithProvisioner(p client.Client) Option { return func(h *Handler) { h.provisioner = p } }
@@ -66,6 +65,9 @@ func New(store storage.Store, plans PlanNames, log logrus.FieldLogger, opts ...O
 	if h.expirer.Store == nil {
 		h.expirer.Store = store
 	}
+	if h.orch == nil {
+		h.orch = orchestration.DefaultManager(store, plans, log)
+	}
 	h.mux.HandleFunc("GET /runtimes", h.runtimes)
 	h.mux.HandleFunc("GET /events", h.events)
 	h.mux.HandleFunc("POST /upgrade/kyma", h.upgradeKyma)
@@ -74,6 +76,7 @@ func New(store storage.Store, plans PlanNames, log logrus.FieldLogger, opts ...O
 	h.mux.HandleFunc("GET /kubeconfig/{id}", h.kubeconfig)
 	h.mux.HandleFunc("GET /info/runtimes", h.infoRuntimes)
 	h.mux.HandleFunc("GET /info/orphans", h.orphans)
+	h.routeOrchestrations()
 	return h
 }
 

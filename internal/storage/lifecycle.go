@@ -103,10 +103,6 @@ type Lifecycle interface {
 	// expiry time: then only op is inserted (a repeat after a failed suspension). With an empty
 	// op.ID (the runtime is removed already) only the expiry is written, under the same checks.
 	ExpireWithOperation(ctx context.Context, op Operation, at time.Time, blocking []string) (Operation, error)
-	// TryLock takes the named lock for one process among all replicas (PostgreSQL: a session
-	// advisory lock on a connection of its own, released when the process dies). ok is false
-	// when another process holds it. unlock must be called when ok.
-	TryLock(ctx context.Context, name string) (unlock func(), ok bool, err error)
 
 	// NotCompletedOperations are succeeded operations of the types, updated at or after since,
 	// that recorded steps executed but not completed and are neither known to the re-trigger

@@ -319,6 +319,10 @@ type Store interface {
 	Bindings() Bindings
 	SandboxObjects() SandboxObjects
 	Lifecycle() Lifecycle
+	Orchestrations() Orchestrations
+	// TryLock takes the process-wide singleton lock name if no one holds it (ok false
+	// otherwise); see SingletonLock.
+	TryLock(ctx context.Context, name string) (lock SingletonLock, ok bool, err error)
 	// Wakeups delivers a signal whenever operations may have become due (new, released), in this
 	// process and, for PostgreSQL, in every replica. The channel closes when ctx ends.
 	Wakeups(ctx context.Context) (<-chan struct{}, error)

@@ -28,6 +28,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
+	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -86,6 +87,8 @@ type Options struct {
 	Externals func(*externals.Config)
 	// Clock, when set, is the operator API's time (expiry); the wall clock otherwise.
 	Clock lifecycle.Clock
+	// Orchestration adjusts the orchestration configuration (fast polls by default).
+	Orchestration func(*orchestration.Config)
 	// LogOutput, when set, receives the broker's log (JSON, debug level, through the same
 	// redacting logger the broker process uses).
 	LogOutput io.Writer
@@ -182,9 +185,15 @@ func Start(t testing.TB, o Options) *Broker {
 	basic, err := auth.NewBasic(Username, Password, auth.WithLogger(log))
 	must(t, err)
 	adapter := broker.NewCatalog(catalog)
+	orchCfg := orchestration.Config{PollInterval: 20 * time.Millisecond, BusyRetryInterval: 200 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond, UpgradeTimeout: time.Minute}
+	if o.Orchestration != nil {
+		o.Orchestration(&orchCfg)
+	}
+	orchestrations, err := orchestration.NewManager(store, adapter, orchCfg, log)
+	must(t, err)
 	routes := broker.Routes{
 		V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic,
-		Operator: operator.New(store, adapter, log, operator.WithProvisioner(prov), operator.WithClock(o.clock()),
+		Operator: operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations), operator.WithProvisioner(prov), operator.WithClock(o.clock()),
 			operator.WithExpirer(lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: brokerCfg.OperationTimeout})),
 		Health: health.New(store, dbCfg, reg),
 	}
@@ -197,8 +206,11 @@ func Start(t testing.TB, o Options) *Broker {
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- eng.Run(runCtx) }()
+		scheduled := make(chan error, 1)
+		go func() { scheduled <- orchestrations.Scheduler().Run(runCtx) }()
 		t.Cleanup(func() {
 			cancel()
+			<-scheduled
 			if err := <-done; err != nil {
 				t.Errorf("engine: %v", err)
 			}

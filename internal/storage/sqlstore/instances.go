@@ -240,17 +240,20 @@ func (s *Store) InsertOperationExclusive(ctx context.Context, op storage.Operati
 }
 
 func (s *Store) insertOperationExclusive(ctx context.Context, op storage.Operation, blocking []string) (storage.Operation, error) {
-	return s.insertOperationExclusiveWith(ctx, op, blocking, nil)
-}
-
-// insertOperationExclusiveWith is insertOperationExclusive that also runs also (when set) in
-// its transaction, after the check and before the insert.
-func (s *Store) insertOperationExclusiveWith(ctx context.Context, op storage.Operation, blocking []string, also func(*sqlx.Tx) error) (storage.Operation, error) {
 	tx, err := s.w.BeginTxx(ctx, nil)
 	if err != nil {
 		return storage.Operation{}, err
 	}
 	defer rollback(tx)
+	out, err := s.insertOperationExclusiveTx(ctx, tx, op, blocking)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	return out, tx.Commit()
+}
+
+// insertOperationExclusiveTx is insertOperationExclusive inside the caller's transaction.
+func (s *Store) insertOperationExclusiveTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation, blocking []string) (storage.Operation, error) {
 	// The instance row serialises operation starts of one instance (SQLite transactions are
 	// exclusive already).
 	lock := "SELECT instance_id FROM instances WHERE instance_id = ?"
@@ -277,17 +280,5 @@ func (s *Store) insertOperationExclusiveWith(ctx context.Context, op storage.Ope
 	case !errors.Is(err, sql.ErrNoRows):
 		return storage.Operation{}, err
 	}
-	if also != nil {
-		if err := also(tx); err != nil {
-			return storage.Operation{}, err
-		}
-		if op.ID == "" {
-			return op, tx.Commit() // only what also wrote (e.g. an expiry without a new operation)
-		}
-	}
-	out, err := s.insertOperation(ctx, tx, op)
-	if err != nil {
-		return storage.Operation{}, err
-	}
-	return out, tx.Commit()
+	return s.insertOperation(ctx, tx, op)
 }

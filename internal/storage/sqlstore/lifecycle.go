@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -134,18 +133,22 @@ func (s *Store) CountRuntimes(ctx context.Context) ([]storage.RuntimeCount, erro
 }
 
 func (s *Store) ExpireWithOperation(ctx context.Context, op storage.Operation, at time.Time, blocking []string) (storage.Operation, error) {
-	out, err := s.insertOperationExclusiveWith(ctx, op, blocking, func(tx *sqlx.Tx) error {
+	out, err := s.inTx(ctx, func(tx *sqlx.Tx) (storage.Operation, error) {
+		// The update locks the instance row first; the exclusive insert then checks under it.
 		res, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE instances SET expired_at = COALESCE(expired_at, ?)
 			WHERE instance_id = ? AND deleted_at IS NULL`), s.d.timeArg(at), op.InstanceID)
 		if err != nil {
-			return err
+			return storage.Operation{}, err
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return err
+			return storage.Operation{}, err
 		} else if n == 0 {
-			return storage.ErrNotFound // archived (the row exists: the exclusive insert locked it)
+			return storage.Operation{}, storage.ErrNotFound // unknown or archived
 		}
-		return nil
+		if op.ID == "" {
+			return op, nil // the runtime is removed already: only the expiry
+		}
+		return s.insertOperationExclusiveTx(ctx, tx, op, blocking)
 	})
 	if err != nil {
 		return storage.Operation{}, fmt.Errorf("expiring instance %s: %w", op.InstanceID, err)
@@ -154,35 +157,6 @@ func (s *Store) ExpireWithOperation(ctx context.Context, op storage.Operation, a
 		s.notify(ctx)
 	}
 	return out, nil
-}
-
-func (s *Store) TryLock(ctx context.Context, name string) (func(), bool, error) {
-	if s.d.TryLockSQL == "" {
-		// SQLite: one process owns the database file.
-		return func() {}, true, nil
-	}
-	conn, err := s.w.Connx(ctx)
-	if err != nil {
-		return nil, false, fmt.Errorf("taking lock %s: %w", name, err)
-	}
-	var ok bool
-	if err := conn.QueryRowxContext(ctx, s.d.rebind(s.d.TryLockSQL), name).Scan(&ok); err != nil {
-		_ = conn.Close()
-		return nil, false, fmt.Errorf("taking lock %s: %w", name, err)
-	}
-	if !ok {
-		_ = conn.Close()
-		return nil, false, nil
-	}
-	return func() {
-		// A failed unlock is released with the connection: close it rather than pool it.
-		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.ExecContext(uctx, s.d.rebind(s.d.UnlockSQL), name); err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		}
-		_ = conn.Close()
-	}, true, nil
 }
 
 func (s *Store) NotCompletedOperations(ctx context.Context, types []string, since time.Time, limit int) ([]storage.Operation, error) {
@@ -206,6 +180,20 @@ func (s *Store) NotCompletedOperations(ctx context.Context, types []string, sinc
 		return nil, fmt.Errorf("listing not completed operations: %w", err)
 	}
 	return out, nil
+}
+
+// inTx runs f in a transaction, committed when f succeeds.
+func (s *Store) inTx(ctx context.Context, f func(*sqlx.Tx) (storage.Operation, error)) (storage.Operation, error) {
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	defer rollback(tx)
+	out, err := f(tx)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	return out, tx.Commit()
 }
 
 const retriggerCols = "origin_id, instance_id, origin_type, steps, state, attempts, last_operation_id, last_error, next_at, created_at, updated_at"
@@ -281,12 +269,16 @@ func (s *Store) updateRetrigger(ctx context.Context, x sqlx.ExecerContext, r sto
 }
 
 func (s *Store) InsertRetriggerOperation(ctx context.Context, r storage.Retrigger, op storage.Operation, blocking []string) (storage.Operation, error) {
-	out, err := s.insertOperationExclusiveWith(ctx, op, blocking, func(tx *sqlx.Tx) error {
+	out, err := s.inTx(ctx, func(tx *sqlx.Tx) (storage.Operation, error) {
+		out, err := s.insertOperationExclusiveTx(ctx, tx, op, blocking)
+		if err != nil {
+			return storage.Operation{}, err
+		}
 		if _, err := tx.ExecContext(ctx, s.d.rebind("INSERT INTO retrigger_operations (operation_id, origin_id) VALUES (?, ?)"), op.ID, r.OriginID); err != nil {
-			return err
+			return storage.Operation{}, err
 		}
 		r.LastOperationID = op.ID
-		return s.updateRetrigger(ctx, tx, r)
+		return out, s.updateRetrigger(ctx, tx, r)
 	})
 	if err != nil {
 		return storage.Operation{}, fmt.Errorf("inserting re-trigger operation for %s: %w", r.OriginID, err)

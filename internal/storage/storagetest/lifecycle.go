@@ -203,32 +203,3 @@ func testRetriggers(t *testing.T, e *env) {
 	assert.ErrorIs(t, s.Lifecycle().UpdateRetrigger(ctx, storage.Retrigger{OriginID: "none"}), storage.ErrNotFound)
 }
 
-// testTryLock: one holder at a time; released, the lock can be taken again.
-func testTryLock(t *testing.T, e *env) {
-	other := e.open(t, Keyring(t, e.key)) // closed by the opener
-	unlock, ok, err := e.s.Lifecycle().TryLock(ctx, "job")
-	require.NoError(t, err)
-	require.True(t, ok)
-	if sqliteLike(e) {
-		unlock()
-		return // one process owns a SQLite database: every lock is granted
-	}
-	_, ok, err = other.Lifecycle().TryLock(ctx, "job")
-	require.NoError(t, err)
-	assert.False(t, ok, "held by the first store")
-	unlockB, ok, err := other.Lifecycle().TryLock(ctx, "another-job")
-	require.NoError(t, err)
-	assert.True(t, ok, "locks are per name")
-	unlockB()
-	unlock()
-	unlock2, ok, err := other.Lifecycle().TryLock(ctx, "job")
-	require.NoError(t, err)
-	assert.True(t, ok, "released")
-	unlock2()
-}
-
-// sqliteLike tells a single-process database (its placeholders are '?').
-func sqliteLike(e *env) bool {
-	raw, ok := e.s.(RawDB)
-	return ok && raw.DB().DriverName() != "postgres"
-}
