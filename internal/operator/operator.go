@@ -193,6 +193,8 @@ func (h *Handler) parseRuntimes(q url.Values) (runtimeRequest, error) {
 			}
 		}
 	}
+	// Naming an instance or runtime asks for it, deprovisioned or not.
+	f.IncludeDeleted = len(f.InstanceIDs) > 0 || len(f.RuntimeIDs) > 0
 	out.q = f
 	return out, nil
 }

@@ -104,6 +104,7 @@ func TestRuntimesFilters(t *testing.T) {
 		{"?account=ga-1,ga-2", sorted(f.provisioned, f.provisioning, f.failed)},
 		{"?account=ga-1&account=ga-4", sorted(f.provisioned, f.provisioning)},
 		{"?account=ga-4&state=deprovisioned", sorted(f.deprovisioned)},
+		{"?instance_id=" + f.deprovisioned, sorted(f.deprovisioned)},
 		{"?subaccount=sa-3", sorted(f.failed)},
 		{"?instance_id=" + f.provisioned + "," + f.failed, sorted(f.provisioned, f.failed)},
 		{"?runtime_id=" + f.runtimeID, sorted(f.provisioned)},
