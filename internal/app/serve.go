@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
@@ -159,6 +160,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	routes.Operator = operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations),
 		operator.WithProvisioner(prov), operator.WithExpirer(expirer))
 	routes.Health = health.New(store, cfg.Database, reg)
+	routes.APIDoc = apidoc.Handler()
 	routes.MaxBodyBytes = cfg.MaxBodyBytes
 	b := broker.New(store, adapter, prov, cfg.Broker, log)
 	srv := &http.Server{

@@ -28,6 +28,9 @@ type Routes struct {
 	Operator                        http.Handler
 	// Health serves /healthz, /readyz and /metrics without authentication.
 	Health http.Handler
+	// APIDoc serves /openapi.yaml and Swagger UI at / without authentication (last: it takes
+	// every path no other route does).
+	APIDoc http.Handler
 	// MaxBodyBytes bounds every request body (413 beyond it); DefaultMaxBodyBytes when zero.
 	MaxBodyBytes int64
 }
@@ -69,6 +72,9 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 			r.Handle(p, rt.Health)
 		}
+	}
+	if rt.APIDoc != nil {
+		r.PathPrefix("/").Handler(rt.APIDoc)
 	}
 	return r
 }

@@ -45,6 +45,8 @@ type Handler struct {
 	expirer     lifecycle.Expirer
 	clock       lifecycle.Clock
 	orch        *orchestration.Manager
+	// patterns are the routes as registered ("GET /runtimes"), for the API description's test.
+	patterns []string
 }
 
 // WithProvisioner lets the handler read kubeconfigs and runtime configurations.
@@ -68,19 +70,28 @@ func New(store storage.Store, plans PlanNames, log logrus.FieldLogger, opts ...O
 	if h.orch == nil {
 		h.orch = orchestration.DefaultManager(store, plans, log)
 	}
-	h.mux.HandleFunc("GET /runtimes", h.runtimes)
-	h.mux.HandleFunc("GET /events", h.events)
-	h.mux.HandleFunc("POST /upgrade/kyma", h.upgradeKyma)
-	h.mux.HandleFunc("POST /upgrade/cluster", h.upgradeCluster)
-	h.mux.HandleFunc("PUT /expire/service_instance/{id}", h.expire)
-	h.mux.HandleFunc("GET /kubeconfig/{id}", h.kubeconfig)
-	h.mux.HandleFunc("GET /info/runtimes", h.infoRuntimes)
-	h.mux.HandleFunc("GET /info/orphans", h.orphans)
+	h.handle("GET /runtimes", h.runtimes)
+	h.handle("GET /events", h.events)
+	h.handle("POST /upgrade/kyma", h.upgradeKyma)
+	h.handle("POST /upgrade/cluster", h.upgradeCluster)
+	h.handle("PUT /expire/service_instance/{id}", h.expire)
+	h.handle("GET /kubeconfig/{id}", h.kubeconfig)
+	h.handle("GET /info/runtimes", h.infoRuntimes)
+	h.handle("GET /info/orphans", h.orphans)
 	h.routeOrchestrations()
 	return h
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// handle registers a route and records its pattern.
+func (h *Handler) handle(pattern string, f http.HandlerFunc) {
+	h.patterns = append(h.patterns, pattern)
+	h.mux.HandleFunc(pattern, f)
+}
+
+// Routes are the handler's routes as "METHOD /path/{param}".
+func (h *Handler) Routes() []string { return slices.Clone(h.patterns) }
 
 // runtimeParams are the query parameters GET /runtimes knows; others are refused by name.
 var runtimeParams = []string{"account", "subaccount", "instance_id", "runtime_id", "region", "shoot", "plan", "state",

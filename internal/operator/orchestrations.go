@@ -9,12 +9,12 @@ import (
 )
 
 func (h *Handler) routeOrchestrations() {
-	h.mux.HandleFunc("GET /orchestrations", h.listOrchestrations)
-	h.mux.HandleFunc("GET /orchestrations/{id}", h.getOrchestration)
-	h.mux.HandleFunc("GET /orchestrations/{id}/operations", h.orchestrationOperations)
-	h.mux.HandleFunc("GET /orchestrations/{id}/operations/{opID}", h.orchestrationOperation)
-	h.mux.HandleFunc("PUT /orchestrations/{id}/cancel", h.cancelOrchestration)
-	h.mux.HandleFunc("PUT /orchestrations/{id}/retry", h.retryOrchestration)
+	h.handle("GET /orchestrations", h.listOrchestrations)
+	h.handle("GET /orchestrations/{id}", h.getOrchestration)
+	h.handle("GET /orchestrations/{id}/operations", h.orchestrationOperations)
+	h.handle("GET /orchestrations/{id}/operations/{opID}", h.orchestrationOperation)
+	h.handle("PUT /orchestrations/{id}/cancel", h.cancelOrchestration)
+	h.handle("PUT /orchestrations/{id}/retry", h.retryOrchestration)
 }
 
 // pagingOf reads page and page_size (400 naming the field).

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
@@ -196,6 +197,7 @@ func Start(t testing.TB, o Options) *Broker {
 		Operator: operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations), operator.WithProvisioner(prov), operator.WithClock(o.clock()),
 			operator.WithExpirer(lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: brokerCfg.OperationTimeout})),
 		Health: health.New(store, dbCfg, reg),
+		APIDoc: apidoc.Handler(),
 	}
 	b := broker.New(store, adapter, prov, brokerCfg, log)
 	handler := broker.NewRouter(b, routes, log)
