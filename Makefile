@@ -5,11 +5,13 @@
 # scripts/with-kube.sh reuses $KEB_TEST_KUBECONFIG if set, otherwise it starts
 # a throwaway one. kube-apiserver is built from source once (several minutes)
 # and cached in ${KEB_CACHE_DIR:-$HOME/.cache/keb}/bin.
+# The Swagger UI test drives a headless Chromium: scripts/with-chromium.sh finds
+# it (or $KEB_CHROMIUM) and installs Debian's chromium when it is missing.
 
 .PHONY: test bench bench-engine bench-storage vet fmt build run kube-apiserver
 
 test:
-	bash scripts/with-postgres.sh bash scripts/with-kube.sh go test -count=1 -timeout 30m ./...
+	bash scripts/with-postgres.sh bash scripts/with-kube.sh bash scripts/with-chromium.sh go test -count=1 -timeout 30m ./...
 
 # Builds (or finds cached) the kube-apiserver binary used by the tests.
 kube-apiserver:

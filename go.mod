@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/99designs/gqlgen v0.17.98
 	github.com/Masterminds/squirrel v1.5.4
+	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/google/uuid v1.6.0
 	github.com/jmoiron/sqlx v1.4.0
@@ -25,6 +26,8 @@ require (
 )
 
 require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
 	github.com/vearutop/statigz v1.4.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect

@@ -42,7 +42,9 @@ func TestDocumentValidates(t *testing.T) {
 var param = regexp.MustCompile(`\{[^}]*\}`)
 
 // route is "METHOD /path/{}" with parameter names dropped.
-func route(method, path string) string { return strings.ToUpper(method) + " " + param.ReplaceAllString(path, "{}") }
+func route(method, path string) string {
+	return strings.ToUpper(method) + " " + param.ReplaceAllString(path, "{}")
+}
 
 func documented(t *testing.T) []string {
 	var out []string

@@ -202,4 +202,3 @@ func testRetriggers(t *testing.T, e *env) {
 	assert.Equal(t, `["X"]`, string(raw))
 	assert.ErrorIs(t, s.Lifecycle().UpdateRetrigger(ctx, storage.Retrigger{OriginID: "none"}), storage.ErrNotFound)
 }
-
