@@ -23,7 +23,7 @@ type ExpiryJob struct {
 // what will expire within it), oldest first.
 func Due(ctx context.Context, store storage.Store, x Expirer, at time.Time, p storage.Paging) (storage.Page[storage.RuntimeRow], error) {
 	notExpired := false
-	return store.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{Expired: &notExpired, CreatedBefore: x.CreatedBefore(at), Paging: p})
+	return store.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{Expired: &notExpired, CreatedBefore: x.CreatedBefore(at), InstanceFilter: storage.InstanceFilter{Paging: p}})
 }
 
 // Round expires what is due now; it returns how many instances it expired. Busy instances

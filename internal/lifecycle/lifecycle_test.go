@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,24 +22,6 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
-
-// testClock is a clock the test moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 func quietLog() logrus.FieldLogger {
 	l := logrus.New()
@@ -106,8 +87,7 @@ func instanceIDs(p runtime.Page) []string {
 // can still be deprovisioned.
 func TestExpiryJob(t *testing.T) {
 	t.Parallel()
-	start := time.Now()
-	clock := &testClock{now: start}
+	clock := sandboxtest.NewClock(time.Now())
 	b := bt.Start(t, bt.Options{Clock: clock})
 	trial := provision(t, b, bt.TrialPlanID, map[string]any{"name": "trial-1"}, "ga-trial")
 	free := provision(t, b, bt.FreePlanID, map[string]any{"name": "free-1", "region": "eu-central-1"}, "ga-free")
@@ -125,7 +105,7 @@ func TestExpiryJob(t *testing.T) {
 	assert.WithinDuration(t, p.Data[0].Status.CreatedAt.Add(14*24*time.Hour), *p.Data[0].ExpiresAt, time.Second)
 	assert.Nil(t, runtimesOf(t, b, "?instance_id="+aws).Data[0].ExpiresAt, "paid plans do not expire")
 
-	clock.Set(start.Add(14*24*time.Hour + time.Minute))
+	clock.Advance(14*24*time.Hour + time.Minute)
 	n, err = job.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "the trial")
@@ -143,7 +123,7 @@ func TestExpiryJob(t *testing.T) {
 	assert.Nil(t, p.Data[0].ExpiresAt)
 	assert.Equal(t, []string{trial}, instanceIDs(runtimesOf(t, b, "?state=suspended&expired=true")))
 
-	clock.Set(start.Add(30*24*time.Hour + time.Minute))
+	clock.Advance(16 * 24 * time.Hour) // 30 days and a minute
 	n, err = job.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "the free instance")
@@ -162,22 +142,27 @@ func TestExpiryJob(t *testing.T) {
 	b.WaitSucceeded(trial, d.Operation())
 }
 
-// TestRetriggerAfterOutage: an EDP outage leaves EDP_Deregistration executed but not
-// completed; the job runs it again while EDP is down (still not completed), and once EDP is
-// back the next run completes it. Every decision is an event of the deprovisioning.
-func TestRetriggerAfterOutage(t *testing.T) {
-	t.Parallel()
+// notCompleted provisions a runtime and deprovisions it during an EDP outage: the
+// deprovisioning succeeds with EDP_Deregistration executed but not completed.
+func notCompleted(t *testing.T, name string) (*bt.Broker, string, storage.Operation) {
 	b := bt.Start(t, bt.Options{Externals: func(c *externals.Config) { c.Settings.CleanupRetryTime = 300 * time.Millisecond }})
-	id := provision(t, b, bt.AWSPlanID, bt.AWSParams("edp-down"), "ga-edp")
+	id := provision(t, b, bt.AWSPlanID, bt.AWSParams(name), "ga-"+name)
 	sandboxtest.Outage(t, b.Sandbox, "edp")
 	d := b.Delete(bt.DeprovisionPath(id, bt.AWSPlanID))
 	require.Equal(t, http.StatusAccepted, d.Status, "%s", d)
 	origin := waitFinished(t, b, d.Operation())
 	require.Equal(t, storage.StateSucceeded, origin.State)
 	require.Equal(t, []string{"EDP_Deregistration"}, origin.Progress.ExecutedButNotCompleted)
+	return b, id, origin
+}
 
-	start := time.Now()
-	clock := &testClock{now: start}
+// TestRetriggerAfterOutage: an EDP outage leaves EDP_Deregistration executed but not
+// completed; the job runs it again while EDP is down (still not completed), and once EDP is
+// back the next run completes it. Every decision is an event of the deprovisioning.
+func TestRetriggerAfterOutage(t *testing.T) {
+	t.Parallel()
+	b, id, origin := notCompleted(t, "edp-down")
+	clock := sandboxtest.NewClock(time.Now())
 	job := lifecycle.RetriggerJob{Store: b.Store, Clock: clock, Log: quietLog(), RetryInterval: 10 * time.Minute, MaxAge: 24 * time.Hour, OperationTimeout: time.Minute}
 	res, err := job.Round(ctx)
 	require.NoError(t, err)
@@ -186,7 +171,7 @@ func TestRetriggerAfterOutage(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, lifecycle.RoundResult{}, res, "found once")
 
-	clock.Set(start.Add(10 * time.Minute))
+	clock.Advance(10 * time.Minute)
 	res, err = job.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, lifecycle.RoundResult{Started: 1}, res)
@@ -198,7 +183,7 @@ func TestRetriggerAfterOutage(t *testing.T) {
 	assert.False(t, first.Progress.Steps["Remove_Runtime"].Attempts > 0, "only the step left not completed runs again")
 
 	require.NoError(t, b.Sandbox.SetFaults("edp", sandbox.Faults{}))
-	clock.Set(start.Add(20 * time.Minute))
+	clock.Advance(10 * time.Minute)
 	res, err = job.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, lifecycle.RoundResult{Started: 1}, res)
@@ -207,7 +192,7 @@ func TestRetriggerAfterOutage(t *testing.T) {
 	assert.Empty(t, second.Progress.ExecutedButNotCompleted, "EDP is back")
 	assert.True(t, second.Progress.Steps["EDP_Deregistration"].Done)
 
-	clock.Set(start.Add(30 * time.Minute))
+	clock.Advance(10 * time.Minute)
 	res, err = job.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, lifecycle.RoundResult{Completed: 1}, res)
@@ -242,24 +227,17 @@ func TestRetriggerAfterOutage(t *testing.T) {
 // resources, listed by GET /info/orphans with the system's answer.
 func TestRetriggerGivesUp(t *testing.T) {
 	t.Parallel()
-	b := bt.Start(t, bt.Options{Externals: func(c *externals.Config) { c.Settings.CleanupRetryTime = 300 * time.Millisecond }})
-	id := provision(t, b, bt.AWSPlanID, bt.AWSParams("edp-gone"), "ga-gone")
-	sandboxtest.Outage(t, b.Sandbox, "edp")
-	d := b.Delete(bt.DeprovisionPath(id, bt.AWSPlanID))
-	require.Equal(t, http.StatusAccepted, d.Status, "%s", d)
-	origin := waitFinished(t, b, d.Operation())
-
-	start := time.Now()
-	clock := &testClock{now: start}
+	b, id, origin := notCompleted(t, "edp-gone")
+	clock := sandboxtest.NewClock(time.Now())
 	job := lifecycle.RetriggerJob{Store: b.Store, Clock: clock, Log: quietLog(), RetryInterval: time.Hour, MaxAge: 90 * time.Minute, OperationTimeout: time.Minute}
 	_, err := job.Round(ctx)
 	require.NoError(t, err)
-	clock.Set(start.Add(time.Hour))
+	clock.Advance(time.Hour)
 	res, err := job.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Started)
 	waitFinished(t, b, b.Operations(id)[0].ID)
-	clock.Set(start.Add(2 * time.Hour))
+	clock.Advance(time.Hour)
 	res, err = job.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, lifecycle.RoundResult{Orphaned: 1}, res)

@@ -71,7 +71,7 @@ func (h *Handler) kubeconfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "id: "+err.Error())
 		return
 	}
-	page, err := h.store.Lifecycle().FindRuntimes(r.Context(), storage.RuntimeQuery{InstanceIDs: []string{id}})
+	page, err := h.store.Lifecycle().FindRuntimes(r.Context(), storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{InstanceIDs: []string{id}}})
 	if err != nil {
 		h.fail(w, err)
 		return

@@ -130,7 +130,7 @@ func (h *Handler) parseRuntimes(q url.Values) (runtimeRequest, error) {
 	if err != nil {
 		return out, err
 	}
-	f := storage.RuntimeQuery{Paging: storage.Paging{Page: page, PageSize: size}}
+	f := storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{Paging: storage.Paging{Page: page, PageSize: size}}}
 	for key, into := range map[string]*[]string{"account": &f.GlobalAccountIDs, "subaccount": &f.SubAccountIDs,
 		"instance_id": &f.InstanceIDs, "runtime_id": &f.RuntimeIDs, "region": &f.Regions, "shoot": &f.ShootNames} {
 		if *into, err = boundedList(q, key); err != nil {

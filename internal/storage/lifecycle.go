@@ -38,22 +38,16 @@ type RuntimeRow struct {
 // instances are included only when States asks for them or IncludeDeleted is set. Results
 // are ordered by creation, oldest first.
 type RuntimeQuery struct {
-	InstanceIDs      []string
-	RuntimeIDs       []string
-	GlobalAccountIDs []string
-	SubAccountIDs    []string
-	PlanIDs          []string
-	Regions          []string
-	// ShootNames match the runtime's cluster (the embedded provisioner's runtime name).
+	// InstanceFilter's IncludeDeleted lists archived instances whatever States says.
+	InstanceFilter
+	// ShootNames match the runtime's cluster (the shoot name its provisioning recorded).
 	ShootNames []string
 	States     []string
 	// Expired: nil does not filter; true only expired instances, false only the others.
 	Expired *bool
 	// CreatedBefore, when set, keeps only instances of those plans created before the plan's
 	// time (what expires within a window: created before now + window - the plan's lifetime).
-	CreatedBefore  map[string]time.Time
-	IncludeDeleted bool
-	Paging
+	CreatedBefore map[string]time.Time
 }
 
 // RuntimeCount is how many runtimes share a plan, a region and a state.

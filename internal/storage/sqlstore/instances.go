@@ -216,14 +216,19 @@ func (s *Store) ListInstances(ctx context.Context, f storage.InstanceFilter) (st
 	return page, nil
 }
 
-func (s *Store) listInstances(ctx context.Context, f storage.InstanceFilter) (storage.Page[storage.Instance], error) {
+// instanceWhere is the filter's condition, archived instances left to the caller.
+func instanceWhere(f storage.InstanceFilter) sq.And {
 	where := sq.And{}
 	where = eqIfAny(where, "instance_id", f.InstanceIDs)
 	where = eqIfAny(where, "runtime_id", f.RuntimeIDs)
 	where = eqIfAny(where, "global_account_id", f.GlobalAccountIDs)
 	where = eqIfAny(where, "sub_account_id", f.SubAccountIDs)
 	where = eqIfAny(where, "plan_id", f.PlanIDs)
-	where = eqIfAny(where, "provider_region", f.Regions)
+	return eqIfAny(where, "provider_region", f.Regions)
+}
+
+func (s *Store) listInstances(ctx context.Context, f storage.InstanceFilter) (storage.Page[storage.Instance], error) {
+	where := instanceWhere(f)
 	if !f.IncludeDeleted {
 		where = append(where, sq.Eq{"deleted_at": nil})
 	}

@@ -49,27 +49,9 @@ func (s *Store) scanRuntimeRow(r rowScanner) (storage.RuntimeRow, error) {
 }
 
 func (s *Store) FindRuntimes(ctx context.Context, f storage.RuntimeQuery) (storage.Page[storage.RuntimeRow], error) {
-	where := sq.And{}
-	where = eqIfAny(where, "instance_id", f.InstanceIDs)
-	where = eqIfAny(where, "runtime_id", f.RuntimeIDs)
-	where = eqIfAny(where, "global_account_id", f.GlobalAccountIDs)
-	where = eqIfAny(where, "sub_account_id", f.SubAccountIDs)
-	where = eqIfAny(where, "plan_id", f.PlanIDs)
-	where = eqIfAny(where, "provider_region", f.Regions)
-	if len(f.ShootNames) > 0 {
-		// The shoot name is in the provisioning's data; callers validate names (no LIKE
-		// wildcards), and JSON is written without spaces.
-		or := sq.Or{}
-		for _, n := range f.ShootNames {
-			or = append(or, sq.Like{"o.data": `%"shoot_name":"` + n + `"%`})
-		}
-		sub, args, err := sq.Select("1").From("operations o").
-			Where(sq.And{sq.Expr("o.instance_id = instances.instance_id"), sq.Eq{"o.type": instance.TypeProvision}, or}).ToSql()
-		if err != nil {
-			return storage.Page[storage.RuntimeRow]{}, fmt.Errorf("listing runtimes: %w", err)
-		}
-		where = append(where, sq.Expr("EXISTS ("+sub+")", args...))
-	}
+	where := instanceWhere(f.InstanceFilter)
+	// The shoot name a provisioning recorded is kept on the instance by triggers (0021).
+	where = eqIfAny(where, "shoot_name", f.ShootNames)
 	if len(f.States) > 0 {
 		where = append(where, sq.Eq{"(" + runtimeStateSQL + ")": f.States})
 	}

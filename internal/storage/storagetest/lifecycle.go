@@ -38,7 +38,9 @@ func testRuntimeStates(t *testing.T, e *env) {
 		}
 	}
 	add("none", "trial")
-	add("prov", "trial", newOp("p1", "prov", "provision", storage.StateInProgress, nil))
+	withShoot := newOp("p1", "prov", "provision", storage.StateInProgress, nil)
+	withShoot.Data = json.RawMessage(`{"shoot_name":"c-42"}`)
+	add("prov", "trial", withShoot)
 	add("ok", "aws", newOp("p2", "ok", "provision", storage.StateSucceeded, nil))
 	add("upg", "aws", newOp("p3", "upg", "provision", storage.StateSucceeded, nil), newOp("u3", "upg", "upgradeKyma", storage.StatePending, nil))
 	add("susp", "trial", newOp("p4", "susp", "provision", storage.StateSucceeded, nil), newOp("s4", "susp", "suspension", storage.StateSucceeded, nil))
@@ -55,6 +57,13 @@ func testRuntimeStates(t *testing.T, e *env) {
 	}
 	assert.Equal(t, map[string]string{"none": "provisioning", "prov": "provisioning", "ok": "provisioned", "upg": "upgrading",
 		"susp": "suspended", "fail": "failed"}, got, "deprovisioned only when asked for")
+
+	// A provisioning that learns its shoot name later (Check_Runtime) records it on the instance.
+	p3, err := s.Operations().GetOperation(ctx, "p3")
+	require.NoError(t, err)
+	p3.Data = json.RawMessage(`{"op":"p3","shoot_name":"c-43"}`)
+	_, err = s.Operations().UpdateOperation(ctx, p3)
+	require.NoError(t, err)
 
 	// A state change of the newest operation moves the runtime; an older one's does not.
 	op, err := s.Operations().GetOperation(ctx, "u3")
@@ -74,9 +83,11 @@ func testRuntimeStates(t *testing.T, e *env) {
 	}{
 		{storage.RuntimeQuery{States: []string{"provisioned"}}, []string{"ok", "upg"}},
 		{storage.RuntimeQuery{States: []string{"suspended", "deprovisioned"}}, []string{"gone", "susp"}},
-		{storage.RuntimeQuery{States: []string{"provisioning"}, PlanIDs: []string{"trial"}}, []string{"none", "prov"}},
-		{storage.RuntimeQuery{PlanIDs: []string{"aws"}, IncludeDeleted: true}, []string{"fail", "gone", "ok", "upg"}},
-		{storage.RuntimeQuery{InstanceIDs: []string{"ok", "gone"}}, []string{"ok"}},
+		{storage.RuntimeQuery{States: []string{"provisioning"}, InstanceFilter: storage.InstanceFilter{PlanIDs: []string{"trial"}}}, []string{"none", "prov"}},
+		{storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{PlanIDs: []string{"aws"}, IncludeDeleted: true}}, []string{"fail", "gone", "ok", "upg"}},
+		{storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{InstanceIDs: []string{"ok", "gone"}}}, []string{"ok"}},
+		{storage.RuntimeQuery{ShootNames: []string{"c-42"}}, []string{"prov"}},
+		{storage.RuntimeQuery{ShootNames: []string{"c-43"}}, []string{"upg"}},
 	} {
 		page, err := s.Lifecycle().FindRuntimes(ctx, tc.q)
 		require.NoError(t, err)
@@ -85,9 +96,9 @@ func testRuntimeStates(t *testing.T, e *env) {
 	}
 
 	// Paging: pages are disjoint and ordered by creation; the total counts every match.
-	p1, err := s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{Paging: storage.Paging{Page: 1, PageSize: 2}})
+	p1, err := s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{Paging: storage.Paging{Page: 1, PageSize: 2}}})
 	require.NoError(t, err)
-	p2, err := s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{Paging: storage.Paging{Page: 2, PageSize: 2}})
+	p2, err := s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{Paging: storage.Paging{Page: 2, PageSize: 2}}})
 	require.NoError(t, err)
 	assert.Equal(t, 6, p1.TotalCount)
 	require.Len(t, p1.Items, 2)
