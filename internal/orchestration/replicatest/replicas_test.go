@@ -21,8 +21,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	ot "github.com/kyma-project/kyma-environment-broker/internal/orchestration/orchestrationtest"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 )
