@@ -34,7 +34,9 @@ func TestOrchestrationSurvivesKills(t *testing.T) {
 		assert.LessOrEqual(t, st.OperationStats[dto.InProgress], workers, "%v", st.OperationStats)
 	}
 	for _, done := range []int{3, 9} {
-		at := ot.Wait(t, b, id, 2*time.Minute, func(st dto.StatusResponse) bool { return st.OperationStats[dto.Succeeded] >= done }, check)
+		at := ot.Wait(t, b, id, 2*time.Minute, func(st dto.StatusResponse) bool {
+			return st.OperationStats[dto.Succeeded] >= done && st.OperationStats[dto.InProgress] > 0
+		}, check)
 		child.kill()
 		t.Logf("killed the broker at %v", at.OperationStats)
 		child.start()
