@@ -98,7 +98,7 @@ func (a *app) orchestrationsCmd() *cobra.Command {
 }
 
 func orchestrationsTable(list []dto.StatusResponse) table {
-	t := table{header: []string{"ORCHESTRATION ID", "TYPE", "STATE", "CREATED", "SUCCEEDED", "FAILED", "IN PROGRESS", "PENDING", "CANCELED", "DESCRIPTION"}}
+	t := table{header: []string{"ORCHESTRATION ID", "TYPE", "STATE", "CREATED", "OK", "FAILED", "RUNNING", "PENDING", "CANCELED", "DESCRIPTION"}}
 	for _, o := range list {
 		s := o.OperationStats
 		t.add(o.OrchestrationID, o.Type, o.State, ts(o.CreatedAt), strconv.Itoa(s[dto.Succeeded]), strconv.Itoa(s[dto.Failed]),

@@ -76,14 +76,29 @@ func (t table) write(w io.Writer, width int) {
 		}
 	}
 	if width > 0 {
+		// IDs are what operators copy: other columns are cut first.
+		protected := make([]bool, len(t.header))
+		for i, h := range t.header {
+			protected[i] = strings.HasSuffix(h, " ID")
+		}
+		// The last column (a description, a message) gives way first.
+		last := len(widths) - 1
+		for total(widths) > width && !protected[last] && widths[last] > max(minWidth, utf8.RuneCountInString(t.header[last])) {
+			widths[last]--
+		}
 		for total(widths) > width {
-			widest := 0
-			for i := range widths {
-				if widths[i] > widths[widest] {
-					widest = i
+			widest := -1
+			for _, keep := range []bool{false, true} {
+				for i := range widths {
+					if protected[i] == keep && widths[i] > minWidth && (widest < 0 || widths[i] > widths[widest]) {
+						widest = i
+					}
+				}
+				if widest >= 0 {
+					break
 				}
 			}
-			if widths[widest] <= minWidth {
+			if widest < 0 {
 				break
 			}
 			widths[widest]--

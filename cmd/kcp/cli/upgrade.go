@@ -115,6 +115,9 @@ func (a *app) upgrade(ctx context.Context, path string, f upgradeFlags, set func
 	if len(f.targets) == 0 {
 		return usagef("--target is required (use --target all for every runtime)")
 	}
+	if f.workers < 1 {
+		return usagef("--parallel-workers: must be at least 1, got %d", f.workers)
+	}
 	p := dto.Parameters{DryRun: f.dryRun, Strategy: dto.StrategySpec{Type: dto.StrategyParallel, Schedule: f.schedule, Parallel: dto.ParallelSpec{Workers: f.workers}}}
 	if strings.EqualFold(f.schedule, "maintenancewindow") {
 		p.Strategy.Schedule = dto.ScheduleMaintenanceWindow
