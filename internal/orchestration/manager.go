@@ -386,15 +386,9 @@ func (m *Manager) Operation(ctx context.Context, id, opID string) (dto.Operation
 	}
 }
 
-// ErrFinished is returned when canceling an orchestration that has already finished.
-var ErrFinished = errors.New("the orchestration has already finished")
-
 // Cancel cancels the operations not started; running ones finish.
 func (m *Manager) Cancel(ctx context.Context, id string) (dto.CancelResponse, error) {
 	res, err := m.store.Orchestrations().CancelOrchestration(ctx, id)
-	if errors.Is(err, storage.ErrConflict) {
-		return dto.CancelResponse{}, fmt.Errorf("%w (%s)", ErrFinished, res.State)
-	}
 	if err != nil {
 		return dto.CancelResponse{}, err
 	}

@@ -56,7 +56,7 @@ func (a *app) orchestrationsCmd() *cobra.Command {
 					return err
 				}
 				return a.print(out, func() table {
-					t := table{header: []string{"OPERATION ID", "INSTANCE ID", "RUNTIME ID", "GLOBAL ACCOUNT", "PLAN", "REGION", "STATE", "ATTEMPTS", "DESCRIPTION"}}
+					t := table{header: []string{"OPERATION ID", "INSTANCE ID", "RUNTIME ID", "ACCOUNT", "PLAN", "REGION", "STATE", "TRIES", "DESCRIPTION"}}
 					for _, op := range out.Data {
 						t.add(op.OperationID, op.InstanceID, op.RuntimeID, op.GlobalAccountID, op.ServicePlanName, op.Region, op.State, strconv.Itoa(op.Attempts), oneLine(op.Description))
 					}
@@ -82,7 +82,11 @@ func (a *app) orchestrationsCmd() *cobra.Command {
 						t.add("step "+s.Name, fmt.Sprintf("%s after %d attempt(s) %s", state, s.Attempts, oneLine(s.LastError)))
 					}
 					for _, e := range out.Events {
-						t.add("event "+ts(e.CreatedAt), oneLine(e.Step+" "+e.Type+": "+e.Message))
+						msg := e.Step + " " + e.Type
+						if e.Message != "" {
+							msg += ": " + e.Message
+						}
+						t.add("event "+ts(e.CreatedAt), oneLine(msg))
 					}
 					return t
 				})

@@ -86,22 +86,29 @@ func (t table) write(w io.Writer, width int) {
 		for total(widths) > width && !protected[last] && widths[last] > max(minWidth, utf8.RuneCountInString(t.header[last])) {
 			widths[last]--
 		}
-		for total(widths) > width {
-			widest := -1
-			for _, keep := range []bool{false, true} {
-				for i := range widths {
-					if protected[i] == keep && widths[i] > minWidth && (widest < 0 || widths[i] > widths[widest]) {
-						widest = i
+		// Then the widest other columns, first not below their header, then down to minWidth.
+		for _, floorHeader := range []bool{true, false} {
+			for total(widths) > width {
+				widest := -1
+				for _, keep := range []bool{false, true} {
+					for i := range widths {
+						floor := minWidth
+						if floorHeader {
+							floor = max(minWidth, utf8.RuneCountInString(t.header[i]))
+						}
+						if protected[i] == keep && widths[i] > floor && (widest < 0 || widths[i] > widths[widest]) {
+							widest = i
+						}
+					}
+					if widest >= 0 {
+						break
 					}
 				}
-				if widest >= 0 {
+				if widest < 0 {
 					break
 				}
+				widths[widest]--
 			}
-			if widest < 0 {
-				break
-			}
-			widths[widest]--
 		}
 	}
 	line := func(cells []string) {

@@ -323,7 +323,7 @@ func (s *Store) cancelOrchestration(ctx context.Context, id string) (storage.Can
 		return storage.CancelResult{State: state}, nil
 	case "pending", "in progress", "retrying":
 	default:
-		return storage.CancelResult{State: state}, fmt.Errorf("it has already %s: %w", state, storage.ErrConflict)
+		return storage.CancelResult{State: state}, fmt.Errorf("it has already %s (%w)", state, storage.ErrOrchestrationState)
 	}
 	now := s.d.timeArg(time.Now())
 	q, args, err := s.sb().Update("orchestration_operations").Set("state", storage.OrchOpCanceled).
@@ -393,7 +393,7 @@ func (s *Store) retryOrchestration(ctx context.Context, id string, operationIDs 
 		return nil, err
 	}
 	if !slices.Contains([]string{"in progress", "failed", "retrying"}, state) {
-		return nil, fmt.Errorf("a %s orchestration has no failed operations to retry: %w", state, storage.ErrConflict)
+		return nil, fmt.Errorf("a %s orchestration has no failed operations to retry (%w)", state, storage.ErrOrchestrationState)
 	}
 	where := sq.And{sq.Eq{"orchestration_id": id, "state": storage.OrchOpFailed}}
 	if len(operationIDs) > 0 {
