@@ -161,6 +161,9 @@ func TestRetryRerunsOnlyTheFailed(t *testing.T) {
 	firstTry := map[string]string{}
 	for _, op := range ot.Operations(t, b, id) {
 		firstTry[op.InstanceID] = op.State
+		if op.State == dto.Failed {
+			assert.Contains(t, op.Description, "Reconciler", "a failure names the system")
+		}
 	}
 	r := b.Put("/orchestrations/"+id+"/retry", map[string]any{"operationIDs": []string{"not-an-operation"}})
 	assert.Equal(t, http.StatusBadRequest, r.Status, "%s", r)

@@ -22,11 +22,13 @@ func (s *Store) Orchestrations() storage.Orchestrations { return s }
 const orchCols = "id, type, state, description, parameters, created_at, updated_at"
 
 // orchOpView is an orchestration's operations with the state operators see: a started row shows
-// its engine operation's state (pending there is in progress here: it was started).
+// its engine operation's state (pending there is in progress here: it was started) and its
+// description (a failure's last error, which names the system and its answer).
 const orchOpView = `(SELECT oo.orchestration_id, oo.instance_id, oo.runtime_id, oo.global_account_id, oo.sub_account_id,
 	oo.region, oo.plan_id, oo.seq, oo.operation_id, oo.state AS stored_state,
 	CASE WHEN oo.state = 'started' THEN CASE WHEN o.state IN ('succeeded', 'failed') THEN o.state ELSE 'in progress' END ELSE oo.state END AS state,
-	oo.description, oo.attempts, oo.due_at, oo.started_at, oo.created_at, oo.updated_at
+	CASE WHEN oo.state <> 'started' THEN oo.description WHEN o.state = 'failed' AND o.last_error <> '' THEN o.last_error ELSE COALESCE(o.description, '') END AS description,
+	oo.attempts, oo.due_at, oo.started_at, oo.created_at, oo.updated_at
 	FROM orchestration_operations oo LEFT JOIN operations o ON o.id = oo.operation_id) v`
 
 const orchOpCols = "orchestration_id, instance_id, runtime_id, global_account_id, sub_account_id, region, plan_id, operation_id, stored_state, state, description, attempts, due_at, started_at, created_at, updated_at"
