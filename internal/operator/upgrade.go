@@ -79,7 +79,7 @@ func (h *Handler) orchestrationError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, bad.Msg)
 	case errors.Is(err, storage.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not found: "+err.Error())
-	case errors.Is(err, orchestration.ErrFinished), errors.Is(err, storage.ErrConflict):
+	case errors.Is(err, storage.ErrOrchestrationState), errors.Is(err, storage.ErrConflict):
 		writeError(w, http.StatusConflict, err.Error())
 	default:
 		h.fail(w, err)

@@ -77,6 +77,7 @@ func TestOrchestrationRequestsRefused(t *testing.T) {
 		"wrong type":       {"/upgrade/kyma", map[string]any{"targets": all, "kyma": map[string]any{"version": 2}}, "kyma.version"},
 		"workers a string": {"/upgrade/kyma", map[string]any{"targets": all, "kyma": map[string]any{"version": "2"}, "strategy": map[string]any{"parallel": map[string]any{"workers": "4"}}}, "strategy.parallel.workers"},
 		"unknown field":    {"/upgrade/kyma", map[string]any{"targets": all, "kyma": map[string]any{"version": "2"}, "extra": 1}, "extra"},
+		"many targets":     {"/upgrade/kyma", map[string]any{"targets": map[string]any{"include": manyTargets(101)}, "kyma": map[string]any{"version": "2"}}, "targets.include: at most 100"},
 		"long selector":    {"/upgrade/kyma", map[string]any{"targets": map[string]any{"include": []any{map[string]any{"region": strings.Repeat("x", 300)}}}, "kyma": map[string]any{"version": "2"}}, "targets.include[0]"},
 	} {
 		r := f.b.Do(http.MethodPost, c.path, c.body)
@@ -107,4 +108,12 @@ func TestOrchestrationRequestsRefused(t *testing.T) {
 	var list dto.StatusResponseList
 	r.JSON(t, &list)
 	assert.Zero(t, list.TotalCount, "nothing refused was stored")
+}
+
+func manyTargets(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{"region": "r"}
+	}
+	return out
 }

@@ -3,7 +3,6 @@ package orchestration_test
 import (
 	"context"
 	"net/http"
-	"sort"
 	"testing"
 	"time"
 
@@ -21,19 +20,6 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-func upgradeKyma(t *testing.T, b *bt.Broker, version string, workers int, include ...map[string]any) string {
-	t.Helper()
-	r := b.Do(http.MethodPost, "/upgrade/kyma", map[string]any{
-		"targets":  map[string]any{"include": include},
-		"kyma":     map[string]any{"version": version},
-		"strategy": map[string]any{"type": "parallel", "schedule": "immediate", "parallel": map[string]any{"workers": workers}},
-	})
-	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
-	var out dto.UpgradeResponse
-	r.JSON(t, &out)
-	return out.OrchestrationID
-}
-
 // invariant checks on every poll: the counts add up to the fleet and never more than workers run.
 func invariant(t *testing.T, total, workers int, maxSeen *int) func(dto.StatusResponse) {
 	return func(st dto.StatusResponse) {
@@ -45,50 +31,6 @@ func invariant(t *testing.T, total, workers int, maxSeen *int) func(dto.StatusRe
 		assert.LessOrEqual(t, st.OperationStats[dto.InProgress], workers, "at most %d upgrades at once: %v", workers, st.OperationStats)
 		*maxSeen = max(*maxSeen, st.OperationStats[dto.InProgress])
 	}
-}
-
-// maxOverlap is the most upgrades that ran at once: each from its start (recorded in the
-// transaction that inserted it) to its engine operation's last write.
-func maxOverlap(t *testing.T, b *bt.Broker, ops []dto.OperationResponse) int {
-	type edge struct {
-		at    time.Time
-		delta int
-	}
-	var edges []edge
-	for _, op := range ops {
-		if op.StartedAt == nil {
-			continue
-		}
-		eng, err := b.Store.Operations().GetOperation(context.Background(), op.OperationID)
-		require.NoError(t, err)
-		require.False(t, eng.State.Active(), "operation %s finished", op.OperationID)
-		edges = append(edges, edge{*op.StartedAt, 1}, edge{eng.UpdatedAt, -1})
-	}
-	sort.Slice(edges, func(i, j int) bool {
-		if edges[i].at.Equal(edges[j].at) {
-			return edges[i].delta < edges[j].delta
-		}
-		return edges[i].at.Before(edges[j].at)
-	})
-	most, now := 0, 0
-	for _, e := range edges {
-		now += e.delta
-		most = max(most, now)
-	}
-	return most
-}
-
-// upgradesOf counts each instance's upgradeKyma operations.
-func upgradesOf(t *testing.T, b *bt.Broker, ids []string) map[string]int {
-	out := map[string]int{}
-	for _, id := range ids {
-		for _, op := range b.Operations(id) {
-			if op.Type == instance.TypeUpgradeKyma {
-				out[id]++
-			}
-		}
-	}
-	return out
 }
 
 // 30 runtimes upgraded by 4 workers: never more than 4 at once, all succeed, counts right on
@@ -105,7 +47,7 @@ func TestThirtyRuntimesFourWorkers(t *testing.T) {
 	_, err = b.Store.Operations().InsertOperation(context.Background(), busy)
 	require.NoError(t, err)
 
-	id := upgradeKyma(t, b, "2.21.0", 4, map[string]any{"target": "all"})
+	id := ot.UpgradeKyma(t, b, "2.21.0", 4, map[string]any{"target": "all"})
 	maxSeen := 0
 	check := invariant(t, 30, 4, &maxSeen)
 	st := ot.Wait(t, b, id, 2*time.Minute, func(st dto.StatusResponse) bool {
@@ -128,13 +70,13 @@ func TestThirtyRuntimesFourWorkers(t *testing.T) {
 	assert.Equal(t, "30 succeeded", st.Description)
 	ops := ot.Operations(t, b, id)
 	require.Len(t, ops, 30)
-	most := maxOverlap(t, b, ops)
+	most := ot.MaxOverlap(t, b.Store, ops)
 	assert.LessOrEqual(t, most, 4)
 	t.Logf("most upgrades at once: %d by the operations' times, %d seen by polling", most, maxSeen)
-	for inst, n := range upgradesOf(t, b, ids) {
+	for inst, n := range ot.UpgradesOf(t, b.Store, ids) {
 		assert.Equal(t, 1, n, "instance %s upgraded once", inst)
 	}
-	assert.Len(t, upgradesOf(t, b, ids), 30)
+	assert.Len(t, ot.UpgradesOf(t, b.Store, ids), 30)
 
 	// One operation in detail: its steps and events.
 	r := b.Get("/orchestrations/" + id + "/operations/" + ops[1].OperationID)
@@ -167,7 +109,7 @@ func TestThirtyRuntimesFourWorkers(t *testing.T) {
 func TestCancelHalfway(t *testing.T) {
 	b := bt.Start(t, bt.Options{})
 	ids := ot.Fleet(t, b, 30, 3)
-	id := upgradeKyma(t, b, "2.21.0", 4, map[string]any{"target": "all"})
+	id := ot.UpgradeKyma(t, b, "2.21.0", 4, map[string]any{"target": "all"})
 	maxSeen := 0
 	check := invariant(t, 30, 4, &maxSeen)
 	ot.Wait(t, b, id, 2*time.Minute, func(st dto.StatusResponse) bool { return st.OperationStats[dto.Succeeded] >= 10 }, check)
@@ -192,7 +134,7 @@ func TestCancelHalfway(t *testing.T) {
 			assert.NoError(t, err)
 		}
 	}
-	ups := upgradesOf(t, b, ids)
+	ups := ot.UpgradesOf(t, b.Store, ids)
 	assert.Len(t, ups, st.OperationStats[dto.Succeeded])
 }
 
@@ -205,7 +147,7 @@ func TestRetryRerunsOnlyTheFailed(t *testing.T) {
 	}})
 	ids := ot.Fleet(t, b, 12, 2)
 	require.NoError(t, b.Sandbox.SetFaults(reconciler.Name, sandbox.Faults{OutageUntil: time.Now().Add(time.Hour)}))
-	id := upgradeKyma(t, b, "2.22.0", 4, map[string]any{"globalAccount": "ga-0"}, map[string]any{"globalAccount": "ga-1"})
+	id := ot.UpgradeKyma(t, b, "2.22.0", 4, map[string]any{"globalAccount": "ga-0"}, map[string]any{"globalAccount": "ga-1"})
 	maxSeen := 0
 	check := invariant(t, 12, 4, &maxSeen)
 	ot.Wait(t, b, id, time.Minute, func(st dto.StatusResponse) bool { return st.OperationStats[dto.Failed] >= 4 }, check)
@@ -219,6 +161,9 @@ func TestRetryRerunsOnlyTheFailed(t *testing.T) {
 	firstTry := map[string]string{}
 	for _, op := range ot.Operations(t, b, id) {
 		firstTry[op.InstanceID] = op.State
+		if op.State == dto.Failed {
+			assert.Contains(t, op.Description, "Reconciler", "a failure names the system")
+		}
 	}
 	r := b.Put("/orchestrations/"+id+"/retry", map[string]any{"operationIDs": []string{"not-an-operation"}})
 	assert.Equal(t, http.StatusBadRequest, r.Status, "%s", r)
@@ -232,7 +177,7 @@ func TestRetryRerunsOnlyTheFailed(t *testing.T) {
 	require.Equal(t, dto.Succeeded, st.State, st.Description)
 	assert.Equal(t, 12, st.OperationStats[dto.Succeeded])
 
-	ups := upgradesOf(t, b, ids)
+	ups := ot.UpgradesOf(t, b.Store, ids)
 	for _, op := range ot.Operations(t, b, id) {
 		want := 1
 		if firstTry[op.InstanceID] == dto.Failed {

@@ -164,14 +164,21 @@ func (m *Manager) validate(typ string, p *dto.Parameters) error {
 	return nil
 }
 
-// maxTargetField bounds each selector (IDs and names are far shorter).
-const maxTargetField = 256
+// maxTargetField bounds each selector (IDs and names are far shorter); maxTargets the targets of
+// each list (each include target is one query).
+const (
+	maxTargetField = 256
+	maxTargets     = 100
+)
 
 func (m *Manager) validateTargets(t dto.TargetSpec) error {
 	if len(t.Include) == 0 {
 		return badRequest("targets.include: at least one target is required")
 	}
 	for name, list := range map[string][]dto.Target{"include": t.Include, "exclude": t.Exclude} {
+		if len(list) > maxTargets {
+			return badRequest("targets.%s: at most %d targets, got %d", name, maxTargets, len(list))
+		}
 		for i, tg := range list {
 			field := fmt.Sprintf("targets.%s[%d]", name, i)
 			if tg.Target != "" && tg.Target != dto.TargetAll {
@@ -386,15 +393,9 @@ func (m *Manager) Operation(ctx context.Context, id, opID string) (dto.Operation
 	}
 }
 
-// ErrFinished is returned when canceling an orchestration that has already finished.
-var ErrFinished = errors.New("the orchestration has already finished")
-
 // Cancel cancels the operations not started; running ones finish.
 func (m *Manager) Cancel(ctx context.Context, id string) (dto.CancelResponse, error) {
 	res, err := m.store.Orchestrations().CancelOrchestration(ctx, id)
-	if errors.Is(err, storage.ErrConflict) {
-		return dto.CancelResponse{}, fmt.Errorf("%w (%s)", ErrFinished, res.State)
-	}
 	if err != nil {
 		return dto.CancelResponse{}, err
 	}

@@ -23,6 +23,10 @@ const (
 // as many operations as it has workers.
 var ErrWorkersBusy = errors.New("every worker of the orchestration is busy")
 
+// ErrOrchestrationState is returned when an orchestration's state does not allow the change
+// (canceling a finished one, retrying one without failed operations).
+var ErrOrchestrationState = errors.New("state conflict")
+
 // Orchestration is a persisted upgrade across the fleet.
 type Orchestration struct {
 	ID          string
@@ -107,7 +111,7 @@ type Orchestrations interface {
 	DeferOrchestrationOperation(ctx context.Context, id, instanceID, operationID string, dueAt time.Time, description string, failed bool) error
 	// CancelOrchestration moves a pending, in progress or retrying orchestration to canceling and
 	// its not started operations to canceled, in one transaction; with nothing running it is
-	// canceled at once. Canceling or canceled: nothing changes. Finished: ErrConflict.
+	// canceled at once. Canceling or canceled: nothing changes. Finished: ErrOrchestrationState.
 	CancelOrchestration(ctx context.Context, id string) (CancelResult, error)
 	// RetryOrchestration queues the failed operations again (only those listed, when any are; a
 	// listed one that is not a failed operation of the orchestration is an *InvalidRetryError),

@@ -3,9 +3,11 @@
 package orchestrationtest
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +17,8 @@ import (
 
 	dto "github.com/kyma-project/kyma-environment-broker/common/orchestration"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
 // Fleet provisions n aws runtimes (global accounts ga-0..ga-{accounts-1} in turn) and waits
@@ -91,4 +95,62 @@ func Operations(t testing.TB, b *bt.Broker, id string) []dto.OperationResponse {
 			return out
 		}
 	}
+}
+
+// MaxOverlap is the most upgrades that ran at once: each from its start (recorded in the
+// transaction that inserted it) to its engine operation's last write.
+func MaxOverlap(t testing.TB, store storage.Store, ops []dto.OperationResponse) int {
+	t.Helper()
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, op := range ops {
+		if op.StartedAt == nil {
+			continue
+		}
+		eng, err := store.Operations().GetOperation(context.Background(), op.OperationID)
+		require.NoError(t, err)
+		require.False(t, eng.State.Active(), "operation %s finished", op.OperationID)
+		edges = append(edges, edge{*op.StartedAt, 1}, edge{eng.UpdatedAt, -1})
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at.Equal(edges[j].at) {
+			return edges[i].delta < edges[j].delta
+		}
+		return edges[i].at.Before(edges[j].at)
+	})
+	most, now := 0, 0
+	for _, e := range edges {
+		now += e.delta
+		most = max(most, now)
+	}
+	return most
+}
+
+// UpgradesOf counts each instance's upgradeKyma operations.
+func UpgradesOf(t testing.TB, store storage.Store, ids []string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	page, err := store.Operations().ListOperations(context.Background(), storage.OperationFilter{InstanceIDs: ids, Types: []string{instance.TypeUpgradeKyma}, Paging: storage.Paging{PageSize: 1000}})
+	require.NoError(t, err)
+	for _, op := range page.Items {
+		out[op.InstanceID]++
+	}
+	return out
+}
+
+// UpgradeKyma creates an immediate Kyma upgrade of the targets with workers and returns its ID.
+func UpgradeKyma(t testing.TB, b *bt.Broker, version string, workers int, include ...map[string]any) string {
+	t.Helper()
+	r := b.Do(http.MethodPost, "/upgrade/kyma", map[string]any{
+		"targets":  map[string]any{"include": include},
+		"kyma":     map[string]any{"version": version},
+		"strategy": map[string]any{"type": "parallel", "schedule": "immediate", "parallel": map[string]any{"workers": workers}},
+	})
+	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
+	var out dto.UpgradeResponse
+	r.JSON(t, &out)
+	return out.OrchestrationID
 }

@@ -22,11 +22,13 @@ func (s *Store) Orchestrations() storage.Orchestrations { return s }
 const orchCols = "id, type, state, description, parameters, created_at, updated_at"
 
 // orchOpView is an orchestration's operations with the state operators see: a started row shows
-// its engine operation's state (pending there is in progress here: it was started).
+// its engine operation's state (pending there is in progress here: it was started) and its
+// description (a failure's last error, which names the system and its answer).
 const orchOpView = `(SELECT oo.orchestration_id, oo.instance_id, oo.runtime_id, oo.global_account_id, oo.sub_account_id,
 	oo.region, oo.plan_id, oo.seq, oo.operation_id, oo.state AS stored_state,
 	CASE WHEN oo.state = 'started' THEN CASE WHEN o.state IN ('succeeded', 'failed') THEN o.state ELSE 'in progress' END ELSE oo.state END AS state,
-	oo.description, oo.attempts, oo.due_at, oo.started_at, oo.created_at, oo.updated_at
+	CASE WHEN oo.state <> 'started' THEN oo.description WHEN o.state = 'failed' AND o.last_error <> '' THEN o.last_error ELSE COALESCE(o.description, '') END AS description,
+	oo.attempts, oo.due_at, oo.started_at, oo.created_at, oo.updated_at
 	FROM orchestration_operations oo LEFT JOIN operations o ON o.id = oo.operation_id) v`
 
 const orchOpCols = "orchestration_id, instance_id, runtime_id, global_account_id, sub_account_id, region, plan_id, operation_id, stored_state, state, description, attempts, due_at, started_at, created_at, updated_at"
@@ -134,18 +136,9 @@ func (s *Store) ListOrchestrations(ctx context.Context, f storage.OrchestrationF
 }
 
 func (s *Store) SetOrchestrationState(ctx context.Context, id string, from []string, state, description string) error {
-	q, args, err := s.sb().Update("orchestrations").Set("state", state).Set("description", description).
-		Set("updated_at", s.d.timeArg(time.Now())).Where(sq.Eq{"id": id, "state": from}).ToSql()
-	if err != nil {
-		return err
-	}
-	res, err := s.w.ExecContext(ctx, q, args...)
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			err = s.missingOrConflict(ctx, "orchestrations", "id", id)
-		}
-	}
+	err := s.updateOne(ctx, s.sb().Update("orchestrations").Set("state", state).Set("description", description).
+		Set("updated_at", s.d.timeArg(time.Now())).Where(sq.Eq{"id": id, "state": from}),
+		func() error { return s.missingOrConflict(ctx, "orchestrations", "id", id) })
 	if err != nil {
 		return fmt.Errorf("moving orchestration %s from %s to %s: %w", id, strings.Join(from, "/"), state, err)
 	}
@@ -223,18 +216,12 @@ func (s *Store) StartOrchestrationOperation(ctx context.Context, id string, op s
 }
 
 func (s *Store) startOrchestrationOperation(ctx context.Context, id string, op storage.Operation, workers int, blocking []string) (storage.Operation, error) {
-	tx, err := s.w.BeginTxx(ctx, nil)
+	// The orchestration's lock makes the worker count below exact even if two schedulers ran.
+	tx, err := s.beginLocked(ctx, id)
 	if err != nil {
 		return storage.Operation{}, err
 	}
 	defer rollback(tx)
-	// The orchestration's lock makes the worker count below exact even if two schedulers ran
-	// (SQLite transactions are exclusive already).
-	if s.d.XactLockSQL != "" {
-		if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.XactLockSQL), "orchestration:"+id); err != nil {
-			return storage.Operation{}, fmt.Errorf("locking the orchestration: %w", err)
-		}
-	}
 	var stored, opID string
 	err = tx.QueryRowxContext(ctx, s.d.rebind("SELECT state, operation_id FROM orchestration_operations WHERE orchestration_id = ? AND instance_id = ?"),
 		id, op.InstanceID).Scan(&stored, &opID)
@@ -275,17 +262,8 @@ func (s *Store) DeferOrchestrationOperation(ctx context.Context, id, instanceID,
 	if failed {
 		upd = upd.Set("state", storage.OrchOpFailed)
 	}
-	q, args, err := upd.Where(sq.Eq{"orchestration_id": id, "instance_id": instanceID, "operation_id": operationID, "state": notStarted}).ToSql()
-	if err != nil {
-		return err
-	}
-	res, err := s.w.ExecContext(ctx, q, args...)
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			err = storage.ErrConflict
-		}
-	}
+	err := s.updateOne(ctx, upd.Where(sq.Eq{"orchestration_id": id, "instance_id": instanceID, "operation_id": operationID, "state": notStarted}),
+		func() error { return storage.ErrConflict })
 	if err != nil {
 		return fmt.Errorf("deferring operation %s of orchestration %s: %w", operationID, id, err)
 	}
@@ -301,21 +279,13 @@ func (s *Store) CancelOrchestration(ctx context.Context, id string) (storage.Can
 }
 
 func (s *Store) cancelOrchestration(ctx context.Context, id string) (storage.CancelResult, error) {
-	tx, err := s.w.BeginTxx(ctx, nil)
+	tx, err := s.beginLocked(ctx, id)
 	if err != nil {
 		return storage.CancelResult{}, err
 	}
 	defer rollback(tx)
-	if s.d.XactLockSQL != "" {
-		if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.XactLockSQL), "orchestration:"+id); err != nil {
-			return storage.CancelResult{}, fmt.Errorf("locking the orchestration: %w", err)
-		}
-	}
-	var state string
-	if err := tx.QueryRowxContext(ctx, s.d.rebind("SELECT state FROM orchestrations WHERE id = ?"), id).Scan(&state); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return storage.CancelResult{}, storage.ErrNotFound
-		}
+	state, err := s.orchestrationState(ctx, tx, id)
+	if err != nil {
 		return storage.CancelResult{}, err
 	}
 	switch state {
@@ -323,7 +293,7 @@ func (s *Store) cancelOrchestration(ctx context.Context, id string) (storage.Can
 		return storage.CancelResult{State: state}, nil
 	case "pending", "in progress", "retrying":
 	default:
-		return storage.CancelResult{State: state}, fmt.Errorf("it has already %s: %w", state, storage.ErrConflict)
+		return storage.CancelResult{State: state}, fmt.Errorf("it has already %s (%w)", state, storage.ErrOrchestrationState)
 	}
 	now := s.d.timeArg(time.Now())
 	q, args, err := s.sb().Update("orchestration_operations").Set("state", storage.OrchOpCanceled).
@@ -354,6 +324,52 @@ func (s *Store) cancelOrchestration(ctx context.Context, id string) (storage.Can
 	return storage.CancelResult{State: next, Canceled: int(canceled)}, tx.Commit()
 }
 
+// updateOne runs upd; when it changed no row, the error is none's.
+func (s *Store) updateOne(ctx context.Context, upd sq.UpdateBuilder, none func() error) error {
+	q, args, err := upd.ToSql()
+	if err != nil {
+		return err
+	}
+	res, err := s.w.ExecContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return none()
+	}
+	return nil
+}
+
+// beginLocked starts a write transaction holding the orchestration's lock (PostgreSQL: an
+// advisory lock until the transaction ends; SQLite transactions are exclusive already).
+func (s *Store) beginLocked(ctx context.Context, id string) (*sqlx.Tx, error) {
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	if s.d.XactLockSQL != "" {
+		if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.XactLockSQL), "orchestration:"+id); err != nil {
+			rollback(tx)
+			return nil, fmt.Errorf("locking the orchestration: %w", err)
+		}
+	}
+	return tx, nil
+}
+
+// orchestrationState reads the orchestration's state in tx (ErrNotFound when there is none).
+func (s *Store) orchestrationState(ctx context.Context, tx *sqlx.Tx, id string) (string, error) {
+	var state string
+	err := tx.QueryRowxContext(ctx, s.d.rebind("SELECT state FROM orchestrations WHERE id = ?"), id).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", storage.ErrNotFound
+	}
+	return state, err
+}
+
 // runningOf counts the orchestration's started operations that have not finished.
 func (s *Store) runningOf(ctx context.Context, q sqlx.QueryerContext, id string) (int, error) {
 	var n int
@@ -375,25 +391,17 @@ type retryRow struct {
 }
 
 func (s *Store) retryOrchestration(ctx context.Context, id string, operationIDs []string, newID func() string, now time.Time) ([]string, error) {
-	tx, err := s.w.BeginTxx(ctx, nil)
+	tx, err := s.beginLocked(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer rollback(tx)
-	if s.d.XactLockSQL != "" {
-		if _, err := tx.ExecContext(ctx, s.d.rebind(s.d.XactLockSQL), "orchestration:"+id); err != nil {
-			return nil, fmt.Errorf("locking the orchestration: %w", err)
-		}
-	}
-	var state string
-	if err := tx.QueryRowxContext(ctx, s.d.rebind("SELECT state FROM orchestrations WHERE id = ?"), id).Scan(&state); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, storage.ErrNotFound
-		}
+	state, err := s.orchestrationState(ctx, tx, id)
+	if err != nil {
 		return nil, err
 	}
 	if !slices.Contains([]string{"in progress", "failed", "retrying"}, state) {
-		return nil, fmt.Errorf("a %s orchestration has no failed operations to retry: %w", state, storage.ErrConflict)
+		return nil, fmt.Errorf("a %s orchestration has no failed operations to retry (%w)", state, storage.ErrOrchestrationState)
 	}
 	where := sq.And{sq.Eq{"orchestration_id": id, "state": storage.OrchOpFailed}}
 	if len(operationIDs) > 0 {

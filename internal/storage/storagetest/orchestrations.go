@@ -120,7 +120,7 @@ func testOrchestrations(t *testing.T, e *env) {
 	assert.ErrorIs(t, s.SetOrchestrationState(ctx, "o1", []string{"in progress"}, "succeeded", ""), storage.ErrConflict)
 	require.NoError(t, s.SetOrchestrationState(ctx, "o1", []string{"canceled"}, "succeeded", "test"))
 	_, err = s.CancelOrchestration(ctx, "o1")
-	assert.ErrorIs(t, err, storage.ErrConflict, "a finished orchestration is not canceled")
+	assert.ErrorIs(t, err, storage.ErrOrchestrationState, "a finished orchestration is not canceled")
 	list, err := s.ListOrchestrations(ctx, storage.OrchestrationFilter{States: []string{"succeeded"}})
 	require.NoError(t, err)
 	assert.Equal(t, 1, list.TotalCount)
