@@ -3,14 +3,13 @@ package lifecycle
 import (
 	"context"
 	"errors"
-	"io"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
 )
 
@@ -18,10 +17,8 @@ import (
 // it skips the round), and a failed round leaves the next one to try again.
 func TestPeriodicOneAtATime(t *testing.T) {
 	store := storagetest.OpenSQLite(t)
-	log := logrus.New()
-	log.SetOutput(io.Discard)
 	rounds := 0
-	p := Periodic{Store: store, Name: "expiry", Interval: time.Minute, Log: log, Round: func(ctx context.Context) error {
+	p := Periodic{Store: store, Name: "expiry", Interval: time.Minute, Log: steptest.Log(), Round: func(ctx context.Context) error {
 		rounds++
 		_, ok, err := store.TryLock(ctx, "keb-job:expiry")
 		require.NoError(t, err)

@@ -2,14 +2,12 @@ package lifecycle_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,16 +16,11 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
+	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
-
-func quietLog() logrus.FieldLogger {
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return l
-}
 
 var ctx = context.Background()
 
@@ -93,7 +86,7 @@ func TestExpiryJob(t *testing.T) {
 	free := provision(t, b, bt.FreePlanID, map[string]any{"name": "free-1", "region": "eu-central-1"}, "ga-free")
 	aws := provision(t, b, bt.AWSPlanID, bt.AWSParams("aws-1"), "ga-aws")
 	x := lifecycle.Expirer{Store: b.Store, ExpiryDays: expiryDays(t), OperationTimeout: time.Minute}
-	job := lifecycle.ExpiryJob{Expirer: x, Clock: clock, Log: quietLog()}
+	job := lifecycle.ExpiryJob{Expirer: x, Clock: clock, Log: steptest.Log()}
 
 	n, err := job.Round(ctx)
 	require.NoError(t, err)
@@ -163,7 +156,7 @@ func TestRetriggerAfterOutage(t *testing.T) {
 	t.Parallel()
 	b, id, origin := notCompleted(t, "edp-down")
 	clock := sandboxtest.NewClock(time.Now())
-	job := lifecycle.RetriggerJob{Store: b.Store, Clock: clock, Log: quietLog(), RetryInterval: 10 * time.Minute, MaxAge: 24 * time.Hour, OperationTimeout: time.Minute}
+	job := lifecycle.RetriggerJob{Store: b.Store, Clock: clock, Log: steptest.Log(), RetryInterval: 10 * time.Minute, MaxAge: 24 * time.Hour, OperationTimeout: time.Minute}
 	res, err := job.Round(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, lifecycle.RoundResult{Found: 1}, res, "recorded; the first run waits for the interval")
@@ -229,7 +222,7 @@ func TestRetriggerGivesUp(t *testing.T) {
 	t.Parallel()
 	b, id, origin := notCompleted(t, "edp-gone")
 	clock := sandboxtest.NewClock(time.Now())
-	job := lifecycle.RetriggerJob{Store: b.Store, Clock: clock, Log: quietLog(), RetryInterval: time.Hour, MaxAge: 90 * time.Minute, OperationTimeout: time.Minute}
+	job := lifecycle.RetriggerJob{Store: b.Store, Clock: clock, Log: steptest.Log(), RetryInterval: time.Hour, MaxAge: 90 * time.Minute, OperationTimeout: time.Minute}
 	_, err := job.Round(ctx)
 	require.NoError(t, err)
 	clock.Advance(time.Hour)
