@@ -20,9 +20,26 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 )
 
 var ctx = context.Background()
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// onDrivers runs test on a broker on SQLite and on PostgreSQL; opts adjusts both.
+func onDrivers(t *testing.T, opts bt.Options, test func(t *testing.T, opts bt.Options)) {
+	for _, name := range []string{"sqlite", "postgres"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			o := opts
+			if name == "postgres" {
+				o.DatabaseURL = pgtest.NewDatabase(t)
+			}
+			test(t, o)
+		})
+	}
+}
 
 // waitFinished waits until the operation is no longer active and returns it.
 func waitFinished(t *testing.T, b *bt.Broker, id string) storage.Operation {
@@ -79,9 +96,13 @@ func instanceIDs(p runtime.Page) []string {
 // 30, each once; the operator sees what expires soon; expired instances refuse updates and
 // can still be deprovisioned.
 func TestExpiryJob(t *testing.T) {
-	t.Parallel()
+	onDrivers(t, bt.Options{}, testExpiryJob)
+}
+
+func testExpiryJob(t *testing.T, opts bt.Options) {
 	clock := sandboxtest.NewClock(time.Now())
-	b := bt.Start(t, bt.Options{Clock: clock})
+	opts.Clock = clock
+	b := bt.Start(t, opts)
 	trial := provision(t, b, bt.TrialPlanID, map[string]any{"name": "trial-1"}, "ga-trial")
 	free := provision(t, b, bt.FreePlanID, map[string]any{"name": "free-1", "region": "eu-central-1"}, "ga-free")
 	aws := provision(t, b, bt.AWSPlanID, bt.AWSParams("aws-1"), "ga-aws")
@@ -137,8 +158,9 @@ func TestExpiryJob(t *testing.T) {
 
 // notCompleted provisions a runtime and deprovisions it during an EDP outage: the
 // deprovisioning succeeds with EDP_Deregistration executed but not completed.
-func notCompleted(t *testing.T, name string) (*bt.Broker, string, storage.Operation) {
-	b := bt.Start(t, bt.Options{Externals: func(c *externals.Config) { c.Settings.CleanupRetryTime = 300 * time.Millisecond }})
+func notCompleted(t *testing.T, opts bt.Options, name string) (*bt.Broker, string, storage.Operation) {
+	opts.Externals = func(c *externals.Config) { c.Settings.CleanupRetryTime = 300 * time.Millisecond }
+	b := bt.Start(t, opts)
 	id := provision(t, b, bt.AWSPlanID, bt.AWSParams(name), "ga-"+name)
 	sandboxtest.Outage(t, b.Sandbox, "edp")
 	d := b.Delete(bt.DeprovisionPath(id, bt.AWSPlanID))
@@ -153,8 +175,11 @@ func notCompleted(t *testing.T, name string) (*bt.Broker, string, storage.Operat
 // completed; the job runs it again while EDP is down (still not completed), and once EDP is
 // back the next run completes it. Every decision is an event of the deprovisioning.
 func TestRetriggerAfterOutage(t *testing.T) {
-	t.Parallel()
-	b, id, origin := notCompleted(t, "edp-down")
+	onDrivers(t, bt.Options{}, testRetriggerAfterOutage)
+}
+
+func testRetriggerAfterOutage(t *testing.T, opts bt.Options) {
+	b, id, origin := notCompleted(t, opts, "edp-down")
 	clock := sandboxtest.NewClock(time.Now())
 	job := lifecycle.RetriggerJob{Store: b.Store, Clock: clock, Log: steptest.Log(), RetryInterval: 10 * time.Minute, MaxAge: 24 * time.Hour, OperationTimeout: time.Minute}
 	res, err := job.Round(ctx)
@@ -220,7 +245,7 @@ func TestRetriggerAfterOutage(t *testing.T) {
 // resources, listed by GET /info/orphans with the system's answer.
 func TestRetriggerGivesUp(t *testing.T) {
 	t.Parallel()
-	b, id, origin := notCompleted(t, "edp-gone")
+	b, id, origin := notCompleted(t, bt.Options{}, "edp-gone")
 	clock := sandboxtest.NewClock(time.Now())
 	job := lifecycle.RetriggerJob{Store: b.Store, Clock: clock, Log: steptest.Log(), RetryInterval: time.Hour, MaxAge: 90 * time.Minute, OperationTimeout: time.Minute}
 	_, err := job.Round(ctx)
