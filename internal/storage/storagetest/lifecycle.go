@@ -3,7 +3,9 @@ package storagetest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +157,31 @@ func testExpire(t *testing.T, e *env) {
 
 	_, err = s.Lifecycle().ExpireWithOperation(ctx, newOp("s3", "nope", "suspension", storage.StatePending, nil), at, nil)
 	assert.ErrorIs(t, err, storage.ErrNotFound)
+
+	// Concurrent expiries of one instance: one suspension, the others see it running.
+	_, err = s.Instances().InsertInstance(ctx, newInstance("race"))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	results := make(chan error, 10)
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := s.Lifecycle().ExpireWithOperation(ctx, newOp(fmt.Sprintf("race-%d", i), "race", "suspension", storage.StatePending, ptr(now())), now(), []string{"suspension"})
+			results <- err
+		}(i)
+	}
+	wg.Wait()
+	close(results)
+	won := 0
+	for err := range results {
+		if err == nil {
+			won++
+			continue
+		}
+		require.ErrorAs(t, err, &busy)
+	}
+	assert.Equal(t, 1, won)
 }
 
 // testRetriggers: operations that left steps not completed are found once; the operations
