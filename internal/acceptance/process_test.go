@@ -73,7 +73,7 @@ func newBrokerProcess(t *testing.T, dir string, db driver.Config, env ...string)
 		url:        fmt.Sprintf("http://127.0.0.1:%d", port),
 		sandboxURL: fmt.Sprintf("http://127.0.0.1:%d", sandboxPort),
 		env: append(base,
-			"APP_PORT="+strconv.Itoa(port), "APP_SANDBOX_ADDRESS=127.0.0.1:"+strconv.Itoa(sandboxPort),
+			"APP_PORT="+strconv.Itoa(port), "APP_SANDBOX_ADDRESS=127.0.0.1:"+strconv.Itoa(sandboxPort), "APP_SANDBOX_TLS_ADDRESS=127.0.0.1:0",
 			"APP_BROKER_USERNAME="+bt.Username, "APP_BROKER_PASSWORD="+bt.Password,
 			"APP_PROVISIONER_SET_JSON="+provisionertest.FastSimulation, "APP_BROKER_POLL_INTERVAL=200ms",
 		),

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
@@ -23,8 +24,10 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
+	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -69,6 +72,10 @@ type Config struct {
 	Database driver.Config                `ignored:"true"`
 	Engine   engine.Config                `ignored:"true"`
 	Backends infrastructure.Config        `ignored:"true"`
+	// Lifecycle are the expiry and re-trigger jobs (APP_LIFECYCLE_*).
+	Lifecycle lifecycle.Config `ignored:"true"`
+	// Orchestration tunes the orchestration scheduler (APP_ORCHESTRATION_*).
+	Orchestration orchestration.Config `ignored:"true"`
 	// Externals are read by externals.Load (APP_AVS_*, APP_SANDBOX_*, ...).
 	Externals externals.Config `ignored:"true"`
 }
@@ -81,7 +88,8 @@ func Load() (Config, error) {
 		into   any
 	}{
 		{"APP", &cfg}, {"APP", &cfg.Broker}, {"APP_RUNTIME", &cfg.Runtime}, {"APP", &cfg.Plans}, {"APP", &cfg.Auth},
-		{"APP", &cfg.Database}, {"APP", &cfg.Engine}, {"APP", &cfg.Backends},
+		{"APP", &cfg.Database}, {"APP", &cfg.Engine}, {"APP", &cfg.Backends}, {"APP", &cfg.Orchestration},
+		{"APP", &cfg.Lifecycle},
 	}
 	for _, p := range parts {
 		if err := envconfig.Process(p.prefix, p.into); err != nil {
@@ -143,8 +151,16 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		return err
 	}
 	adapter := broker.NewCatalog(catalog)
-	routes.Operator = operator.New(store, adapter, log)
+	cfg.Orchestration.UpgradeTimeout = cfg.Broker.UpgradeTimeout
+	orchestrations, err := orchestration.NewManager(store, adapter, cfg.Orchestration, log)
+	if err != nil {
+		return err
+	}
+	expirer := lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: cfg.Broker.OperationTimeout}
+	routes.Operator = operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations),
+		operator.WithProvisioner(prov), operator.WithExpirer(expirer))
 	routes.Health = health.New(store, cfg.Database, reg)
+	routes.APIDoc = apidoc.Handler()
 	routes.MaxBodyBytes = cfg.MaxBodyBytes
 	b := broker.New(store, adapter, prov, cfg.Broker, log)
 	srv := &http.Server{
@@ -156,6 +172,15 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	defer stopEngine()
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- eng.Run(runCtx) }()
+	waitJobs, err := lifecycle.Start(runCtx, cfg.Lifecycle, store, expirer, log)
+	if err != nil {
+		stopEngine()
+		<-engineDone
+		return err
+	}
+	defer waitJobs()
+	// Every replica runs the scheduler; one at a time holds its lock and works.
+	go func() { _ = orchestrations.Scheduler().Run(runCtx) }()
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"address": addr, "database": cfg.Database.Driver}).Info("broker listening")
