@@ -116,10 +116,15 @@ func (c *Cluster) Disable(ctx context.Context, ns, kyma, module string) (bool, e
 	})
 }
 
+// editBackoff outlasts many concurrent editors of one Kyma resource (each retry rereads it).
+func editBackoff() wait.Backoff {
+	return wait.Backoff{Steps: 40, Duration: 10 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: time.Second}
+}
+
 func (c *Cluster) editModules(ctx context.Context, ns, name string, edit func([]ModuleSpec) []ModuleSpec) (bool, error) {
 	client := c.dyn.Resource(KymaGVR).Namespace(ns)
 	changed := false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(editBackoff(), func() error {
 		obj, err := client.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { kubetest.Main(m) }
 // sampleFiles are the files of a sample module, written in the given order.
 func sampleFiles(name, version string) map[string]string {
 	return map[string]string{
-		"module-config.yaml": "name: kyma-project.io/module/" + name + "\nversion: " + version + "\nchannel: fast\nmanifest: manifest.yaml\ndefaultCR: default.yaml\nsecurity: sec-scanners-config.yaml\nlabels:\n  team: keb\nannotations:\n  docs: https://example.org/" + name + "\nresources:\n- name: charts\n  path: charts\n",
+		"module-config.yaml":         "name: kyma-project.io/module/" + name + "\nversion: " + version + "\nchannel: fast\nmanifest: manifest.yaml\ndefaultCR: default.yaml\nsecurity: sec-scanners-config.yaml\nlabels:\n  team: keb\nannotations:\n  docs: https://example.org/" + name + "\nresources:\n- name: charts\n  path: charts\n",
 		"manifest.yaml":              "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n",
 		"default.yaml":               "apiVersion: operator.kyma-project.io/v1alpha1\nkind: Sample\nmetadata:\n  name: default\nspec:\n  replicas: 1\n",
 		"sec-scanners-config.yaml":   "module-name: " + name + "\n",
