@@ -2,16 +2,15 @@ package module
 
 import (
 	"context"
-	"reflect"
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/module/moduletest"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/kubetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -97,40 +96,6 @@ func TestEnableConcurrent(t *testing.T) {
 	assert.Len(t, got, len(names))
 }
 
-// runReadyController is a stand-in for the lifecycle manager: it reports every module in
-// spec.modules as Processing, then Ready, in the Kyma's status.
-func runReadyController(t *testing.T, dyn dynamic.Interface, ns string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	client := dyn.Resource(KymaGVR).Namespace(ns)
-	w, err := client.Watch(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
-				continue
-			}
-			obj := ev.Object.(*unstructured.Unstructured)
-			mods, _ := KymaModules(obj)
-			var status []any
-			for _, m := range mods {
-				state := StateReady
-				if ModuleState(obj, m.Name) == "" {
-					state = "Processing"
-				}
-				status = append(status, map[string]any{"name": m.Name, "state": state})
-			}
-			if old, _, _ := unstructured.NestedSlice(obj.Object, "status", "modules"); reflect.DeepEqual(old, status) {
-				continue
-			}
-			_ = unstructured.SetNestedSlice(obj.Object, status, "status", "modules")
-			_, _ = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
-		}
-	}()
-}
-
 func TestWaitReady(t *testing.T) {
 	ctx := context.Background()
 	c, dyn := newCluster(t)
@@ -145,7 +110,7 @@ func TestWaitReady(t *testing.T) {
 	err = c.WaitReady(short, ns, DefaultKymaName, "lonely", 50*time.Millisecond, nil)
 	assert.ErrorContains(t, err, "last state: not reported")
 
-	runReadyController(t, dyn, ns)
+	moduletest.RunReadyController(t, dyn, ns)
 	_, err = c.Enable(ctx, ns, DefaultKymaName, ModuleSpec{Name: "sample"})
 	require.NoError(t, err)
 	var states []string

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/module/registrytest"
+	"github.com/kyma-project/kyma-environment-broker/internal/module/moduletest"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -19,7 +19,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 )
 
-func registryFor(t testing.TB, reg *registrytest.Registry, prefix string) *Registry {
+func registryFor(t testing.TB, reg *moduletest.Registry, prefix string) *Registry {
 	t.Helper()
 	base := reg.Addr
 	if prefix != "" {
@@ -39,16 +39,16 @@ func registryFor(t testing.TB, reg *registrytest.Registry, prefix string) *Regis
 func TestPushPullVerify(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts registrytest.Options
+		opts moduletest.Options
 	}{
-		{"plain", registrytest.Options{}},
-		{"auth", registrytest.Options{Auth: true}},
-		{"tls", registrytest.Options{TLS: true}},
-		{"auth+tls", registrytest.Options{Auth: true, TLS: true}},
+		{"plain", moduletest.Options{}},
+		{"auth", moduletest.Options{Auth: true}},
+		{"tls", moduletest.Options{TLS: true}},
+		{"auth+tls", moduletest.Options{Auth: true, TLS: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			srv := registrytest.Start(t, tc.opts)
+			srv := moduletest.Start(t, tc.opts)
 			reg := registryFor(t, srv, "kyma")
 			key, other := newKey(t), newKey(t)
 
@@ -109,7 +109,7 @@ func TestPushPullVerify(t *testing.T) {
 }
 
 func TestRegistryRefusesWrongCredentials(t *testing.T) {
-	srv := registrytest.Start(t, registrytest.Options{Auth: true})
+	srv := moduletest.Start(t, moduletest.Options{Auth: true})
 	srv.Password = "wrong"
 	_, err := registryFor(t, srv, "").Push(context.Background(), createSample(t, "x", "1.0.0", srv.Addr), false)
 	require.Error(t, err)
@@ -118,7 +118,7 @@ func TestRegistryRefusesWrongCredentials(t *testing.T) {
 
 func TestSHA256NameMapping(t *testing.T) {
 	ctx := context.Background()
-	srv := registrytest.Start(t, registrytest.Options{})
+	srv := moduletest.Start(t, moduletest.Options{})
 	reg, err := NewRegistry(RegistryOptions{Registry: srv.Addr, Insecure: true, NameMapping: NameMappingSHA256}, testLog())
 	require.NoError(t, err)
 	a := createSample(t, "hashed", "0.1.0", srv.Addr)
@@ -135,7 +135,7 @@ func TestSHA256NameMapping(t *testing.T) {
 // uploaded again into the component's repository.
 func TestCreateFromImage(t *testing.T) {
 	ctx := context.Background()
-	srv := registrytest.Start(t, registrytest.Options{})
+	srv := moduletest.Start(t, moduletest.Options{})
 	reg := registryFor(t, srv, "")
 
 	// A small image in the same registry.

@@ -1,8 +1,8 @@
-// Package registrytest gives tests a real OCI registry: Debian's docker-registry (distribution),
+// Package moduletest is for tests of modules. Start gives a real OCI registry: Debian's docker-registry (distribution),
 // started by scripts/registry.sh on a random loopback port, optionally with basic auth and TLS,
 // and stopped when the test ends. The script installs docker-registry with apt-get when it is
 // missing, so "make test" needs nothing set up. Tests fail, never skip, without a registry.
-package registrytest
+package moduletest
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func Script(t testing.TB) string {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
-		t.Fatalf("registrytest: %v", err)
+		t.Fatalf("moduletest: %v", err)
 	}
 	return filepath.Join(root, "scripts", "registry.sh")
 }
@@ -50,7 +50,7 @@ func Start(t testing.TB, o Options) *Registry {
 	script := Script(t)
 	dir, err := os.MkdirTemp("/tmp", "keb-registry-")
 	if err != nil {
-		t.Fatalf("registrytest: %v", err)
+		t.Fatalf("moduletest: %v", err)
 	}
 	r := &Registry{Dir: dir}
 	env := os.Environ()
@@ -70,14 +70,14 @@ func Start(t testing.TB, o Options) *Registry {
 	out, err := cmd.Output()
 	if err != nil {
 		_ = exec.Command("bash", script, "stop", dir).Run()
-		t.Fatalf("registrytest: %s start: %v", script, err)
+		t.Fatalf("moduletest: %s start: %v", script, err)
 	}
 	r.Addr = strings.TrimSpace(string(out))
 	t.Cleanup(func() {
 		stop := exec.Command("bash", script, "stop", dir)
 		stop.Stderr = os.Stderr
 		if err := stop.Run(); err != nil {
-			t.Errorf("registrytest: stop registry in %s: %v", dir, err)
+			t.Errorf("moduletest: stop registry in %s: %v", dir, err)
 		}
 	})
 	return r
