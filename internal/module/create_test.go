@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/module/moduletest"
 	"github.com/opencontainers/go-digest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,16 +19,16 @@ import (
 // The same inputs give byte-identical artifacts, whatever the directory, file order, file
 // times, modes and umask.
 func TestCreateIsReproducible(t *testing.T) {
-	files := sampleFiles("sample", "1.2.3")
-	order := keys(files)
+	files := moduletest.SampleFiles("sample", "1.2.3")
+	order := moduletest.Paths(files)
 	sort.Strings(order)
 	reversed := append([]string(nil), order...)
 	sort.Sort(sort.Reverse(sort.StringSlice(reversed)))
 
 	dirA, dirB := t.TempDir(), filepath.Join(t.TempDir(), "elsewhere", "deeper")
-	writeModule(t, dirA, files, order, 0o644)
+	moduletest.WriteFiles(t, dirA, files, order, 0o644)
 	old := syscall.Umask(0o077)
-	writeModule(t, dirB, files, reversed, 0o600)
+	moduletest.WriteFiles(t, dirB, files, reversed, 0o600)
 	syscall.Umask(old)
 	// Different file times in the second copy.
 	past := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)

@@ -24,6 +24,8 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/errcode"
+	"oras.land/oras-go/v2/registry/remote/retry"
 )
 
 // DescriptorsRepository is the repository (under the registry's prefix) that holds component
@@ -95,7 +97,9 @@ func NewRegistry(o RegistryOptions, log logrus.FieldLogger) (*Registry, error) {
 		timeout = 2 * time.Minute
 	}
 	client := &auth.Client{
-		Client: &http.Client{Transport: transport, Timeout: timeout},
+		// 5xx, 429 and 408 are retried a bounded number of times (oras' default policy):
+		// distribution answers 500 now and then while the same blob is pushed concurrently.
+		Client: &http.Client{Transport: retry.NewTransport(transport), Timeout: timeout},
 		// In memory only: processes never share a token cache.
 		Cache:  auth.NewCache(),
 		Header: http.Header{"User-Agent": {"kyma-cli"}},
@@ -184,20 +188,8 @@ func (r *Registry) Push(ctx context.Context, a *Artifact, overwrite bool) (*Push
 	case err != nil && !errors.Is(err, errdef.ErrNotFound):
 		return nil, fmt.Errorf("push %s: look up version: %w", res.Ref, err)
 	}
-	for _, desc := range append([]ocispec.Descriptor{p.Config}, p.Layers...) {
-		ok, err := repo.Exists(ctx, desc)
-		if err != nil {
-			return nil, fmt.Errorf("push %s: check blob %s: %w", res.Ref, desc.Digest, err)
-		}
-		if ok {
-			continue
-		}
-		if err := repo.Push(ctx, desc, bytes.NewReader(p.Contents[desc.Digest])); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
-			return nil, fmt.Errorf("push %s: blob %s: %w", res.Ref, desc.Digest, err)
-		}
-	}
-	if err := repo.PushReference(ctx, p.Manifest, bytes.NewReader(p.ManifestJSON), version); err != nil {
-		return nil, fmt.Errorf("push %s: manifest: %w", res.Ref, err)
+	if err := r.pushContent(ctx, repo, p, version); err != nil {
+		return nil, fmt.Errorf("push %s: %w", res.Ref, err)
 	}
 	// Tags have no compare-and-set: check that a concurrent push did not win the tag.
 	now, err := repo.Resolve(ctx, version)
@@ -209,6 +201,60 @@ func (r *Registry) Push(ctx context.Context, a *Artifact, overwrite bool) (*Push
 	}
 	r.log.WithFields(logrus.Fields{"ref": res.Ref, "digest": p.Manifest.Digest, "bytes": res.Size}).Debug("pushed component version")
 	return res, nil
+}
+
+// pushContent pushes the blobs the registry lacks, then the manifest with its version tag. While
+// other processes push the same blobs, distribution may briefly not know a blob it has just
+// reported (BLOB_UNKNOWN, MANIFEST_BLOB_UNKNOWN, DIGEST_INVALID): a bounded number of rounds
+// pushes again.
+func (r *Registry) pushContent(ctx context.Context, repo *remote.Repository, p *Packed, tag string) error {
+	const rounds = 5
+	var err error
+	for round := 1; round <= rounds; round++ {
+		if err = pushOnce(ctx, repo, p, tag); err == nil || !transientPushError(err) {
+			return err
+		}
+		r.log.WithError(err).WithField("round", round).Debug("registry lost a concurrently pushed blob; pushing again")
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (after %v)", ctx.Err(), err)
+		case <-time.After(time.Duration(round) * 200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("after %d rounds: %w", rounds, err)
+}
+
+func pushOnce(ctx context.Context, repo *remote.Repository, p *Packed, tag string) error {
+	for _, desc := range append([]ocispec.Descriptor{p.Config}, p.Layers...) {
+		ok, err := repo.Exists(ctx, desc)
+		if err != nil {
+			return fmt.Errorf("check blob %s: %w", desc.Digest, err)
+		}
+		if ok {
+			continue
+		}
+		if err := repo.Push(ctx, desc, bytes.NewReader(p.Contents[desc.Digest])); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+			return fmt.Errorf("blob %s: %w", desc.Digest, err)
+		}
+	}
+	if err := repo.PushReference(ctx, p.Manifest, bytes.NewReader(p.ManifestJSON), tag); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	return nil
+}
+
+func transientPushError(err error) bool {
+	var resp *errcode.ErrorResponse
+	if !errors.As(err, &resp) {
+		return false
+	}
+	for _, e := range resp.Errors {
+		switch e.Code {
+		case errcode.ErrorCodeBlobUnknown, errcode.ErrorCodeManifestBlobUnknown, errcode.ErrorCodeDigestInvalid, errcode.ErrorCodeBlobUploadUnknown:
+			return true
+		}
+	}
+	return false
 }
 
 // Pull copies a component version, exactly as stored (verified by digest in transit), into the

@@ -154,8 +154,8 @@ func TestCreateFromImage(t *testing.T) {
 	require.NoError(t, imgRepo.PushReference(ctx, mDesc, bytes.NewReader(m), "1.0"))
 
 	dir := t.TempDir()
-	files := sampleFiles("imaged", "1.0.0")
-	writeModule(t, dir, files, keys(files), 0o644)
+	files := moduletest.SampleFiles("imaged", "1.0.0")
+	moduletest.WriteFiles(t, dir, files, moduletest.Paths(files), 0o644)
 	c, err := LoadConfig(filepath.Join(dir, "module-config.yaml"))
 	require.NoError(t, err)
 	a, err := Create(ctx, CreateOptions{Config: c, Dir: dir, Registry: reg.BaseURL(), Image: srv.Addr + "/operators/sample:1.0", ResolveImage: reg.ResolveImage})
