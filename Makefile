@@ -5,10 +5,14 @@
 # scripts/with-kube.sh reuses $KEB_TEST_KUBECONFIG if set, otherwise it starts
 # a throwaway one. kube-apiserver is built from source once (several minutes)
 # and cached in ${KEB_CACHE_DIR:-$HOME/.cache/keb}/bin.
+# Module tests start their own OCI registries (internal/module/moduletest, scripts/registry.sh:
+# Debian's docker-registry on random loopback ports, with and without basic auth and TLS);
+# the script installs docker-registry, htpasswd, openssl and curl with apt-get if missing.
 
 .PHONY: test bench bench-engine bench-storage vet fmt build run kube-apiserver
 
 test:
+	bash scripts/registry.sh install
 	bash scripts/with-postgres.sh bash scripts/with-kube.sh go test -count=1 -timeout 30m ./...
 
 # Builds (or finds cached) the kube-apiserver binary used by the tests.
