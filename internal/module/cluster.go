@@ -344,3 +344,11 @@ func (c *Cluster) apply(ctx context.Context, client dynamic.ResourceInterface, o
 	c.log.WithFields(logrus.Fields{"kind": obj.GetKind(), "namespace": obj.GetNamespace(), "name": obj.GetName()}).Debug("applied")
 	return nil
 }
+
+// Component configuration keys that carry a module's channel and custom resource policy from the
+// broker through the provisioner's Kyma components (each component is a module) into the Kyma
+// resource's spec.modules.
+const (
+	ConfigKeyChannel              = "kyma-module.channel"
+	ConfigKeyCustomResourcePolicy = "kyma-module.customResourcePolicy"
+)
