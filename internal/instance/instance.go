@@ -53,7 +53,22 @@ type Parameters struct {
 	OIDC           *OIDC       `json:"oidc,omitempty"`
 	Administrators []string    `json:"administrators,omitempty"`
 	Networking     *Networking `json:"networking,omitempty"`
+	Modules        *Modules    `json:"modules,omitempty"`
 	KymaVersion    string      `json:"kymaVersion,omitempty"`
+}
+
+// Modules are the Kyma modules of the runtime (the OSB modules parameter): Default true or nil
+// the default modules, false none; List exactly these.
+type Modules struct {
+	Default *bool    `json:"default,omitempty"`
+	List    []Module `json:"list,omitempty"`
+}
+
+// Module is one Kyma module; empty Channel and CustomResourcePolicy mean the module's defaults.
+type Module struct {
+	Name                 string `json:"name"`
+	Channel              string `json:"channel,omitempty"`
+	CustomResourcePolicy string `json:"customResourcePolicy,omitempty"`
 }
 
 // Context is what the platform told about the instance's owner.

@@ -87,12 +87,13 @@ type UpdateParameters struct {
 	AutoScalerMax  *int     `json:"autoScalerMax,omitempty"`
 	OIDC           *OIDC    `json:"oidc,omitempty"`
 	Administrators []string `json:"administrators,omitempty"`
+	Modules        *Modules `json:"modules,omitempty"`
 }
 
 // IsEmpty reports whether the update changes no parameter.
 func (u UpdateParameters) IsEmpty() bool {
 	return u.MachineType == nil && u.AutoScalerMin == nil && u.AutoScalerMax == nil &&
-		u.OIDC == nil && u.Administrators == nil
+		u.OIDC == nil && u.Administrators == nil && u.Modules == nil
 }
 
 // ApplyTo merges the update into an instance's parameters and checks the
@@ -114,6 +115,11 @@ func (u UpdateParameters) ApplyTo(p ProvisioningParameters) (ProvisioningParamet
 	}
 	if u.Administrators != nil {
 		p.Administrators = slices.Clone(u.Administrators)
+	}
+	if u.Modules != nil {
+		m := *u.Modules
+		m.List = slices.Clone(m.List)
+		p.Modules = &m
 	}
 	if (u.AutoScalerMin != nil || u.AutoScalerMax != nil) && p.AutoScalerMin > p.AutoScalerMax {
 		field := "parameters.autoScalerMin"
@@ -151,6 +157,7 @@ type updateInput struct {
 	AutoScalerMax  *json.Number `json:"autoScalerMax"`
 	OIDC           *OIDC        `json:"oidc"`
 	Administrators []string     `json:"administrators"`
+	Modules        *Modules     `json:"modules"`
 }
 
 // ValidateProvision validates provisioning parameters for an enabled plan in
@@ -303,7 +310,10 @@ func (c *Catalog) ValidateUpdate(planID string, params json.RawMessage) (UpdateP
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return UpdateParameters{}, jsonFieldError("parameters", err)
 	}
-	out := UpdateParameters{MachineType: in.MachineType, Administrators: in.Administrators}
+	out := UpdateParameters{MachineType: in.MachineType, Administrators: in.Administrators, Modules: in.Modules}
+	if err := checkModules(in.Modules); err != nil {
+		return UpdateParameters{}, err
+	}
 	if in.AutoScalerMin != nil {
 		v, err := toInt("parameters.autoScalerMin", *in.AutoScalerMin)
 		if err != nil {
