@@ -171,6 +171,8 @@ type UpgradeKymaData struct {
 	Name            string   `json:"name,omitempty"`
 	ShootName       string   `json:"shoot_name,omitempty"`
 	Administrators  []string `json:"administrators,omitempty"`
+	// Modules are the instance's modules parameter as it is now (provisioned or updated).
+	Modules *Modules `json:"modules,omitempty"`
 	// ProvisioningOperationID is the provisioning the upgrade started from.
 	ProvisioningOperationID string `json:"provisioning_operation_id,omitempty"`
 	// Overrides start as the provisioning's (secret values copied into this operation's secrets).
