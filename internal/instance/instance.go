@@ -152,6 +152,8 @@ type UpdateData struct {
 	PlanID                 string     `json:"plan_id"`
 	Parameters             Parameters `json:"parameters"`
 	ProvisionerOperationID string     `json:"provisioner_operation_id,omitempty"`
+	// ModulesOperationID is the provisioner's upgrade that applies changed modules.
+	ModulesOperationID string `json:"modules_operation_id,omitempty"`
 }
 
 // UpgradeKymaData is the payload of a Kyma upgrade. The operator API sets the target version;
