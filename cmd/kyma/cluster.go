@@ -34,6 +34,24 @@ func (f *kymaFlags) cluster(a *app) (*module.Cluster, error) {
 	return module.NewCluster(cfg, a.log())
 }
 
+// editModules runs an edit of the Kyma resource's spec.modules and says what it did: did when it
+// changed something, else already.
+func (f *kymaFlags) editModules(a *app, name, did, already string, edit func(*module.Cluster) (bool, error)) (*module.Cluster, error) {
+	cl, err := f.cluster(a)
+	if err != nil {
+		return nil, err
+	}
+	changed, err := edit(cl)
+	if err != nil {
+		return nil, err
+	}
+	if !changed {
+		did = already
+	}
+	a.printf("module %s %s in Kyma %s/%s\n", name, did, f.namespace, f.name)
+	return cl, nil
+}
+
 func (a *app) listModuleCmd() *cobra.Command {
 	var reg registryFlags
 	var kubeconfig, namespace, output string
@@ -123,21 +141,11 @@ func (a *app) enableModuleCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
-			cl, err := k.cluster(a)
-			if err != nil {
+			cl, err := k.editModules(a, args[0], "enabled", "was already enabled", func(cl *module.Cluster) (bool, error) {
+				return cl.Enable(ctx, k.namespace, k.name, module.ModuleSpec{Name: args[0], Channel: channel, CustomResourcePolicy: policy})
+			})
+			if err != nil || !waitReady {
 				return err
-			}
-			changed, err := cl.Enable(ctx, k.namespace, k.name, module.ModuleSpec{Name: args[0], Channel: channel, CustomResourcePolicy: policy})
-			if err != nil {
-				return err
-			}
-			if changed {
-				a.printf("module %s enabled in Kyma %s/%s\n", args[0], k.namespace, k.name)
-			} else {
-				a.printf("module %s was already enabled in Kyma %s/%s\n", args[0], k.namespace, k.name)
-			}
-			if !waitReady {
-				return nil
 			}
 			start := time.Now()
 			err = cl.WaitReady(ctx, k.namespace, k.name, args[0], time.Second, func(state string) {
@@ -169,20 +177,10 @@ func (a *app) disableModuleCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
-			cl, err := k.cluster(a)
-			if err != nil {
-				return err
-			}
-			changed, err := cl.Disable(ctx, k.namespace, k.name, args[0])
-			if err != nil {
-				return err
-			}
-			if changed {
-				a.printf("module %s disabled in Kyma %s/%s\n", args[0], k.namespace, k.name)
-			} else {
-				a.printf("module %s was not enabled in Kyma %s/%s\n", args[0], k.namespace, k.name)
-			}
-			return nil
+			_, err := k.editModules(a, args[0], "disabled", "was not enabled", func(cl *module.Cluster) (bool, error) {
+				return cl.Disable(ctx, k.namespace, k.name, args[0])
+			})
+			return err
 		},
 	}
 	k.add(c)

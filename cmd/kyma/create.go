@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -81,14 +79,7 @@ local archive (OCI layout).`,
 				reportPush(a, res, pushStart)
 			}
 			if template != "" {
-				data, err := module.TemplateYAML(art, module.TemplateOptions{Namespace: templateNS})
-				if err != nil {
-					return err
-				}
-				if err := os.WriteFile(template, data, 0o644); err != nil {
-					return fmt.Errorf("write template: %w", err)
-				}
-				a.printf("template written to %s\n", template)
+				return a.writeTemplate(art, module.TemplateOptions{Namespace: templateNS}, template)
 			}
 			return nil
 		},

@@ -178,19 +178,7 @@ func (a *app) templateModuleCmd() *cobra.Command {
 			if r != nil {
 				o.Registry, o.NameMapping = r.BaseURL(), r.NameMapping()
 			}
-			data, err := module.TemplateYAML(art, o)
-			if err != nil {
-				return err
-			}
-			if output == "" || output == "-" {
-				_, err = a.out.Write(data)
-				return err
-			}
-			if err := os.WriteFile(output, data, 0o644); err != nil {
-				return fmt.Errorf("write template: %w", err)
-			}
-			a.printf("template written to %s\n", output)
-			return nil
+			return a.writeTemplate(art, o, output)
 		},
 	}
 	src.add(c)
@@ -198,4 +186,21 @@ func (a *app) templateModuleCmd() *cobra.Command {
 	c.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace of the template (default: the module's)")
 	c.Flags().StringVarP(&output, "output", "o", "", "File to write (default: stdout)")
 	return c
+}
+
+// writeTemplate writes a module's ModuleTemplate to file ("" or "-": stdout).
+func (a *app) writeTemplate(art *module.Artifact, o module.TemplateOptions, file string) error {
+	data, err := module.TemplateYAML(art, o)
+	if err != nil {
+		return err
+	}
+	if file == "" || file == "-" {
+		_, err = a.out.Write(data)
+		return err
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		return fmt.Errorf("write template: %w", err)
+	}
+	a.printf("template written to %s\n", file)
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -64,21 +65,13 @@ type Networking struct {
 	Services string `json:"services"`
 }
 
-// Modules selects the Kyma modules: exactly one of Default and List is set.
-// Default true: the default modules; false: none. List (Default nil): exactly
-// these modules, possibly none.
-type Modules struct {
-	Default *bool    `json:"default,omitempty"`
-	List    []Module `json:"list,omitempty"`
-}
+// Modules selects the Kyma modules: exactly one of Default and List is set. Default true: the
+// default modules; false: none. List (Default nil): exactly these modules, possibly none. The
+// instance keeps them as they are validated here.
+type Modules = instance.Modules
 
-// Module is one Kyma module; empty Channel and CustomResourcePolicy mean the
-// module's defaults.
-type Module struct {
-	Name                 string `json:"name"`
-	Channel              string `json:"channel,omitempty"`
-	CustomResourcePolicy string `json:"customResourcePolicy,omitempty"`
-}
+// Module is one Kyma module; empty Channel and CustomResourcePolicy mean the module's defaults.
+type Module = instance.Module
 
 // UpdateParameters are validated update parameters: nil means unchanged.
 type UpdateParameters struct {
