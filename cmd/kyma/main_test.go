@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"context"
 	"fmt"
 	"os"
@@ -247,4 +248,12 @@ func TestCLIEndToEnd(t *testing.T) {
 	// Wrong credentials are refused.
 	r = runKyma(bin, work, nil, append([]string{"alpha", "push", "module", "--path", "archive", "-c", "keb:wrong"}, regFlags...)...)
 	require.Error(t, r.err)
+
+	// Credentials from the docker config.
+	dockerDir := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte(srv.Username + ":" + srv.Password))
+	require.NoError(t, os.WriteFile(filepath.Join(dockerDir, "config.json"), []byte(`{"auths":{"`+srv.Addr+`":{"auth":"`+auth+`"}}}`), 0o600))
+	r = runKyma(bin, work, []string{"DOCKER_CONFIG=" + dockerDir}, append([]string{"alpha", "list", "module"}, regFlags...)...)
+	require.NoError(t, r.err, r.stderr)
+	assert.Contains(t, r.stdout, "sample")
 }
