@@ -93,6 +93,10 @@ type Options struct {
 	// LogOutput, when set, receives the broker's log (JSON, debug level, through the same
 	// redacting logger the broker process uses).
 	LogOutput io.Writer
+	// Backends, when set, is the embedded provisioner's backend set (APP_PROVISIONER_SET_JSON)
+	// instead of the fast simulation; Clusters then reach the runtimes (real clusters).
+	Backends string
+	Clusters *runtimeclient.Clusters
 }
 
 func (o Options) clock() lifecycle.Clock {
@@ -155,6 +159,12 @@ func Start(t testing.TB, o Options) *Broker {
 	provOpts := provisioner.Options{
 		Config: provCfg, Backends: infrastructure.Config{SetJSON: simulation(t, o.FailureRate)}, PollInterval: 25 * time.Millisecond, Log: log,
 		Clusters: runtimeclient.Clusters{Simulated: runtimeclient.Simulated{InstallDuration: 100 * time.Millisecond, ConnectionDuration: 50 * time.Millisecond}},
+	}
+	if o.Backends != "" {
+		provOpts.Backends = infrastructure.Config{SetJSON: o.Backends}
+	}
+	if o.Clusters != nil {
+		provOpts.Clusters = *o.Clusters
 	}
 	if built.Director != nil {
 		provOpts.Director = built.Director

@@ -103,7 +103,14 @@ func (k *Kube) ApplyKyma(ctx context.Context, spec KymaSpec) error {
 	}
 	modules := make([]any, 0, len(spec.Modules))
 	for _, m := range spec.Modules {
-		modules = append(modules, map[string]any{"name": m})
+		entry := map[string]any{"name": m.Name}
+		if m.Channel != "" {
+			entry["channel"] = m.Channel
+		}
+		if m.CustomResourcePolicy != "" {
+			entry["customResourcePolicy"] = m.CustomResourcePolicy
+		}
+		modules = append(modules, entry)
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "operator.kyma-project.io/v1beta2",
