@@ -67,6 +67,7 @@ func TestThirtyRuntimesFourWorkers(t *testing.T) {
 
 	st = ot.Wait(t, b, id, time.Minute, nil, check)
 	require.Equal(t, dto.Succeeded, st.State, st.Description)
+	t.Logf("30 upgrades with 4 workers: %s from creation to the end (one runtime waited for its update)", st.UpdatedAt.Sub(st.CreatedAt).Round(time.Millisecond))
 	assert.Equal(t, 30, st.OperationStats[dto.Succeeded])
 	assert.Equal(t, "30 succeeded", st.Description)
 	ops := ot.Operations(t, b, id)
