@@ -197,7 +197,10 @@ func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng
 	if err != nil {
 		return nil, err
 	}
-	opts := provisioner.Options{Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log}
+	opts := provisioner.Options{
+		Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log,
+		DirectorRetryTime: cfg.Externals.Settings.RetryTime, DirectorCleanupTime: cfg.Externals.Settings.CleanupRetryTime,
+	}
 	if built.Director != nil {
 		opts.Director = built.Director
 	}
@@ -223,30 +226,28 @@ func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Clie
 }
 
 // externalSystems builds the external systems' clients; with the sandbox enabled (the default)
-// it first serves the stand-ins on APP_SANDBOX_ADDRESS, with their state in the broker's database
-// (objects) so that in-flight operations find it after a restart, and points every client at them.
+// it first serves the stand-ins on APP_SANDBOX_ADDRESS (plain HTTP) and APP_SANDBOX_TLS_ADDRESS
+// (the Connector and the runtimes' mutual-TLS endpoints), with their state in the broker's
+// database (objects) so that in-flight operations find it after a restart, and points every
+// client at them.
 func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger, objects sandbox.Store) (externals.Built, func(), error) {
 	stop := func() {}
 	if cfg.Settings.SandboxEnabled {
-		sb, err := standins.Open(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects})
+		l, err := standins.Listen(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects},
+			cfg.Settings.SandboxAddress, cfg.Settings.SandboxTLSAddress)
 		if err != nil {
-			return externals.Built{}, stop, err
+			return externals.Built{}, stop, fmt.Errorf("starting the sandbox on APP_SANDBOX_ADDRESS %s and APP_SANDBOX_TLS_ADDRESS %s: %w",
+				cfg.Settings.SandboxAddress, cfg.Settings.SandboxTLSAddress, err)
 		}
-		ln, err := net.Listen("tcp", cfg.Settings.SandboxAddress)
-		if err != nil {
-			return externals.Built{}, stop, fmt.Errorf("starting the sandbox on APP_SANDBOX_ADDRESS %s: %w", cfg.Settings.SandboxAddress, err)
-		}
-		srv := &http.Server{Handler: sb, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
 		stop = func() {
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_ = srv.Shutdown(shutdownCtx)
+			_ = l.Shutdown(shutdownCtx)
 		}
-		base := "http://" + ln.Addr().String()
-		cfg.PointAt(base, standins.DefaultCredentials())
-		log.WithFields(logrus.Fields{"address": base, "systems": sb.Systems()}).
-			Info("sandbox serving the external systems (APP_SANDBOX_ENABLED=false to use real ones); inspect it at " + base + "/_sandbox/")
+		cfg.PointAt(l.URL, standins.DefaultCredentials())
+		log.WithFields(logrus.Fields{"address": l.URL, "tlsAddress": l.TLSURL, "systems": l.Sandbox.Systems()}).
+			Info("sandbox serving the external systems (APP_SANDBOX_ENABLED=false to use real ones); inspect it at " + l.URL +
+				"/_sandbox/; its CA is at " + l.URL + "/_sandbox/connector/ca.pem")
 	}
 	built, err := cfg.Build()
 	if err != nil {

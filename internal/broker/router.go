@@ -12,6 +12,7 @@ import (
 	"code.cloudfoundry.org/lager/v3"
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
+	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/pivotal-cf/brokerapi/v10"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/sirupsen/logrus"
@@ -44,7 +45,7 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 	osb := osbGuard(maxBody, rejectMalformedBodies(brokerapi.NewWithOptions(b, lg)))
 
 	r := mux.NewRouter()
-	r.Use(requestLog(log))
+	r.Use(requestLog(log), health.WithRetryAfter)
 	r.PathPrefix("/v2/").Handler(rt.V2Auth(osb))
 	r.PathPrefix("/oauth/v2/").Handler(rt.OAuthAuth(stripPrefix("/oauth", "", osb)))
 	r.PathPrefix("/oauth/{region}/v2/").Handler(rt.OAuthAuth(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

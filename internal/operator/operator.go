@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
+	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -274,6 +275,12 @@ func list(q map[string][]string, key string) []string {
 }
 
 func (h *Handler) fail(w http.ResponseWriter, err error) {
+	if storage.IsUnavailable(err) {
+		h.log.WithError(err).Warn("operator request refused: database unavailable")
+		health.RetryLater(w)
+		writeError(w, http.StatusServiceUnavailable, health.UnavailableMessage)
+		return
+	}
 	h.log.WithError(err).Error("operator request failed")
 	writeError(w, http.StatusInternalServerError, "internal error, see the broker's log")
 }

@@ -127,7 +127,7 @@ func (g *fakeGardener) reconcileShoot(ctx context.Context, s *unstructured.Unstr
 }
 
 func (g *fakeGardener) playAgent(ctx context.Context) error {
-	_, err := g.core.CoreV1().Secrets(runtimeclient.KymaNamespace).Get(ctx, runtimeclient.AgentConfigSecret, metav1.GetOptions{})
+	_, err := g.core.CoreV1().Secrets(runtimeclient.AgentConfigNamespace).Get(ctx, runtimeclient.AgentConfigSecret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -246,7 +246,7 @@ func TestGardenerRuntimeLifecycle(t *testing.T) {
 	assert.Equal(t, "1.30", version)
 
 	// The runtime steps wrote into the runtime (this API server).
-	secret, err := e.core.CoreV1().Secrets(runtimeclient.KymaNamespace).Get(ctx, runtimeclient.AgentConfigSecret, metav1.GetOptions{})
+	secret, err := e.core.CoreV1().Secrets(runtimeclient.AgentConfigNamespace).Get(ctx, runtimeclient.AgentConfigSecret, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, tenant, string(secret.Data["TENANT"]))
 	assert.NotEmpty(t, secret.Data["TOKEN"])
