@@ -11,14 +11,14 @@ import (
 	ot "github.com/kyma-project/kyma-environment-broker/internal/orchestration/orchestrationtest"
 )
 
-// The broker is killed (SIGKILL) twice in the middle of an orchestration: the restarted
+// The broker is killed (SIGKILL) twice while an orchestration's upgrades run: the restarted
 // scheduler continues where the rows say, and every runtime is upgraded exactly once (one
 // engine operation each, one new configuration at the reconciler).
 func TestOrchestrationSurvivesKills(t *testing.T) {
 	const n, workers = 16, 3
-	child := onDefaults(t, "APP_ORCHESTRATION_POLL_INTERVAL=50ms", "APP_ORCHESTRATION_LOCK_RETRY_INTERVAL=100ms")
-	child.start()
-	b := child.client()
+	c := onDefaults(t, "APP_ORCHESTRATION_POLL_INTERVAL=50ms", "APP_ORCHESTRATION_LOCK_RETRY_INTERVAL=100ms")
+	c.start()
+	b := c.client()
 	ids, ops := provisionMany(t, b, n, "orch")
 	waitAll(t, b, ids, ops, 5*time.Minute)
 
@@ -30,26 +30,25 @@ func TestOrchestrationSurvivesKills(t *testing.T) {
 		at := ot.Wait(t, b, id, 2*time.Minute, func(st dto.StatusResponse) bool {
 			return st.OperationStats[dto.Succeeded] >= done && st.OperationStats[dto.InProgress] > 0
 		}, check)
-		child.kill()
+		c.kill()
 		t.Logf("killed the broker at %v", at.OperationStats)
-		child.start()
+		c.start()
 	}
 	st := ot.Wait(t, b, id, 5*time.Minute, nil, check)
 	require.Equal(t, dto.Succeeded, st.State, st.Description)
 	assert.Equal(t, n, st.OperationStats[dto.Succeeded])
 
-	store := child.openStore()
-	opsOf := ot.Operations(t, b, id)
-	assert.LessOrEqual(t, ot.MaxOverlap(t, store, opsOf), workers)
+	store := c.openStore()
+	assert.LessOrEqual(t, ot.MaxOverlap(t, store, ot.Operations(t, b, id)), workers)
 	ups := ot.UpgradesOf(t, store, ids)
 	assert.Len(t, ups, n)
 	for inst, count := range ups {
 		assert.Equal(t, 1, count, "instance %s upgraded once", inst)
 	}
-	clusters := readInventory(t, child.sandboxURL).liveClusters()
+	clusters := readInventory(t, c.sandboxURL).liveClusters()
 	require.Len(t, clusters, n)
-	for _, c := range clusters {
-		assert.Equal(t, "2.21.0", c.KymaVersion, c.RuntimeID)
-		assert.Equal(t, 2, c.ConfigurationVersionsCreated, "cluster %s: provisioning's configuration and one upgrade", c.RuntimeID)
+	for _, cl := range clusters {
+		assert.Equal(t, "2.21.0", cl.KymaVersion, cl.RuntimeID)
+		assert.Equal(t, 2, cl.ConfigurationVersionsCreated, "cluster %s: provisioning's configuration and one upgrade", cl.RuntimeID)
 	}
 }

@@ -30,7 +30,7 @@ func TestMaintenanceWindowSchedule(t *testing.T) {
 	require.NoError(t, err)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	m, err := NewManager(store, onePlan{}, Config{MaintenanceWindow: "01:00-03:00"}, log)
+	m, err := NewManager(store, onePlan{}, Config{MaintenanceWindow: "01:00-03:00", UpgradeTimeout: 90 * time.Minute}, log)
 	require.NoError(t, err)
 	at := func(s string) time.Time {
 		v, err := time.Parse(time.RFC3339, s)
@@ -67,8 +67,41 @@ func TestMaintenanceWindowSchedule(t *testing.T) {
 	assert.Equal(t, dto.InProgress, started.State)
 	op, err := store.Operations().GetOperation(ctx, started.OperationID)
 	require.NoError(t, err)
-	assert.Equal(t, at("2026-03-03T01:30:00Z").Add(3*time.Hour), op.Deadline, "the upgrade deadline (APP_BROKER_UPGRADE_TIMEOUT) counts from the start")
+	assert.Equal(t, at("2026-03-03T01:30:00Z").Add(90*time.Minute), op.Deadline, "the upgrade deadline (APP_BROKER_UPGRADE_TIMEOUT) counts from the start")
 	st, err := m.Get(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, dto.InProgress, st.State)
+}
+
+// A runtime deprovisioned after it was selected: its upgrade fails saying why, the others run.
+func TestDeprovisionedRuntimeFails(t *testing.T) {
+	ctx := context.Background()
+	store := storagetest.OpenSQLite(t)
+	for _, id := range []string{"i1", "i2"} {
+		_, err := store.Instances().InsertInstance(ctx, storage.Instance{InstanceID: id, RuntimeID: "r-" + id, PlanID: "aws-id"})
+		require.NoError(t, err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	m, err := NewManager(store, onePlan{}, Config{}, log)
+	require.NoError(t, err)
+	id, err := m.Create(ctx, dto.UpgradeCluster, dto.Parameters{
+		Targets: dto.TargetSpec{Include: []dto.Target{{PlanName: "aws"}}}, Kubernetes: &dto.KubernetesParameters{KubernetesVersion: "1.32"},
+		Strategy: dto.StrategySpec{Parallel: dto.ParallelSpec{Workers: 2}},
+	})
+	require.NoError(t, err)
+	inst, err := store.Instances().GetInstance(ctx, "i1")
+	require.NoError(t, err)
+	now := time.Now()
+	inst.DeletedAt = &now
+	_, err = store.Instances().UpdateInstance(ctx, inst)
+	require.NoError(t, err)
+
+	require.NoError(t, m.Scheduler().Tick(ctx))
+	ops, err := m.Operations(ctx, id, nil, storage.Paging{})
+	require.NoError(t, err)
+	require.Len(t, ops.Data, 2)
+	assert.Equal(t, dto.Failed, ops.Data[0].State)
+	assert.Equal(t, "the instance was deprovisioned", ops.Data[0].Description)
+	assert.Equal(t, dto.InProgress, ops.Data[1].State)
 }
