@@ -115,6 +115,13 @@ type Credentials struct {
 	ExpiresAt  time.Time
 }
 
+// AdministratorBinder is implemented by backends whose runtimes are namespaces of a shared
+// host: the runtime's administrators get its namespace, never the host (cluster-admin).
+type AdministratorBinder interface {
+	// BindAdministrators gives each user full rights on the runtime's namespace. Idempotent.
+	BindAdministrators(ctx context.Context, spec Spec, users []string) error
+}
+
 // CredentialIssuer is implemented by backends that hand out credentials scoped to one runtime
 // (a ServiceAccount of its own, bound to its namespace). The binding flow uses it to give
 // every OSB binding an account and token of its own.

@@ -45,6 +45,7 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 		if alloc, err = json.Marshal(st.Allocation); err != nil {
 			return op, 0, fmt.Errorf("encoding the runtime's allocation: %w", err)
 		}
+		op.Data.Allocated = true
 	}
 	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
 		if kc != "" {

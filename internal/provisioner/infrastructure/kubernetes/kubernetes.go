@@ -249,8 +249,9 @@ type Backend struct {
 }
 
 var (
-	_ infrastructure.Backend          = (*Backend)(nil)
-	_ infrastructure.CredentialIssuer = (*Backend)(nil)
+	_ infrastructure.Backend             = (*Backend)(nil)
+	_ infrastructure.CredentialIssuer    = (*Backend)(nil)
+	_ infrastructure.AdministratorBinder = (*Backend)(nil)
 )
 
 // Option changes a Backend.
@@ -725,6 +726,18 @@ func (b *Backend) IssueCredentials(ctx context.Context, spec infrastructure.Spec
 		return infrastructure.Credentials{}, err
 	}
 	return infrastructure.Credentials{Kubeconfig: c.Kubeconfig, ExpiresAt: c.ExpiresAt}, nil
+}
+
+// BindAdministrators gives the users full rights on the runtime's namespace only.
+func (b *Backend) BindAdministrators(ctx context.Context, spec infrastructure.Spec, users []string) error {
+	d, err := b.data(spec, false)
+	if err != nil {
+		return err
+	}
+	if err := b.issuer.Grant(ctx, d.Namespace, RuntimeAccount, d.Labels); err != nil {
+		return err
+	}
+	return b.issuer.BindUsers(ctx, d.Namespace, users, d.Labels)
 }
 
 // RevokeCredentials deletes account from the runtime's namespace; its tokens stop working.

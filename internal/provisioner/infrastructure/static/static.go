@@ -151,8 +151,9 @@ type Backend struct {
 }
 
 var (
-	_ infrastructure.Backend          = (*Backend)(nil)
-	_ infrastructure.CredentialIssuer = (*Backend)(nil)
+	_ infrastructure.Backend             = (*Backend)(nil)
+	_ infrastructure.CredentialIssuer    = (*Backend)(nil)
+	_ infrastructure.AdministratorBinder = (*Backend)(nil)
 )
 
 // New returns the backend of the pool named pool (validating spec).
@@ -319,7 +320,7 @@ func (b *Backend) IssueCredentials(ctx context.Context, spec infrastructure.Spec
 		return infrastructure.Credentials{}, err
 	}
 	ns := Namespace(spec.RuntimeID)
-	if err := iss.Grant(ctx, ns, account, map[string]string{"kyma-project.io/runtime-id": spec.RuntimeID, "app.kubernetes.io/managed-by": "keb"}); err != nil {
+	if err := iss.Grant(ctx, ns, account, runtimeLabels(spec.RuntimeID)); err != nil {
 		return infrastructure.Credentials{}, err
 	}
 	c, err := iss.Kubeconfig(ctx, ns, account, expiration)
@@ -327,6 +328,32 @@ func (b *Backend) IssueCredentials(ctx context.Context, spec infrastructure.Spec
 		return infrastructure.Credentials{}, err
 	}
 	return infrastructure.Credentials{Kubeconfig: c.Kubeconfig, ExpiresAt: c.ExpiresAt}, nil
+}
+
+// BindAdministrators gives the users full rights on the runtime's namespace on its host only;
+// a host without a kubeconfig has no cluster to bind them to.
+func (b *Backend) BindAdministrators(ctx context.Context, spec infrastructure.Spec, users []string) error {
+	h, _, err := b.host(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if !h.hasCluster() {
+		b.log.WithField("runtime_id", spec.RuntimeID).Info("static host has no kubeconfig: no administrators to bind")
+		return nil
+	}
+	iss, err := h.issuer()
+	if err != nil {
+		return err
+	}
+	labels := runtimeLabels(spec.RuntimeID)
+	if err := iss.Grant(ctx, Namespace(spec.RuntimeID), RuntimeAccount, labels); err != nil {
+		return err
+	}
+	return iss.BindUsers(ctx, Namespace(spec.RuntimeID), users, labels)
+}
+
+func runtimeLabels(runtimeID string) map[string]string {
+	return map[string]string{"kyma-project.io/runtime-id": runtimeID, "app.kubernetes.io/managed-by": "keb"}
 }
 
 // RevokeCredentials deletes account from the runtime's namespace; its tokens stop working.

@@ -6,6 +6,8 @@ package scoped
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -75,6 +77,23 @@ func (i *Issuer) Grant(ctx context.Context, namespace, account string, labels ma
 	}
 	if _, err := i.kube.RbacV1().RoleBindings(namespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating RoleBinding %s/%s: %w", namespace, rb.Name, err)
+	}
+	return nil
+}
+
+// BindUsers gives each user the namespace's Role (everything in the namespace, nothing
+// outside). Idempotent.
+func (i *Issuer) BindUsers(ctx context.Context, namespace string, users []string, labels map[string]string) error {
+	for _, u := range users {
+		sum := sha256.Sum256([]byte(u))
+		rb := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "admin-" + hex.EncodeToString(sum[:8]), Namespace: namespace, Labels: labels},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: RoleName},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: u}},
+		}
+		if _, err := i.kube.RbacV1().RoleBindings(namespace).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("binding %s to namespace %s: %w", u, namespace, err)
+		}
 	}
 	return nil
 }
