@@ -105,7 +105,6 @@ func (c *Client) watch(ctx context.Context, kube kubernetes.Interface, rv string
 	}
 }
 
-
 // apply builds a client from the Secret (unless this version is the current one).
 func (c *Client) apply(s *corev1.Secret) error {
 	if cur := c.current.Load(); cur != nil && cur.version == s.ResourceVersion && cur.err == nil {
