@@ -781,6 +781,24 @@ func (b *Backend) resources(spec infrastructure.Spec) ([]schema.GroupVersionReso
 	return out, d, nil
 }
 
+// objectRef is where to look for a runtime's objects of one kind.
+type objectRef struct {
+	gvr       schema.GroupVersionResource
+	namespace string
+}
+
+// objectRefs: every kind in the runtime's namespace and in spec.namespace, where runtimes
+// provisioned before they had namespaces of their own keep their objects.
+func objectRefs(gvrs []schema.GroupVersionResource, namespaces ...string) []objectRef {
+	var out []objectRef
+	for _, ns := range namespaces {
+		for _, gvr := range gvrs {
+			out = append(out, objectRef{gvr: gvr, namespace: ns})
+		}
+	}
+	return out
+}
+
 func selector(runtimeID string) string {
 	return LabelRuntimeID + "=" + runtimeID + "," + LabelManagedBy + "=" + ManagedBy
 }
@@ -802,11 +820,12 @@ func (b *Backend) delete(ctx context.Context, spec infrastructure.Spec) error {
 		return err
 	}
 	fg := metav1.DeletePropagationForeground
-	for _, gvr := range gvrs {
-		ri := b.dyn.Resource(gvr).Namespace(d.Namespace)
+	for _, ref := range objectRefs(gvrs, d.Namespace, b.spec.Namespace) {
+		ri := b.dyn.Resource(ref.gvr).Namespace(ref.namespace)
+		gvr := ref.gvr
 		list, err := ri.List(ctx, metav1.ListOptions{LabelSelector: selector(spec.RuntimeID)})
 		if err != nil {
-			return fmt.Errorf("listing %s: %w", gvr.Resource, err)
+			return fmt.Errorf("listing %s in %s: %w", gvr.Resource, ref.namespace, err)
 		}
 		for _, item := range list.Items {
 			if item.GetDeletionTimestamp() != nil {
@@ -829,10 +848,10 @@ func (b *Backend) Deleted(ctx context.Context, spec infrastructure.Spec) (bool, 
 	if err != nil {
 		return false, fmt.Errorf("checking whether runtime %s is deleted: %w", spec.RuntimeID, err)
 	}
-	for _, gvr := range gvrs {
-		list, err := b.dyn.Resource(gvr).Namespace(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector(spec.RuntimeID), Limit: 1})
+	for _, ref := range objectRefs(gvrs, d.Namespace, b.spec.Namespace) {
+		list, err := b.dyn.Resource(ref.gvr).Namespace(ref.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector(spec.RuntimeID), Limit: 1})
 		if err != nil {
-			return false, fmt.Errorf("checking whether runtime %s is deleted: listing %s: %w", spec.RuntimeID, gvr.Resource, err)
+			return false, fmt.Errorf("checking whether runtime %s is deleted: listing %s in %s: %w", spec.RuntimeID, ref.gvr.Resource, ref.namespace, err)
 		}
 		if len(list.Items) > 0 {
 			return false, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -350,6 +351,15 @@ func TestLifecycle(t *testing.T) {
 	unknown.Cluster.MachineType = "quantum-9000"
 	assert.ErrorContains(t, b.Create(ctx, unknown), `machine type "quantum-9000" has no known size: add it to spec.machine_types`)
 
+	// An object of the runtime where runtimes lived before they had namespaces of their own.
+	_, err = kubetest.Clientset(t).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.prefix}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	legacy := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{
+		"name": name, "namespace": e.prefix, "labels": map[string]any{kubernetes.LabelRuntimeID: rtID, kubernetes.LabelManagedBy: "keb"}},
+		"spec": map[string]any{"ports": []any{map[string]any{"port": int64(80)}}}}}
+	_, err = e.dyn.Resource(svcGVR).Namespace(e.prefix).Create(ctx, legacy, metav1.CreateOptions{})
+	require.NoError(t, err)
+
 	gone, err := b.Deleted(ctx, spec)
 	require.NoError(t, err)
 	assert.False(t, gone)
@@ -363,12 +373,18 @@ func TestLifecycle(t *testing.T) {
 	assert.False(t, gone)
 
 	e.collectGarbage(t, ns, rtID)
+	gone, err = b.Deleted(ctx, spec)
+	require.NoError(t, err)
+	assert.False(t, gone, "the legacy object is still being deleted")
+	e.collectGarbage(t, e.prefix, rtID)
 	require.Eventually(t, func() bool {
 		gone, err := b.Deleted(ctx, spec)
 		return err == nil && gone
 	}, 10*time.Second, 100*time.Millisecond)
 	_, err = e.dyn.Resource(stsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "StatefulSet deleted")
+	_, err = e.dyn.Resource(svcGVR).Namespace(e.prefix).Get(ctx, name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the legacy Service deleted")
 	require.NoError(t, b.Delete(ctx, spec), "deleting a deleted runtime is fine")
 	_, err = b.Status(ctx, spec)
 	assert.ErrorIs(t, err, infrastructure.ErrNotFound)
