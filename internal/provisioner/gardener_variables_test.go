@@ -3,12 +3,13 @@ package provisioner_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
@@ -84,13 +85,12 @@ func TestGardenerVariables(t *testing.T) {
 
 	// The provisioner builds its gardener backend from them.
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-users: [{name: u, user: {token: t}}]
-`), 0o600))
+	require.NoError(t, clientcmd.WriteToFile(clientcmdapi.Config{ // a garden nobody listens on: nothing connects before a call
+		Clusters:       map[string]*clientcmdapi.Cluster{"garden": {Server: "https://127.0.0.1:1"}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"garden": {Token: "t"}},
+		Contexts:       map[string]*clientcmdapi.Context{"garden": {Cluster: "garden", AuthInfo: "garden"}},
+		CurrentContext: "garden",
+	}, kc))
 	cfg.GardenerKubeconfigPath = kc
 	p, err := provisioner.New(context.Background(), openStore(t), provisioner.Options{Config: cfg, Environ: []string{"APP_GARDENER_PROJECT=frog", "APP_GARDENER_KUBECONFIG_PATH=" + kc}, Log: quiet()})
 	require.NoError(t, err)

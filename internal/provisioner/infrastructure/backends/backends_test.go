@@ -25,13 +25,7 @@ var ctx = context.Background()
 // allocs is never called: building a static backend only keeps it.
 type allocs struct{ storage.StaticAllocations }
 
-const kubeconfig = `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-users: [{name: u, user: {token: t}}]
-`
+const kubeconfig = seed004.UnreachableKubeconfig
 
 func TestDefaultIsSimulated(t *testing.T) {
 	var cfg infrastructure.Config
@@ -86,13 +80,7 @@ func TestSeedSetFromEnv(t *testing.T) {
 	doc, err := seed004.SetJSON()
 	require.NoError(t, err)
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "kubeconfig.yaml"), []byte(kubeconfig), 0o600))
-	require.NoError(t, os.Mkdir(filepath.Join(dir, "templates"), 0o700))
-	for _, f := range []string{"statefulset", "service", "grpc_ingress", "http_ingress"} {
-		text, err := seed004.Template(f)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", f+".yaml"), []byte(text), 0o600))
-	}
+	require.NoError(t, seed004.WriteExample(dir, []byte(kubeconfig)))
 	t.Chdir(dir)
 	t.Setenv(infrastructure.EnvRillSetJSON, doc)
 	t.Setenv(infrastructure.EnvRillDefault, "kubernetes-example")

@@ -179,13 +179,7 @@ func nested(t *testing.T, u *unstructured.Unstructured, path ...string) any {
 // directory: kubeconfig.yaml (the test server's) and templates/*.yaml (the seed's own text).
 func seedDir(t *testing.T, kc string) string {
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "kubeconfig.yaml"), []byte(kc), 0o600))
-	require.NoError(t, os.Mkdir(filepath.Join(dir, "templates"), 0o700))
-	for _, f := range []string{"statefulset", "service", "grpc_ingress", "http_ingress"} {
-		text, err := seed004.Template(f)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", f+".yaml"), []byte(text), 0o600))
-	}
+	require.NoError(t, seed004.WriteExample(dir, []byte(kc)))
 	return dir
 }
 
@@ -522,13 +516,7 @@ func TestSpecValidation(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("kind: {{ .Nope"), 0o600))
 	kc := filepath.Join(dir, "kubeconfig")
-	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-users: [{name: u, user: {token: t}}]
-`), 0o600))
+	require.NoError(t, os.WriteFile(kc, []byte(seed004.UnreachableKubeconfig), 0o600))
 	base := `"kubeconfig_path": "` + kc + `", "host": "http://node-*.localhost", "image": "img", "data_dir": "/mnt/data"`
 	for raw, want := range map[string]string{
 		`{` + base + `}`:                        "spec.namespace is required",

@@ -6,6 +6,8 @@ package seed004
 import (
 	_ "embed"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -44,3 +46,35 @@ func block(s, what string) (string, error) {
 	}
 	return m[1], nil
 }
+
+// WriteExample writes into dir what seed 004's kubernetes example points at, relative to the
+// working directory: kubeconfig.yaml (kubeconfig) and templates/<field>.yaml (the seed's four
+// templates, as written).
+func WriteExample(dir string, kubeconfig []byte) error {
+	if err := os.WriteFile(filepath.Join(dir, "kubeconfig.yaml"), kubeconfig, 0o600); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "templates"), 0o700); err != nil {
+		return err
+	}
+	for _, f := range []string{"statefulset", "service", "grpc_ingress", "http_ingress"} {
+		text, err := Template(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "templates", f+".yaml"), []byte(text), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UnreachableKubeconfig is a well-formed kubeconfig of a server nobody listens on: backends
+// accept it, and nothing connects before a call.
+const UnreachableKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+users: [{name: u, user: {token: t}}]
+`
