@@ -17,7 +17,7 @@ WORKDIR /data
 VOLUME /data
 # Inside a container the broker and its embedded sandbox listen on every interface; outside one
 # they keep to loopback by default.
-ENV APP_HOST=0.0.0.0 APP_SANDBOX_ADDRESS=0.0.0.0:8090
-EXPOSE 8080 8090
+ENV APP_HOST=0.0.0.0 APP_SANDBOX_ADDRESS=0.0.0.0:8090 APP_SANDBOX_TLS_ADDRESS=0.0.0.0:8443
+EXPOSE 8080 8090 8443
 USER nonroot
 ENTRYPOINT ["/broker"]

@@ -5,18 +5,24 @@
 # scripts/with-kube.sh reuses $KEB_TEST_KUBECONFIG if set, otherwise it starts
 # a throwaway one. kube-apiserver is built from source once (several minutes)
 # and cached in ${KEB_CACHE_DIR:-$HOME/.cache/keb}/bin.
+# The Swagger UI test drives a headless Chromium: scripts/with-chromium.sh finds
+# it (or $KEB_CHROMIUM) and installs Debian's chromium when it is missing.
+# Module tests start their own OCI registries (internal/module/moduletest, scripts/registry.sh:
+# Debian's docker-registry on random loopback ports, with and without basic auth and TLS);
+# the script installs docker-registry, htpasswd, openssl and curl with apt-get if missing.
 
-.PHONY: test bench bench-engine bench-storage vet fmt build run kube-apiserver
+.PHONY: test bench bench-engine bench-storage bench-runtimes vet fmt build run kube-apiserver
 
 test:
-	bash scripts/with-postgres.sh bash scripts/with-kube.sh go test -count=1 -timeout 30m ./...
+	bash scripts/registry.sh install
+	bash scripts/with-postgres.sh bash scripts/with-kube.sh bash scripts/with-chromium.sh go test -count=1 -timeout 30m ./...
 
 # Builds (or finds cached) the kube-apiserver binary used by the tests.
 kube-apiserver:
 	bash scripts/kube.sh build
 
 # Umbrella target; further benchmarks get added as dependencies.
-bench: bench-engine bench-storage
+bench: bench-engine bench-storage bench-runtimes
 
 bench-engine:
 	bash scripts/with-postgres.sh go run ./internal/engine/bench
@@ -24,6 +30,10 @@ bench-engine:
 # Go benchmarks of the PostgreSQL store (SaveProgress, an instance's newest operation).
 bench-storage:
 	bash scripts/with-postgres.sh go test -run '^$$' -bench . -benchmem ./internal/storage/...
+
+# GET /runtimes with every filter against 10,000 seeded instances, on PostgreSQL and SQLite.
+bench-runtimes:
+	bash scripts/with-postgres.sh go test -run '^$$' -bench Runtimes -benchtime 50x ./internal/operator/runtimesbench/
 
 vet:
 	go vet ./...

@@ -5,6 +5,8 @@
 #   scripts/postgres.sh stop <dir>         stop the cluster and remove <dir>
 #   scripts/postgres.sh reap <dir> <pid>   wait until <pid> exits, then "stop <dir>"
 #                                          (safety net for killed/timed-out test binaries)
+#   scripts/postgres.sh pause <dir>        stop the server, keeping the cluster (an outage)
+#   scripts/postgres.sh resume <dir>       start a paused server again on the same port
 #
 # The URL (postgres://keb:keb@127.0.0.1:PORT/postgres?sslmode=disable) goes to
 # stdout and to <dir>/url; everything else goes to stderr, so callers can do
@@ -186,6 +188,27 @@ cmd_stop() {
 	rm -rf "$dir"
 }
 
+cmd_pause() {
+	local dir=${1:?usage: postgres.sh pause <dir>}
+	dir=$(cd "$dir" && pwd -P)
+	[[ -e $dir/$MARKER ]] || die "$dir was not created by postgres.sh start"
+	cd "$dir"
+	local bin
+	bin=$(find_pg_bin) || die "pg_ctl not found"
+	# fast: clients see their connections terminated (57P01), as in a real outage.
+	as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >&2
+}
+
+cmd_resume() {
+	local dir=${1:?usage: postgres.sh resume <dir>}
+	dir=$(cd "$dir" && pwd -P)
+	[[ -e $dir/$MARKER && -f $dir/port ]] || die "$dir was not created by postgres.sh start"
+	cd "$dir"
+	local bin
+	bin=$(find_pg_bin) || die "pg_ctl not found"
+	as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -o "-p $(cat "$dir/port")" -w -t 120 start >&2
+}
+
 cmd_reap() {
 	local dir=${1:?usage: postgres.sh reap <dir> <pid>} pid=${2:?usage: postgres.sh reap <dir> <pid>}
 	while kill -0 "$pid" 2>/dev/null; do sleep 1; done
@@ -196,5 +219,7 @@ case "${1:-}" in
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
 reap) shift; cmd_reap "$@" ;;
-*) echo "usage: $0 {start <dir>|stop <dir>|reap <dir> <pid>}" >&2; exit 2 ;;
+pause) shift; cmd_pause "$@" ;;
+resume) shift; cmd_resume "$@" ;;
+*) echo "usage: $0 {start <dir>|stop <dir>|reap <dir> <pid>|pause <dir>|resume <dir>}" >&2; exit 2 ;;
 esac

@@ -1,6 +1,7 @@
 // Command sandbox serves the stand-ins for the broker's external systems (AVS, EDP, IAS, Service
-// Manager, Azure, Reconciler, Director) on
-// APP_SANDBOX_ADDRESS, with inspection and fault injection under /_sandbox/. The stand-ins keep their
+// Manager, Azure, Reconciler, Director, Connector) on APP_SANDBOX_ADDRESS (plain HTTP) and
+// APP_SANDBOX_TLS_ADDRESS (TLS with a certificate of the sandbox CA, for the Connector and the
+// runtimes' mutual-TLS endpoints), with inspection and fault injection under /_sandbox/. The stand-ins keep their
 // state in a SQLite file of their own (-db, APP_SANDBOX_DB), so a restarted sandbox answers as
 // before. See docs/user/sandbox.md.
 package main
@@ -10,7 +11,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -31,6 +31,7 @@ import (
 // well-known defaults (internal/sandbox/standins).
 type config struct {
 	Address              string `envconfig:"ADDRESS" default:"127.0.0.1:8090"`
+	TLSAddress           string `envconfig:"TLS_ADDRESS" default:"127.0.0.1:8443"`
 	DB                   string `envconfig:"DB" default:"sandbox.db"`
 	AVSClientID          string `envconfig:"AVS_CLIENT_ID"`
 	AVSClientSecret      string `envconfig:"AVS_CLIENT_SECRET"`
@@ -107,14 +108,15 @@ func parseIDs(s string) ([]int64, error) {
 	return ids, nil
 }
 
-// run serves until ctx ends; ready, when not nil, receives the listening address.
-func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.Addr)) error {
+// run serves until ctx ends; ready, when not nil, receives the listeners.
+func run(ctx context.Context, args []string, log *logrus.Logger, ready func(*standins.Listeners)) error {
 	var cfg config
 	if err := envconfig.Process("APP_SANDBOX", &cfg); err != nil {
 		return fmt.Errorf("reading configuration: %w", err)
 	}
 	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
 	fs.StringVar(&cfg.Address, "address", cfg.Address, "listen address (APP_SANDBOX_ADDRESS)")
+	fs.StringVar(&cfg.TLSAddress, "tls-address", cfg.TLSAddress, "TLS listen address for the Connector and mutual-TLS endpoints (APP_SANDBOX_TLS_ADDRESS)")
 	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite file keeping the stand-ins' state, created when missing (APP_SANDBOX_DB)")
 	seed := fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the random source deciding which requests get injected errors")
 	for _, c := range []struct {
@@ -139,7 +141,7 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 	fs.DurationVar(&o.AzureActivationTime, "azure-activation-time", 0, "how long Event Hubs namespaces stay Activating")
 	fs.DurationVar(&o.AzureDeletionTime, "azure-deletion-time", 0, "how long resource groups stay Deleting")
 	// The stand-ins' names, for the per-system fault flags.
-	systems := []string{"avs", "edp", "ias", "servicemanager", "azure", "reconciler", "director"}
+	systems := []string{"avs", "edp", "ias", "servicemanager", "azure", "reconciler", "director", "connector"}
 	faultsOf := map[string]func() (sandbox.Faults, error){}
 	for _, sys := range systems {
 		faultsOf[sys] = faultFlags(fs, sys)
@@ -178,39 +180,38 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(net.
 		}
 	}()
 	o.Store = objects
-	sb, err := standins.Open(ctx, o)
+	l, err := standins.Listen(ctx, o, cfg.Address, cfg.TLSAddress)
 	if err != nil {
 		return err
 	}
 	for _, sys := range systems {
-		if err := sb.SetFaults(sys, faults[sys]); err != nil {
+		if err := l.Sandbox.SetFaults(sys, faults[sys]); err != nil {
+			_ = l.Shutdown(ctx)
 			return err
 		}
 	}
-
-	ln, err := net.Listen("tcp", cfg.Address)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", cfg.Address, err)
-	}
-	srv := &http.Server{Handler: sb, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.WithFields(logrus.Fields{"address": ln.Addr().String(), "systems": sb.Systems(), "seed": *seed, "db": cfg.DB}).Info("sandbox listening")
+	log.WithFields(logrus.Fields{"address": l.URL, "tlsAddress": l.TLSURL, "connector": l.ConnectorURL(), "systems": l.Sandbox.Systems(),
+		"seed": *seed, "db": cfg.DB}).Info("sandbox listening; the sandbox CA is at " + l.URL + "/_sandbox/connector/ca.pem")
 	if ready != nil {
-		ready(ln.Addr())
+		ready(l)
 	}
 	select {
-	case err := <-errc:
+	case err := <-l.Err():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = l.Shutdown(shutdownCtx)
 		return err
 	case <-ctx.Done():
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	if err := l.Shutdown(shutdownCtx); err != nil {
 		return err
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
+	for range 2 {
+		if err := <-l.Err(); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
 	}
 	log.Info("sandbox stopped")
 	return nil

@@ -2,8 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,14 +23,14 @@ func start(t *testing.T, ctx context.Context, args ...string) (string, <-chan er
 	t.Helper()
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	addrc := make(chan net.Addr, 1)
+	addrc := make(chan *standins.Listeners, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"-address", "127.0.0.1:0"}, args...), log, func(a net.Addr) { addrc <- a })
+		done <- run(ctx, append([]string{"-address", "127.0.0.1:0", "-tls-address", "127.0.0.1:0"}, args...), log, func(l *standins.Listeners) { addrc <- l })
 	}()
 	select {
-	case a := <-addrc:
-		return "http://" + a.String(), done
+	case l := <-addrc:
+		return l.URL, done
 	case err := <-done:
 		t.Fatalf("run returned early: %v", err)
 	case <-time.After(5 * time.Second):
@@ -132,7 +134,37 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-avs-parent-ids", "x"},
 		{"-no-such-flag"},
 	} {
-		err := run(context.Background(), append([]string{"-address", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "s.db")}, args...), log, nil)
+		err := run(context.Background(), append([]string{"-address", "127.0.0.1:0", "-tls-address", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "s.db")}, args...), log, nil)
 		assert.Error(t, err, "%v", args)
 	}
+}
+
+func TestRunServesTheTLSListenerWithACertificateOfTheSandboxCA(t *testing.T) {
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	ctx, cancel := context.WithCancel(context.Background())
+	lc := make(chan *standins.Listeners, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-address", "127.0.0.1:0", "-tls-address", "127.0.0.1:0", "-db", filepath.Join(t.TempDir(), "s.db")}, log,
+			func(l *standins.Listeners) { lc <- l })
+	}()
+	var l *standins.Listeners
+	select {
+	case l = <-lc:
+	case err := <-done:
+		t.Fatalf("run returned early: %v", err)
+	}
+	defer stop(t, cancel, done)
+
+	code, caPEM := get(t, l.URL+"/_sandbox/connector/ca.pem")
+	require.Equal(t, http.StatusOK, code)
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM([]byte(caPEM)))
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	resp, err := client.Get(l.TLSURL + "/_sandbox/")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.True(t, strings.HasPrefix(l.ConnectorURL(), l.TLSURL+"/connector/"))
 }

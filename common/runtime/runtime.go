@@ -19,7 +19,8 @@ type Operation struct {
 
 // Status is a runtime's state and its newest operation of each kind.
 type Status struct {
-	// State: provisioning, provisioned, failed, updating, deprovisioning, deprovisioned.
+	// State: provisioning, provisioned, failed, updating, upgrading, deprovisioning,
+	// deprovisioned, suspended.
 	State          string     `json:"state"`
 	CreatedAt      time.Time  `json:"createdAt"`
 	ModifiedAt     time.Time  `json:"modifiedAt"`
@@ -27,6 +28,13 @@ type Status struct {
 	Provisioning   *Operation `json:"provisioning,omitempty"`
 	Deprovisioning *Operation `json:"deprovisioning,omitempty"`
 	Update         *Operation `json:"update,omitempty"`
+	// UpgradingKyma and UpgradingCluster are the newest upgrades (orchestrations run them);
+	// Suspension the newest suspension (trial deactivation or expiry).
+	UpgradingKyma    *Operation `json:"upgradingKyma,omitempty"`
+	UpgradingCluster *Operation `json:"upgradingCluster,omitempty"`
+	Suspension       *Operation `json:"suspension,omitempty"`
+	// Operations are every operation of the runtime, newest first (op_detail=all only).
+	Operations []Operation `json:"operations,omitempty"`
 }
 
 // DTO is one runtime (service instance) in GET /runtimes.
@@ -42,6 +50,65 @@ type DTO struct {
 	DashboardURL    string          `json:"dashboardURL,omitempty"`
 	Parameters      json.RawMessage `json:"parameters,omitempty"`
 	Status          Status          `json:"status"`
+	// ExpiredAt is when a trial or free instance expired; ExpiresAt when it will (plans
+	// with expiry_days only, while not expired).
+	ExpiredAt *time.Time `json:"expiredAt,omitempty"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// KymaConfig and ClusterConfig are the provisioner's (kyma_config=true,
+	// cluster_config=true); ConfigError says why they could not be read.
+	KymaConfig    json.RawMessage `json:"kymaConfig,omitempty"`
+	ClusterConfig json.RawMessage `json:"clusterConfig,omitempty"`
+	ConfigError   string          `json:"configError,omitempty"`
+}
+
+// Counts are GET /info/runtimes: live runtimes per plan (by name), region and state.
+type Counts struct {
+	Total   int            `json:"total"`
+	Plans   map[string]int `json:"plans"`
+	Regions map[string]int `json:"regions"`
+	States  map[string]int `json:"states"`
+	// Rows are the counts per plan, region and state together.
+	Rows []CountRow `json:"rows"`
+}
+
+// CountRow is the number of runtimes of one plan in one region and state.
+type CountRow struct {
+	Plan   string `json:"plan"`
+	Region string `json:"region"`
+	State  string `json:"state"`
+	Count  int    `json:"count"`
+}
+
+// Orphan is a deprovisioning whose steps were left executed but not completed, and what the
+// re-trigger job did about them (GET /info/orphans).
+type Orphan struct {
+	OperationID     string    `json:"operationID"`
+	InstanceID      string    `json:"instanceID"`
+	Type            string    `json:"type"`
+	Steps           []string  `json:"steps"`
+	State           string    `json:"state"`
+	Attempts        int       `json:"attempts"`
+	LastOperationID string    `json:"lastOperationID,omitempty"`
+	LastError       string    `json:"lastError,omitempty"`
+	Since           time.Time `json:"since"`
+	UpdatedAt       time.Time `json:"updatedAt"`
+}
+
+// OrphanPage is one page of GET /info/orphans.
+type OrphanPage struct {
+	Data       []Orphan `json:"data"`
+	Count      int      `json:"count"`
+	TotalCount int      `json:"totalCount"`
+}
+
+// Expired is the answer of PUT /expire/service_instance/{id}.
+type Expired struct {
+	InstanceID string    `json:"instanceID"`
+	ExpiredAt  time.Time `json:"expiredAt"`
+	// OperationID is the suspension removing the runtime.
+	OperationID string `json:"operationID,omitempty"`
+	// AlreadyExpired: a repeat, nothing new was started.
+	AlreadyExpired bool `json:"alreadyExpired,omitempty"`
 }
 
 // Page is one page of GET /runtimes.

@@ -3,6 +3,7 @@ package acceptance
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 
@@ -30,6 +31,17 @@ type inventory struct {
 	Azure      azure.Objects
 	Reconciler reconciler.Objects
 	Director   director.Objects
+	// Tokens are the Director's one-time tokens still valid, per runtime (validTokens of its
+	// objects; nil where the stand-in does not report them).
+	Tokens map[string]*int
+}
+
+// directorTokens is the part of the Director's objects that says which one-time tokens are valid.
+type directorTokens struct {
+	Tenants map[string][]struct {
+		ID          string `json:"id"`
+		ValidTokens *int   `json:"validTokens"`
+	} `json:"tenants"`
 }
 
 func readInventory(t testing.TB, sandboxURL string) inventory {
@@ -41,9 +53,21 @@ func readInventory(t testing.TB, sandboxURL string) inventory {
 	} {
 		resp, err := http.Get(sandboxURL + "/_sandbox/" + sys + "/objects")
 		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode, sys)
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(into), sys)
+		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, sys)
+		require.NoError(t, json.Unmarshal(body, into), sys)
+		if sys == "director" {
+			var tokens directorTokens
+			require.NoError(t, json.Unmarshal(body, &tokens))
+			inv.Tokens = map[string]*int{}
+			for _, rts := range tokens.Tenants {
+				for _, rt := range rts {
+					inv.Tokens[rt.ID] = rt.ValidTokens
+				}
+			}
+		}
 	}
 	return inv
 }
@@ -120,6 +144,21 @@ func assertOnePerRuntime(t *testing.T, inv inventory, n int) {
 	assert.Len(t, inv.liveClusters(), n)
 	assert.Equal(t, n, inv.directorRuntimes())
 	assertNoDuplicates(t, inv)
+	assertOneCredentialEach(t, inv)
+}
+
+// assertOneCredentialEach checks that no extra valid credential exists: one client secret per
+// IAS service provider and one valid one-time token per runtime in the Director.
+func assertOneCredentialEach(t *testing.T, inv inventory) {
+	t.Helper()
+	for _, sp := range inv.IAS.ServiceProviders {
+		assert.Equal(t, 1, sp.Secrets, "IAS service provider %s has %d client secrets", sp.Name, sp.Secrets)
+	}
+	for id, valid := range inv.Tokens {
+		if assert.NotNil(t, valid, "the Director stand-in reports no validTokens for runtime %s", id) {
+			assert.Equal(t, 1, *valid, "Director runtime %s has %d valid one-time tokens", id, *valid)
+		}
+	}
 }
 
 // assertNothingLeft checks that deprovisioning removed everything, each object once.

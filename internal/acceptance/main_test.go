@@ -1,50 +1,41 @@
 package acceptance
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/app"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
-	"github.com/sirupsen/logrus"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 )
 
-// childEnv marks the test binary started as a broker process by the kill-and-restart test;
-// childSandbox is the sandbox it talks to.
-const (
-	childEnv     = "KEB_ACCEPTANCE_BROKER"
-	childSandbox = "KEB_ACCEPTANCE_SANDBOX_URL"
-)
+// brokerBinary is ./cmd/broker built once by TestMain: the tests run the program users run.
+var brokerBinary string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
-		os.Exit(runChildBroker())
-	}
-	os.Exit(m.Run())
+	os.Exit(run(m))
 }
 
-// runChildBroker serves the broker as cmd/broker does, its external systems pointed at the test's
-// sandbox, until it is signalled (or killed).
-func runChildBroker() int {
-	log := logrus.New()
-	log.SetFormatter(&logrus.JSONFormatter{})
-	log.SetLevel(logrus.WarnLevel)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg, err := app.Load()
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "keb-acceptance-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg.Externals.Settings.SandboxEnabled = false
-	cfg.Externals.PointAt(os.Getenv(childSandbox), standins.DefaultCredentials())
-	if err := app.Serve(ctx, cfg, log); err != nil {
+	defer os.RemoveAll(dir)
+	root, err := testenv.RepoRoot()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return 0
+	brokerBinary = filepath.Join(dir, "broker")
+	build := exec.Command("go", "build", "-o", brokerBinary, "./cmd/broker")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "building ./cmd/broker: %v\n", err)
+		return 1
+	}
+	return pgtest.Run(m)
 }

@@ -6,8 +6,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	dto "github.com/kyma-project/kyma-environment-broker/common/orchestration"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
-	"github.com/kyma-project/kyma-environment-broker/internal/operator"
+	ot "github.com/kyma-project/kyma-environment-broker/internal/orchestration/orchestrationtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,11 +31,10 @@ func TestOperatorTriggeredUpgrades(t *testing.T) {
 		"kyma":    map[string]any{"version": "2.21.0"},
 	})
 	require.Equal(t, http.StatusAccepted, r.Status, r.String())
-	var started operator.UpgradeResponse
-	r.JSON(t, &started)
-	require.Len(t, started.Operations, 1, "the excluded instance is not upgraded")
-	assert.Equal(t, id, started.Operations[0].InstanceID)
-	upgrade := started.Operations[0].OperationID
+	started := orchestrationOperations(t, b, r)
+	require.Len(t, started, 1, "the excluded instance is not upgraded")
+	assert.Equal(t, id, started[0].InstanceID)
+	upgrade := started[0].OperationID
 	waitOperation(t, b, upgrade, storage.StateSucceeded)
 
 	steps, skipped := stepsOf(events(t, b, upgrade))
@@ -56,10 +56,10 @@ func TestOperatorTriggeredUpgrades(t *testing.T) {
 		"targets": map[string]any{"include": []map[string]any{{"globalAccount": "ga-up2"}}}, "kubernetes": map[string]any{"kubernetesVersion": "1.32"},
 	})
 	require.Equal(t, http.StatusAccepted, r.Status, r.String())
-	r.JSON(t, &started)
-	require.Len(t, started.Operations, 1)
-	assert.Equal(t, other, started.Operations[0].InstanceID)
-	waitOperation(t, b, started.Operations[0].OperationID, storage.StateSucceeded)
+	started = orchestrationOperations(t, b, r)
+	require.Len(t, started, 1)
+	assert.Equal(t, other, started[0].InstanceID)
+	waitOperation(t, b, started[0].OperationID, storage.StateSucceeded)
 
 	r = b.Do(http.MethodPost, "/upgrade/kyma", map[string]any{"targets": map[string]any{"include": []map[string]any{{"target": "all"}}}, "kyma": map[string]any{}})
 	assert.Equal(t, http.StatusBadRequest, r.Status)
@@ -72,6 +72,15 @@ func TestOperatorTriggeredUpgrades(t *testing.T) {
 	inv = readInventory(t, b.SandboxURL)
 	assert.Len(t, inv.SM.Instances, 1, "only the other runtime's EMS remains")
 	assert.Len(t, inv.liveClusters(), 1)
+}
+
+// orchestrationOperations waits until the orchestration created by r has finished and returns its operations.
+func orchestrationOperations(t *testing.T, b *bt.Broker, r bt.Response) []dto.OperationResponse {
+	t.Helper()
+	var created dto.UpgradeResponse
+	r.JSON(t, &created)
+	ot.Wait(t, b, created.OrchestrationID, 30*time.Second, nil, nil)
+	return ot.Operations(t, b, created.OrchestrationID)
 }
 
 func waitOperation(t *testing.T, b *bt.Broker, id string, want storage.OperationState) {

@@ -22,6 +22,7 @@ import (
 // starts both again, as a restarted broker does: the Director still knows the runtime.
 func TestEmbeddedSandboxKeepsItsStateInTheDatabase(t *testing.T) {
 	t.Setenv("APP_SANDBOX_ADDRESS", "127.0.0.1:0")
+	t.Setenv("APP_SANDBOX_TLS_ADDRESS", "127.0.0.1:0")
 	cfg, err := externals.Load()
 	require.NoError(t, err)
 	log := logrus.New()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
@@ -23,8 +24,10 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
+	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -69,6 +72,10 @@ type Config struct {
 	Database driver.Config                `ignored:"true"`
 	Engine   engine.Config                `ignored:"true"`
 	Backends infrastructure.Config        `ignored:"true"`
+	// Lifecycle are the expiry and re-trigger jobs (APP_LIFECYCLE_*).
+	Lifecycle lifecycle.Config `ignored:"true"`
+	// Orchestration tunes the orchestration scheduler (APP_ORCHESTRATION_*).
+	Orchestration orchestration.Config `ignored:"true"`
 	// Externals are read by externals.Load (APP_AVS_*, APP_SANDBOX_*, ...).
 	Externals externals.Config `ignored:"true"`
 }
@@ -81,7 +88,8 @@ func Load() (Config, error) {
 		into   any
 	}{
 		{"APP", &cfg}, {"APP", &cfg.Broker}, {"APP_RUNTIME", &cfg.Runtime}, {"APP", &cfg.Plans}, {"APP", &cfg.Auth},
-		{"APP", &cfg.Database}, {"APP", &cfg.Engine}, {"APP", &cfg.Backends},
+		{"APP", &cfg.Database}, {"APP", &cfg.Engine}, {"APP", &cfg.Backends}, {"APP", &cfg.Orchestration},
+		{"APP", &cfg.Lifecycle},
 	}
 	for _, p := range parts {
 		if err := envconfig.Process(p.prefix, p.into); err != nil {
@@ -143,8 +151,16 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		return err
 	}
 	adapter := broker.NewCatalog(catalog)
-	routes.Operator = operator.New(store, adapter, log)
+	cfg.Orchestration.UpgradeTimeout = cfg.Broker.UpgradeTimeout
+	orchestrations, err := orchestration.NewManager(store, adapter, cfg.Orchestration, log)
+	if err != nil {
+		return err
+	}
+	expirer := lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: cfg.Broker.OperationTimeout}
+	routes.Operator = operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations),
+		operator.WithProvisioner(prov), operator.WithExpirer(expirer))
 	routes.Health = health.New(store, cfg.Database, reg)
+	routes.APIDoc = apidoc.Handler()
 	routes.MaxBodyBytes = cfg.MaxBodyBytes
 	b := broker.New(store, adapter, prov, cfg.Broker, log)
 	srv := &http.Server{
@@ -162,6 +178,16 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	} else {
 		provDone <- nil
 	}
+	waitJobs, err := lifecycle.Start(runCtx, cfg.Lifecycle, store, expirer, log)
+	if err != nil {
+		stopEngine()
+		<-engineDone
+		<-provDone
+		return err
+	}
+	defer waitJobs()
+	// Every replica runs the scheduler; one at a time holds its lock and works.
+	go func() { _ = orchestrations.Scheduler().Run(runCtx) }()
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 	log.WithFields(logrus.Fields{"address": addr, "database": cfg.Database.Driver}).Info("broker listening")
@@ -195,7 +221,10 @@ func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng
 	if err != nil {
 		return nil, nil, err
 	}
-	opts := provisioner.Options{Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log}
+	opts := provisioner.Options{
+		Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log,
+		DirectorRetryTime: cfg.Externals.Settings.RetryTime, DirectorCleanupTime: cfg.Externals.Settings.CleanupRetryTime,
+	}
 	if built.Director != nil {
 		opts.Director = built.Director
 	}
@@ -222,30 +251,28 @@ func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Clie
 }
 
 // externalSystems builds the external systems' clients; with the sandbox enabled (the default)
-// it first serves the stand-ins on APP_SANDBOX_ADDRESS, with their state in the broker's database
-// (objects) so that in-flight operations find it after a restart, and points every client at them.
+// it first serves the stand-ins on APP_SANDBOX_ADDRESS (plain HTTP) and APP_SANDBOX_TLS_ADDRESS
+// (the Connector and the runtimes' mutual-TLS endpoints), with their state in the broker's
+// database (objects) so that in-flight operations find it after a restart, and points every
+// client at them.
 func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger, objects sandbox.Store) (externals.Built, func(), error) {
 	stop := func() {}
 	if cfg.Settings.SandboxEnabled {
-		sb, err := standins.Open(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects})
+		l, err := standins.Listen(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects},
+			cfg.Settings.SandboxAddress, cfg.Settings.SandboxTLSAddress)
 		if err != nil {
-			return externals.Built{}, stop, err
+			return externals.Built{}, stop, fmt.Errorf("starting the sandbox on APP_SANDBOX_ADDRESS %s and APP_SANDBOX_TLS_ADDRESS %s: %w",
+				cfg.Settings.SandboxAddress, cfg.Settings.SandboxTLSAddress, err)
 		}
-		ln, err := net.Listen("tcp", cfg.Settings.SandboxAddress)
-		if err != nil {
-			return externals.Built{}, stop, fmt.Errorf("starting the sandbox on APP_SANDBOX_ADDRESS %s: %w", cfg.Settings.SandboxAddress, err)
-		}
-		srv := &http.Server{Handler: sb, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
 		stop = func() {
 			shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			_ = srv.Shutdown(shutdownCtx)
+			_ = l.Shutdown(shutdownCtx)
 		}
-		base := "http://" + ln.Addr().String()
-		cfg.PointAt(base, standins.DefaultCredentials())
-		log.WithFields(logrus.Fields{"address": base, "systems": sb.Systems()}).
-			Info("sandbox serving the external systems (APP_SANDBOX_ENABLED=false to use real ones); inspect it at " + base + "/_sandbox/")
+		cfg.PointAt(l.URL, standins.DefaultCredentials())
+		log.WithFields(logrus.Fields{"address": l.URL, "tlsAddress": l.TLSURL, "systems": l.Sandbox.Systems()}).
+			Info("sandbox serving the external systems (APP_SANDBOX_ENABLED=false to use real ones); inspect it at " + l.URL +
+				"/_sandbox/; its CA is at " + l.URL + "/_sandbox/connector/ca.pem")
 	}
 	built, err := cfg.Build()
 	if err != nil {

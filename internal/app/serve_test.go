@@ -93,6 +93,7 @@ func TestTrickledBodyIsCutOff(t *testing.T) {
 	require.NoError(t, ln.Close())
 	t.Setenv("APP_PORT", strconv.Itoa(port))
 	t.Setenv("APP_SANDBOX_ADDRESS", "127.0.0.1:0")
+	t.Setenv("APP_SANDBOX_TLS_ADDRESS", "127.0.0.1:0")
 	t.Setenv("APP_DATABASE_PATH", filepath.Join(dir, "keb.db"))
 	t.Setenv("APP_BROKER_CREDENTIALS_FILE", filepath.Join(dir, "keb.credentials"))
 	t.Setenv("APP_HTTP_READ_TIMEOUT", "1s")

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/health"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
 	"github.com/sirupsen/logrus"
 )
@@ -21,8 +23,13 @@ func unprocessable(action, format string, args ...any) error {
 	return apiresponses.NewFailureResponse(fmt.Errorf(format, args...), http.StatusUnprocessableEntity, action)
 }
 
-// internal logs err and answers 500 without storage or client details.
+// internal logs err and answers 500 without storage or client details, or 503 when the
+// database cannot be reached: platforms retry on 503 (the router adds Retry-After).
 func internal(log logrus.FieldLogger, action string, err error) error {
+	if storage.IsUnavailable(err) {
+		log.WithError(err).WithField("action", action).Warn("request refused: database unavailable")
+		return apiresponses.NewFailureResponse(errors.New(health.UnavailableMessage), http.StatusServiceUnavailable, action)
+	}
 	log.WithError(err).WithField("action", action).Error("request failed")
 	return apiresponses.NewFailureResponse(errors.New("internal error, see the broker's log"), http.StatusInternalServerError, action)
 }

@@ -93,7 +93,7 @@ func (b *Broker) repeatedProvision(ctx context.Context, existing storage.Instanc
 	}
 	op, ok, err := b.latestOperation(ctx, existing.InstanceID, instance.TypeProvision)
 	if err != nil || !ok {
-		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, fmt.Errorf("finding the provisioning of %s: %v", existing.InstanceID, err))
+		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, fmt.Errorf("finding the provisioning of %s: %w", existing.InstanceID, err))
 	}
 	if op.State == storage.StateSucceeded {
 		return domain.ProvisionedServiceSpec{AlreadyExists: true, DashboardURL: existing.DashboardURL}, nil

@@ -12,6 +12,7 @@ import (
 	"code.cloudfoundry.org/lager/v3"
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
+	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/pivotal-cf/brokerapi/v10"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/sirupsen/logrus"
@@ -28,6 +29,9 @@ type Routes struct {
 	Operator                        http.Handler
 	// Health serves /healthz, /readyz and /metrics without authentication.
 	Health http.Handler
+	// APIDoc serves /openapi.yaml and Swagger UI at / without authentication (last: it takes
+	// every path no other route does).
+	APIDoc http.Handler
 	// MaxBodyBytes bounds every request body (413 beyond it); DefaultMaxBodyBytes when zero.
 	MaxBodyBytes int64
 }
@@ -44,7 +48,7 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 	osb := osbGuard(maxBody, rejectMalformedBodies(brokerapi.NewWithOptions(b, lg)))
 
 	r := mux.NewRouter()
-	r.Use(requestLog(log))
+	r.Use(requestLog(log), health.WithRetryAfter)
 	r.PathPrefix("/v2/").Handler(rt.V2Auth(osb))
 	r.PathPrefix("/oauth/v2/").Handler(rt.OAuthAuth(stripPrefix("/oauth", "", osb)))
 	r.PathPrefix("/oauth/{region}/v2/").Handler(rt.OAuthAuth(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -60,11 +64,18 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 		r.PathPrefix("/runtimes").Handler(rt.OperatorAuth(op))
 		r.PathPrefix("/events").Handler(rt.OperatorAuth(op))
 		r.PathPrefix("/upgrade/").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/expire/").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/kubeconfig/").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/info/").Handler(rt.OperatorAuth(op))
+		r.PathPrefix("/orchestrations").Handler(rt.OperatorAuth(op))
 	}
 	if rt.Health != nil {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 			r.Handle(p, rt.Health)
 		}
+	}
+	if rt.APIDoc != nil {
+		r.PathPrefix("/").Handler(rt.APIDoc)
 	}
 	return r
 }

@@ -54,7 +54,7 @@ func (b *Broker) suspendOrResume(ctx context.Context, inst storage.Instance, act
 func (b *Broker) resumption(ctx context.Context, inst storage.Instance) (storage.Operation, error) {
 	prev, ok, err := b.latestOperation(ctx, inst.InstanceID, instance.TypeProvision)
 	if err != nil || !ok {
-		return storage.Operation{}, fmt.Errorf("finding the provisioning of %s: %v", inst.InstanceID, err)
+		return storage.Operation{}, fmt.Errorf("finding the provisioning of %s: %w", inst.InstanceID, err)
 	}
 	var old instance.ProvisioningData
 	if err := json.Unmarshal(prev.Data, &old); err != nil {

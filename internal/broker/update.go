@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
@@ -39,6 +40,9 @@ func (b *Broker) Update(ctx context.Context, instanceID string, details domain.U
 	}
 	if err != nil {
 		return domain.UpdateServiceSpec{}, internal(log, actionUpdate, err)
+	}
+	if inst.ExpiredAt != nil {
+		return domain.UpdateServiceSpec{}, unprocessable(actionUpdate, "instance %s expired at %s (its plan's lifetime is over) and cannot be updated or reactivated; deprovision it", instanceID, inst.ExpiredAt.Format(time.RFC3339))
 	}
 	if details.ServiceID != "" && details.ServiceID != ServiceID {
 		return domain.UpdateServiceSpec{}, badRequest(actionUpdate, "service_id: unknown service %q", details.ServiceID)

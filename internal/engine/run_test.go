@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,25 +20,7 @@ func liveEngine(t *testing.T, store storage.Store, cfg Config, defs ...Definitio
 	for _, d := range defs {
 		require.NoError(t, eng.Register(d))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("engine did not stop")
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.Background(t, eng.Run)
 }
 
 func insertNow(t *testing.T, store storage.Store, opType string) storage.Operation {

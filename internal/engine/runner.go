@@ -331,8 +331,25 @@ func (r *run[T]) event(now time.Time, step string, typ storage.EventType, msg st
 	})
 }
 
+// Descriptions of a succeeded operation: plain, or naming the steps it did not complete.
+const (
+	succeededDescription = "operation succeeded"
+	notCompletedPrefix   = succeededDescription + "; not completed: "
+)
+
+// LeftBehind reads a succeeded operation's description: the steps it did not complete, with
+// their last errors, and whether there were any. A process that waits for another (the broker's
+// deprovisioning for the provisioner's) passes them on.
+func LeftBehind(description string) (string, bool) {
+	left, ok := strings.CutPrefix(description, notCompletedPrefix)
+	if !ok || left == "" {
+		return "", false
+	}
+	return left, true
+}
+
 func (r *run[T]) succeed(now time.Time) {
-	description := "operation succeeded"
+	description := succeededDescription
 	if left := r.op.Progress.ExecutedButNotCompleted; len(left) > 0 {
 		// What was left behind and why (each step's last error names the system and its answer).
 		parts := make([]string, len(left))
@@ -342,7 +359,7 @@ func (r *run[T]) succeed(now time.Time) {
 				parts[i] = fmt.Sprintf("%s (%s)", name, msg)
 			}
 		}
-		description = "operation succeeded; not completed: " + strings.Join(parts, ", ")
+		description = notCompletedPrefix + strings.Join(parts, ", ")
 		r.event(now, "", storage.EventSucceeded, description, 0, 0)
 	}
 	r.finish(storage.StateSucceeded, description)

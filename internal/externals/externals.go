@@ -32,6 +32,9 @@ type Settings struct {
 	// configured URLs and credentials are then ignored.
 	SandboxEnabled bool   `envconfig:"SANDBOX_ENABLED" default:"true"`
 	SandboxAddress string `envconfig:"SANDBOX_ADDRESS" default:"127.0.0.1:8090"`
+	// SandboxTLSAddress is the sandbox's TLS listener, serving the Connector and the runtimes'
+	// mutual-TLS endpoints with a certificate of the sandbox CA.
+	SandboxTLSAddress string `envconfig:"SANDBOX_TLS_ADDRESS" default:"127.0.0.1:8443"`
 	// Disabled systems' steps are skipped. IAS and EDP have theirs in their own configuration.
 	AVSDisabled            bool  `envconfig:"AVS_DISABLED"`
 	ServiceManagerDisabled bool  `envconfig:"SERVICE_MANAGER_DISABLED"`

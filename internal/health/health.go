@@ -20,6 +20,7 @@ func New(store storage.Store, db driver.Config, reg *prometheus.Registry) http.H
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := ready(r.Context(), store, db); err != nil {
+			RetryLater(w)
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}

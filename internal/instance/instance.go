@@ -53,7 +53,22 @@ type Parameters struct {
 	OIDC           *OIDC       `json:"oidc,omitempty"`
 	Administrators []string    `json:"administrators,omitempty"`
 	Networking     *Networking `json:"networking,omitempty"`
+	Modules        *Modules    `json:"modules,omitempty"`
 	KymaVersion    string      `json:"kymaVersion,omitempty"`
+}
+
+// Modules are the Kyma modules of the runtime (the OSB modules parameter): Default true or nil
+// the default modules, false none; List exactly these.
+type Modules struct {
+	Default *bool    `json:"default,omitempty"`
+	List    []Module `json:"list,omitempty"`
+}
+
+// Module is one Kyma module; empty Channel and CustomResourcePolicy mean the module's defaults.
+type Module struct {
+	Name                 string `json:"name"`
+	Channel              string `json:"channel,omitempty"`
+	CustomResourcePolicy string `json:"customResourcePolicy,omitempty"`
 }
 
 // Context is what the platform told about the instance's owner.
@@ -137,6 +152,8 @@ type UpdateData struct {
 	PlanID                 string     `json:"plan_id"`
 	Parameters             Parameters `json:"parameters"`
 	ProvisionerOperationID string     `json:"provisioner_operation_id,omitempty"`
+	// ModulesOperationID is the provisioner's upgrade that applies changed modules.
+	ModulesOperationID string `json:"modules_operation_id,omitempty"`
 }
 
 // UpgradeKymaData is the payload of a Kyma upgrade. The operator API sets the target version;
@@ -156,6 +173,8 @@ type UpgradeKymaData struct {
 	Name            string   `json:"name,omitempty"`
 	ShootName       string   `json:"shoot_name,omitempty"`
 	Administrators  []string `json:"administrators,omitempty"`
+	// Modules are the instance's modules parameter as it is now (provisioned or updated).
+	Modules *Modules `json:"modules,omitempty"`
 	// ProvisioningOperationID is the provisioning the upgrade started from.
 	ProvisioningOperationID string `json:"provisioning_operation_id,omitempty"`
 	// Overrides start as the provisioning's (secret values copied into this operation's secrets).

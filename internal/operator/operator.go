@@ -1,18 +1,28 @@
-// Package operator serves the runbook endpoints operators use: GET /runtimes (KEB's filters
-// and paging), GET /events, and POST /upgrade/kyma and /upgrade/cluster, which store one
-// upgrade operation per selected runtime for the step engine to run.
+// Package operator serves the runbook endpoints operators use: GET /runtimes (KEB's filters,
+// filtered and paged in the database), GET /events, POST /upgrade/kyma and /upgrade/cluster,
+// PUT /expire/service_instance/{id}, GET /kubeconfig/{id}, GET /info/runtimes and
+// GET /info/orphans.
 package operator
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
+	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
+	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -24,138 +34,290 @@ type PlanNames interface {
 	PlanName(id string) string
 }
 
-// Handler serves /runtimes and /events.
+// Handler serves the operator API: /runtimes, /events, /upgrade/..., /orchestrations...,
+// /expire/..., /kubeconfig/..., /info/....
 type Handler struct {
 	store storage.Store
 	plans PlanNames
 	log   logrus.FieldLogger
 	mux   *http.ServeMux
+	// provisioner reads kubeconfigs and runtime configurations (nil: those answer 503).
+	provisioner client.Client
+	expirer     lifecycle.Expirer
+	clock       lifecycle.Clock
+	orch        *orchestration.Manager
+	// patterns are the routes as registered ("GET /runtimes"), for the API description's test.
+	patterns []string
 }
 
+// WithProvisioner lets the handler read kubeconfigs and runtime configurations.
+func WithProvisioner(p client.Client) Option { return func(h *Handler) { h.provisioner = p } }
+
+// WithExpirer serves PUT /expire/service_instance/{id} and the expiry times of GET /runtimes.
+func WithExpirer(x lifecycle.Expirer) Option { return func(h *Handler) { h.expirer = x } }
+
+// WithClock sets the handler's time (expiries); tests use a controllable one.
+func WithClock(c lifecycle.Clock) Option { return func(h *Handler) { h.clock = c } }
+
 // New returns the operator handler.
-func New(store storage.Store, plans PlanNames, log logrus.FieldLogger) *Handler {
-	h := &Handler{store: store, plans: plans, log: log, mux: http.NewServeMux()}
-	h.mux.HandleFunc("GET /runtimes", h.runtimes)
-	h.mux.HandleFunc("GET /events", h.events)
-	h.mux.HandleFunc("POST /upgrade/kyma", h.upgradeKyma)
-	h.mux.HandleFunc("POST /upgrade/cluster", h.upgradeCluster)
+func New(store storage.Store, plans PlanNames, log logrus.FieldLogger, opts ...Option) *Handler {
+	h := &Handler{store: store, plans: plans, log: log, mux: http.NewServeMux(), clock: lifecycle.WallClock()}
+	for _, o := range opts {
+		o(h)
+	}
+	if h.expirer.Store == nil {
+		h.expirer.Store = store
+	}
+	if h.orch == nil {
+		h.orch = orchestration.DefaultManager(store, plans, log)
+	}
+	h.handle("GET /runtimes", h.runtimes)
+	h.handle("GET /events", h.events)
+	h.handle("POST /upgrade/kyma", h.upgradeKyma)
+	h.handle("POST /upgrade/cluster", h.upgradeCluster)
+	h.handle("PUT /expire/service_instance/{id}", h.expire)
+	h.handle("GET /kubeconfig/{id}", h.kubeconfig)
+	h.handle("GET /info/runtimes", h.infoRuntimes)
+	h.handle("GET /info/orphans", h.orphans)
+	h.routeOrchestrations()
 	return h
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// states of a runtime as GET /runtimes reports and filters them.
-var states = map[string]bool{"provisioning": true, "provisioned": true, "failed": true, "updating": true, "deprovisioning": true, "deprovisioned": true}
+// handle registers a route and records its pattern.
+func (h *Handler) handle(pattern string, f http.HandlerFunc) {
+	h.patterns = append(h.patterns, pattern)
+	h.mux.HandleFunc(pattern, f)
+}
 
-func (h *Handler) runtimes(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if q.Get("shoot") != "" {
-		writeError(w, http.StatusBadRequest, "shoot: filtering by shoot name is not supported; filter by runtime_id")
-		return
+// Routes are the handler's routes as "METHOD /path/{param}".
+func (h *Handler) Routes() []string { return slices.Clone(h.patterns) }
+
+// runtimeParams are the query parameters GET /runtimes knows; others are refused by name.
+var runtimeParams = []string{"account", "subaccount", "instance_id", "runtime_id", "region", "shoot", "plan", "state",
+	"op_detail", "kyma_config", "cluster_config", "expired", "expires_within", "page", "page_size"}
+
+// stateExpired is the state filter for expired instances (they are suspended or being so).
+const stateExpired = "expired"
+
+// shootName is what a shoot (cluster) name may be; it is matched inside stored JSON, so no
+// pattern characters get through.
+var shootName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// maxFilterValues bounds each list filter (the values become query parameters).
+const (
+	maxFilterValues = 100
+	maxValueLength  = 256
+)
+
+// maxExpiresWithin bounds expires_within (no plan lives longer).
+const maxExpiresWithin = 366 * 24 * time.Hour
+
+// runtimeRequest is GET /runtimes's query, validated.
+type runtimeRequest struct {
+	q                           storage.RuntimeQuery
+	allOps, kymaCfg, clusterCfg bool
+}
+
+func (h *Handler) parseRuntimes(q url.Values) (runtimeRequest, error) {
+	var out runtimeRequest
+	for k := range q {
+		if !slices.Contains(runtimeParams, k) {
+			return out, fmt.Errorf("%s: unknown parameter (known: %s)", k, strings.Join(runtimeParams, ", "))
+		}
 	}
 	page, size, err := paging(q.Get("page"), q.Get("page_size"))
+	if err != nil {
+		return out, err
+	}
+	f := storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{Paging: storage.Paging{Page: page, PageSize: size}}}
+	for key, into := range map[string]*[]string{"account": &f.GlobalAccountIDs, "subaccount": &f.SubAccountIDs,
+		"instance_id": &f.InstanceIDs, "runtime_id": &f.RuntimeIDs, "region": &f.Regions, "shoot": &f.ShootNames} {
+		if *into, err = boundedList(q, key); err != nil {
+			return out, err
+		}
+	}
+	for _, n := range f.ShootNames {
+		if !shootName.MatchString(n) {
+			return out, fmt.Errorf("shoot: %q is not a shoot name (lower-case letters, digits and '-')", n)
+		}
+	}
+	plans, err := boundedList(q, "plan")
+	if err != nil {
+		return out, err
+	}
+	for _, p := range plans {
+		id, ok := h.plans.PlanID(p)
+		if !ok {
+			return out, fmt.Errorf("plan: unknown plan %q", p)
+		}
+		f.PlanIDs = append(f.PlanIDs, id)
+	}
+	states, err := boundedList(q, "state")
+	if err != nil {
+		return out, err
+	}
+	known := append(storage.RuntimeStates(), stateExpired)
+	for _, st := range states {
+		switch {
+		case st == stateExpired:
+			yes := true
+			f.Expired = &yes
+		case slices.Contains(known, st):
+			f.States = append(f.States, st)
+		default:
+			return out, fmt.Errorf("state: unknown state %q (%s)", st, strings.Join(known, ", "))
+		}
+	}
+	if v := q.Get("expired"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return out, fmt.Errorf("expired: must be true or false, got %q", v)
+		}
+		if f.Expired != nil && !b {
+			return out, errors.New("expired: false contradicts state=expired")
+		}
+		f.Expired = &b
+	}
+	if v := q.Get("expires_within"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > maxExpiresWithin {
+			return out, fmt.Errorf("expires_within: must be a duration from 0s to %s (e.g. 72h), got %q", maxExpiresWithin, v)
+		}
+		if f.Expired != nil && *f.Expired {
+			return out, errors.New("expires_within: expired instances do not expire again")
+		}
+		no := false
+		f.Expired, f.CreatedBefore = &no, h.expirer.CreatedBefore(h.clock.Now().Add(d))
+	}
+	switch v := q.Get("op_detail"); v {
+	case "", "last":
+	case "all":
+		out.allOps = true
+	default:
+		return out, fmt.Errorf("op_detail: must be all or last, got %q", v)
+	}
+	for key, into := range map[string]*bool{"kyma_config": &out.kymaCfg, "cluster_config": &out.clusterCfg} {
+		if v := q.Get(key); v != "" {
+			if *into, err = strconv.ParseBool(v); err != nil {
+				return out, fmt.Errorf("%s: must be true or false, got %q", key, v)
+			}
+		}
+	}
+	// Naming an instance or runtime asks for it, deprovisioned or not.
+	f.IncludeDeleted = len(f.InstanceIDs) > 0 || len(f.RuntimeIDs) > 0
+	out.q = f
+	return out, nil
+}
+
+func (h *Handler) runtimes(w http.ResponseWriter, r *http.Request) {
+	req, err := h.parseRuntimes(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	f := storage.InstanceFilter{
-		GlobalAccountIDs: list(q, "account"), SubAccountIDs: list(q, "subaccount"), InstanceIDs: list(q, "instance_id"),
-		RuntimeIDs: list(q, "runtime_id"), Regions: list(q, "region"), IncludeDeleted: true,
-	}
-	for _, p := range list(q, "plan") {
-		id, ok := h.plans.PlanID(p)
-		if !ok {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("plan: unknown plan %q", p))
-			return
-		}
-		f.PlanIDs = append(f.PlanIDs, id)
-	}
-	wantStates := list(q, "state")
-	for _, s := range wantStates {
-		if !states[s] {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("state: unknown state %q (provisioning, provisioned, failed, updating, deprovisioning, deprovisioned)", s))
-			return
-		}
-	}
-	if len(wantStates) == 0 {
-		f.Page, f.PageSize = page, size
-		res, err := h.store.Instances().ListInstances(r.Context(), f)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		dtos, err := h.dtos(r, res.Items)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		writeJSON(w, runtime.Page{Data: dtos, Count: len(dtos), TotalCount: res.TotalCount})
+	if (req.kymaCfg || req.clusterCfg) && h.provisioner == nil {
+		writeError(w, http.StatusServiceUnavailable, "kyma_config and cluster_config need the provisioner, which this broker has not")
 		return
 	}
-	// The state is derived from operations: filter every match, then page.
-	var all []runtime.DTO
-	for p := 1; ; p++ {
-		f.Page, f.PageSize = p, 1000
-		res, err := h.store.Instances().ListInstances(r.Context(), f)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		dtos, err := h.dtos(r, res.Items)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		for _, d := range dtos {
-			if slices.Contains(wantStates, d.Status.State) {
-				all = append(all, d)
-			}
-		}
-		if p*1000 >= res.TotalCount {
-			break
-		}
+	res, err := h.store.Lifecycle().FindRuntimes(r.Context(), req.q)
+	if err != nil {
+		h.fail(w, err)
+		return
 	}
-	start, end := min((page-1)*size, len(all)), min(page*size, len(all))
-	writeJSON(w, runtime.Page{Data: append([]runtime.DTO{}, all[start:end]...), Count: end - start, TotalCount: len(all)})
+	dtos, kymaVersions, err := h.dtos(r.Context(), res.Items, req.allOps)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if req.kymaCfg || req.clusterCfg {
+		h.configs(r.Context(), res.Items, dtos, kymaVersions, req.kymaCfg, req.clusterCfg)
+	}
+	writeJSON(w, runtime.Page{Data: dtos, Count: len(dtos), TotalCount: res.TotalCount})
 }
 
-func (h *Handler) dtos(r *http.Request, items []storage.Instance) ([]runtime.DTO, error) {
-	byInstance, err := h.operationsOf(r, items)
+// boundedList is list with bounds on the number and length of the values.
+func boundedList(q url.Values, key string) ([]string, error) {
+	vals := list(q, key)
+	if len(vals) > maxFilterValues {
+		return nil, fmt.Errorf("%s: at most %d values, got %d", key, maxFilterValues, len(vals))
+	}
+	for _, v := range vals {
+		if len(v) > maxValueLength {
+			return nil, fmt.Errorf("%s: values are at most %d characters", key, maxValueLength)
+		}
+	}
+	return vals, nil
+}
+
+// dtos builds the page's DTOs, and the Kyma version each runtime's newest provisioning
+// installed.
+func (h *Handler) dtos(ctx context.Context, items []storage.RuntimeRow, allOps bool) ([]runtime.DTO, []string, error) {
+	insts := make([]storage.Instance, len(items))
+	for i, it := range items {
+		insts[i] = it.Instance
+	}
+	byInstance, err := h.operationsOf(ctx, insts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]runtime.DTO, 0, len(items))
-	for _, inst := range items {
+	versions := make([]string, len(items))
+	for _, row := range items {
+		inst := row.Instance
 		ops := byInstance[inst.InstanceID]
 		d := runtime.DTO{
 			InstanceID: inst.InstanceID, RuntimeID: inst.RuntimeID, GlobalAccountID: inst.GlobalAccountID, SubAccountID: inst.SubAccountID,
 			ProviderRegion: inst.ProviderRegion, ServiceID: inst.ServiceID, ServicePlanID: inst.PlanID, ServicePlanName: h.plans.PlanName(inst.PlanID),
-			DashboardURL: inst.DashboardURL, Parameters: inst.Parameters,
-			Status: runtime.Status{CreatedAt: inst.CreatedAt, ModifiedAt: inst.UpdatedAt, DeletedAt: inst.DeletedAt},
+			DashboardURL: inst.DashboardURL, Parameters: inst.Parameters, ExpiredAt: inst.ExpiredAt,
+			Status: runtime.Status{State: row.State, CreatedAt: inst.CreatedAt, ModifiedAt: inst.UpdatedAt, DeletedAt: inst.DeletedAt},
+		}
+		if life := h.expirer.Lifetime(inst.PlanID); life > 0 && inst.ExpiredAt == nil && inst.DeletedAt == nil {
+			at := inst.CreatedAt.Add(life)
+			d.ExpiresAt = &at
 		}
 		for _, op := range ops { // newest first: keep the first of each type
 			dto := &runtime.Operation{OperationID: op.ID, Type: op.Type, State: string(op.State), Description: op.Description, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 			if op.State == storage.StateFailed {
 				dto.Description = op.LastError
 			}
-			switch {
-			case op.Type == instance.TypeProvision && d.Status.Provisioning == nil:
-				d.Status.Provisioning = dto
-			case op.Type == instance.TypeDeprovision && d.Status.Deprovisioning == nil:
-				d.Status.Deprovisioning = dto
-			case op.Type == instance.TypeUpdate && d.Status.Update == nil:
-				d.Status.Update = dto
+			if allOps {
+				d.Status.Operations = append(d.Status.Operations, *dto)
+			}
+			var slot **runtime.Operation
+			switch op.Type {
+			case instance.TypeProvision:
+				slot = &d.Status.Provisioning
+			case instance.TypeDeprovision:
+				slot = &d.Status.Deprovisioning
+			case instance.TypeUpdate:
+				slot = &d.Status.Update
+			case instance.TypeUpgradeKyma:
+				slot = &d.Status.UpgradingKyma
+			case instance.TypeUpgradeCluster:
+				slot = &d.Status.UpgradingCluster
+			case instance.TypeSuspension:
+				slot = &d.Status.Suspension
+			}
+			if slot != nil && *slot == nil {
+				*slot = dto
+				if op.Type == instance.TypeProvision {
+					var data instance.ProvisioningData
+					if json.Unmarshal(op.Data, &data) == nil {
+						versions[len(out)] = data.KymaVersion
+					}
+				}
 			}
 		}
-		d.Status.State = state(inst, ops)
 		out = append(out, d)
 	}
-	return out, nil
+	return out, versions, nil
 }
 
 // operationsOf reads the operations of a page of instances in one query per 1000 operations
 // (not one per instance), grouped by instance, newest first.
-func (h *Handler) operationsOf(r *http.Request, items []storage.Instance) (map[string][]storage.Operation, error) {
+func (h *Handler) operationsOf(ctx context.Context, items []storage.Instance) (map[string][]storage.Operation, error) {
 	out := make(map[string][]storage.Operation, len(items))
 	if len(items) == 0 {
 		return out, nil
@@ -165,7 +327,7 @@ func (h *Handler) operationsOf(r *http.Request, items []storage.Instance) (map[s
 		ids[i] = inst.InstanceID
 	}
 	for p := 1; ; p++ {
-		page, err := h.store.Operations().ListOperations(r.Context(), storage.OperationFilter{InstanceIDs: ids, Paging: storage.Paging{Page: p, PageSize: 1000}})
+		page, err := h.store.Operations().ListOperations(ctx, storage.OperationFilter{InstanceIDs: ids, Paging: storage.Paging{Page: p, PageSize: 1000}})
 		if err != nil {
 			return nil, err
 		}
@@ -176,28 +338,6 @@ func (h *Handler) operationsOf(r *http.Request, items []storage.Instance) (map[s
 			return out, nil
 		}
 	}
-}
-
-// state derives a runtime's state from its newest operation.
-func state(inst storage.Instance, newestFirst []storage.Operation) string {
-	if inst.DeletedAt != nil {
-		return "deprovisioned"
-	}
-	if len(newestFirst) == 0 {
-		return "provisioning"
-	}
-	op := newestFirst[0]
-	switch {
-	case op.Type == instance.TypeDeprovision && op.State.Active():
-		return "deprovisioning"
-	case op.Type == instance.TypeUpdate && op.State.Active():
-		return "updating"
-	case op.Type == instance.TypeProvision && op.State.Active():
-		return "provisioning"
-	case op.State == storage.StateFailed:
-		return "failed"
-	}
-	return "provisioned"
 }
 
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
@@ -265,13 +405,31 @@ func list(q map[string][]string, key string) []string {
 }
 
 func (h *Handler) fail(w http.ResponseWriter, err error) {
+	if storage.IsUnavailable(err) {
+		h.log.WithError(err).Warn("operator request refused: database unavailable")
+		health.RetryLater(w)
+		writeError(w, http.StatusServiceUnavailable, health.UnavailableMessage)
+		return
+	}
 	h.log.WithError(err).Error("operator request failed")
 	writeError(w, http.StatusInternalServerError, "internal error, see the broker's log")
 }
 
-func writeJSON(w http.ResponseWriter, v any) {
+func writeJSON(w http.ResponseWriter, v any) { writeJSONStatus(w, http.StatusOK, v) }
+
+func writeJSONStatus(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// mustJSON encodes a value that always encodes (generated API types).
+func mustJSON(v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage(fmt.Sprintf(`{"error":%q}`, err.Error()))
+	}
+	return raw
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -33,6 +33,10 @@ type Options struct {
 	Director director.Client
 	// PollInterval between checks of a backend or cluster [2s].
 	PollInterval time.Duration
+	// DirectorRetryTime and DirectorCleanupTime are the windows of a failing Director in
+	// provisioning and deprovisioning [10m, 5m]: the broker passes APP_EXTERNAL_RETRY_TIME and
+	// APP_EXTERNAL_CLEANUP_RETRY_TIME, as for its own steps.
+	DirectorRetryTime, DirectorCleanupTime time.Duration
 	// Types of backends the set may use [all: gardener, kubernetes, static, simulated].
 	Types infrastructure.Types
 	// Environ is the process environment, to tell variables that are set from defaults and to
@@ -84,6 +88,7 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 	deps := operations.Deps{
 		Runtimes: store.Runtimes(), Backends: set, Clusters: o.Clusters, Director: o.Director,
 		ConnectorURL: o.Config.ConnectorURL, PollInterval: o.PollInterval,
+		DirectorRetryTime: o.DirectorRetryTime, DirectorCleanupTime: o.DirectorCleanupTime,
 	}
 	defs, err := operations.Definitions(deps, o.Config)
 	if err != nil {

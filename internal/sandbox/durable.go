@@ -159,6 +159,24 @@ func (d *Durable) Handler(next http.Handler) http.Handler {
 	})
 }
 
+// Do runs fn as a request of its own, for a stand-in that another one calls directly: alone
+// among the stand-in's requests, with the stand-in's lock held, and writes what fn changed before
+// returning. When the write fails, the stand-in goes back to the state in the store.
+func (d *Durable) Do(ctx context.Context, fn func() error) error {
+	d.req.Lock()
+	defer d.req.Unlock()
+	d.p.Lock.Lock()
+	err := fn()
+	d.p.Lock.Unlock()
+	if ferr := d.flush(ctx); ferr != nil {
+		if lerr := d.Load(ctx); lerr != nil {
+			ferr = fmt.Errorf("%w; then %w", ferr, lerr)
+		}
+		return fmt.Errorf("saving the %s stand-in's state: %w", d.p.System, ferr)
+	}
+	return err
+}
+
 // Reset clears the stand-in's state in the store and in memory.
 func (d *Durable) Reset(ctx context.Context) error {
 	d.req.Lock()

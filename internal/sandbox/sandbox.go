@@ -35,6 +35,12 @@ type System interface {
 	Reset(ctx context.Context) error
 }
 
+// Administered is a System with admin endpoints of its own, served at /_sandbox/<name>/<path>
+// with the /_sandbox/<name> prefix removed, beside the endpoints every system has.
+type Administered interface {
+	Admin() http.Handler
+}
+
 // Options configures a Sandbox.
 type Options struct {
 	// Seed seeds the random source that decides which requests get injected errors, so that a run
@@ -102,6 +108,7 @@ func New(opts Options) *Sandbox {
 	s.admin.HandleFunc("DELETE /_sandbox/{system}/faults", s.handleDeleteFaults)
 	s.admin.HandleFunc("GET /_sandbox/{system}/stats", s.handleStats)
 	s.admin.HandleFunc("POST /_sandbox/{system}/reset", s.handleResetOne)
+	s.admin.HandleFunc("/_sandbox/{system}/", s.handleSystemAdmin)
 	return s
 }
 
@@ -352,6 +359,20 @@ func (s *Sandbox) handleResetOne(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.WithField("system", name).Info("system reset")
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleSystemAdmin serves a system's own admin endpoints.
+func (s *Sandbox) handleSystemAdmin(w http.ResponseWriter, r *http.Request) {
+	e, name, ok := s.lookup(w, r)
+	if !ok {
+		return
+	}
+	a, ok := e.sys.(Administered)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, errorBody{Message: fmt.Sprintf("system %q has no endpoint %s", name, r.URL.Path)})
+		return
+	}
+	http.StripPrefix("/_sandbox/"+name, a.Admin()).ServeHTTP(w, r)
 }
 
 func (s *Sandbox) handleObjects(w http.ResponseWriter, r *http.Request) {

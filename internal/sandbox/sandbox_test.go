@@ -271,3 +271,30 @@ func (c *countingSystem) Reset(context.Context) error {
 	*c.handled = 0
 	return nil
 }
+
+// administeredSystem has admin endpoints of its own.
+type administeredSystem struct{ countingSystem }
+
+func (a *administeredSystem) Admin() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, r.Method+" "+r.URL.Path)
+	})
+}
+
+func TestSystemsServeTheirOwnAdminEndpoints(t *testing.T) {
+	handled := 0
+	_, base := sandboxtest.Serve(t, sandbox.Options{}, &administeredSystem{countingSystem{name: "own", handled: &handled}},
+		&countingSystem{name: "plain", handled: &handled})
+	code, body := sandboxtest.Do(t, sandboxtest.Request(t, http.MethodPut, base+"/_sandbox/own/things/1", ""))
+	assert.Equal(t, http.StatusAccepted, code)
+	assert.Equal(t, "PUT /things/1", body)
+	code, body = sandboxtest.Do(t, sandboxtest.Request(t, http.MethodGet, base+"/_sandbox/own/objects", ""))
+	assert.Equal(t, http.StatusOK, code, "the common endpoints stay the sandbox's")
+	assert.JSONEq(t, `{"handled":0}`, body)
+	code, _ = sandboxtest.Do(t, sandboxtest.Request(t, http.MethodGet, base+"/_sandbox/plain/things", ""))
+	assert.Equal(t, http.StatusNotFound, code)
+	code, _ = sandboxtest.Do(t, sandboxtest.Request(t, http.MethodGet, base+"/_sandbox/nobody/things", ""))
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Zero(t, handled)
+}

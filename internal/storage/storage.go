@@ -174,6 +174,9 @@ type Instance struct {
 	// DeletedAt is set when the instance was deprovisioned: it is archived, not forgotten,
 	// so last_operation keeps answering.
 	DeletedAt *time.Time
+	// ExpiredAt is set when a trial or free instance expired (its runtime is removed, the
+	// instance stays). Only Lifecycle.ExpireWithOperation writes it.
+	ExpiredAt *time.Time
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Version   int64
@@ -315,6 +318,11 @@ type Store interface {
 	StaticAllocations() StaticAllocations
 	Bindings() Bindings
 	SandboxObjects() SandboxObjects
+	Lifecycle() Lifecycle
+	Orchestrations() Orchestrations
+	// TryLock takes the process-wide singleton lock name if no one holds it (ok false
+	// otherwise); see SingletonLock.
+	TryLock(ctx context.Context, name string) (lock SingletonLock, ok bool, err error)
 	// Wakeups delivers a signal whenever operations may have become due (new, released), in this
 	// process and, for PostgreSQL, in every replica. The channel closes when ctx ends.
 	Wakeups(ctx context.Context) (<-chan struct{}, error)

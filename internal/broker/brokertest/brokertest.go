@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
@@ -25,8 +26,10 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
+	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -83,9 +86,24 @@ type Options struct {
 	Sandbox standins.Options
 	// Externals adjusts the external systems' configuration before the clients are built.
 	Externals func(*externals.Config)
+	// Clock, when set, is the operator API's time (expiry); the wall clock otherwise.
+	Clock lifecycle.Clock
+	// Orchestration adjusts the orchestration configuration (fast polls by default).
+	Orchestration func(*orchestration.Config)
 	// LogOutput, when set, receives the broker's log (JSON, debug level, through the same
 	// redacting logger the broker process uses).
 	LogOutput io.Writer
+	// Backends, when set, is the embedded provisioner's backend set (APP_PROVISIONER_SET_JSON)
+	// instead of the fast simulation; Clusters then reach the runtimes (real clusters).
+	Backends string
+	Clusters *runtimeclient.Clusters
+}
+
+func (o Options) clock() lifecycle.Clock {
+	if o.Clock != nil {
+		return o.Clock
+	}
+	return lifecycle.WallClock()
 }
 
 // Broker is a running broker.
@@ -142,6 +160,12 @@ func Start(t testing.TB, o Options) *Broker {
 		Config: provCfg, Backends: infrastructure.Config{SetJSON: simulation(t, o.FailureRate)}, PollInterval: 25 * time.Millisecond, Log: log,
 		Clusters: runtimeclient.Clusters{Simulated: runtimeclient.Simulated{InstallDuration: 100 * time.Millisecond, ConnectionDuration: 50 * time.Millisecond}},
 	}
+	if o.Backends != "" {
+		provOpts.Backends = infrastructure.Config{SetJSON: o.Backends}
+	}
+	if o.Clusters != nil {
+		provOpts.Clusters = *o.Clusters
+	}
 	if built.Director != nil {
 		provOpts.Director = built.Director
 	}
@@ -172,10 +196,18 @@ func Start(t testing.TB, o Options) *Broker {
 	basic, err := auth.NewBasic(Username, Password, auth.WithLogger(log))
 	must(t, err)
 	adapter := broker.NewCatalog(catalog)
+	orchCfg := orchestration.Config{PollInterval: 20 * time.Millisecond, BusyRetryInterval: 200 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond, UpgradeTimeout: time.Minute}
+	if o.Orchestration != nil {
+		o.Orchestration(&orchCfg)
+	}
+	orchestrations, err := orchestration.NewManager(store, adapter, orchCfg, log)
+	must(t, err)
 	routes := broker.Routes{
 		V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic,
-		Operator: operator.New(store, adapter, log),
-		Health:   health.New(store, dbCfg, reg),
+		Operator: operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations), operator.WithProvisioner(prov), operator.WithClock(o.clock()),
+			operator.WithExpirer(lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: brokerCfg.OperationTimeout})),
+		Health: health.New(store, dbCfg, reg),
+		APIDoc: apidoc.Handler(),
 	}
 	b := broker.New(store, adapter, prov, brokerCfg, log)
 	handler := broker.NewRouter(b, routes, log)
@@ -186,8 +218,11 @@ func Start(t testing.TB, o Options) *Broker {
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- eng.Run(runCtx) }()
+		scheduled := make(chan error, 1)
+		go func() { scheduled <- orchestrations.Scheduler().Run(runCtx) }()
 		t.Cleanup(func() {
 			cancel()
+			<-scheduled
 			if err := <-done; err != nil {
 				t.Errorf("engine: %v", err)
 			}

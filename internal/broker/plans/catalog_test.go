@@ -260,7 +260,7 @@ func TestSchemaContents(t *testing.T) {
 
 	update := aws.Schemas.Instance.Update.Parameters
 	uprops := update["properties"].(map[string]any)
-	assert.ElementsMatch(t, []string{"machineType", "autoScalerMin", "autoScalerMax", "oidc", "administrators"}, keys(uprops))
+	assert.ElementsMatch(t, []string{"machineType", "autoScalerMin", "autoScalerMax", "oidc", "administrators", "modules"}, keys(uprops))
 
 	trial := findPlan(t, c.Services("cf-eu10"), "trial")
 	tprops := trial.Schemas.Instance.Create.Parameters["properties"].(map[string]any)

@@ -235,6 +235,7 @@ func (c *Catalog) updateSchema(p *Plan) map[string]any {
 		add("oidc", oidcSchema())
 	}
 	add("administrators", administratorsSchema())
+	add("modules", modulesSchema())
 	return map[string]any{
 		"$schema":              SchemaDraft,
 		"type":                 "object",

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -64,21 +65,13 @@ type Networking struct {
 	Services string `json:"services"`
 }
 
-// Modules selects the Kyma modules: exactly one of Default and List is set.
-// Default true: the default modules; false: none. List (Default nil): exactly
-// these modules, possibly none.
-type Modules struct {
-	Default *bool    `json:"default,omitempty"`
-	List    []Module `json:"list,omitempty"`
-}
+// Modules selects the Kyma modules: exactly one of Default and List is set. Default true: the
+// default modules; false: none. List (Default nil): exactly these modules, possibly none. The
+// instance keeps them as they are validated here.
+type Modules = instance.Modules
 
-// Module is one Kyma module; empty Channel and CustomResourcePolicy mean the
-// module's defaults.
-type Module struct {
-	Name                 string `json:"name"`
-	Channel              string `json:"channel,omitempty"`
-	CustomResourcePolicy string `json:"customResourcePolicy,omitempty"`
-}
+// Module is one Kyma module; empty Channel and CustomResourcePolicy mean the module's defaults.
+type Module = instance.Module
 
 // UpdateParameters are validated update parameters: nil means unchanged.
 type UpdateParameters struct {
@@ -87,12 +80,13 @@ type UpdateParameters struct {
 	AutoScalerMax  *int     `json:"autoScalerMax,omitempty"`
 	OIDC           *OIDC    `json:"oidc,omitempty"`
 	Administrators []string `json:"administrators,omitempty"`
+	Modules        *Modules `json:"modules,omitempty"`
 }
 
 // IsEmpty reports whether the update changes no parameter.
 func (u UpdateParameters) IsEmpty() bool {
 	return u.MachineType == nil && u.AutoScalerMin == nil && u.AutoScalerMax == nil &&
-		u.OIDC == nil && u.Administrators == nil
+		u.OIDC == nil && u.Administrators == nil && u.Modules == nil
 }
 
 // ApplyTo merges the update into an instance's parameters and checks the
@@ -114,6 +108,11 @@ func (u UpdateParameters) ApplyTo(p ProvisioningParameters) (ProvisioningParamet
 	}
 	if u.Administrators != nil {
 		p.Administrators = slices.Clone(u.Administrators)
+	}
+	if u.Modules != nil {
+		m := *u.Modules
+		m.List = slices.Clone(m.List)
+		p.Modules = &m
 	}
 	if (u.AutoScalerMin != nil || u.AutoScalerMax != nil) && p.AutoScalerMin > p.AutoScalerMax {
 		field := "parameters.autoScalerMin"
@@ -151,6 +150,7 @@ type updateInput struct {
 	AutoScalerMax  *json.Number `json:"autoScalerMax"`
 	OIDC           *OIDC        `json:"oidc"`
 	Administrators []string     `json:"administrators"`
+	Modules        *Modules     `json:"modules"`
 }
 
 // ValidateProvision validates provisioning parameters for an enabled plan in
@@ -303,7 +303,10 @@ func (c *Catalog) ValidateUpdate(planID string, params json.RawMessage) (UpdateP
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return UpdateParameters{}, jsonFieldError("parameters", err)
 	}
-	out := UpdateParameters{MachineType: in.MachineType, Administrators: in.Administrators}
+	out := UpdateParameters{MachineType: in.MachineType, Administrators: in.Administrators, Modules: in.Modules}
+	if err := checkModules(in.Modules); err != nil {
+		return UpdateParameters{}, err
+	}
 	if in.AutoScalerMin != nil {
 		v, err := toInt("parameters.autoScalerMin", *in.AutoScalerMin)
 		if err != nil {

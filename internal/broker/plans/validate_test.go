@@ -233,6 +233,8 @@ func TestValidateUpdate(t *testing.T) {
 		{"oidc issuer", awsID, `{"oidc":{"clientID":"c","issuerURL":"ftp://x"}}`, "parameters.oidc.issuerURL", "must be an https URL"},
 		{"administrators empty", awsID, `{"administrators":[]}`, "parameters.administrators", "must not be empty"},
 		{"trial has no machine type", trialID, `{"machineType":"m6i.xlarge"}`, "parameters.machineType", "not a supported parameter"},
+		{"modules both", awsID, `{"modules":{"default":true,"list":[]}}`, "parameters.modules", "exactly one of default and list"},
+		{"modules duplicate", awsID, `{"modules":{"list":[{"name":"keda"},{"name":"keda"}]}}`, "parameters.modules.list[1].name", "already listed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -280,6 +282,14 @@ func TestValidateUpdate(t *testing.T) {
 		assert.Equal(t, "m6i.2xlarge", got.MachineType)
 		assert.Equal(t, []string{"z"}, got.Administrators)
 		assert.Equal(t, "eu-central-1", got.Region)
+		assert.Nil(t, got.Modules)
+
+		u, err = c.ValidateUpdate(awsID, json.RawMessage(`{"modules":{"list":[{"name":"keda","channel":"fast"}]}}`))
+		require.NoError(t, err)
+		assert.False(t, u.IsEmpty())
+		got, err = u.ApplyTo(p)
+		require.NoError(t, err)
+		assert.Equal(t, &Modules{List: []Module{{Name: "keda", Channel: "fast"}}}, got.Modules, "modules are changeable by update")
 	})
 }
 

@@ -60,7 +60,10 @@ func Broker(d Deps) ([]engine.Definition, error) {
 	if err != nil {
 		return nil, err
 	}
-	upd, err := update.Process(update.Deps{Instances: d.Store.Instances(), Provisioner: d.Provisioner, PollInterval: d.PollInterval}, d.Timeout)
+	upd, err := update.Process(update.Deps{
+		Instances: d.Store.Instances(), Provisioner: d.Provisioner, PollInterval: d.PollInterval,
+		Operations: d.Store.Operations(), DefaultComponents: d.Runtime.Components,
+	}, d.Timeout)
 	if err != nil {
 		return nil, err
 	}

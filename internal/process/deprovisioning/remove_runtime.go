@@ -3,6 +3,7 @@ package deprovisioning
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
@@ -56,6 +57,8 @@ func (s RemoveRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (
 		op.LastError = fmt.Sprintf("archiving the instance: %v", err)
 		return op, s.PollInterval, nil
 	}
-	op.LastError = ""
+	if !slices.Contains(op.Progress.ExecutedButNotCompleted, op.CurrentStep()) {
+		op.LastError = "" // else it says what the provisioner left behind
+	}
 	return op, 0, nil
 }

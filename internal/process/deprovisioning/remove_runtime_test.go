@@ -261,3 +261,39 @@ func TestRemoveRuntime_PollsWhileTheProvisionerWorks(t *testing.T) {
 	}
 	assert.Nil(t, getInstance(t, e.store).DeletedAt)
 }
+
+// A provisioner deprovisioning that succeeded but left something behind (its Director step given
+// up) makes Remove_Runtime not completed with the provisioner's words, so the broker's
+// deprovisioning says what was left and where instead of a plain "succeeded".
+func TestRemoveRuntime_PassesOnWhatTheProvisionerLeftBehind(t *testing.T) {
+	e := newEnv(t)
+	setRuntimeID(t, e.store, "rt-1")
+	e.prov.status = func(string, string) (*gqlschema.OperationStatus, error) {
+		st := opStatus("pop-1", gqlschema.OperationStateSucceeded)
+		msg := "operation succeeded; not completed: Wait_For_Cluster_Deletion (Director: unregistering the runtime: HTTP 500)"
+		st.Message = &msg
+		return st, nil
+	}
+	out, wait, err := runRemove(e, withRuntime("rt-1", "pop-1"), t0)
+	require.NoError(t, err)
+	assert.Zero(t, wait)
+	assert.Contains(t, out.Progress.ExecutedButNotCompleted, "Remove_Runtime")
+	assert.Equal(t, "Runtime Provisioner: not completed: Wait_For_Cluster_Deletion (Director: unregistering the runtime: HTTP 500)", out.LastError)
+	require.NotNil(t, getInstance(t, e.store).DeletedAt, "archived all the same")
+}
+
+// A plain success leaves the step completed (the kill -9 acceptance test caught the contrary).
+func TestRemoveRuntime_PlainSuccessIsComplete(t *testing.T) {
+	e := newEnv(t)
+	setRuntimeID(t, e.store, "rt-1")
+	e.prov.status = func(string, string) (*gqlschema.OperationStatus, error) {
+		st := opStatus("pop-1", gqlschema.OperationStateSucceeded)
+		msg := "operation succeeded"
+		st.Message = &msg
+		return st, nil
+	}
+	out, _, err := runRemove(e, withRuntime("rt-1", "pop-1"), t0)
+	require.NoError(t, err)
+	assert.Empty(t, out.Progress.ExecutedButNotCompleted)
+	assert.Empty(t, out.LastError)
+}

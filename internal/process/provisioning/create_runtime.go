@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/module"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
@@ -66,13 +68,17 @@ func (s CreateRuntime) request(op Op) (gqlschema.ProvisionRuntimeInput, error) {
 	if err != nil {
 		return in, err
 	}
-	in.KymaConfig = KymaConfigInput(op.Data.KymaVersion, s.Defaults.Components, resolved)
+	in.KymaConfig = KymaConfigInput(op.Data.KymaVersion, s.Defaults.Components, op.Data.Parameters.Modules, resolved)
 	return in, nil
 }
 
-// KymaConfigInput is the provisioner's Kyma configuration: the components, each with its
-// overrides, and the global overrides.
-func KymaConfigInput(version string, components []string, o overrides.Overrides) *gqlschema.KymaConfigInput {
+// KymaConfigInput is the provisioner's Kyma configuration: the components (each installed as a
+// Kyma module), each with its overrides, and the global overrides. modules is the instance's
+// modules parameter: nil or default true gives the default components and every component with
+// overrides; default false none; a list exactly the listed modules, their channel and custom
+// resource policy in their configuration (module.ConfigKey*), which the provisioner writes into
+// the Kyma resource's spec.modules.
+func KymaConfigInput(version string, defaults []string, modules *instance.Modules, o overrides.Overrides) *gqlschema.KymaConfigInput {
 	entries := func(es []overrides.Entry) []*gqlschema.ConfigEntryInput {
 		var out []*gqlschema.ConfigEntryInput
 		for _, e := range es {
@@ -86,8 +92,27 @@ func KymaConfigInput(version string, components []string, o overrides.Overrides)
 		return out
 	}
 	k := &gqlschema.KymaConfigInput{Version: version, Configuration: entries(o[overrides.Global])}
-	for _, c := range o.Install(components) {
-		k.Components = append(k.Components, &gqlschema.ComponentConfigurationInput{Component: c, Namespace: "kyma-system", Configuration: entries(o[c])})
+	component := func(name string) *gqlschema.ComponentConfigurationInput {
+		return &gqlschema.ComponentConfigurationInput{Component: name, Namespace: "kyma-system", Configuration: entries(o[name])}
+	}
+	switch {
+	case modules == nil || (modules.Default != nil && *modules.Default):
+		for _, c := range o.Install(defaults) {
+			k.Components = append(k.Components, component(c))
+		}
+	case modules.Default != nil:
+		// default: false, no modules.
+	default:
+		for _, m := range modules.List {
+			c := component(m.Name)
+			if m.Channel != "" {
+				c.Configuration = append(c.Configuration, &gqlschema.ConfigEntryInput{Key: module.ConfigKeyChannel, Value: m.Channel})
+			}
+			if m.CustomResourcePolicy != "" {
+				c.Configuration = append(c.Configuration, &gqlschema.ConfigEntryInput{Key: module.ConfigKeyCustomResourcePolicy, Value: m.CustomResourcePolicy})
+			}
+			k.Components = append(k.Components, c)
+		}
 	}
 	return k
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/module"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
@@ -102,6 +104,38 @@ func TestCreateRuntime_Kyma1GetsTheOverrides(t *testing.T) {
 		{Component: provisioning.KafkaComponent, Namespace: "kyma-system", Configuration: []*gqlschema.ConfigEntryInput{{Key: provisioning.KafkaProviderKey, Value: "azure"}}},
 	}, k.Components, "the default components, then those with overrides")
 	assertNotInData(t, out, "s3cret")
+}
+
+// The modules parameter decides the components: a list gives exactly those modules, with their
+// channel and policy for the Kyma resource; default false none.
+func TestCreateRuntime_ModulesParameter(t *testing.T) {
+	no := false
+	for name, tc := range map[string]struct {
+		modules *instance.Modules
+		want    []*gqlschema.ComponentConfigurationInput
+	}{
+		"list": {&instance.Modules{List: []instance.Module{{Name: "keda", Channel: "fast", CustomResourcePolicy: "Ignore"}, {Name: "serverless"}}},
+			[]*gqlschema.ComponentConfigurationInput{
+				{Component: "keda", Namespace: "kyma-system", Configuration: []*gqlschema.ConfigEntryInput{
+					{Key: module.ConfigKeyChannel, Value: "fast"}, {Key: module.ConfigKeyCustomResourcePolicy, Value: "Ignore"}}},
+				{Component: "serverless", Namespace: "kyma-system", Configuration: []*gqlschema.ConfigEntryInput{{Key: "function.replicas", Value: "2"}}},
+			}},
+		"none": {&instance.Modules{Default: &no}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
+			op := initialized(t, e)
+			op.Data.KymaVersion = "1.24.8"
+			op.Data.Parameters.Modules = tc.modules
+			// Overrides of a component not listed do not add it.
+			op.Data.Overrides.Set(&op.Secrets, "serverless", overrides.Entry{Key: "function.replicas", Value: "2"})
+			op.Data.Overrides.Set(&op.Secrets, "eventing", overrides.Entry{Key: "nats.replicas", Value: "3"})
+			_, _, err := runCreate(e, op, t0)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, e.prov.Calls()[0].Provision.KymaConfig.Components)
+		})
+	}
 }
 
 // Kyma 2.x is installed by the reconciler (create_kyma): the provisioner only creates the cluster.

@@ -145,7 +145,9 @@ func (s Systems) Cleanup(op Step, system, what string, err error, interval time.
 
 // AwaitProvisioner is a step's wait for a Runtime Provisioner operation: a wait > 0 to poll again
 // (a failure to read the operation noted on op), the provisioner's reason when the operation
-// failed, and (0, nil) once it succeeded.
+// failed, and (0, nil) once it succeeded. What a succeeded operation left behind (its steps not
+// completed, e.g. a Director that failed for good) makes this step not completed too, with the
+// provisioner's words, so that the operation's description says what was left and where.
 func AwaitProvisioner(ctx context.Context, p client.Client, op Step, tenant, operationID string, poll time.Duration) (time.Duration, error) {
 	st, err := p.RuntimeOperationStatus(ctx, tenant, operationID)
 	if err != nil {
@@ -159,6 +161,9 @@ func AwaitProvisioner(ctx context.Context, p client.Client, op Step, tenant, ope
 	}
 	if !done {
 		return poll, nil
+	}
+	if left := client.LeftBehind(st); left != "" {
+		op.RetryWithoutFail("Runtime Provisioner: not completed: "+left, 0, 0)
 	}
 	return 0, nil
 }

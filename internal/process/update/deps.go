@@ -18,4 +18,8 @@ type Deps struct {
 	Instances    storage.Instances
 	Provisioner  client.Client
 	PollInterval time.Duration
+	// Operations and DefaultComponents let Update_Kyma_Modules rebuild the runtime's Kyma
+	// configuration with changed modules.
+	Operations        storage.Operations
+	DefaultComponents []string
 }

@@ -12,5 +12,5 @@ func Process(d Deps, timeout time.Duration) (*engine.Process[instance.UpdateData
 	w := func(weight int, s engine.Step[instance.UpdateData]) engine.WeightedStep[instance.UpdateData] {
 		return engine.WeightedStep[instance.UpdateData]{Weight: weight, StepDef: engine.StepDef[instance.UpdateData]{Step: s}}
 	}
-	return engine.Weighted(instance.TypeUpdate, timeout, w(10, UpgradeShoot{d}), w(20, UpdateInstance{d}))
+	return engine.Weighted(instance.TypeUpdate, timeout, w(10, UpgradeShoot{d}), w(15, UpdateKymaModules{d}), w(20, UpdateInstance{d}))
 }

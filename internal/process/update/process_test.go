@@ -22,6 +22,7 @@ func TestProcess_Definition(t *testing.T) {
 	assert.Equal(t, time.Hour, p.Timeout())
 	assert.Equal(t, map[string][]string{
 		"weight_10": {"Upgrade_Shoot"},
+		"weight_15": {"Update_Kyma_Modules"},
 		"weight_20": {"Update_Instance_Parameters"},
 	}, p.Stages())
 }
@@ -51,7 +52,7 @@ func TestProcess_RunsInWeightOrder(t *testing.T) {
 	require.NoError(t, err)
 	op = steptest.GetOperation(t, e.store, raw.ID)
 	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
-	assert.Equal(t, []string{"weight_10", "weight_20"}, op.Progress.FinishedStages)
+	assert.Equal(t, []string{"weight_10", "weight_15", "weight_20"}, op.Progress.FinishedStages)
 
 	events, err := e.store.Events().ListEvents(ctx, storage.EventFilter{OperationIDs: []string{raw.ID}})
 	require.NoError(t, err)
@@ -61,7 +62,7 @@ func TestProcess_RunsInWeightOrder(t *testing.T) {
 			steps = append(steps, ev.Step)
 		}
 	}
-	assert.Equal(t, []string{"Upgrade_Shoot", "Update_Instance_Parameters"}, steps)
+	assert.Equal(t, []string{"Upgrade_Shoot", "Update_Kyma_Modules", "Update_Instance_Parameters"}, steps)
 
 	calls := e.prov.Calls()
 	require.NotEmpty(t, calls)

@@ -48,6 +48,14 @@ func (s KymaInitialisation) Run(ctx context.Context, op KymaOp, _ logrus.FieldLo
 	if len(d.Administrators) == 0 && first.Context.UserID != "" {
 		d.Administrators = []string{first.Context.UserID}
 	}
+	// The modules as the instance has them now: an update may have changed them since provisioning.
+	var current instance.Parameters
+	if len(inst.Parameters) > 0 {
+		if err := json.Unmarshal(inst.Parameters, &current); err != nil {
+			return op, 0, fmt.Errorf("decoding the instance's parameters: %w", err)
+		}
+	}
+	d.Modules = current.Modules
 	d.ProvisioningOperationID, d.Resources = prov.OperationID, prov.Resources
 	d.Overrides = nil
 	if err := d.Overrides.Copy(&op.Secrets, prov.Overrides, prov.Secrets); err != nil {

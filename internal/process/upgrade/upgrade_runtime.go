@@ -26,7 +26,7 @@ func (s UpgradeRuntime) Run(ctx context.Context, op KymaOp, log logrus.FieldLogg
 			return op, 0, err
 		}
 		st, err := s.Provisioner.UpgradeRuntime(ctx, tenant, op.Data.RuntimeID, gqlschema.UpgradeRuntimeInput{
-			KymaConfig: provisioning.KymaConfigInput(op.Data.KymaVersion, s.Defaults.Components, resolved),
+			KymaConfig: provisioning.KymaConfigInput(op.Data.KymaVersion, s.Defaults.Components, op.Data.Modules, resolved),
 		})
 		switch {
 		case apperr.CodeOf(err) == apperr.CodeBadRequest || apperr.CodeOf(err) == apperr.CodeNotFound:

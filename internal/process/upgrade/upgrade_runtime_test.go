@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/module"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
@@ -182,4 +184,23 @@ func TestUpgradeRuntime_MissingSecretValueFails(t *testing.T) {
 	assert.Zero(t, wait)
 	assert.Contains(t, err.Error(), "grafana.clientSecret")
 	assert.Empty(t, e.prov.Calls(), "nothing is sent without the secret")
+}
+
+// A Kyma upgrade keeps the instance's modules as they are now (after updates), not the defaults.
+func TestUpgradeRuntime_KeepsTheInstancesModules(t *testing.T) {
+	e := newEnv(t)
+	_, err := storage.ModifyInstance(context.Background(), e.store.Instances(), testInstanceID, func(i *storage.Instance) {
+		i.Parameters = []byte(`{"name":"c1","modules":{"list":[{"name":"keda","channel":"fast"}]}}`)
+	})
+	require.NoError(t, err)
+	e.prov.upgrade = accepting[gqlschema.UpgradeRuntimeInput]("pop-up")
+	op := e.initialized(t, "1.24.8")
+	assert.Equal(t, &instance.Modules{List: []instance.Module{{Name: "keda", Channel: "fast"}}}, op.Data.Modules)
+
+	_, _, err = runUpgradeRuntime(e, op, t0)
+	require.NoError(t, err)
+	calls := e.prov.CallsTo("UpgradeRuntime")
+	require.Len(t, calls, 1)
+	assert.Equal(t, []*gqlschema.ComponentConfigurationInput{{Component: "keda", Namespace: "kyma-system",
+		Configuration: []*gqlschema.ConfigEntryInput{{Key: module.ConfigKeyChannel, Value: "fast"}}}}, calls[0].Upgrade.KymaConfig.Components)
 }

@@ -44,3 +44,14 @@ func TestInProcessErrors(t *testing.T) {
 		assert.Equal(t, apperr.CodeInternal, apperr.CodeOf(err))
 	})
 }
+
+func TestLeftBehind(t *testing.T) {
+	status := func(state gqlschema.OperationState, msg string) *gqlschema.OperationStatus {
+		return &gqlschema.OperationStatus{State: state, Message: &msg}
+	}
+	assert.Equal(t, "", client.LeftBehind(status(gqlschema.OperationStateSucceeded, "operation succeeded")), "a plain success left nothing")
+	assert.Equal(t, "Wait_For_Cluster_Deletion (Director: HTTP 500)",
+		client.LeftBehind(status(gqlschema.OperationStateSucceeded, "operation succeeded; not completed: Wait_For_Cluster_Deletion (Director: HTTP 500)")))
+	assert.Equal(t, "", client.LeftBehind(status(gqlschema.OperationStateFailed, "operation succeeded; not completed: X")), "only a success")
+	assert.Equal(t, "", client.LeftBehind(&gqlschema.OperationStatus{State: gqlschema.OperationStateSucceeded}))
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 )
@@ -30,4 +31,16 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// LeftBehind is what a succeeded operation did not complete (steps given up without failing, with
+// their last errors), "" when it completed everything.
+func LeftBehind(st *gqlschema.OperationStatus) string {
+	if st.State != gqlschema.OperationStateSucceeded || st.Message == nil {
+		return ""
+	}
+	if left, ok := engine.LeftBehind(*st.Message); ok {
+		return left
+	}
+	return ""
 }

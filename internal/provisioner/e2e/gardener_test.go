@@ -127,7 +127,7 @@ func (g *fakeGardener) reconcileShoot(ctx context.Context, s *unstructured.Unstr
 }
 
 func (g *fakeGardener) playAgent(ctx context.Context) error {
-	_, err := g.core.CoreV1().Secrets(runtimeclient.KymaNamespace).Get(ctx, runtimeclient.AgentConfigSecret, metav1.GetOptions{})
+	_, err := g.core.CoreV1().Secrets(runtimeclient.AgentConfigNamespace).Get(ctx, runtimeclient.AgentConfigSecret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -172,6 +172,19 @@ func setup(t *testing.T, cfg config.Config) *env {
 // setupWith starts the fake Gardener and a provisioner whose backend set is set(project, kubeconfig).
 func setupWith(t *testing.T, cfg config.Config, set func(project string, kubeconfig []byte) string) *env {
 	t.Helper()
+	project, kc := startFakeGardener(t)
+	p := provisionertest.New(t, provisionertest.Options{
+		Backends: infrastructure.Config{SetJSON: set(project, kc)},
+		Clusters: runtimeclient.Clusters{},
+		Config:   &cfg,
+	})
+	return &env{t: t, client: p.Provisioner.Service, dyn: kubetest.Dynamic(t), core: kubetest.Clientset(t), project: project}
+}
+
+// startFakeGardener runs the fake Gardener on a new project until the test ends; it returns the
+// project and the kubeconfig of the API server (Gardener's and every runtime's).
+func startFakeGardener(t *testing.T) (string, []byte) {
+	t.Helper()
 	core, dyn := kubetest.Clientset(t), kubetest.Dynamic(t)
 	kc := kubetest.Kubeconfig(t)
 	project := fmt.Sprintf("e2e%d", time.Now().UnixNano()%1_000_000)
@@ -185,13 +198,7 @@ func setupWith(t *testing.T, cfg config.Config, set func(project string, kubecon
 	done := make(chan struct{})
 	go func() { defer close(done); g.run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-
-	p := provisionertest.New(t, provisionertest.Options{
-		Backends: infrastructure.Config{SetJSON: set(project, kc)},
-		Clusters: runtimeclient.Clusters{},
-		Config:   &cfg,
-	})
-	return &env{t: t, client: p.Provisioner.Service, dyn: dyn, core: core, project: project}
+	return project, kc
 }
 
 func defaultConfig(t *testing.T) config.Config {
@@ -246,7 +253,7 @@ func TestGardenerRuntimeLifecycle(t *testing.T) {
 	assert.Equal(t, "1.30", version)
 
 	// The runtime steps wrote into the runtime (this API server).
-	secret, err := e.core.CoreV1().Secrets(runtimeclient.KymaNamespace).Get(ctx, runtimeclient.AgentConfigSecret, metav1.GetOptions{})
+	secret, err := e.core.CoreV1().Secrets(runtimeclient.AgentConfigNamespace).Get(ctx, runtimeclient.AgentConfigSecret, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, tenant, string(secret.Data["TENANT"]))
 	assert.NotEmpty(t, secret.Data["TOKEN"])

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/module"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
@@ -133,7 +134,16 @@ func (d Deps) updateRuntime(ctx context.Context, id string, change func(*storage
 func kymaSpec(k *Kyma) runtimeclient.KymaSpec {
 	s := runtimeclient.KymaSpec{Version: k.Version, Profile: k.Profile}
 	for _, c := range k.Components {
-		s.Modules = append(s.Modules, c.Name)
+		m := module.ModuleSpec{Name: c.Name}
+		for _, e := range c.Configuration {
+			switch e.Key {
+			case module.ConfigKeyChannel:
+				m.Channel = e.Value
+			case module.ConfigKeyCustomResourcePolicy:
+				m.CustomResourcePolicy = e.Value
+			}
+		}
+		s.Modules = append(s.Modules, m)
 	}
 	return s
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -43,6 +44,8 @@ type Options struct {
 	Backends infrastructure.Config
 	Clusters runtimeclient.Factory
 	Config   *config.Config
+	// Director is the provisioner's Director client [a local stand-in].
+	Director director.Client
 }
 
 // New starts a provisioner and its engine; both stop when the test ends.
@@ -71,7 +74,7 @@ func New(t *testing.T, o Options) *Env {
 		cfg = *o.Config
 	}
 	p, err := provisioner.New(ctx, o.Store, provisioner.Options{
-		Config: cfg, Backends: o.Backends, Clusters: o.Clusters, PollInterval: 25 * time.Millisecond, Log: log,
+		Config: cfg, Backends: o.Backends, Clusters: o.Clusters, Director: o.Director, PollInterval: 25 * time.Millisecond, Log: log,
 	})
 	require.NoError(t, err)
 	eng, err := engine.New(o.Store, engine.Config{Workers: 16, PollInterval: 50 * time.Millisecond}, log)

@@ -20,12 +20,16 @@ import (
 
 const (
 	fieldManager = "keb-provisioner"
-	// KymaNamespace holds the Kyma resource and the agent's configuration.
+	// KymaNamespace holds the Kyma resource.
 	KymaNamespace = "kyma-system"
 	// KymaName is the name of the runtime's Kyma resource.
 	KymaName = "default"
-	// AgentConfigSecret is read by the Runtime Agent at start.
-	AgentConfigSecret = "compass-agent-configuration"
+	// AgentConfigNamespace and AgentConfigSecret: where the Runtime Agent reads its connection
+	// details (the seed's tutorial); DefaultAgentConfigSecret is the same as namespace/name.
+	AgentConfigNamespace = "compass-system"
+	AgentConfigSecret    = "compass-agent-configuration"
+	// DefaultAgentConfigSecret is the default of the agent's APP_AGENT_CONFIGURATION_SECRET.
+	DefaultAgentConfigSecret = AgentConfigNamespace + "/" + AgentConfigSecret
 	// CompassConnectionName is the agent's cluster-scoped status resource.
 	CompassConnectionName = "compass-connection"
 	operatorBindingLabel  = "kyma-project.io/operator-binding"
@@ -84,22 +88,29 @@ func (k *Kube) ApplyOperatorBindings(ctx context.Context, administrators []strin
 	return nil
 }
 
-func (k *Kube) ensureNamespace(ctx context.Context) error {
-	_, err := k.core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KymaNamespace}}, metav1.CreateOptions{})
+func (k *Kube) ensureNamespace(ctx context.Context, name string) error {
+	_, err := k.core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", KymaNamespace, err)
+		return fmt.Errorf("creating namespace %s: %w", name, err)
 	}
 	return nil
 }
 
 // ApplyKyma applies the Kyma resource (server-side apply, so a repeat is a no-op).
 func (k *Kube) ApplyKyma(ctx context.Context, spec KymaSpec) error {
-	if err := k.ensureNamespace(ctx); err != nil {
+	if err := k.ensureNamespace(ctx, KymaNamespace); err != nil {
 		return err
 	}
 	modules := make([]any, 0, len(spec.Modules))
 	for _, m := range spec.Modules {
-		modules = append(modules, map[string]any{"name": m})
+		entry := map[string]any{"name": m.Name}
+		if m.Channel != "" {
+			entry["channel"] = m.Channel
+		}
+		if m.CustomResourcePolicy != "" {
+			entry["customResourcePolicy"] = m.CustomResourcePolicy
+		}
+		modules = append(modules, entry)
 	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "operator.kyma-project.io/v1beta2",
@@ -144,22 +155,22 @@ func (k *Kube) DeleteKyma(ctx context.Context) error {
 
 // WriteAgentConfig writes the Secret the Runtime Agent reads its connection details from.
 func (k *Kube) WriteAgentConfig(ctx context.Context, cfg AgentConfig) error {
-	if err := k.ensureNamespace(ctx); err != nil {
+	if err := k.ensureNamespace(ctx, AgentConfigNamespace); err != nil {
 		return err
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: AgentConfigSecret, Namespace: KymaNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: AgentConfigSecret, Namespace: AgentConfigNamespace},
 		StringData: map[string]string{
 			"CONNECTOR_URL": cfg.ConnectorURL, "RUNTIME_ID": cfg.RuntimeID, "TENANT": cfg.Tenant, "TOKEN": cfg.Token,
 		},
 	}
-	secrets := k.core.CoreV1().Secrets(KymaNamespace)
+	secrets := k.core.CoreV1().Secrets(AgentConfigNamespace)
 	_, err := secrets.Create(ctx, secret, metav1.CreateOptions{FieldManager: fieldManager})
 	if apierrors.IsAlreadyExists(err) {
 		_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{FieldManager: fieldManager})
 	}
 	if err != nil {
-		return fmt.Errorf("writing Secret %s/%s: %w", KymaNamespace, AgentConfigSecret, err)
+		return fmt.Errorf("writing Secret %s: %w", DefaultAgentConfigSecret, err)
 	}
 	return nil
 }

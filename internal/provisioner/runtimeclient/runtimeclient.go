@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/module"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -29,8 +30,8 @@ const (
 type KymaSpec struct {
 	Version string
 	Profile string
-	// Modules are the components, installed as Kyma modules.
-	Modules []string
+	// Modules are the components, installed as Kyma modules (spec.modules).
+	Modules []module.ModuleSpec
 }
 
 // AgentConfig is what the Runtime Agent needs to connect (Secret compass-agent-configuration).

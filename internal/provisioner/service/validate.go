@@ -160,9 +160,7 @@ func validateKyma(f string, k *gqlschema.KymaConfigInput) error {
 	if strings.TrimSpace(k.Version) == "" {
 		return apperr.BadRequest(f+".version", "is required")
 	}
-	if len(k.Components) == 0 {
-		return apperr.BadRequest(f+".components", "must list at least one component")
-	}
+	// No components is valid: a Kyma without modules (the broker's modules: {default: false}).
 	seen := map[string]bool{}
 	for i, c := range k.Components {
 		cf := fmt.Sprintf("%s.components[%d]", f, i)

@@ -109,7 +109,6 @@ func TestProvisionRuntimeValidation(t *testing.T) {
 			g.OidcConfig = &gqlschema.OIDCConfigInput{ClientID: "c", IssuerURL: "http://issuer.example"}
 		}), field: gf + ".oidcConfig.issuerURL"},
 		{name: "kyma version", change: kyma(func(k *gqlschema.KymaConfigInput) { k.Version = " " }), field: "config.kymaConfig.version"},
-		{name: "kyma without components", change: kyma(func(k *gqlschema.KymaConfigInput) { k.Components = nil }), field: "config.kymaConfig.components"},
 		{name: "nil component", change: kyma(func(k *gqlschema.KymaConfigInput) { k.Components[1] = nil }),
 			field: "config.kymaConfig.components[1].component"},
 		{name: "component without name", change: kyma(func(k *gqlschema.KymaConfigInput) { k.Components[0].Component = "" }),
@@ -201,7 +200,6 @@ func TestUpgradeRuntimeValidation(t *testing.T) {
 	}{
 		"no kyma config":       {gqlschema.UpgradeRuntimeInput{}, "config.kymaConfig"},
 		"no version":           {kyma(func(k *gqlschema.KymaConfigInput) { k.Version = "" }), "config.kymaConfig.version"},
-		"no components":        {kyma(func(k *gqlschema.KymaConfigInput) { k.Components = nil }), "config.kymaConfig.components"},
 		"duplicate components": {kyma(func(k *gqlschema.KymaConfigInput) { k.Components[0].Component = "serverless" }), "config.kymaConfig.components[1].component"},
 		"entry without key":    {kyma(func(k *gqlschema.KymaConfigInput) { k.Configuration[0].Key = "" }), "config.kymaConfig.configuration[0].key"},
 	} {
@@ -210,6 +208,12 @@ func TestUpgradeRuntimeValidation(t *testing.T) {
 			requireBadRequest(t, err, tc.field)
 		})
 	}
+
+	t.Run("no components is a Kyma without modules", func(t *testing.T) {
+		k := validKyma()
+		k.Components = nil
+		assert.NoError(t, validateKyma("config.kymaConfig", k))
+	})
 
 	t.Run("a runtime provisioned without Kyma cannot be upgraded", func(t *testing.T) {
 		in := validInput()

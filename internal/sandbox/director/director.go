@@ -13,8 +13,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"mime"
 	"net/http"
 	"sort"
 	"strings"
@@ -22,8 +20,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	"github.com/vektah/gqlparser/v2"
-	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/gql"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -88,10 +85,12 @@ type Object struct {
 	Calls map[string]int `json:"calls"`
 }
 
-// SystemAuth is a system auth of a runtime holding a one-time token issued at IssuedAt.
+// SystemAuth is a system auth of a runtime holding a one-time token issued at IssuedAt and, once
+// the Connector accepted it, used at UsedAt.
 type SystemAuth struct {
-	ID       string    `json:"id"`
-	IssuedAt time.Time `json:"issuedAt"`
+	ID       string     `json:"id"`
+	IssuedAt time.Time  `json:"issuedAt"`
+	UsedAt   *time.Time `json:"usedAt,omitempty"`
 }
 
 // Objects is the inspection snapshot served at GET /_sandbox/director/objects.
@@ -107,6 +106,8 @@ type Objects struct {
 	// ("token", "token.rejected", "unauthorized") and requests rejected before execution
 	// ("invalid").
 	Calls map[string]int `json:"calls"`
+	// Applications are every tenant's applications in registration order.
+	Applications []Application `json:"applications"`
 }
 
 type record struct {
@@ -119,6 +120,7 @@ type record struct {
 	status      Status
 	tokens      int
 	auths       []SystemAuth
+	tokenHashes map[string]string // system auth ID to the SHA-256 of its one-time token
 	calls       map[string]int
 }
 
@@ -126,17 +128,20 @@ type record struct {
 type StandIn struct {
 	opts      Options
 	mux       *http.ServeMux
-	schema    *ast.Schema
+	schema    *gql.Schema
 	issuer    *sandbox.TokenIssuer
 	resolvers map[string]resolver
 
-	durable *sandbox.Durable
-	handler http.Handler
+	durable      *sandbox.Durable
+	handler      http.Handler
+	adminHandler http.Handler
 
 	mu              sync.Mutex
 	seq             *sandbox.Counts
 	tenants         map[string]map[string]*record
 	authOwners      map[string]*record // system auth ID to its runtime
+	tokenAuths      map[string]string  // SHA-256 of a one-time token to its system auth ID
+	apps            map[string]*application
 	registrations   *sandbox.Counts
 	unregistrations *sandbox.Counts
 	totals          *sandbox.Counts
@@ -157,8 +162,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		opts.Now = time.Now
 	}
 	s := &StandIn{opts: opts}
-	// The schema is a constant of this package: failing to load it is a programming error.
-	s.schema = gqlparser.MustLoadSchema(&ast.Source{Name: "director.graphql", Input: schemaSDL})
+	s.schema = gql.MustLoad("director.graphql", schemaSDL)
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
@@ -171,6 +175,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		"deleteSystemAuthForRuntime":    s.deleteSystemAuth,
 		"runtime":                       s.runtime,
 		"runtimes":                      s.runtimes,
+		"applicationsForRuntime":        s.applicationsForRuntime,
 	}
 	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
 	s.seq = s.durable.Counts(kindSeq)
@@ -182,11 +187,15 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	}
 	m := http.NewServeMux()
 	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
-	m.HandleFunc("POST /graphql", s.issuer.Protect(s.handleGraphQL))
+	m.HandleFunc("POST /graphql", s.handleGraphQL)
 	s.mux = m
 	s.handler = s.durable.Handler(m)
+	s.adminHandler = s.admin()
 	return s, nil
 }
+
+// Admin implements sandbox.Administered: the application endpoints under /_sandbox/director/.
+func (s *StandIn) Admin() http.Handler { return s.adminHandler }
 
 // Name implements sandbox.System.
 func (s *StandIn) Name() string { return Name }
@@ -203,9 +212,11 @@ func (s *StandIn) Reset(ctx context.Context) error { return s.durable.Reset(ctx)
 
 // Snapshot returns the inspection snapshot.
 func (s *StandIn) Snapshot() Objects {
+	apps := s.Applications()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Objects{
+		Applications:               apps,
 		Tenants:                    make(map[string][]Object, len(s.tenants)),
 		RegistrationsByRuntimeID:   s.registrations.Map(),
 		UnregistrationsByRuntimeID: s.unregistrations.Map(),
@@ -235,11 +246,11 @@ func (rec *record) snapshot() Runtime {
 	return rt
 }
 
-// validTokens counts the system auths whose one-time token has not expired at now.
+// validTokens counts the system auths whose one-time token is neither used nor expired at now.
 func (rec *record) validTokens(now time.Time) int {
 	n := 0
 	for _, a := range rec.auths {
-		if now.Sub(a.IssuedAt) < OneTimeTokenTTL {
+		if a.UsedAt == nil && now.Sub(a.IssuedAt) < OneTimeTokenTTL {
 			n++
 		}
 	}
@@ -272,50 +283,50 @@ func (s *StandIn) countEvents(events ...string) {
 	}
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// handleGraphQL serves POST /graphql like gqlgen's POST transport: 400 for a body that is not a
-// JSON request, 422 for a query that does not parse or validate or variables that do not fit,
-// otherwise 200 with data and the resolvers' errors.
+// handleGraphQL serves POST /graphql to callers with an OAuth token (every operation) and to
+// runtimes with a client certificate the sandbox CA issued (the Runtime Agent's operations on
+// the runtime named by its certificate's CN), in the tenant of the Tenant header.
 func (s *StandIn) handleGraphQL(w http.ResponseWriter, r *http.Request) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		s.countEvents("invalid")
-		writeJSON(w, http.StatusBadRequest, response{Errors: []gqlError{{Message: "transport not supported"}}})
-		return
+	resolvers := s.resolvers
+	if !s.issuer.Authorized(r) {
+		runtimeID, ok := certifiedRuntime(r)
+		if !ok {
+			s.countEvents("unauthorized")
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			gql.WriteJSON(w, http.StatusUnauthorized, map[string]string{"message": "missing, unknown or expired bearer token and no client certificate of the sandbox CA"})
+			return
+		}
+		resolvers = s.runtimeResolvers(runtimeID)
 	}
-	var req request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.UseNumber()
-	if err := dec.Decode(&req); err != nil {
+	op, ok := s.schema.Decode(w, r)
+	if !ok {
 		s.countEvents("invalid")
-		writeJSON(w, http.StatusBadRequest, response{Errors: []gqlError{{Message: "json request body could not be decoded: " + err.Error()}}})
-		return
-	}
-	op, vars, errs := s.prepare(req)
-	if errs != nil {
-		s.countEvents("invalid")
-		writeJSON(w, http.StatusUnprocessableEntity, response{Errors: errs})
 		return
 	}
 	tenant := strings.TrimSpace(r.Header.Get("Tenant"))
 	if tenant == "" {
 		s.countEvents("invalid")
-		writeJSON(w, http.StatusOK, response{Errors: []gqlError{{Message: "Tenant is required",
-			Extensions: map[string]any{"error": kindTenantRequired}}}})
+		gql.WriteJSON(w, http.StatusOK, gql.Response{Errors: []gql.Error{{Message: "Tenant is required",
+			Extensions: map[string]any{"error": gql.KindTenantRequired}}}})
 		return
 	}
 	s.mu.Lock()
-	resp := s.execute(tenant, op, vars)
+	resp := s.execute(tenant, op, resolvers)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, resp)
+	gql.WriteJSON(w, http.StatusOK, resp)
 }
 
 func newToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// certifiedRuntime is the runtime ID (CN) of the request's verified client certificate.
+func certifiedRuntime(r *http.Request) (string, bool) {
+	cert, ok := sandbox.ClientCertificate(r)
+	if !ok || cert.Subject.CommonName == "" {
+		return "", false
+	}
+	return cert.Subject.CommonName, true
 }

@@ -479,5 +479,5 @@ func TestStateSurvivesARestart(t *testing.T) {
 	// a reset clears the store too
 	require.NoError(t, e2.st.Reset(context.Background()))
 	assert.Equal(t, director.Objects{Tenants: map[string][]director.Object{}, RegistrationsByRuntimeID: map[string]int{},
-		UnregistrationsByRuntimeID: map[string]int{}, Calls: map[string]int{}}, open().Snapshot())
+		UnregistrationsByRuntimeID: map[string]int{}, Calls: map[string]int{}, Applications: []director.Application{}}, open().Snapshot())
 }

@@ -188,7 +188,7 @@ func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, erro
 	}
 	rec := &record{
 		seq: int64(s.seq.Inc(seqRuntimes)), tenant: tenant, id: uuid.NewString(), name: in.name, description: in.description, labels: in.labels,
-		status: Status{Condition: in.condition, Timestamp: s.now()}, calls: map[string]int{"registerRuntime": 1},
+		status: Status{Condition: in.condition, Timestamp: s.now()}, tokenHashes: map[string]string{}, calls: map[string]int{"registerRuntime": 1},
 	}
 	s.tenants[tenant][rec.id] = rec
 	s.touch(rec)
@@ -218,10 +218,11 @@ func (s *StandIn) unregisterRuntime(tenant string, args map[string]any) (any, er
 	if err != nil {
 		return nil, err
 	}
-	// Like Compass, a runtime's system auths go with it.
+	// Like Compass, a runtime's system auths and application assignments go with it.
 	for _, a := range rec.auths {
-		delete(s.authOwners, a.ID)
+		s.forgetAuth(rec, a.ID)
 	}
+	s.unassignEverywhere(rec)
 	delete(s.tenants[tenant], rec.id)
 	if len(s.tenants[tenant]) == 0 {
 		delete(s.tenants, tenant)
@@ -254,11 +255,7 @@ func (s *StandIn) requestOneTimeToken(tenant string, args map[string]any) (any, 
 	if err != nil {
 		return nil, err
 	}
-	rec.tokens++
-	auth := SystemAuth{ID: uuid.NewString(), IssuedAt: s.now()}
-	rec.auths = append(rec.auths, auth)
-	s.authOwners[auth.ID] = rec
-	return object{"token": newToken(), "connectorURL": s.opts.ConnectorURL}, nil
+	return object{"token": s.issueToken(rec), "connectorURL": s.opts.ConnectorURL}, nil
 }
 
 // deleteSystemAuth deletes a system auth of a runtime in the caller's tenant, revoking its token.
@@ -270,7 +267,7 @@ func (s *StandIn) deleteSystemAuth(tenant string, args map[string]any) (any, err
 	}
 	rec.calls["deleteSystemAuthForRuntime"]++
 	s.touch(rec)
-	delete(s.authOwners, id)
+	s.forgetAuth(rec, id)
 	rec.auths = slices.DeleteFunc(rec.auths, func(a SystemAuth) bool { return a.ID == id })
 	return object{"id": id}, nil
 }
@@ -294,38 +291,58 @@ func (s *StandIn) runtimes(tenant string, args map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	first, ok := toInt(args["first"])
-	if !ok || first < 1 || first > maxPageSize {
-		return nil, invalidData("Pagination", "first", fmt.Sprintf("page size must be between 1 and %d", maxPageSize))
-	}
-	offset := 0
-	if after, _ := args["after"].(string); after != "" {
-		if offset, ok = decodeCursor(after); !ok {
-			return nil, invalidData("Pagination", "after", "cursor is not correct")
-		}
-	}
 	var matched []*record
 	for _, rec := range sorted(s.tenants[tenant]) {
 		if matches(rec.labels, filters) {
 			matched = append(matched, rec)
 		}
 	}
-	end := min(offset+first, len(matched))
-	page := []object{}
-	for _, rec := range matched[min(offset, end):end] {
+	return page(matched, args, func(rec *record) object {
 		rec.calls["runtimes"]++
 		s.touch(rec)
-		page = append(page, rec.object())
+		return rec.object()
+	})
+}
+
+// page is the page of items the arguments first and after ask for, each item as fn returns it.
+func page[T any](items []T, args map[string]any, fn func(T) object) (object, error) {
+	first, offset, err := pageArgs(args)
+	if err != nil {
+		return nil, err
 	}
+	end := min(offset+first, len(items))
+	out := []object{}
+	for _, it := range items[min(offset, end):end] {
+		out = append(out, fn(it))
+	}
+	return pageObject(out, offset, end, len(items)), nil
+}
+
+// pageArgs reads the page size (first) and the offset the cursor (after) names.
+func pageArgs(args map[string]any) (first, offset int, err error) {
+	first, ok := toInt(args["first"])
+	if !ok || first < 1 || first > maxPageSize {
+		return 0, 0, invalidData("Pagination", "first", fmt.Sprintf("page size must be between 1 and %d", maxPageSize))
+	}
+	if after, _ := args["after"].(string); after != "" {
+		if offset, ok = decodeCursor(after); !ok {
+			return 0, 0, invalidData("Pagination", "after", "cursor is not correct")
+		}
+	}
+	return first, offset, nil
+}
+
+// pageObject is a page of total objects from offset to end.
+func pageObject(page []object, offset, end, total int) object {
 	return object{
 		"data":       page,
-		"totalCount": len(matched),
+		"totalCount": total,
 		"pageInfo": object{
 			"startCursor": encodeCursor(offset),
 			"endCursor":   encodeCursor(end),
-			"hasNextPage": end < len(matched),
+			"hasNextPage": end < total,
 		},
-	}, nil
+	}
 }
 
 func parseFilters(v any) ([]labelFilter, error) {

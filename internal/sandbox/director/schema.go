@@ -73,9 +73,43 @@ type OneTimeTokenForRuntime {
 	connectorURL: String!
 }
 
+"""BundleInstanceAuth holds a bundle's credentials for the runtime asking: {"basic": {"username", "password"}} or {"oauth": {"clientId", "clientSecret", "url"}}."""
+type BundleInstanceAuth {
+	credentials: Any
+}
+
+type Bundle {
+	id: ID!
+	name: String!
+	description: String
+	instanceAuth: BundleInstanceAuth
+}
+
+type BundlePage {
+	data: [Bundle!]!
+	pageInfo: PageInfo!
+	totalCount: Int!
+}
+
+type Application {
+	id: ID!
+	name: String!
+	description: String
+	providerName: String
+	labels: Labels
+	bundles: BundlePage!
+}
+
+type ApplicationPage {
+	data: [Application!]!
+	pageInfo: PageInfo!
+	totalCount: Int!
+}
+
 type Query {
 	runtimes(filter: [LabelFilter!], first: Int = 200, after: PageCursor): RuntimePage!
 	runtime(id: ID!): Runtime
+	applicationsForRuntime(runtimeID: ID!, first: Int = 200, after: PageCursor): ApplicationPage!
 }
 
 type Mutation {

@@ -10,12 +10,14 @@ import (
 // system auths and calls included) and one per counter.
 const (
 	kindRuntime         = "runtime"
+	kindApplication     = "application"
 	kindSeq             = "seq"
 	kindRegistrations   = "registrations"
 	kindUnregistrations = "unregistrations"
 	kindTotals          = "calls"
 
-	seqRuntimes = "runtimes"
+	seqRuntimes     = "runtimes"
+	seqApplications = "applications"
 )
 
 // storedRuntime is a runtime as its row holds it.
@@ -29,7 +31,10 @@ type storedRuntime struct {
 	Status      Status         `json:"status"`
 	Tokens      int            `json:"tokens"`
 	Auths       []SystemAuth   `json:"auths"`
-	Calls       map[string]int `json:"calls"`
+	// TokenHashes are the SHA-256 of the one-time tokens by system auth ID: the tokens themselves
+	// are not kept.
+	TokenHashes map[string]string `json:"tokenHashes,omitempty"`
+	Calls       map[string]int    `json:"calls"`
 }
 
 func runtimeKey(tenant, id string) string { return tenant + "/" + id }
@@ -38,6 +43,9 @@ func runtimeKey(tenant, id string) string { return tenant + "/" + id }
 func (s *StandIn) touch(rec *record) { s.durable.Touch(kindRuntime, runtimeKey(rec.tenant, rec.id)) }
 
 func (s *StandIn) encode(kind, key string) (any, bool) {
+	if kind == kindApplication {
+		return s.encodeApplication(key)
+	}
 	// Runtime IDs are UUIDs; a tenant may contain a slash.
 	i := strings.LastIndex(key, "/")
 	if kind != kindRuntime || i < 0 {
@@ -48,14 +56,15 @@ func (s *StandIn) encode(kind, key string) (any, bool) {
 		return nil, false
 	}
 	return storedRuntime{Seq: rec.seq, Tenant: rec.tenant, ID: rec.id, Name: rec.name, Description: rec.description,
-		Labels: rec.labels, Status: rec.status, Tokens: rec.tokens, Auths: rec.auths, Calls: rec.calls}, true
+		Labels: rec.labels, Status: rec.status, Tokens: rec.tokens, Auths: rec.auths, TokenHashes: rec.tokenHashes, Calls: rec.calls}, true
 }
 
 func (s *StandIn) restore(rows sandbox.Rows) error {
 	s.tenants = map[string]map[string]*record{}
 	s.authOwners = map[string]*record{}
+	s.tokenAuths = map[string]string{}
 	// Labels were normalised with numbers as json.Number: they are decoded the same way.
-	return sandbox.EachExact(rows, kindRuntime, func(_ string, st storedRuntime) {
+	if err := sandbox.EachExact(rows, kindRuntime, func(_ string, st storedRuntime) {
 		labels := st.Labels
 		if labels == nil {
 			labels = map[string]any{}
@@ -63,14 +72,23 @@ func (s *StandIn) restore(rows sandbox.Rows) error {
 		if st.Calls == nil {
 			st.Calls = map[string]int{}
 		}
+		if st.TokenHashes == nil {
+			st.TokenHashes = map[string]string{}
+		}
 		rec := &record{seq: st.Seq, tenant: st.Tenant, id: st.ID, name: st.Name, description: st.Description,
-			labels: labels, status: st.Status, tokens: st.Tokens, auths: st.Auths, calls: st.Calls}
+			labels: labels, status: st.Status, tokens: st.Tokens, auths: st.Auths, tokenHashes: st.TokenHashes, calls: st.Calls}
 		if s.tenants[rec.tenant] == nil {
 			s.tenants[rec.tenant] = map[string]*record{}
 		}
 		s.tenants[rec.tenant][rec.id] = rec
 		for _, a := range rec.auths {
 			s.authOwners[a.ID] = rec
+			if h, ok := rec.tokenHashes[a.ID]; ok {
+				s.tokenAuths[h] = a.ID
+			}
 		}
-	})
+	}); err != nil {
+		return err
+	}
+	return s.restoreApplications(rows)
 }

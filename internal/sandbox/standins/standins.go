@@ -4,11 +4,13 @@ package standins
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/connector"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
@@ -58,9 +60,10 @@ func (c Credentials) withDefaults() Credentials {
 
 // Sandbox defaults shared with the clients' sandbox configuration.
 const (
-	AVSParentID       = 1000
-	EDPNamespace      = "kyma-dev"
-	ConnectorURL      = "https://connector.sandbox.kyma.local/connector/graphql"
+	AVSParentID  = 1000
+	EDPNamespace = "kyma-dev"
+	// TLSURL is where the TLS listener is assumed to be when Options.TLSURL is empty.
+	TLSURL            = "https://127.0.0.1:8443"
 	AzureSubscription = azure.DefaultSubscriptionID
 )
 
@@ -86,6 +89,38 @@ type Options struct {
 	// Store keeps the stand-ins' state, so that they answer as before after a restart; in memory
 	// when nil.
 	Store sandbox.Store
+	// TLSURL is the base URL (https://host:port) of the TLS listener serving the Connector and the
+	// endpoints secured by mutual TLS: the Director's one-time tokens and the Connector's
+	// management plane info point there. TLSURL (the constant) when empty; Listen sets it.
+	TLSURL string
+}
+
+// Systems are the stand-ins in one sandbox, with those the TLS listener needs.
+type Systems struct {
+	Sandbox   *sandbox.Sandbox
+	Connector *connector.StandIn
+	Director  *director.StandIn
+	// TLSURL is the base URL the Connector's URLs are built on.
+	TLSURL string
+}
+
+// ConnectorURL is the Connector's token-secured endpoint, which one-time tokens point at.
+func (s Systems) ConnectorURL() string { return ConnectorURL(s.TLSURL) }
+
+// ConnectorURL is the Connector's token-secured endpoint on the TLS listener at base.
+func ConnectorURL(base string) string {
+	return strings.TrimRight(base, "/") + "/" + connector.Name + connector.TokenSecuredPath
+}
+
+// CertificateSecuredConnectorURL is the Connector's certificate-secured endpoint at base.
+func CertificateSecuredConnectorURL(base string) string {
+	return strings.TrimRight(base, "/") + "/" + connector.Name + connector.CertificateSecuredPath
+}
+
+// DirectorURL is the Director's GraphQL endpoint at base, which accepts runtimes' certificates
+// on the TLS listener.
+func DirectorURL(base string) string {
+	return strings.TrimRight(base, "/") + "/" + director.Name + "/graphql"
 }
 
 // New returns a sandbox with every stand-in registered, its state loaded from o.Store.
@@ -93,6 +128,15 @@ func New(o Options) (*sandbox.Sandbox, error) { return Open(context.Background()
 
 // Open is New loading the state within ctx.
 func Open(ctx context.Context, o Options) (*sandbox.Sandbox, error) {
+	sys, err := OpenSystems(ctx, o)
+	return sys.Sandbox, err
+}
+
+// OpenSystems is Open returning the stand-ins the TLS listener needs too.
+func OpenSystems(ctx context.Context, o Options) (Systems, error) {
+	if o.TLSURL == "" {
+		o.TLSURL = TLSURL
+	}
 	c := o.Credentials.withDefaults()
 	parents := o.AVSParentIDs
 	if len(parents) == 0 {
@@ -107,6 +151,7 @@ func Open(ctx context.Context, o Options) (*sandbox.Sandbox, error) {
 		store = sandbox.NewMemoryStore()
 	}
 	sb := sandbox.New(sandbox.Options{Seed: o.Seed, Log: o.Log, Now: o.Now})
+	out := Systems{Sandbox: sb, TLSURL: o.TLSURL}
 	for _, open := range []func() (sandbox.System, error){
 		func() (sandbox.System, error) {
 			return avs.Open(ctx, avs.Options{ClientID: c.AVSClientID, ClientSecret: c.AVSClientSecret, ParentIDs: parents, Now: o.Now, Store: store})
@@ -130,17 +175,26 @@ func Open(ctx context.Context, o Options) (*sandbox.Sandbox, error) {
 				FailingComponents: o.FailingComponents, Now: o.Now, Store: store})
 		},
 		func() (sandbox.System, error) {
-			return director.Open(ctx, director.Options{ClientID: c.DirectorClientID, ClientSecret: c.DirectorClientSecret,
-				ConnectorURL: ConnectorURL, Now: o.Now, Store: store})
+			var err error
+			out.Director, err = director.Open(ctx, director.Options{ClientID: c.DirectorClientID, ClientSecret: c.DirectorClientSecret,
+				ConnectorURL: ConnectorURL(o.TLSURL), Now: o.Now, Store: store})
+			return out.Director, err
+		},
+		func() (sandbox.System, error) {
+			var err error
+			// The Connector uses up the one-time tokens the Director issued: their state is the Director's.
+			out.Connector, err = connector.Open(ctx, connector.Options{Tokens: out.Director, DirectorURL: DirectorURL(o.TLSURL),
+				CertificateSecuredURL: CertificateSecuredConnectorURL(o.TLSURL), Now: o.Now, Store: store})
+			return out.Connector, err
 		},
 	} {
 		sys, err := open()
 		if err != nil {
-			return nil, err
+			return Systems{}, err
 		}
 		if err := sb.Register(sys); err != nil {
-			return nil, err
+			return Systems{}, err
 		}
 	}
-	return sb, nil
+	return out, nil
 }

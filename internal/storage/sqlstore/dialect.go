@@ -42,6 +42,11 @@ type Dialect struct {
 	// until the end of the transaction (pg_advisory_xact_lock). Without it the driver must
 	// serialise write transactions (SQLite: a single writer connection).
 	XactLockSQL string
+	// TryLockSQL / UnlockSQL, when set, take and release a session lock on a text key (its one
+	// bind parameter) on a dedicated connection (pg_try_advisory_lock): singletons across
+	// replicas. Without them the lock is held in the process (SQLite: one process anyway).
+	TryLockSQL string
+	UnlockSQL  string
 	// MigrationLockSQL / MigrationUnlockSQL are run on the migration connection around
 	// migrations (pg_advisory_lock) so concurrent replicas do not race.
 	MigrationLockSQL   string

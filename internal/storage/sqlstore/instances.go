@@ -13,21 +13,25 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-const instanceCols = "instance_id, runtime_id, global_account_id, sub_account_id, service_id, plan_id, provider_region, dashboard_url, parameters, secrets, created_at, updated_at, version, deleted_at"
+const instanceCols = "instance_id, runtime_id, global_account_id, sub_account_id, service_id, plan_id, provider_region, dashboard_url, parameters, secrets, created_at, updated_at, version, deleted_at, expired_at"
 
-func (s *Store) scanInstance(r rowScanner) (storage.Instance, error) {
+func (s *Store) scanInstance(r rowScanner) (storage.Instance, error) { return s.scanInstanceWith(r) }
+
+// scanInstanceWith scans the instance columns followed by extra destinations.
+func (s *Store) scanInstanceWith(r rowScanner, extra ...any) (storage.Instance, error) {
 	var (
 		inst             storage.Instance
 		params           sql.NullString
 		secrets          []byte
 		created, updated dbTime
-		deleted          dbTime
+		deleted, expired dbTime
 	)
-	if err := r.Scan(&inst.InstanceID, &inst.RuntimeID, &inst.GlobalAccountID, &inst.SubAccountID, &inst.ServiceID,
-		&inst.PlanID, &inst.ProviderRegion, &inst.DashboardURL, &params, &secrets, &created, &updated, &inst.Version, &deleted); err != nil {
+	dest := append([]any{&inst.InstanceID, &inst.RuntimeID, &inst.GlobalAccountID, &inst.SubAccountID, &inst.ServiceID,
+		&inst.PlanID, &inst.ProviderRegion, &inst.DashboardURL, &params, &secrets, &created, &updated, &inst.Version, &deleted, &expired}, extra...)
+	if err := r.Scan(dest...); err != nil {
 		return storage.Instance{}, err
 	}
-	inst.DeletedAt = deleted.ptr()
+	inst.DeletedAt, inst.ExpiredAt = deleted.ptr(), expired.ptr()
 	if params.Valid && params.String != "" {
 		inst.Parameters = []byte(params.String)
 	}
@@ -212,14 +216,19 @@ func (s *Store) ListInstances(ctx context.Context, f storage.InstanceFilter) (st
 	return page, nil
 }
 
-func (s *Store) listInstances(ctx context.Context, f storage.InstanceFilter) (storage.Page[storage.Instance], error) {
+// instanceWhere is the filter's condition, archived instances left to the caller.
+func instanceWhere(f storage.InstanceFilter) sq.And {
 	where := sq.And{}
 	where = eqIfAny(where, "instance_id", f.InstanceIDs)
 	where = eqIfAny(where, "runtime_id", f.RuntimeIDs)
 	where = eqIfAny(where, "global_account_id", f.GlobalAccountIDs)
 	where = eqIfAny(where, "sub_account_id", f.SubAccountIDs)
 	where = eqIfAny(where, "plan_id", f.PlanIDs)
-	where = eqIfAny(where, "provider_region", f.Regions)
+	return eqIfAny(where, "provider_region", f.Regions)
+}
+
+func (s *Store) listInstances(ctx context.Context, f storage.InstanceFilter) (storage.Page[storage.Instance], error) {
+	where := instanceWhere(f)
 	if !f.IncludeDeleted {
 		where = append(where, sq.Eq{"deleted_at": nil})
 	}
@@ -241,6 +250,15 @@ func (s *Store) insertOperationExclusive(ctx context.Context, op storage.Operati
 		return storage.Operation{}, err
 	}
 	defer rollback(tx)
+	out, err := s.insertOperationExclusiveTx(ctx, tx, op, blocking)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	return out, tx.Commit()
+}
+
+// insertOperationExclusiveTx is insertOperationExclusive inside the caller's transaction.
+func (s *Store) insertOperationExclusiveTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation, blocking []string) (storage.Operation, error) {
 	// The instance row serialises operation starts of one instance (SQLite transactions are
 	// exclusive already).
 	lock := "SELECT instance_id FROM instances WHERE instance_id = ?"
@@ -267,9 +285,5 @@ func (s *Store) insertOperationExclusive(ctx context.Context, op storage.Operati
 	case !errors.Is(err, sql.ErrNoRows):
 		return storage.Operation{}, err
 	}
-	out, err := s.insertOperation(ctx, tx, op)
-	if err != nil {
-		return storage.Operation{}, err
-	}
-	return out, tx.Commit()
+	return s.insertOperation(ctx, tx, op)
 }

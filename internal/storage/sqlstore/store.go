@@ -44,6 +44,7 @@ type Store struct {
 	log     logrus.FieldLogger
 	onClose func() error
 	wake    broadcaster
+	locks   localLocks
 
 	// saveProgress is the prepared single-statement SaveProgress (dialects with Array only).
 	saveProgressStmt *sqlx.Stmt

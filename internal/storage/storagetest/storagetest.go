@@ -105,8 +105,14 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"StaticRelease", testStaticRelease},
 		{"StaticAllocateConcurrent", testStaticAllocateConcurrent},
 		{"Bindings", testBindings},
+		{"Orchestrations", testOrchestrations},
+		{"OrchestrationWorkersConcurrent", testOrchestrationWorkersConcurrent},
+		{"SingletonLock", testSingletonLock},
 		{"SandboxObjects", testSandboxObjects},
 		{"SandboxObjectsConcurrent", testSandboxObjectsConcurrent},
+		{"RuntimeStates", testRuntimeStates},
+		{"Expire", testExpire},
+		{"Retriggers", testRetriggers},
 		{"Ping", func(t *testing.T, e *env) { require.NoError(t, e.s.Ping(context.Background())) }},
 	}
 	for _, tc := range tests {

@@ -58,7 +58,7 @@ func TestShootAndCompassConnection(t *testing.T) {
 		"apiVersion": "compass.kyma-project.io/v1alpha1",
 		"kind":       "CompassConnection",
 		"metadata":   map[string]any{"name": name},
-		"spec":       map[string]any{"managementInfo": map[string]any{"directorUrl": "https://director.example.com"}},
+		"spec":       map[string]any{"managementInfo": map[string]any{"connectorUrl": "https://connector.example.com", "directorUrl": "https://director.example.com"}},
 	}}
 	client := dc.Resource(kubetest.CompassConnectionGVR)
 	cc, err = client.Create(ctx, cc, metav1.CreateOptions{})

@@ -40,67 +40,93 @@ const EnvURL = "KEB_TEST_DATABASE_URL"
 // If EnvURL is unset it starts a throwaway cluster first and removes it after
 // m.Run; if it cannot start one it prints why and exits 1.
 func Main(m *testing.M) {
-	os.Exit(testenv.Run(m, EnvURL, "PostgreSQL", startCluster))
+	os.Exit(Run(m))
+}
+
+// Run is Main returning the exit code, for a TestMain with work of its own around the tests.
+func Run(m *testing.M) int {
+	return testenv.Run(m, EnvURL, "PostgreSQL", startCluster)
 }
 
 // startCluster starts a cluster via scripts/postgres.sh, exports its URL in
 // EnvURL (so subprocesses see it too) and returns a function stopping it.
 func startCluster() (func(), error) {
+	c, err := startScriptCluster()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Setenv(EnvURL, c.url); err != nil {
+		c.remove()
+		return nil, err
+	}
+	return func() {
+		c.remove()
+		_ = os.Unsetenv(EnvURL)
+	}, nil
+}
+
+// cluster is a throwaway cluster of scripts/postgres.sh in dir.
+type cluster struct {
+	script, dir, url string
+	reaper           *exec.Cmd
+}
+
+// startScriptCluster starts a cluster in a new directory under /tmp, with a reaper that
+// removes it should this process die first.
+func startScriptCluster() (*cluster, error) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	script := filepath.Join(root, "scripts", "postgres.sh")
+	c := &cluster{script: filepath.Join(root, "scripts", "postgres.sh")}
 	// /tmp rather than os.TempDir: the unprivileged cluster owner must be able
 	// to reach it and the unix socket path must stay short.
-	dir, err := os.MkdirTemp("/tmp", "keb-pgtest-")
-	if err != nil {
+	if c.dir, err = os.MkdirTemp("/tmp", "keb-pgtest-"); err != nil {
 		return nil, err
 	}
-	stopScript := func() {
-		cmd := exec.Command("bash", script, "stop", dir)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "pgtest: stopping PostgreSQL in %s: %v\n", dir, err)
-		}
-	}
-
-	cmd := exec.Command("bash", script, "start", dir)
+	cmd := exec.Command("bash", c.script, "start", c.dir)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		stopScript() // removes a half-initialised cluster
-		return nil, fmt.Errorf("%s start: %w", script, err)
+		c.remove() // removes a half-initialised cluster
+		return nil, fmt.Errorf("%s start: %w", c.script, err)
 	}
-	serverURL := strings.TrimSpace(string(out))
-	if serverURL == "" {
-		stopScript()
-		return nil, fmt.Errorf("%s start printed no URL", script)
+	if c.url = strings.TrimSpace(string(out)); c.url == "" {
+		c.remove()
+		return nil, fmt.Errorf("%s start printed no URL", c.script)
 	}
-
 	// Safety net: if this process dies without running deferred code (test
 	// timeout panic, SIGKILL, Ctrl-C), a detached reaper stops the cluster once
 	// our pid is gone. Its own session keeps it out of our signals; it gets no
 	// stdio so "go test" does not wait for it.
-	reaper := exec.Command("bash", script, "reap", dir, fmt.Sprint(os.Getpid()))
-	reaper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := reaper.Start(); err != nil {
+	c.reaper = exec.Command("bash", c.script, "reap", c.dir, fmt.Sprint(os.Getpid()))
+	c.reaper.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.reaper.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: warning: cannot start reaper: %v\n", err)
-		reaper = nil
+		c.reaper = nil
 	}
+	return c, nil
+}
 
-	if err := os.Setenv(EnvURL, serverURL); err != nil {
-		stopScript()
-		return nil, err
+// run runs one command of the script on the cluster.
+func (c *cluster) run(command string) error {
+	cmd := exec.Command("bash", c.script, command, c.dir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s %s: %w", c.script, command, c.dir, err)
 	}
-	return func() {
-		if reaper != nil {
-			_ = reaper.Process.Kill()
-			_ = reaper.Wait()
-		}
-		stopScript()
-		_ = os.Unsetenv(EnvURL)
-	}, nil
+	return nil
+}
+
+// remove stops the cluster and removes its directory.
+func (c *cluster) remove() {
+	if c.reaper != nil {
+		_ = c.reaper.Process.Kill()
+		_ = c.reaper.Wait()
+	}
+	if err := c.run("stop"); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+	}
 }
 
 // repoRoot walks up from the working directory (a package dir under go test)

@@ -71,3 +71,21 @@ func open(t *testing.T, url string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// A private server can be stopped (connections fail) and started again with its data.
+func TestPrivateServerStopsAndStartsWithItsData(t *testing.T) {
+	srv := pgtest.StartPrivate(t)
+	db := open(t, srv.URL)
+	if _, err := db.Exec("CREATE TABLE kept (v int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if err := db.Ping(); err == nil {
+		t.Fatal("ping succeeded while the server was stopped")
+	}
+	srv.Start()
+	var v int
+	if err := db.QueryRow("SELECT v FROM kept").Scan(&v); err != nil || v != 7 {
+		t.Fatalf("after the restart: v=%d err=%v", v, err)
+	}
+}

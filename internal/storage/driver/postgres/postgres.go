@@ -154,6 +154,8 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 		},
 		NotifySQL:          "SELECT pg_notify('" + NotifyChannel + "', '')",
 		XactLockSQL:        "SELECT pg_advisory_xact_lock(hashtext(?))",
+		TryLockSQL:         "SELECT pg_try_advisory_lock(hashtext(?))",
+		UnlockSQL:          "SELECT pg_advisory_unlock(hashtext(?))",
 		Listen:             func(ctx context.Context) (<-chan struct{}, error) { return listen(ctx, dsn, log) },
 		MigrationLockSQL:   fmt.Sprintf("SELECT pg_advisory_lock(%d)", migrationLockID),
 		MigrationUnlockSQL: fmt.Sprintf("SELECT pg_advisory_unlock(%d)", migrationLockID),

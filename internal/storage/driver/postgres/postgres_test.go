@@ -39,6 +39,10 @@ func TestWakeupsAcrossStores(t *testing.T) {
 	storagetest.WakeupsAcrossStores(t, opener(t))
 }
 
+func TestSingletonLockAcrossStores(t *testing.T) {
+	storagetest.SingletonLockAcrossStores(t, opener(t))
+}
+
 func TestMigrateConcurrently(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	ctx := context.Background()

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"net/url"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kyma-project/kyma-environment-broker/common/runtime"
+)
+
+func (a *app) runtimesCmd() *cobra.Command {
+	var (
+		accounts, subaccounts, instanceIDs, runtimeIDs, regions, shoots, plans, states []string
+		opDetail                                                                       string
+		kymaConfig, clusterConfig, expired, all                                        bool
+		page, pageSize                                                                 int
+	)
+	cmd := &cobra.Command{
+		Use:     "runtimes",
+		Aliases: []string{"rt"},
+		Short:   "List runtimes (GET /runtimes) with every filter",
+		Example: `  kcp runtimes --account GA1 --plan azure --state provisioned
+  kcp runtimes --state upgrading -o json
+  kcp runtimes --instance-id 1234 --op-detail all --kyma-config --cluster-config`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			for key, vals := range map[string][]string{"account": accounts, "subaccount": subaccounts, "instance_id": instanceIDs,
+				"runtime_id": runtimeIDs, "region": regions, "shoot": shoots, "plan": plans, "state": states} {
+				for _, v := range vals {
+					q.Add(key, v)
+				}
+			}
+			if opDetail != "" {
+				if opDetail != "all" && opDetail != "last" {
+					return usagef("--op-detail: must be all or last, got %q", opDetail)
+				}
+				q.Set("op_detail", opDetail)
+			}
+			for key, on := range map[string]bool{"kyma_config": kymaConfig, "cluster_config": clusterConfig, "expired": expired} {
+				if on {
+					q.Set(key, "true")
+				}
+			}
+			q.Set("page_size", strconv.Itoa(pageSize))
+			var out runtime.Page
+			for p := page; ; p++ {
+				q.Set("page", strconv.Itoa(p))
+				var one runtime.Page
+				if err := a.client.getJSON(cmd.Context(), "GET", "/runtimes", q, nil, &one); err != nil {
+					return err
+				}
+				out.Data = append(out.Data, one.Data...)
+				out.TotalCount = one.TotalCount
+				if !all || len(one.Data) == 0 || (p)*pageSize >= one.TotalCount {
+					break
+				}
+			}
+			out.Count = len(out.Data)
+			if out.Data == nil {
+				out.Data = []runtime.DTO{}
+			}
+			return a.print(out, func() table {
+				t := table{header: []string{"GLOBAL ACCOUNT", "SUBACCOUNT", "INSTANCE ID", "RUNTIME ID", "PLAN", "REGION", "STATE", "CREATED"}}
+				for _, r := range out.Data {
+					t.add(r.GlobalAccountID, r.SubAccountID, r.InstanceID, r.RuntimeID, r.ServicePlanName, r.ProviderRegion, r.Status.State, ts(r.Status.CreatedAt))
+				}
+				return t
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVarP(&accounts, "account", "g", nil, "global account ID (repeat or comma-separate)")
+	f.StringSliceVarP(&subaccounts, "subaccount", "s", nil, "subaccount ID")
+	f.StringSliceVarP(&instanceIDs, "instance-id", "i", nil, "instance ID")
+	f.StringSliceVarP(&runtimeIDs, "runtime-id", "r", nil, "runtime ID")
+	f.StringSliceVarP(&regions, "region", "R", nil, "provider region")
+	f.StringSliceVarP(&shoots, "shoot", "c", nil, "shoot name")
+	f.StringSliceVarP(&plans, "plan", "p", nil, "plan name (azure, aws, gcp, trial, free, ...)")
+	f.StringSliceVar(&states, "state", nil, "runtime state: provisioning, provisioned, failed, updating, upgrading, suspended, expired, deprovisioning, deprovisioned")
+	f.StringVar(&opDetail, "op-detail", "", "operations shown: all or last")
+	f.BoolVar(&kymaConfig, "kyma-config", false, "include the Kyma configuration")
+	f.BoolVar(&clusterConfig, "cluster-config", false, "include the cluster configuration")
+	f.BoolVar(&expired, "expired", false, "only expired runtimes")
+	f.IntVar(&page, "page", 1, "page to show")
+	f.IntVar(&pageSize, "page-size", 100, "runtimes per page (at most 1000)")
+	f.BoolVar(&all, "all", false, "read every page from --page on")
+	return cmd
+}

@@ -1,0 +1,163 @@
+// Package module builds, signs, publishes and deploys Kyma modules: OCM component versions
+// (component descriptor v2) stored as OCI artifacts in the layout Kyma's lifecycle manager reads
+// (<registry>/component-descriptors/<component>:<version>), ModuleTemplates made from them, and
+// edits of the Kyma resource's spec.modules. The OCM Go library is not on the module proxy, so the
+// descriptor types are ours, kept to the published component descriptor v2 schema.
+package module
+
+import (
+	"fmt"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Media types of the OCM OCI mapping (component descriptor v2 in OCI).
+const (
+	MediaTypeComponentConfig     = "application/vnd.gardener.cloud.cnudie.component.config.v1+json"
+	MediaTypeDescriptorLayer     = "application/vnd.gardener.cloud.cnudie.component-descriptor.v2+yaml+tar"
+	MediaTypeTarGzip             = "application/x-tar+gzip"
+	DescriptorFileName           = "component-descriptor.yaml"
+	SchemaVersionV2              = "v2"
+	AccessTypeLocalBlob          = "localBlob"
+	AccessTypeOCIRegistry        = "ociRegistry"
+	RepositoryTypeOCI            = "ociRegistry"
+	NameMappingURLPath           = "urlPath"
+	NameMappingSHA256            = "sha256-digest"
+	HashSHA256                   = "SHA-256"
+	HashSHA512                   = "SHA-512"
+	NormalisationGenericBlob     = "genericBlobDigest/v1"
+	NormalisationOCIArtifact     = "ociArtifactDigest/v1"
+	NormalisationJSONV1          = "jsonNormalisation/v1"
+	SignatureAlgorithmRSAPKCS1v5 = "RSASSA-PKCS1-V1_5"
+	MediaTypeRSASignature        = "application/vnd.ocm.signature.rsa"
+	ResourceTypeImage            = "ociImage"
+	ResourceRawManifest          = "raw-manifest"
+	ResourceDefaultCR            = "default-cr"
+	ResourceSecurity             = "security-config"
+)
+
+// ComponentDescriptor is an OCM component descriptor, schema v2.
+type ComponentDescriptor struct {
+	Meta       Meta        `json:"meta"`
+	Component  Component   `json:"component"`
+	Signatures []Signature `json:"signatures,omitempty"`
+}
+
+// Meta carries the schema version.
+type Meta struct {
+	SchemaVersion string `json:"schemaVersion"`
+}
+
+// Component is one version of a component.
+type Component struct {
+	Name                string               `json:"name"`
+	Version             string               `json:"version"`
+	Provider            string               `json:"provider"`
+	Labels              []Label              `json:"labels,omitempty"`
+	RepositoryContexts  []RepositoryContext  `json:"repositoryContexts"`
+	Sources             []Source             `json:"sources"`
+	ComponentReferences []ComponentReference `json:"componentReferences"`
+	Resources           []Resource           `json:"resources"`
+}
+
+// Label is a named value; Signing includes it in the signature.
+type Label struct {
+	Name    string `json:"name"`
+	Value   any    `json:"value"`
+	Signing bool   `json:"signing,omitempty"`
+}
+
+// RepositoryContext names the OCI registry a component version lives in.
+type RepositoryContext struct {
+	Type                 string `json:"type"`
+	BaseURL              string `json:"baseUrl"`
+	ComponentNameMapping string `json:"componentNameMapping"`
+}
+
+// Source is a source the component was built from.
+type Source struct {
+	Name    string  `json:"name"`
+	Type    string  `json:"type"`
+	Version string  `json:"version,omitempty"`
+	Labels  []Label `json:"labels,omitempty"`
+	Access  Access  `json:"access"`
+}
+
+// ComponentReference refers to another component version.
+type ComponentReference struct {
+	Name          string  `json:"name"`
+	ComponentName string  `json:"componentName"`
+	Version       string  `json:"version"`
+	Labels        []Label `json:"labels,omitempty"`
+}
+
+// Resource is an artifact of the component: a local blob (a layer of the component's own OCI
+// artifact) or an external OCI image.
+type Resource struct {
+	Name     string      `json:"name"`
+	Type     string      `json:"type"`
+	Version  string      `json:"version"`
+	Relation string      `json:"relation"`
+	Labels   []Label     `json:"labels,omitempty"`
+	Access   Access      `json:"access"`
+	Digest   *DigestSpec `json:"digest,omitempty"`
+}
+
+// Access says where a resource's content is.
+type Access struct {
+	Type           string `json:"type"`
+	LocalReference string `json:"localReference,omitempty"`
+	MediaType      string `json:"mediaType,omitempty"`
+	ImageReference string `json:"imageReference,omitempty"`
+}
+
+// DigestSpec is a digest with how it was computed.
+type DigestSpec struct {
+	HashAlgorithm          string `json:"hashAlgorithm"`
+	NormalisationAlgorithm string `json:"normalisationAlgorithm"`
+	Value                  string `json:"value"`
+}
+
+// Signature is an OCM signature over the normalised descriptor.
+type Signature struct {
+	Name      string        `json:"name"`
+	Digest    DigestSpec    `json:"digest"`
+	Signature SignatureSpec `json:"signature"`
+}
+
+// SignatureSpec is the signature value.
+type SignatureSpec struct {
+	Algorithm string `json:"algorithm"`
+	Value     string `json:"value"`
+	MediaType string `json:"mediaType"`
+}
+
+// MarshalYAML gives the descriptor's YAML (keys sorted, so deterministic).
+func (cd *ComponentDescriptor) MarshalYAML() ([]byte, error) {
+	return yaml.Marshal(cd)
+}
+
+// ParseDescriptor reads a descriptor (YAML or JSON) and checks its schema version.
+func ParseDescriptor(data []byte) (*ComponentDescriptor, error) {
+	var cd ComponentDescriptor
+	if err := yaml.UnmarshalStrict(data, &cd); err != nil {
+		return nil, fmt.Errorf("parse component descriptor: %w", err)
+	}
+	if cd.Meta.SchemaVersion != SchemaVersionV2 {
+		return nil, fmt.Errorf("component descriptor schema version %q, want %q", cd.Meta.SchemaVersion, SchemaVersionV2)
+	}
+	if cd.Component.Name == "" || cd.Component.Version == "" {
+		return nil, fmt.Errorf("component descriptor without name or version")
+	}
+	return &cd, nil
+}
+
+// Resource returns the named resource, or nil.
+func (cd *ComponentDescriptor) Resource(name string) *Resource {
+	for i := range cd.Component.Resources {
+		if cd.Component.Resources[i].Name == name {
+			return &cd.Component.Resources[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,384 @@
+package module
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/sirupsen/logrus"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/errcode"
+	"oras.land/oras-go/v2/registry/remote/retry"
+)
+
+// DescriptorsRepository is the repository (under the registry's prefix) that holds component
+// descriptors, as Kyma's lifecycle manager reads them.
+const DescriptorsRepository = "component-descriptors"
+
+// ErrExists is returned when a version already exists with other content.
+var ErrExists = errors.New("already exists with other content")
+
+// RegistryOptions say how to reach an OCI registry.
+type RegistryOptions struct {
+	// Registry is host[:port][/prefix].
+	Registry string
+	// Insecure uses plain HTTP.
+	Insecure bool
+	// CAFile adds a CA certificate (PEM) to the system's for HTTPS.
+	CAFile string
+	// Username and Password are basic auth credentials; without them the docker config
+	// (DOCKER_CONFIG or ~/.docker/config.json) is asked.
+	Username, Password string
+	// NameMapping maps component names to repositories: urlPath (default) or sha256-digest.
+	NameMapping string
+	// Timeout bounds each HTTP request (default 2 minutes).
+	Timeout time.Duration
+}
+
+// Registry is an OCI registry holding component versions.
+type Registry struct {
+	host, prefix string
+	plainHTTP    bool
+	mapping      string
+	client       *auth.Client
+	log          logrus.FieldLogger
+}
+
+// NewRegistry prepares access to a registry (no request is made yet).
+func NewRegistry(o RegistryOptions, log logrus.FieldLogger) (*Registry, error) {
+	if o.Registry == "" {
+		return nil, errors.New("no registry given")
+	}
+	host, prefix, _ := strings.Cut(strings.TrimSuffix(o.Registry, "/"), "/")
+	if strings.Contains(host, "://") {
+		return nil, fmt.Errorf("registry %q: give host[:port][/prefix] without a scheme (use --insecure for plain HTTP)", o.Registry)
+	}
+	mapping := o.NameMapping
+	if mapping == "" {
+		mapping = NameMappingURLPath
+	}
+	if mapping != NameMappingURLPath && mapping != NameMappingSHA256 {
+		return nil, fmt.Errorf("name mapping %q: want %s or %s", mapping, NameMappingURLPath, NameMappingSHA256)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read CA file: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CA file %s: no PEM certificate", o.CAFile)
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	client := &auth.Client{
+		// 5xx, 429 and 408 are retried a bounded number of times (oras' default policy):
+		// distribution answers 500 now and then while the same blob is pushed concurrently.
+		Client: &http.Client{Transport: retry.NewTransport(transport), Timeout: timeout},
+		// In memory only: processes never share a token cache.
+		Cache:  auth.NewCache(),
+		Header: http.Header{"User-Agent": {"kyma-cli"}},
+	}
+	if o.Username != "" || o.Password != "" {
+		client.Credential = auth.StaticCredential(host, auth.Credential{Username: o.Username, Password: o.Password})
+	} else {
+		store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("docker credentials: %w", err)
+		}
+		client.Credential = credentials.Credential(store)
+	}
+	return &Registry{host: host, prefix: prefix, plainHTTP: o.Insecure, mapping: mapping, client: client, log: log}, nil
+}
+
+// BaseURL is the registry with its prefix: the descriptor's repository context.
+func (r *Registry) BaseURL() string {
+	if r.prefix == "" {
+		return r.host
+	}
+	return r.host + "/" + r.prefix
+}
+
+// NameMapping is the registry's component name mapping.
+func (r *Registry) NameMapping() string { return r.mapping }
+
+// RepositoryName is the repository of a component's versions.
+func (r *Registry) RepositoryName(component string) string {
+	name := component
+	if r.mapping == NameMappingSHA256 {
+		sum := sha256.Sum256([]byte(component))
+		name = hex.EncodeToString(sum[:])
+	}
+	repo := DescriptorsRepository + "/" + name
+	if r.prefix != "" {
+		repo = r.prefix + "/" + repo
+	}
+	return repo
+}
+
+func (r *Registry) repository(name string) (*remote.Repository, error) {
+	repo, err := remote.NewRepository(r.host + "/" + name)
+	if err != nil {
+		return nil, fmt.Errorf("repository %s: %w", name, err)
+	}
+	repo.Client = r.client
+	repo.PlainHTTP = r.plainHTTP
+	return repo, nil
+}
+
+// Ref is where a component version lives in this registry.
+func (r *Registry) Ref(component, version string) string {
+	return r.host + "/" + r.RepositoryName(component) + ":" + version
+}
+
+// PushResult says what a push did.
+type PushResult struct {
+	Ref    string
+	Digest digest.Digest
+	Size   int64
+	// Unchanged: the version already had exactly this content; nothing was written.
+	Unchanged bool
+}
+
+// Push publishes a component version. Pushing the same content again is a no-op; other content
+// under an existing version fails with ErrExists unless overwrite is set.
+func (r *Registry) Push(ctx context.Context, a *Artifact, overwrite bool) (*PushResult, error) {
+	p, err := a.Pack()
+	if err != nil {
+		return nil, err
+	}
+	comp, version := a.Descriptor.Component.Name, a.Descriptor.Component.Version
+	repo, err := r.repository(r.RepositoryName(comp))
+	if err != nil {
+		return nil, err
+	}
+	res := &PushResult{Ref: r.Ref(comp, version), Digest: p.Manifest.Digest, Size: p.Size()}
+	existing, err := repo.Resolve(ctx, version)
+	switch {
+	case err == nil && existing.Digest == p.Manifest.Digest:
+		res.Unchanged = true
+		return res, nil
+	case err == nil && !overwrite:
+		return nil, fmt.Errorf("push %s: %w (registry has %s, this is %s; use --overwrite to replace it)", res.Ref, ErrExists, existing.Digest, p.Manifest.Digest)
+	case err != nil && !errors.Is(err, errdef.ErrNotFound):
+		return nil, fmt.Errorf("push %s: look up version: %w", res.Ref, err)
+	}
+	if err := r.pushContent(ctx, repo, p, version); err != nil {
+		return nil, fmt.Errorf("push %s: %w", res.Ref, err)
+	}
+	// Tags have no compare-and-set: check that a concurrent push did not win the tag.
+	now, err := repo.Resolve(ctx, version)
+	if err != nil {
+		return nil, fmt.Errorf("push %s: check tag: %w", res.Ref, err)
+	}
+	if now.Digest != p.Manifest.Digest && !overwrite {
+		return nil, fmt.Errorf("push %s: %w (a concurrent push tagged %s)", res.Ref, ErrExists, now.Digest)
+	}
+	r.log.WithFields(logrus.Fields{"ref": res.Ref, "digest": p.Manifest.Digest, "bytes": res.Size}).Debug("pushed component version")
+	return res, nil
+}
+
+// pushContent pushes the blobs the registry lacks, then the manifest with its version tag. While
+// other processes push the same blobs, distribution may briefly not know a blob it has just
+// reported (BLOB_UNKNOWN, MANIFEST_BLOB_UNKNOWN, DIGEST_INVALID): a bounded number of rounds
+// pushes again.
+func (r *Registry) pushContent(ctx context.Context, repo *remote.Repository, p *Packed, tag string) error {
+	const rounds = 5
+	var err error
+	for round := 1; round <= rounds; round++ {
+		if err = pushOnce(ctx, repo, p, tag); err == nil || !transientPushError(err) {
+			return err
+		}
+		r.log.WithError(err).WithField("round", round).Debug("registry lost a concurrently pushed blob; pushing again")
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (after %v)", ctx.Err(), err)
+		case <-time.After(time.Duration(round) * 200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("after %d rounds: %w", rounds, err)
+}
+
+func pushOnce(ctx context.Context, repo *remote.Repository, p *Packed, tag string) error {
+	for _, desc := range append([]ocispec.Descriptor{p.Config}, p.Layers...) {
+		ok, err := repo.Exists(ctx, desc)
+		if err != nil {
+			return fmt.Errorf("check blob %s: %w", desc.Digest, err)
+		}
+		if ok {
+			continue
+		}
+		if err := repo.Push(ctx, desc, bytes.NewReader(p.Contents[desc.Digest])); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+			return fmt.Errorf("blob %s: %w", desc.Digest, err)
+		}
+	}
+	if err := repo.PushReference(ctx, p.Manifest, bytes.NewReader(p.ManifestJSON), tag); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	return nil
+}
+
+func transientPushError(err error) bool {
+	var resp *errcode.ErrorResponse
+	if !errors.As(err, &resp) {
+		return false
+	}
+	for _, e := range resp.Errors {
+		switch e.Code {
+		case errcode.ErrorCodeBlobUnknown, errcode.ErrorCodeManifestBlobUnknown, errcode.ErrorCodeDigestInvalid, errcode.ErrorCodeBlobUploadUnknown:
+			return true
+		}
+	}
+	return false
+}
+
+// Pull copies a component version, exactly as stored (verified by digest in transit), into the
+// OCI layout archive at dir and loads it from there.
+func (r *Registry) Pull(ctx context.Context, component, version, dir string) (*Artifact, error) {
+	repo, err := r.repository(r.RepositoryName(component))
+	if err != nil {
+		return nil, err
+	}
+	store, err := openArchive(dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := oras.Copy(ctx, repo, version, store, version, oras.DefaultCopyOptions); err != nil {
+		return nil, fmt.Errorf("pull %s: %w", r.Ref(component, version), err)
+	}
+	return Load(ctx, store, version)
+}
+
+// Get loads a component version straight from the registry.
+func (r *Registry) Get(ctx context.Context, component, version string) (*Artifact, error) {
+	repo, err := r.repository(r.RepositoryName(component))
+	if err != nil {
+		return nil, err
+	}
+	a, err := Load(ctx, repo, version)
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", r.Ref(component, version), err)
+	}
+	return a, nil
+}
+
+// ResolveImage gives an image reference's manifest digest (through this registry's client, so
+// its credentials and CA apply; plain HTTP only for this registry's host when insecure).
+func (r *Registry) ResolveImage(ctx context.Context, ref string) (digest.Digest, error) {
+	parsed, err := registry.ParseReference(ref)
+	if err != nil {
+		return "", err
+	}
+	repo, err := remote.NewRepository(parsed.Registry + "/" + parsed.Repository)
+	if err != nil {
+		return "", err
+	}
+	repo.Client = r.client
+	repo.PlainHTTP = r.plainHTTP && parsed.Registry == r.host
+	desc, err := repo.Resolve(ctx, parsed.ReferenceOrDefault())
+	if err != nil {
+		return "", err
+	}
+	if d, err := parsed.Digest(); err == nil && d != desc.Digest {
+		return "", fmt.Errorf("image %s resolves to %s", ref, desc.Digest)
+	}
+	return desc.Digest, nil
+}
+
+// imageByDigest pins an image reference to a digest (dropping any tag).
+func imageByDigest(ref string, d digest.Digest) string {
+	parsed, err := registry.ParseReference(ref)
+	if err != nil {
+		return ref
+	}
+	return parsed.Registry + "/" + parsed.Repository + "@" + d.String()
+}
+
+// RegistryModule is a component version found in a registry.
+type RegistryModule struct {
+	Component string `json:"component"`
+	Module    string `json:"module"`
+	Version   string `json:"version"`
+	Channel   string `json:"channel,omitempty"`
+	Ref       string `json:"ref"`
+}
+
+// List gives the component versions in the registry (catalog API), sorted. With the
+// sha256-digest mapping component names are read from the descriptors.
+func (r *Registry) List(ctx context.Context) ([]RegistryModule, error) {
+	reg, err := remote.NewRegistry(r.host)
+	if err != nil {
+		return nil, err
+	}
+	reg.Client = r.client
+	reg.PlainHTTP = r.plainHTTP
+	base := DescriptorsRepository + "/"
+	if r.prefix != "" {
+		base = r.prefix + "/" + base
+	}
+	var repos []string
+	if err := reg.Repositories(ctx, "", func(page []string) error {
+		for _, name := range page {
+			if strings.HasPrefix(name, base) {
+				repos = append(repos, name)
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("list repositories of %s: %w", r.host, err)
+	}
+	var out []RegistryModule
+	for _, name := range repos {
+		repo, err := r.repository(name)
+		if err != nil {
+			return nil, err
+		}
+		var tags []string
+		if err := repo.Tags(ctx, "", func(page []string) error { tags = append(tags, page...); return nil }); err != nil {
+			return nil, fmt.Errorf("list versions in %s: %w", name, err)
+		}
+		for _, tag := range tags {
+			a, err := Load(ctx, repo, tag)
+			if err != nil {
+				return nil, fmt.Errorf("read %s:%s: %w", name, tag, err)
+			}
+			c := a.Descriptor.Component
+			out = append(out, RegistryModule{
+				Component: c.Name, Module: ModuleName(c.Name), Version: c.Version,
+				Channel: a.Descriptor.labelString(LabelChannel), Ref: r.host + "/" + name + ":" + tag,
+			})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Component != out[j].Component {
+			return out[i].Component < out[j].Component
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out, nil
+}

@@ -1,0 +1,215 @@
+package module
+
+import (
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha512"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/opencontainers/go-digest"
+)
+
+// DefaultSignatureName names the signature kyma alpha sign adds.
+const DefaultSignatureName = "kyma-module-signature"
+
+// Errors of Verify, for errors.Is.
+var (
+	ErrNoSignature      = errors.New("no signature")
+	ErrBadSignature     = errors.New("signature does not match")
+	ErrDigestMismatch   = errors.New("descriptor digest does not match")
+	ErrContentTampering = errors.New("content changed")
+)
+
+// Sign adds (or replaces) the named signature: RSASSA-PKCS1-v1_5 over the SHA-512 digest of the
+// normalised descriptor. The local blobs' digests are part of the descriptor, so the signature
+// covers every layer.
+func (a *Artifact) Sign(name string, key *rsa.PrivateKey) error {
+	if name == "" {
+		name = DefaultSignatureName
+	}
+	if err := a.checkBlobs(); err != nil {
+		return fmt.Errorf("sign %s: %w", a.Descriptor.Component.Name, err)
+	}
+	sum, err := normalisedDigest(a.Descriptor)
+	if err != nil {
+		return err
+	}
+	sig, err := rsa.SignPKCS1v15(nil, key, crypto.SHA512, sum)
+	if err != nil {
+		return fmt.Errorf("sign %s: %w", a.Descriptor.Component.Name, err)
+	}
+	entry := Signature{
+		Name:      name,
+		Digest:    DigestSpec{HashAlgorithm: HashSHA512, NormalisationAlgorithm: NormalisationJSONV1, Value: hex.EncodeToString(sum)},
+		Signature: SignatureSpec{Algorithm: SignatureAlgorithmRSAPKCS1v5, Value: hex.EncodeToString(sig), MediaType: MediaTypeRSASignature},
+	}
+	sigs := a.Descriptor.Signatures[:0:0]
+	for _, s := range a.Descriptor.Signatures {
+		if s.Name != name {
+			sigs = append(sigs, s)
+		}
+	}
+	a.Descriptor.Signatures = append(sigs, entry)
+	return nil
+}
+
+// Verify checks the named signature (any name if empty) with key and that every local blob has
+// the content the descriptor records. Errors name what failed: the missing signature, the
+// resource and layer whose content changed, or the key the signature does not verify with.
+func (a *Artifact) Verify(name string, key *rsa.PublicKey) error {
+	comp := a.Descriptor.Component.Name + ":" + a.Descriptor.Component.Version
+	var sig *Signature
+	for i := range a.Descriptor.Signatures {
+		if name == "" || a.Descriptor.Signatures[i].Name == name {
+			sig = &a.Descriptor.Signatures[i]
+			break
+		}
+	}
+	if sig == nil {
+		if name == "" {
+			return fmt.Errorf("verify %s: %w", comp, ErrNoSignature)
+		}
+		return fmt.Errorf("verify %s: %w named %q", comp, ErrNoSignature, name)
+	}
+	if err := a.checkBlobs(); err != nil {
+		return fmt.Errorf("verify %s: %w", comp, err)
+	}
+	if sig.Digest.HashAlgorithm != HashSHA512 || sig.Digest.NormalisationAlgorithm != NormalisationJSONV1 || sig.Signature.Algorithm != SignatureAlgorithmRSAPKCS1v5 {
+		return fmt.Errorf("verify %s: signature %q uses %s/%s/%s, want %s/%s/%s", comp, sig.Name,
+			sig.Digest.HashAlgorithm, sig.Digest.NormalisationAlgorithm, sig.Signature.Algorithm,
+			HashSHA512, NormalisationJSONV1, SignatureAlgorithmRSAPKCS1v5)
+	}
+	sum, err := normalisedDigest(a.Descriptor)
+	if err != nil {
+		return err
+	}
+	if hex.EncodeToString(sum) != sig.Digest.Value {
+		return fmt.Errorf("verify %s: signature %q: %w (the descriptor changed after signing)", comp, sig.Name, ErrDigestMismatch)
+	}
+	value, err := hex.DecodeString(sig.Signature.Value)
+	if err != nil {
+		return fmt.Errorf("verify %s: signature %q: value is not hex: %w", comp, sig.Name, err)
+	}
+	if err := rsa.VerifyPKCS1v15(key, crypto.SHA512, sum, value); err != nil {
+		return fmt.Errorf("verify %s: signature %q with key %s: %w", comp, sig.Name, KeyFingerprint(key), ErrBadSignature)
+	}
+	return nil
+}
+
+// checkBlobs checks every local blob against the digest its resource records.
+func (a *Artifact) checkBlobs() error {
+	for _, r := range a.Descriptor.Component.Resources {
+		if r.Access.Type != AccessTypeLocalBlob {
+			continue
+		}
+		ref := digest.Digest(r.Access.LocalReference)
+		b, ok := a.Blobs[ref]
+		if !ok {
+			return fmt.Errorf("resource %s: layer %s missing", r.Name, ref)
+		}
+		got := digest.FromBytes(b.Data)
+		if got != ref || r.Digest == nil || r.Digest.Value != got.Encoded() {
+			return fmt.Errorf("resource %s: layer %s: %w (its content now has digest %s)", r.Name, ref, ErrContentTampering, got)
+		}
+	}
+	return nil
+}
+
+func normalisedDigest(cd *ComponentDescriptor) ([]byte, error) {
+	norm, err := Normalise(cd)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha512.Sum512(norm)
+	return sum[:], nil
+}
+
+// KeyFingerprint names a public key: the SHA-256 digest of its PKIX encoding, shortened.
+func KeyFingerprint(key *rsa.PublicKey) string {
+	der, err := x509.MarshalPKIXPublicKey(key)
+	if err != nil {
+		return "unknown"
+	}
+	return digest.FromBytes(der).Encoded()[:16]
+}
+
+// LoadPrivateKey reads an RSA private key (PEM: PKCS#1 or PKCS#8).
+func LoadPrivateKey(file string) (*rsa.PrivateKey, error) {
+	block, err := readPEM(file)
+	if err != nil {
+		return nil, err
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: not an RSA private key: %w", file, err)
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("key %s: not an RSA key", file)
+	}
+	return rk, nil
+}
+
+// LoadPublicKey reads an RSA public key (PEM: PKIX or PKCS#1), or takes it from a private key.
+func LoadPublicKey(file string) (*rsa.PublicKey, error) {
+	block, err := readPEM(file)
+	if err != nil {
+		return nil, err
+	}
+	if k, err := x509.ParsePKIXPublicKey(block.Bytes); err == nil {
+		if rk, ok := k.(*rsa.PublicKey); ok {
+			return rk, nil
+		}
+		return nil, fmt.Errorf("key %s: not an RSA key", file)
+	}
+	if k, err := x509.ParsePKCS1PublicKey(block.Bytes); err == nil {
+		return k, nil
+	}
+	priv, err := LoadPrivateKey(file)
+	if err != nil {
+		return nil, fmt.Errorf("key %s: not an RSA public or private key", file)
+	}
+	return &priv.PublicKey, nil
+}
+
+func readPEM(file string) (*pem.Block, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("key %s: no PEM block", file)
+	}
+	return block, nil
+}
+
+// WriteKeyPair writes a new RSA key pair as PEM files (private PKCS#1 0600, public PKIX 0644).
+func WriteKeyPair(privateFile, publicFile string, bits int) error {
+	key, err := rsa.GenerateKey(rand.Reader, bits)
+	if err != nil {
+		return fmt.Errorf("generate key: %w", err)
+	}
+	priv := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	if err := os.WriteFile(privateFile, priv, 0o600); err != nil {
+		return fmt.Errorf("write private key: %w", err)
+	}
+	if err := os.WriteFile(publicFile, pub, 0o644); err != nil {
+		return fmt.Errorf("write public key: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package runtimeagent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := LoadConfig()
+	require.NoError(t, err)
+	// The provisioner writes the Secret where the agent reads it by default.
+	assert.Equal(t, runtimeclient.DefaultAgentConfigSecret, cfg.AgentConfigurationSecret)
+	assert.Equal(t, "compass-system/compass-agent-configuration", cfg.AgentConfigurationSecret)
+	assert.Equal(t, runtimeclient.CompassConnectionName, cfg.ConnectionName)
+	assert.Equal(t, 20*time.Second, cfg.ControllerSyncPeriod)
+	assert.Equal(t, 10*time.Second, cfg.MinimalCompassSyncTime)
+	assert.Equal(t, 0.3, cfg.CertValidityRenewalThreshold)
+	assert.Equal(t, 4096, cfg.CertKeyBits)
+}
+
+func TestConfigRefusesBadSettings(t *testing.T) {
+	t.Setenv("APP_CLUSTER_CERTIFICATES_SECRET", "no-namespace")
+	_, err := LoadConfig()
+	assert.ErrorContains(t, err, "APP_CLUSTER_CERTIFICATES_SECRET")
+
+	t.Setenv("APP_CLUSTER_CERTIFICATES_SECRET", "ns/name")
+	t.Setenv("APP_CERT_VALIDITY_RENEWAL_THRESHOLD", "1.5")
+	_, err = LoadConfig()
+	assert.ErrorContains(t, err, "APP_CERT_VALIDITY_RENEWAL_THRESHOLD")
+}
+
+func TestBackoffIsBounded(t *testing.T) {
+	a := &Agent{cfg: Config{ReconnectBackoffMin: time.Second, ReconnectBackoffMax: 10 * time.Second}}
+	var got []time.Duration
+	for a.failures = 1; a.failures <= 6; a.failures++ {
+		got = append(got, a.backoff())
+	}
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}, got)
+}

@@ -1,0 +1,313 @@
+package runtimeagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Labels the agent sets on its runtime in the Director.
+const (
+	LabelEventServiceURL = "runtime_eventServiceUrl"
+	LabelConsoleURL      = "runtime_consoleUrl"
+)
+
+// synchronize fetches the runtime's applications from the Director, makes the Application
+// resources match them and labels the runtime; the status says how far it got.
+func (a *Agent) synchronize(ctx context.Context, conn *CompassConnection, creds ClientCredentials, st *CompassConnectionStatus) {
+	if st.SynchronizationStatus == nil {
+		st.SynchronizationStatus = &SynchronizationStatus{}
+	}
+	ss := st.SynchronizationStatus
+	ss.LastAttempt = a.stamp()
+	runtimeID, tenant := conn.Annotations[annotationRuntimeID], conn.Annotations[annotationTenant]
+	if runtimeID == "" || tenant == "" {
+		st.State, ss.Error = SynchronizationFailed, "the CompassConnection lacks the runtime ID or tenant annotation: delete it to reconnect"
+		return
+	}
+	url := conn.Spec.ManagementInfo.DirectorURL
+	cctx, cancel := a.bounded(ctx)
+	apps, err := a.director.ApplicationsForRuntime(cctx, url, tenant, runtimeID, creds)
+	cancel()
+	if err != nil {
+		st.State, ss.Error = SynchronizationFailed, err.Error()
+		a.log.WithError(err).Warn("fetching applications from the Director failed")
+		return
+	}
+	ss.LastSuccessfulFetch = a.stamp()
+	if err := a.applyApplications(ctx, runtimeID, apps); err != nil {
+		st.State, ss.Error = ResourceApplicationFailed, err.Error()
+		a.log.WithError(err).Warn("applying applications failed")
+		return
+	}
+	ss.LastSuccessfulApplication = a.stamp()
+	if err := a.labelRuntime(ctx, url, tenant, runtimeID, creds); err != nil {
+		st.State, ss.Error = MetadataUpdateFailed, err.Error()
+		a.log.WithError(err).Warn("labelling the runtime in the Director failed")
+		return
+	}
+	st.State, ss.Error = Synchronized, ""
+	if conn.Spec.ResyncNow {
+		if err := a.clearSpecFlags(ctx, conn.Name); err != nil {
+			a.log.WithError(err).Warn("clearing spec.resyncNow")
+		}
+	}
+	a.log.WithField("applications", len(apps)).Debug("synchronised with the Director")
+}
+
+func (a *Agent) labelRuntime(ctx context.Context, url, tenant, runtimeID string, creds ClientCredentials) error {
+	labels := [][2]string{{LabelEventServiceURL, a.cfg.RuntimeEventsURL}, {LabelConsoleURL, a.cfg.RuntimeConsoleURL}}
+	for _, l := range labels {
+		if l[1] == "" {
+			continue // not configured: nothing to report
+		}
+		cctx, cancel := a.bounded(ctx)
+		err := a.director.SetRuntimeLabel(cctx, url, tenant, runtimeID, l[0], l[1], creds)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// desired is one Application and the Secrets with its packages' credentials.
+type desired struct {
+	app     Application
+	secrets []*corev1.Secret
+}
+
+// applyApplications creates, updates and deletes this runtime's Applications (and their
+// credential Secrets) to match apps exactly. One failing application does not stop the
+// others; the errors of all are returned together.
+func (a *Agent) applyApplications(ctx context.Context, runtimeID string, apps []DirectorApplication) error {
+	own := labels.Set{labelManagedBy: managedByAgent, labelRuntimeID: runtimeID}
+	selector := metav1.ListOptions{LabelSelector: own.String()}
+	var errs []error
+	want := map[string]desired{}
+	wantSecrets := map[string]bool{}
+	for _, app := range apps {
+		d, err := a.desiredApplication(runtimeID, app)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := want[d.app.Name]; dup {
+			errs = append(errs, fmt.Errorf("application %s (%s): another application has the same name", app.Name, app.ID))
+			continue
+		}
+		want[d.app.Name] = d
+		for _, s := range d.secrets {
+			wantSecrets[s.Name] = true
+		}
+	}
+
+	client := a.dyn.Resource(ApplicationGVR)
+	existing, err := client.List(ctx, selector)
+	if err != nil {
+		return fmt.Errorf("listing Applications: %w", err)
+	}
+	have := map[string]Application{}
+	for i := range existing.Items {
+		var app Application
+		if err := fromUnstructured(&existing.Items[i], &app); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		have[app.Name] = app
+	}
+
+	if len(wantSecrets) > 0 {
+		if err := ensureNamespace(ctx, a.core, a.cfg.CredentialsNamespace); err != nil {
+			return err
+		}
+	}
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := a.applyOne(ctx, want[name], have); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for name := range have {
+		if _, ok := want[name]; ok {
+			continue
+		}
+		if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting Application %s: %w", name, err))
+		}
+	}
+	secrets, err := a.core.CoreV1().Secrets(a.cfg.CredentialsNamespace).List(ctx, selector)
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("listing credential Secrets: %w", err))...)
+	}
+	for _, s := range secrets.Items {
+		if wantSecrets[s.Name] {
+			continue
+		}
+		err := a.core.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting credential Secret %s/%s: %w", s.Namespace, s.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a *Agent) applyOne(ctx context.Context, d desired, have map[string]Application) error {
+	for _, s := range d.secrets {
+		if err := a.applyCredentials(ctx, s); err != nil {
+			return fmt.Errorf("application %s: %w", d.app.Name, err)
+		}
+	}
+	client := a.dyn.Resource(ApplicationGVR)
+	cur, exists := have[d.app.Name]
+	if exists && reflect.DeepEqual(cur.Spec, d.app.Spec) && reflect.DeepEqual(cur.Labels, d.app.Labels) {
+		return nil
+	}
+	obj := d.app
+	if exists {
+		obj.ResourceVersion = cur.ResourceVersion
+	}
+	u, err := toUnstructured(&obj, ApplicationGVR, "Application")
+	if err != nil {
+		return err
+	}
+	if exists {
+		_, err = client.Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
+	} else {
+		_, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+	}
+	if err != nil {
+		return fmt.Errorf("writing Application %s: %w", d.app.Name, err)
+	}
+	return nil
+}
+
+// applyCredentials writes a credential Secret unless it already holds exactly that.
+func (a *Agent) applyCredentials(ctx context.Context, s *corev1.Secret) error {
+	cur, err := a.core.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if err == nil && reflect.DeepEqual(cur.Data, s.Data) && reflect.DeepEqual(cur.Labels, s.Labels) {
+		return nil
+	}
+	return applySecret(ctx, a.core, s)
+}
+
+// desiredApplication is the Application resource for a Director application: named after it
+// (it must be a valid resource name), one service per package, the package's credentials for
+// this runtime in a Secret of their own.
+func (a *Agent) desiredApplication(runtimeID string, app DirectorApplication) (desired, error) {
+	if errs := validation.IsDNS1123Subdomain(app.Name); len(errs) > 0 {
+		return desired{}, fmt.Errorf("application %s (%s): its name is not a valid resource name: %s", app.Name, app.ID, strings.Join(errs, "; "))
+	}
+	own := map[string]string{labelManagedBy: managedByAgent, labelRuntimeID: runtimeID}
+	d := desired{app: Application{
+		ObjectMeta: metav1.ObjectMeta{Name: app.Name, Labels: own},
+		Spec: ApplicationSpec{
+			Description: deref(app.Description), DisplayName: app.Name, ProviderDisplayName: deref(app.ProviderName),
+			Labels: stringLabels(app.Labels), CompassMetadata: CompassMetadata{ApplicationID: app.ID},
+		},
+	}}
+	for _, p := range app.Packages.Data {
+		svc := Service{ID: p.ID, Name: p.Name, DisplayName: p.Name, Description: deref(p.Description)}
+		if p.InstanceAuth != nil && len(p.InstanceAuth.Credentials) > 0 && string(p.InstanceAuth.Credentials) != "null" {
+			data, kind, err := credentialData(p.InstanceAuth.Credentials)
+			if err != nil {
+				return desired{}, fmt.Errorf("application %s (%s), package %s: %w", app.Name, app.ID, p.ID, err)
+			}
+			name := credentialSecretName(app.Name, p.ID)
+			secretLabels := map[string]string{labelManagedBy: managedByAgent, labelRuntimeID: runtimeID, labelApplication: app.Name}
+			d.secrets = append(d.secrets, &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: a.cfg.CredentialsNamespace, Labels: secretLabels},
+				Type:       corev1.SecretTypeOpaque, Data: data,
+			})
+			svc.Entries = []Entry{{Type: "API", Credentials: &Credentials{Type: kind, SecretName: name}}}
+		}
+		d.app.Spec.Services = append(d.app.Spec.Services, svc)
+	}
+	return d, nil
+}
+
+// credentialData turns the Director's credentials for this runtime into Secret data and a
+// type: {"basic": {"username", "password"}} is Basic, {"oauth": {"clientId", "clientSecret",
+// "url"}} is OAuth (a flat object is read the same way). Strings are kept as they are, anything
+// else as JSON.
+func credentialData(raw json.RawMessage) (map[string][]byte, string, error) {
+	var obj map[string]any
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, "", fmt.Errorf("the credentials are not a JSON object: %w", err)
+	}
+	kind := "Basic"
+	if len(obj) == 1 {
+		for k, v := range obj {
+			if inner, ok := v.(map[string]any); ok {
+				obj = inner
+				if strings.EqualFold(k, "oauth") {
+					kind = "OAuth"
+				}
+			}
+		}
+	}
+	if _, ok := obj["clientId"]; ok {
+		kind = "OAuth"
+	}
+	data := make(map[string][]byte, len(obj))
+	for k, v := range obj {
+		if s, ok := v.(string); ok {
+			data[k] = []byte(s)
+			continue
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, "", err
+		}
+		data[k] = b
+	}
+	return data, kind, nil
+}
+
+func credentialSecretName(app, packageID string) string {
+	sum := sha256.Sum256([]byte(packageID))
+	suffix := "-" + hex.EncodeToString(sum[:6])
+	if len(app) > validation.DNS1123SubdomainMaxLength-len(suffix) {
+		app = strings.TrimRight(app[:validation.DNS1123SubdomainMaxLength-len(suffix)], ".-")
+	}
+	return app + suffix
+}
+
+func stringLabels(in map[string]any) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		if s, ok := v.(string); ok {
+			out[k] = s
+			continue
+		}
+		b, _ := json.Marshal(v)
+		out[k] = string(b)
+	}
+	return out
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

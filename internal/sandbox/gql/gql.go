@@ -1,0 +1,300 @@
+// Package gql executes GraphQL requests for the sandbox's GraphQL stand-ins (the Director and the
+// Connector) as gqlgen, which Compass uses, answers them: gqlparser parses and validates a request
+// and coerces its variables; the stand-in resolves each root field by name and gql projects the
+// result onto the requested selection set (aliases, fragments, @skip/@include and __typename
+// included). Resolver errors are answered with HTTP 200 and extensions.error, protocol errors with
+// 422 and extensions.code.
+package gql
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
+	"github.com/vektah/gqlparser/v2/validator"
+)
+
+// Object is a GraphQL object value: its fields by name. A field whose value is a FieldFunc is
+// resolved with the arguments the request gives that field.
+type Object map[string]any
+
+// FieldFunc resolves a field from its arguments.
+type FieldFunc func(args map[string]any) any
+
+// Error kinds Compass puts in extensions.error.
+const (
+	KindNotFound       = "NotFound"
+	KindInvalidData    = "InvalidData"
+	KindTenantRequired = "TenantRequired"
+	KindUnauthorized   = "Unauthorized"
+	KindInternal       = "InternalError"
+)
+
+// Codes gqlgen puts in extensions.code of protocol errors.
+const (
+	CodeParseFailed      = "GRAPHQL_PARSE_FAILED"
+	CodeValidationFailed = "GRAPHQL_VALIDATION_FAILED"
+)
+
+// APIError is a resolver failure, answered with HTTP 200 like any Compass resolver error.
+type APIError struct{ Kind, Msg string }
+
+func (e *APIError) Error() string { return e.Msg }
+
+// Errorf returns an APIError of kind.
+func Errorf(kind, format string, args ...any) error {
+	return &APIError{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Error is one entry of a response's errors.
+type Error struct {
+	Message    string         `json:"message"`
+	Path       []any          `json:"path,omitempty"`
+	Extensions map[string]any `json:"extensions,omitempty"`
+}
+
+// Response is a GraphQL response.
+type Response struct {
+	Data   any     `json:"data"`
+	Errors []Error `json:"errors,omitempty"`
+}
+
+// Request is a GraphQL request.
+type Request struct {
+	Query         string         `json:"query"`
+	OperationName string         `json:"operationName"`
+	Variables     map[string]any `json:"variables"`
+}
+
+// Schema is a parsed schema.
+type Schema struct{ s *ast.Schema }
+
+// MustLoad parses the schema; the schemas are constants of the stand-ins, so failing is a
+// programming error.
+func MustLoad(name, sdl string) *Schema {
+	return &Schema{s: gqlparser.MustLoadSchema(&ast.Source{Name: name, Input: sdl})}
+}
+
+// Operation is a validated operation with its coerced variables.
+type Operation struct {
+	op   *ast.OperationDefinition
+	vars map[string]any
+}
+
+// Resolver resolves the root field name from its arguments.
+type Resolver func(name string, args map[string]any) (any, error)
+
+// WriteJSON writes v as a JSON answer with status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Decode reads a POST request like gqlgen's POST transport and prepares its operation. When it
+// cannot, it answers (400 for a body that is not a JSON request, 422 for a query that does not
+// parse or validate or variables that do not fit) and returns false.
+func (s *Schema) Decode(w http.ResponseWriter, r *http.Request) (*Operation, bool) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		WriteJSON(w, http.StatusBadRequest, Response{Errors: []Error{{Message: "transport not supported"}}})
+		return nil, false
+	}
+	var req Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.UseNumber()
+	if err := dec.Decode(&req); err != nil {
+		WriteJSON(w, http.StatusBadRequest, Response{Errors: []Error{{Message: "json request body could not be decoded: " + err.Error()}}})
+		return nil, false
+	}
+	op, errs := s.Prepare(req)
+	if errs != nil {
+		WriteJSON(w, http.StatusUnprocessableEntity, Response{Errors: errs})
+		return nil, false
+	}
+	return op, true
+}
+
+// Prepare parses and validates the request and coerces its variables. Its errors are protocol
+// errors, which gqlgen answers with 422.
+func (s *Schema) Prepare(req Request) (*Operation, []Error) {
+	if strings.TrimSpace(req.Query) == "" {
+		return nil, []Error{protocolError(CodeValidationFailed, "no operation provided", nil)}
+	}
+	doc, err := parser.ParseQuery(&ast.Source{Input: req.Query})
+	if err != nil {
+		return nil, []Error{protocolError(CodeParseFailed, message(err), nil)}
+	}
+	if errs := validator.ValidateWithRules(s.s, doc, nil); len(errs) > 0 {
+		out := make([]Error, 0, len(errs))
+		for _, e := range errs {
+			out = append(out, protocolError(CodeValidationFailed, e.Message, e.Path))
+		}
+		return nil, out
+	}
+	var op *ast.OperationDefinition
+	switch {
+	case req.OperationName != "":
+		op = doc.Operations.ForName(req.OperationName)
+		if op == nil {
+			return nil, []Error{protocolError(CodeValidationFailed, fmt.Sprintf("operation %s not found", req.OperationName), nil)}
+		}
+	case len(doc.Operations) == 1:
+		op = doc.Operations[0]
+	default:
+		return nil, []Error{protocolError(CodeValidationFailed, "operation name is required with more than one operation", nil)}
+	}
+	if op.Operation == ast.Subscription {
+		return nil, []Error{protocolError(CodeValidationFailed, "subscriptions are not supported", nil)}
+	}
+	vars, err := validator.VariableValues(s.s, op, req.Variables)
+	if err != nil {
+		var ge *gqlerror.Error
+		var path ast.Path
+		if errors.As(err, &ge) {
+			path = ge.Path
+		}
+		return nil, []Error{protocolError(CodeValidationFailed, message(err), path)}
+	}
+	return &Operation{op: op, vars: vars}, nil
+}
+
+func message(err error) string {
+	var ge *gqlerror.Error
+	if errors.As(err, &ge) {
+		if len(ge.Path) > 0 {
+			return ge.Path.String() + ": " + ge.Message
+		}
+		return ge.Message
+	}
+	return err.Error()
+}
+
+func protocolError(code, msg string, path ast.Path) Error {
+	e := Error{Message: msg, Extensions: map[string]any{"code": code}}
+	for _, p := range path {
+		e.Path = append(e.Path, p)
+	}
+	return e
+}
+
+// RootFields are the names of the operation's root fields, __typename excluded.
+func (o *Operation) RootFields() []string {
+	var out []string
+	for _, f := range collectFields(o.op.SelectionSet, o.vars) {
+		if f.Name != "__typename" {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// Execute runs the operation's root fields in order (a mutation's one after the other, as
+// GraphQL requires) and answers like gqlgen: an error nulls its field, and a null in a non-null
+// root field nulls the whole data.
+func (o *Operation) Execute(resolve Resolver) Response {
+	data := map[string]any{}
+	var errs []Error
+	nullData := false
+	for _, f := range collectFields(o.op.SelectionSet, o.vars) {
+		if f.Name == "__typename" {
+			data[f.Alias] = f.ObjectDefinition.Name
+			continue
+		}
+		val, err := resolveRoot(resolve, f, o.vars)
+		if err != nil {
+			e := Error{Message: err.Error(), Path: []any{f.Alias}}
+			var ae *APIError
+			if errors.As(err, &ae) {
+				e.Extensions = map[string]any{"error": ae.Kind}
+			}
+			errs = append(errs, e)
+			data[f.Alias] = nil
+			if f.Definition.Type.NonNull {
+				nullData = true
+			}
+			continue
+		}
+		data[f.Alias] = project(val, f, o.vars)
+	}
+	if nullData {
+		return Response{Data: nil, Errors: errs}
+	}
+	return Response{Data: data, Errors: errs}
+}
+
+func resolveRoot(resolve Resolver, f *ast.Field, vars map[string]any) (val any, err error) {
+	defer func() {
+		// ArgumentMap panics on a literal it cannot convert; validation should have caught it.
+		if p := recover(); p != nil {
+			val, err = nil, &APIError{Kind: KindInternal, Msg: fmt.Sprintf("resolving %s: %v", f.Name, p)}
+		}
+	}()
+	return resolve(f.Name, f.ArgumentMap(vars))
+}
+
+// project keeps of v what the field's selection set asks for, under the requested names.
+func project(v any, f *ast.Field, vars map[string]any) any {
+	switch x := v.(type) {
+	case Object:
+		out := map[string]any{}
+		for _, sub := range collectFields(f.SelectionSet, vars) {
+			if sub.Name == "__typename" {
+				out[sub.Alias] = sub.ObjectDefinition.Name
+				continue
+			}
+			val := x[sub.Name]
+			if fn, ok := val.(FieldFunc); ok {
+				val = fn(sub.ArgumentMap(vars))
+			}
+			out[sub.Alias] = project(val, sub, vars)
+		}
+		return out
+	case []Object:
+		out := make([]any, 0, len(x))
+		for _, o := range x {
+			out = append(out, project(o, f, vars))
+		}
+		return out
+	default:
+		return v
+	}
+}
+
+// collectFields flattens fragments and drops fields excluded by @skip or @include.
+func collectFields(set ast.SelectionSet, vars map[string]any) []*ast.Field {
+	var out []*ast.Field
+	for _, sel := range set {
+		switch x := sel.(type) {
+		case *ast.Field:
+			if included(x.Directives, vars) {
+				out = append(out, x)
+			}
+		case *ast.InlineFragment:
+			if included(x.Directives, vars) {
+				out = append(out, collectFields(x.SelectionSet, vars)...)
+			}
+		case *ast.FragmentSpread:
+			if included(x.Directives, vars) && x.Definition != nil {
+				out = append(out, collectFields(x.Definition.SelectionSet, vars)...)
+			}
+		}
+	}
+	return out
+}
+
+func included(ds ast.DirectiveList, vars map[string]any) bool {
+	if d := ds.ForName("skip"); d != nil && d.ArgumentMap(vars)["if"] == true {
+		return false
+	}
+	if d := ds.ForName("include"); d != nil && d.ArgumentMap(vars)["if"] == false {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,207 @@
+package storagetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+func orchRows(ids ...string) []storage.OrchestrationOperation {
+	var out []storage.OrchestrationOperation
+	for i, id := range ids {
+		out = append(out, storage.OrchestrationOperation{InstanceID: id, RuntimeID: "rt-" + id, PlanID: "plan", OperationID: fmt.Sprintf("op-%s-%d", id, i),
+			StoredState: storage.OrchOpPending, DueAt: now().Add(-time.Second)})
+	}
+	return out
+}
+
+func upgradeOp(row storage.OrchestrationOperation) storage.Operation {
+	return newOp(row.OperationID, row.InstanceID, "upgradeKyma", storage.StatePending, ptr(now()))
+}
+
+func testOrchestrations(t *testing.T, e *env) {
+	s := e.s.Orchestrations()
+	for _, id := range []string{"i1", "i2", "i3"} {
+		_, err := e.s.Instances().InsertInstance(ctx, newInstance(id))
+		require.NoError(t, err)
+	}
+	rows := orchRows("i1", "i2", "i3")
+	o, err := s.InsertOrchestration(ctx, storage.Orchestration{ID: "o1", Type: "upgradeKyma", State: "pending", Parameters: json.RawMessage(`{"a":1}`)}, rows)
+	require.NoError(t, err)
+	_, err = s.InsertOrchestration(ctx, o, nil)
+	assert.ErrorIs(t, err, storage.ErrAlreadyExists)
+	got, err := s.GetOrchestration(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, o, got)
+	_, err = s.GetOrchestration(ctx, "nope")
+	assert.ErrorIs(t, err, storage.ErrNotFound)
+
+	counts, err := s.CountOrchestrationOperations(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"pending": 3}, counts)
+	due, err := s.DueOrchestrationOperations(ctx, "o1", now(), 10)
+	require.NoError(t, err)
+	require.Len(t, due, 3)
+
+	// One worker: the first start wins, the second waits for it.
+	_, err = s.StartOrchestrationOperation(ctx, "o1", upgradeOp(rows[0]), 1, []string{"upgradeKyma", "update"})
+	require.NoError(t, err)
+	_, err = s.StartOrchestrationOperation(ctx, "o1", upgradeOp(rows[0]), 1, []string{"upgradeKyma"})
+	assert.ErrorIs(t, err, storage.ErrConflict, "never started twice")
+	_, err = s.StartOrchestrationOperation(ctx, "o1", upgradeOp(rows[1]), 1, []string{"upgradeKyma"})
+	assert.ErrorIs(t, err, storage.ErrWorkersBusy)
+	got, err = s.GetOrchestration(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, "in progress", got.State, "the first start moves a pending orchestration on")
+	counts, err = s.CountOrchestrationOperations(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"pending": 2, "in progress": 1}, counts)
+
+	// A busy instance: nothing is written.
+	mustInsertOp(t, e.s, newOp("busy", "i2", "update", storage.StateInProgress, nil))
+	_, err = s.StartOrchestrationOperation(ctx, "o1", upgradeOp(rows[1]), 2, []string{"update"})
+	var busy *storage.InProgressError
+	require.True(t, errors.As(err, &busy), "%v", err)
+	assert.Equal(t, "busy", busy.Operation.ID)
+	_, err = e.s.Operations().GetOperation(ctx, rows[1].OperationID)
+	assert.ErrorIs(t, err, storage.ErrNotFound)
+	require.NoError(t, s.DeferOrchestrationOperation(ctx, "o1", "i2", rows[1].OperationID, now().Add(time.Hour), "instance busy", false))
+	assert.ErrorIs(t, s.DeferOrchestrationOperation(ctx, "o1", "i2", "other-op", now(), "x", false), storage.ErrConflict)
+	due, err = s.DueOrchestrationOperations(ctx, "o1", now(), 10)
+	require.NoError(t, err)
+	require.Len(t, due, 1)
+	assert.Equal(t, "i3", due[0].InstanceID)
+
+	// The engine operation's end shows through; failed rows can be retried with new IDs.
+	first, err := e.s.Operations().GetOperation(ctx, rows[0].OperationID)
+	require.NoError(t, err)
+	first.State, first.DueAt = storage.StateFailed, nil
+	_, err = e.s.Operations().UpdateOperation(ctx, first)
+	require.NoError(t, err)
+	page, err := s.ListOrchestrationOperations(ctx, "o1", storage.OrchestrationOperationFilter{States: []string{"failed"}})
+	require.NoError(t, err)
+	require.Equal(t, 1, page.TotalCount)
+	assert.Equal(t, "i1", page.Items[0].InstanceID)
+	assert.Equal(t, 1, page.Items[0].Attempts)
+	assert.NotNil(t, page.Items[0].StartedAt)
+
+	_, err = s.RetryOrchestration(ctx, "o1", []string{rows[2].OperationID}, func() string { return "new" }, now())
+	var invalid *storage.InvalidRetryError
+	require.True(t, errors.As(err, &invalid), "a pending operation is not retried: %v", err)
+	n := 0
+	retried, err := s.RetryOrchestration(ctx, "o1", nil, func() string { n++; return fmt.Sprintf("retry-%d", n) }, now())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"retry-1"}, retried)
+	row, err := s.GetOrchestrationOperation(ctx, "o1", "retry-1")
+	require.NoError(t, err)
+	assert.Equal(t, "retrying", row.State)
+	got, _ = s.GetOrchestration(ctx, "o1")
+	assert.Equal(t, "retrying", got.State)
+
+	// Cancel: rows not started are canceled; nothing runs, so the orchestration is canceled.
+	res, err := s.CancelOrchestration(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, storage.CancelResult{State: "canceled", Canceled: 3}, res)
+	res, err = s.CancelOrchestration(ctx, "o1")
+	require.NoError(t, err)
+	assert.Equal(t, "canceled", res.State, "a repeated cancel changes nothing")
+	_, err = s.StartOrchestrationOperation(ctx, "o1", upgradeOp(rows[2]), 5, nil)
+	assert.ErrorIs(t, err, storage.ErrConflict, "a canceled row never starts")
+	_, err = s.CancelOrchestration(ctx, "nope")
+	assert.ErrorIs(t, err, storage.ErrNotFound)
+
+	assert.ErrorIs(t, s.SetOrchestrationState(ctx, "o1", []string{"in progress"}, "succeeded", ""), storage.ErrConflict)
+	require.NoError(t, s.SetOrchestrationState(ctx, "o1", []string{"canceled"}, "succeeded", "test"))
+	_, err = s.CancelOrchestration(ctx, "o1")
+	assert.ErrorIs(t, err, storage.ErrOrchestrationState, "a finished orchestration is not canceled")
+	list, err := s.ListOrchestrations(ctx, storage.OrchestrationFilter{States: []string{"succeeded"}})
+	require.NoError(t, err)
+	assert.Equal(t, 1, list.TotalCount)
+}
+
+// Concurrent starts of different rows never exceed the workers.
+func testOrchestrationWorkersConcurrent(t *testing.T, e *env) {
+	s := e.s.Orchestrations()
+	var ids []string
+	for i := range 12 {
+		id := fmt.Sprintf("c%d", i)
+		ids = append(ids, id)
+		_, err := e.s.Instances().InsertInstance(ctx, newInstance(id))
+		require.NoError(t, err)
+	}
+	rows := orchRows(ids...)
+	_, err := s.InsertOrchestration(ctx, storage.Orchestration{ID: "o2", Type: "upgradeKyma", State: "pending", Parameters: json.RawMessage(`{}`)}, rows)
+	require.NoError(t, err)
+	wins, refused := race(t, len(rows), func(i int) error {
+		_, err := s.StartOrchestrationOperation(ctx, "o2", upgradeOp(rows[i]), 3, nil)
+		return err
+	}, storage.ErrWorkersBusy)
+	assert.Equal(t, 3, wins)
+	assert.Equal(t, 9, refused)
+}
+
+// One holder of a singleton lock at a time; released, another takes it.
+func testSingletonLock(t *testing.T, e *env) {
+	a, ok, err := e.s.TryLock(ctx, "scheduler")
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok2, err := e.s.TryLock(ctx, "scheduler")
+	require.NoError(t, err)
+	assert.False(t, ok2, "held")
+	b, ok3, err := e.s.TryLock(ctx, "other-name")
+	require.NoError(t, err)
+	assert.True(t, ok3, "another name is another lock")
+	b.Release()
+	a.Release()
+	select {
+	case <-a.Lost():
+	default:
+		t.Fatal("a released lock reports it is lost")
+	}
+	c, ok, err := e.s.TryLock(ctx, "scheduler")
+	require.NoError(t, err)
+	assert.True(t, ok, "free again")
+	c.Release()
+}
+
+// SingletonLockAcrossStores: for drivers whose singleton locks span processes (PostgreSQL), a
+// lock held by one store is refused to another, and it is free once the holder's connection
+// ends (as when its process is killed), which the holder notices (Lost).
+func SingletonLockAcrossStores(t *testing.T, open Opener) {
+	key := Key(t)
+	a, b := open(t, Keyring(t, key)), open(t, Keyring(t, key))
+	lock, ok, err := a.TryLock(ctx, "scheduler")
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = b.TryLock(ctx, "scheduler")
+	require.NoError(t, err)
+	assert.False(t, ok, "another store cannot take a held lock")
+	lock.Release()
+	held, ok, err := b.TryLock(ctx, "scheduler")
+	require.NoError(t, err)
+	require.True(t, ok, "released: the other store takes it")
+
+	// The holder's connection ends (its process died): the database frees the lock.
+	raw, isRaw := a.(RawDB)
+	require.True(t, isRaw, "the store exposes its database")
+	_, err = raw.DB().ExecContext(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+	require.NoError(t, err)
+	select {
+	case <-held.Lost():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the holder did not notice that its connection ended")
+	}
+	got, ok, err := a.TryLock(ctx, "scheduler")
+	require.NoError(t, err)
+	assert.True(t, ok, "the holder's connection ended: free")
+	got.Release()
+	held.Release()
+}

@@ -1,0 +1,62 @@
+package storage
+
+import (
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+)
+
+// ErrUnavailable marks an error as "the database cannot be reached": waiting, not changing the
+// request, is what helps. Drivers may wrap errors with it; IsUnavailable also recognises the
+// underlying network and server errors of every driver without it.
+var ErrUnavailable = errors.New("database unavailable")
+
+// unreachable are the socket errors of a server that is down, restarting or cut off.
+var unreachable = []error{
+	syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
+	syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT,
+}
+
+// IsUnavailable reports whether err says the database cannot be reached (refused or reset
+// connections, a connection database/sql gave up on, PostgreSQL shutting down or starting up,
+// connection exceptions), as opposed to an error of the request itself. HTTP handlers answer
+// it with 503 and Retry-After.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrUnavailable) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	for _, e := range unreachable {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return true
+	}
+	// lib/pq's and pgx's errors carry the SQLSTATE; this keeps the storage package free of
+	// driver imports.
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) {
+		return unavailableState(coded.SQLState())
+	}
+	return false
+}
+
+// unavailableState: class 08 (connection exception), 57P01 admin_shutdown, 57P02
+// crash_shutdown, 57P03 cannot_connect_now (starting up or shutting down).
+func unavailableState(code string) bool {
+	switch code {
+	case "57P01", "57P02", "57P03":
+		return true
+	}
+	return strings.HasPrefix(code, "08")
+}
