@@ -20,11 +20,15 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
+	pdirector "github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director/fromsecret"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func main() {
@@ -42,7 +46,36 @@ func main() {
 	}
 }
 
+// directorClient is the Director the provisioner registers runtimes with:
+//   - with APP_DIRECTOR_OAUTH_CLIENT_ID set, the real Director with the APP_DIRECTOR_OAUTH_*
+//     client (the explicit override);
+//   - else, when a control-plane cluster is configured (in-cluster, or KUBECONFIG), the real
+//     Director with the OAuth client of the Secret APP_CREDENTIALS_NAMESPACE /
+//     APP_OAUTH_CREDENTIALS_SECRET_NAME there, followed as it changes (seed 000);
+//   - else a stateless local stand-in.
+func directorClient(ctx context.Context, cfg config.Config, directorCfg director.Config, log logrus.FieldLogger) (pdirector.Client, error) {
+	if directorCfg.OAuthClientID != "" {
+		log.Info("Director OAuth client from APP_DIRECTOR_OAUTH_* (overrides the credentials Secret)")
+		return director.New(directorCfg)
+	}
+	_, inCluster := os.LookupEnv("KUBERNETES_SERVICE_HOST")
+	if !inCluster && os.Getenv("KUBECONFIG") == "" {
+		log.Info("no control-plane cluster (not in a cluster, no KUBECONFIG) and no APP_DIRECTOR_OAUTH_CLIENT_ID: runtimes are registered with a local stand-in of the Director")
+		return nil, nil
+	}
+	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the control-plane cluster for the Director's credentials: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the control-plane cluster for the Director's credentials: %w", err)
+	}
+	return fromsecret.Start(ctx, kube, cfg.CredentialsNamespace, cfg.OAuthCredentialsSecret, directorCfg, log)
+}
+
 func run(ctx context.Context, log *logrus.Logger) error {
+	start := time.Now()
 	cfg, err := config.Load()
 	if err != nil {
 		return err
@@ -58,10 +91,6 @@ func run(ctx context.Context, log *logrus.Logger) error {
 			return fmt.Errorf("reading configuration: %w", err)
 		}
 	}
-	if !cfg.EnqueueInProgressOperations {
-		engineCfg.OnlyCreatedAfter = time.Now()
-		log.Info("APP_ENQUEUE_IN_PROGRESS_OPERATIONS=false: operations in flight before this start are left to other replicas")
-	}
 	store, err := driver.Open(ctx, dbCfg, log)
 	if err != nil {
 		return err
@@ -69,15 +98,8 @@ func run(ctx context.Context, log *logrus.Logger) error {
 	defer store.Close()
 
 	opts := provisioner.Options{Config: cfg, Backends: setCfg, Log: log}
-	// The real Director when its OAuth client is configured; otherwise the stateless local stand-in.
-	if directorCfg.OAuthClientID != "" {
-		d, err := director.New(directorCfg)
-		if err != nil {
-			return err
-		}
-		opts.Director = d
-	} else {
-		log.Info("no APP_DIRECTOR_OAUTH_CLIENT_ID: runtimes are registered with a local stand-in of the Director")
+	if opts.Director, err = directorClient(ctx, cfg, directorCfg, log); err != nil {
+		return err
 	}
 	p, err := provisioner.New(ctx, store, opts)
 	if err != nil {
@@ -93,7 +115,10 @@ func run(ctx context.Context, log *logrus.Logger) error {
 	}
 	defer ln.Close()
 	engineCfg.Address = ln.Addr().String()
-	eng, err := engine.New(store, engineCfg, log, engine.WithRegisterer(reg))
+	if !cfg.EnqueueInProgressOperations {
+		log.Info("APP_ENQUEUE_IN_PROGRESS_OPERATIONS=false: operations in progress before this start are left to other replicas")
+	}
+	eng, err := engine.New(store, p.EngineConfig(engineCfg, start), log, engine.WithRegisterer(reg))
 	if err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		return err
 	}
 	defer stopSandbox()
-	prov, err := provisionerClient(ctx, cfg, store, eng, built, log)
+	prov, provEngine, err := provisionerClient(ctx, cfg, store, eng, built, log)
 	if err != nil {
 		return err
 	}
@@ -172,10 +172,17 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	defer stopEngine()
 	engineDone := make(chan error, 1)
 	go func() { engineDone <- eng.Run(runCtx) }()
+	provDone := make(chan error, 1)
+	if provEngine != nil {
+		go func() { provDone <- provEngine.Run(runCtx) }()
+	} else {
+		provDone <- nil
+	}
 	waitJobs, err := lifecycle.Start(runCtx, cfg.Lifecycle, store, expirer, log)
 	if err != nil {
 		stopEngine()
 		<-engineDone
+		<-provDone
 		return err
 	}
 	defer waitJobs()
@@ -199,18 +206,20 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
 	stopEngine()
-	return <-engineDone
+	return errors.Join(<-engineDone, <-provDone)
 }
 
-// provisionerClient embeds the provisioner (its processes run on the broker's engine) or
+// provisionerClient embeds the provisioner (its processes run on the broker's engine, or on
+// an engine of their own it returns when APP_ENQUEUE_IN_PROGRESS_OPERATIONS is false) or
 // connects to a remote one.
-func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng *engine.Engine, built externals.Built, log logrus.FieldLogger) (client.Client, error) {
+func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng *engine.Engine, built externals.Built, log logrus.FieldLogger) (client.Client, *engine.Engine, error) {
 	if cfg.ProvisionerURL != "" {
-		return client.NewGraphQL(cfg.ProvisionerURL, &http.Client{Timeout: 30 * time.Second}), nil
+		return client.NewGraphQL(cfg.ProvisionerURL, &http.Client{Timeout: 30 * time.Second}), nil, nil
 	}
+	start := time.Now()
 	provCfg, err := provconfig.Load()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts := provisioner.Options{
 		Config: provCfg, Backends: cfg.Backends, PollInterval: cfg.PollInterval, Log: log,
@@ -221,12 +230,13 @@ func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng
 	}
 	p, err := provisioner.New(ctx, store, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if err := p.Register(eng); err != nil {
-		return nil, err
+	own, err := p.Embed(eng, store, cfg.Engine, start, log)
+	if err != nil {
+		return nil, nil, err
 	}
-	return client.NewInProcess(p.Service), nil
+	return client.NewInProcess(p.Service), own, nil
 }
 
 func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Client, cfg Config, built externals.Built) error {

@@ -3,11 +3,15 @@ package broker
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
@@ -15,13 +19,21 @@ import (
 
 const actionBind = "bind"
 
-// credentialKubeconfig is the binding credential with the runtime's kubeconfig.
-const credentialKubeconfig = "kubeconfig"
+// Binding credentials: the kubeconfig handed out, and when its token expires. The account is
+// kept (encrypted with them) so that unbind can revoke it.
+const (
+	credentialKubeconfig = "kubeconfig"
+	credentialExpiresAt  = "expires_at"
+	secretAccount        = "account"
+)
 
-// Bind hands out the runtime's kubeconfig (synchronously) and stores the binding with its
-// credentials encrypted, so that it can be fetched (bindings_retrievable) and a repeat told from a
-// conflict: the same request again is 200 with the same credentials, another one under the same
-// binding ID is 409.
+// Bind hands out credentials of the binding's own (synchronously): a ServiceAccount of its own
+// in the runtime's namespace and a token of it valid for the parameter expiration_seconds
+// (600 to 7200, default 600), for runtimes whose backend scopes credentials (static,
+// kubernetes); the runtime's kubeconfig for the others (gardener, simulated). It stores the
+// binding with its credentials encrypted, so that it can be fetched (bindings_retrievable) and
+// a repeat told from a conflict: the same request again is 200 with the same credentials,
+// another one under the same binding ID is 409.
 func (b *Broker) Bind(ctx context.Context, instanceID, bindingID string, details domain.BindDetails, _ bool) (domain.Binding, error) {
 	log := b.logFor(ctx, instanceID).WithField("binding_id", bindingID)
 	inst, err := b.liveInstance(ctx, instanceID)
@@ -34,7 +46,8 @@ func (b *Broker) Bind(ctx context.Context, instanceID, bindingID string, details
 	if err := belongs(inst, details.ServiceID, details.PlanID); err != nil {
 		return domain.Binding{}, badRequest(actionBind, "%v", err)
 	}
-	if err := noBindingParameters(details.RawParameters); err != nil {
+	expiration, err := bindingParameters(details.RawParameters)
+	if err != nil {
 		return domain.Binding{}, badRequest(actionBind, "%v", err)
 	}
 	request, err := bindRequest(details)
@@ -53,16 +66,16 @@ func (b *Broker) Bind(ctx context.Context, instanceID, bindingID string, details
 	if !ok || prov.State != storage.StateSucceeded || inst.RuntimeID == "" {
 		return domain.Binding{}, unprocessable(actionBind, "instance %s is not provisioned yet", instanceID)
 	}
-	st, err := b.provisioner.RuntimeStatus(ctx, inst.GlobalAccountID, inst.RuntimeID)
+	secrets, err := b.bindingCredentials(ctx, inst, bindingID, expiration)
 	if err != nil {
-		return domain.Binding{}, internal(log, actionBind, fmt.Errorf("reading runtime %s: %w", inst.RuntimeID, err))
-	}
-	if st.RuntimeConfiguration == nil || st.RuntimeConfiguration.Kubeconfig == nil {
-		return domain.Binding{}, unprocessable(actionBind, "runtime %s has no kubeconfig yet", inst.RuntimeID)
+		var unready *notReadyError
+		if errors.As(err, &unready) {
+			return domain.Binding{}, unprocessable(actionBind, "%v", err)
+		}
+		return domain.Binding{}, internal(log, actionBind, err)
 	}
 	stored, err := b.store.Bindings().InsertBinding(ctx, storage.Binding{
-		ID: bindingID, InstanceID: instanceID, Request: request,
-		Credentials: storage.Secrets{credentialKubeconfig: *st.RuntimeConfiguration.Kubeconfig},
+		ID: bindingID, InstanceID: instanceID, Request: request, Credentials: secrets,
 	})
 	if errors.Is(err, storage.ErrAlreadyExists) {
 		// A concurrent request with this binding ID won: answer as a repeat of it.
@@ -88,7 +101,46 @@ func repeatedBind(existing storage.Binding, request []byte) (domain.Binding, err
 }
 
 func credentials(b storage.Binding) map[string]string {
-	return map[string]string{credentialKubeconfig: b.Credentials[credentialKubeconfig]}
+	out := map[string]string{credentialKubeconfig: b.Credentials[credentialKubeconfig]}
+	if exp := b.Credentials[credentialExpiresAt]; exp != "" {
+		out[credentialExpiresAt] = exp
+	}
+	return out
+}
+
+// notReadyError: the runtime cannot give credentials yet (422).
+type notReadyError struct{ msg string }
+
+func (e *notReadyError) Error() string { return e.msg }
+
+// bindingAccount is the binding's ServiceAccount name: a DNS label derived from the binding
+// ID, so that a repeated or concurrent bind finds the same account.
+func bindingAccount(bindingID string) string {
+	sum := sha256.Sum256([]byte(bindingID))
+	return "binding-" + hex.EncodeToString(sum[:12])
+}
+
+// bindingCredentials issues the binding's own account and token, or, when the runtime's
+// backend has no scoped credentials, hands out the runtime's kubeconfig.
+func (b *Broker) bindingCredentials(ctx context.Context, inst storage.Instance, bindingID string, expiration int) (storage.Secrets, error) {
+	account := bindingAccount(bindingID)
+	creds, err := b.provisioner.CreateRuntimeCredentials(ctx, inst.GlobalAccountID, inst.RuntimeID, account, expiration)
+	switch {
+	case err == nil:
+		return storage.Secrets{credentialKubeconfig: creds.Kubeconfig, credentialExpiresAt: creds.ExpiresAt, secretAccount: account}, nil
+	case apperr.CodeOf(err) == apperr.CodeConflict:
+		return nil, &notReadyError{fmt.Sprintf("runtime %s cannot give credentials yet: %v", inst.RuntimeID, err)}
+	case apperr.CodeOf(err) != apperr.CodeNotSupported:
+		return nil, fmt.Errorf("creating credentials of runtime %s: %w", inst.RuntimeID, err)
+	}
+	st, err := b.provisioner.RuntimeStatus(ctx, inst.GlobalAccountID, inst.RuntimeID)
+	if err != nil {
+		return nil, fmt.Errorf("reading runtime %s: %w", inst.RuntimeID, err)
+	}
+	if st.RuntimeConfiguration == nil || st.RuntimeConfiguration.Kubeconfig == nil {
+		return nil, &notReadyError{fmt.Sprintf("runtime %s has no kubeconfig yet", inst.RuntimeID)}
+	}
+	return storage.Secrets{credentialKubeconfig: *st.RuntimeConfiguration.Kubeconfig}, nil
 }
 
 // bindRequest is what makes two bind requests the same one.
@@ -106,7 +158,9 @@ func bindRequest(d domain.BindDetails) ([]byte, error) {
 	}{d.ServiceID, d.PlanID, d.AppGUID, d.BindResource, params})
 }
 
-// Unbind removes the stored binding; one that does not exist is 410 Gone (OSB).
+// Unbind revokes the binding's own account (its token is refused from then on) and removes
+// the stored binding; one that does not exist is 410 Gone (OSB). If revoking fails the binding
+// stays, so that the platform's retry revokes it.
 func (b *Broker) Unbind(ctx context.Context, instanceID, bindingID string, details domain.UnbindDetails, _ bool) (domain.UnbindSpec, error) {
 	log := b.logFor(ctx, instanceID).WithField("binding_id", bindingID)
 	inst, err := b.liveInstance(ctx, instanceID)
@@ -118,6 +172,18 @@ func (b *Broker) Unbind(ctx context.Context, instanceID, bindingID string, detai
 	}
 	if err := belongs(inst, details.ServiceID, details.PlanID); err != nil {
 		return domain.UnbindSpec{}, badRequest(actionBind, "%v", err)
+	}
+	existing, err := b.store.Bindings().GetBinding(ctx, instanceID, bindingID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return domain.UnbindSpec{}, apiresponses.ErrBindingDoesNotExist
+	}
+	if err != nil {
+		return domain.UnbindSpec{}, internal(log, actionBind, err)
+	}
+	if account := existing.Credentials[secretAccount]; account != "" {
+		if _, err := b.provisioner.RevokeRuntimeCredentials(ctx, inst.GlobalAccountID, inst.RuntimeID, account); err != nil && apperr.CodeOf(err) != apperr.CodeNotFound {
+			return domain.UnbindSpec{}, internal(log, actionBind, fmt.Errorf("revoking credentials of binding %s: %w", bindingID, err))
+		}
 	}
 	err = b.store.Bindings().DeleteBinding(ctx, instanceID, bindingID)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -164,18 +230,30 @@ func (b *Broker) liveInstance(ctx context.Context, instanceID string) (storage.I
 	return inst, err
 }
 
-// noBindingParameters enforces the catalog's binding schema: an object without properties.
-func noBindingParameters(raw json.RawMessage) error {
+// bindingParameters enforces the catalog's binding schema and returns expiration_seconds.
+func bindingParameters(raw json.RawMessage) (int, error) {
+	expiration := plans.BindingExpirationDefault
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		return nil
+		return expiration, nil
 	}
 	var params map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &params); err != nil {
-		return errors.New("parameters: must be a JSON object")
+		return 0, errors.New("parameters: must be a JSON object")
 	}
-	for name := range params {
-		return fmt.Errorf("parameters.%s: bindings take no parameters", name)
+	for name, v := range params {
+		if name != "expiration_seconds" {
+			return 0, fmt.Errorf("parameters.%s: unknown parameter (bindings take expiration_seconds only)", name)
+		}
+		var i int64
+		// json.Number would take "600" (a string) too: the schema says integer.
+		if err := json.Unmarshal(v, &i); err != nil {
+			return 0, errors.New("parameters.expiration_seconds: must be an integer")
+		}
+		if i < plans.BindingExpirationMin || i > plans.BindingExpirationMax {
+			return 0, fmt.Errorf("parameters.expiration_seconds: must be between %d and %d, not %d", plans.BindingExpirationMin, plans.BindingExpirationMax, i)
+		}
+		expiration = int(i)
 	}
-	return nil
+	return expiration, nil
 }

@@ -134,6 +134,10 @@ func TestBindChecksRequest(t *testing.T) {
 		{map[string]any{"service_id": bt.ServiceID, "plan_id": bt.GCPPlanID}, "plan_id"},
 		{map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSPlanID, "parameters": map[string]any{"ttl": 1}}, "parameters.ttl"},
 		{map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSPlanID, "parameters": []any{}}, "parameters"},
+		{map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSPlanID, "parameters": map[string]any{"expiration_seconds": 599}}, "parameters.expiration_seconds: must be between 600 and 7200"},
+		{map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSPlanID, "parameters": map[string]any{"expiration_seconds": 7201}}, "parameters.expiration_seconds"},
+		{map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSPlanID, "parameters": map[string]any{"expiration_seconds": "600"}}, "parameters.expiration_seconds: must be an integer"},
+		{map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSPlanID, "parameters": map[string]any{"expiration_seconds": 600.5}}, "parameters.expiration_seconds: must be an integer"},
 	} {
 		r := b.Put(path, tc.body)
 		requireStatus(t, http.StatusBadRequest, r)
@@ -165,6 +169,8 @@ func TestCatalogBindingSchema(t *testing.T) {
 		require.NoError(t, json.Unmarshal(raw, &schema), p.Name)
 		require.NotNil(t, schema, "%s: a JSON schema, not null", p.Name)
 		assert.Equal(t, "object", schema["type"], p.Name)
+		assert.Equal(t, map[string]any{"type": "integer", "minimum": float64(600), "maximum": float64(7200), "default": float64(600),
+			"description": "Lifetime of the binding's token, in seconds."}, schema["properties"].(map[string]any)["expiration_seconds"], p.Name)
 	}
 }
 

@@ -5,9 +5,9 @@ package provisioner
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
@@ -16,7 +16,6 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/backends"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/gardener"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/service"
@@ -40,7 +39,10 @@ type Options struct {
 	DirectorRetryTime, DirectorCleanupTime time.Duration
 	// Types of backends the set may use [all: gardener, kubernetes, static, simulated].
 	Types infrastructure.Types
-	Log   logrus.FieldLogger
+	// Environ is the process environment, to tell variables that are set from defaults and to
+	// reject a provisioner set under a name that would be ignored [os.Environ()].
+	Environ []string
+	Log     logrus.FieldLogger
 }
 
 // Provisioner is the assembled provisioner.
@@ -69,7 +71,13 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 	if o.Director == nil {
 		o.Director = director.Local{ConnectorURL: o.Config.ConnectorURL}
 	}
-	backends, err := gardenerFromSeedVariables(o.Backends, o.Config)
+	if o.Environ == nil {
+		o.Environ = os.Environ()
+	}
+	if err := infrastructure.CheckEnvironment(o.Environ); err != nil {
+		return nil, err
+	}
+	backends, err := GardenerVariables(o.Backends, o.Config, o.Environ)
 	if err != nil {
 		return nil, err
 	}
@@ -90,24 +98,6 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 	return &Provisioner{
 		Service: service.New(store, set, o.Config.OperationTimeout, log), Definitions: defs, Backends: set, cfg: o.Config, log: log,
 	}, nil
-}
-
-// gardenerFromSeedVariables builds a one-entry gardener set from APP_GARDENER_* when no set is
-// configured and APP_DEFAULT_PROVISIONER is "gardener", so the Compass provisioner's
-// variables keep working.
-func gardenerFromSeedVariables(b infrastructure.Config, cfg config.Config) (infrastructure.Config, error) {
-	if b.SetJSON != "" || b.SetFile != "" || b.Default != "gardener" {
-		return b, nil
-	}
-	raw, err := json.Marshal(map[string]any{"gardener": map[string]any{"type": "gardener", "spec": gardener.Spec{
-		Project: cfg.GardenerProject, KubeconfigPath: cfg.GardenerKubeconfigPath,
-		AuditLogsPolicyConfigMap: cfg.GardenerAuditLogsPolicy, AuditLogsTenant: cfg.GardenerAuditLogsTenant,
-	}}})
-	if err != nil {
-		return b, fmt.Errorf("building the gardener provisioner from APP_GARDENER_*: %w", err)
-	}
-	b.SetJSON = string(raw)
-	return b, nil
 }
 
 // Register adds the provisioner's processes to an engine.

@@ -40,6 +40,10 @@ type Runtime struct {
 	// Config is the requested configuration (cluster and Kyma) as JSON; secret Kyma
 	// configuration values live in Secrets.
 	Config json.RawMessage
+	// Allocation is where the runtime runs and what it was given, as its backend reported it
+	// (JSON of infrastructure.Allocation); empty until known or for backends that do not
+	// allocate.
+	Allocation json.RawMessage
 	// Secrets (kubeconfig, secret configuration entries) are encrypted at rest.
 	Secrets   Secrets
 	Deleted   bool

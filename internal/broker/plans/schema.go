@@ -504,11 +504,25 @@ func ratString(r *big.Rat) string {
 	return r.FloatString(3)
 }
 
-// bindingSchema is the schema of binding parameters: there are none (a binding is the runtime's
-// kubeconfig). OSB wants a JSON schema or no field, never null.
+// Bounds and default of the binding parameter expiration_seconds: how long a binding's token
+// lives (the API server issues none shorter than 10 minutes).
+const (
+	BindingExpirationMin     = 600
+	BindingExpirationMax     = 7200
+	BindingExpirationDefault = 600
+)
+
+// bindingSchema is the schema of binding parameters: expiration_seconds, the lifetime of the
+// binding's own token. OSB wants a JSON schema or no field, never null.
 func bindingSchema() map[string]any {
 	return map[string]any{
 		"$schema": SchemaDraft, "type": "object",
-		"properties": map[string]any{}, "additionalProperties": false,
+		"properties": map[string]any{
+			"expiration_seconds": map[string]any{
+				"type": "integer", "minimum": BindingExpirationMin, "maximum": BindingExpirationMax, "default": BindingExpirationDefault,
+				"description": "Lifetime of the binding's token, in seconds.",
+			},
+		},
+		"additionalProperties": false,
 	}
 }

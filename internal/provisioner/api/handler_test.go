@@ -101,6 +101,20 @@ func (f *fakeService) ReconnectRuntimeAgent(_ context.Context, tenant, runtimeID
 	return "op-3", nil
 }
 
+func (f *fakeService) CreateRuntimeCredentials(_ context.Context, tenant, runtimeID, name string, expirationSeconds int) (*gqlschema.RuntimeCredentials, error) {
+	if err := f.record("CreateRuntimeCredentials", tenant, runtimeID, map[string]any{"name": name, "expirationSeconds": expirationSeconds}); err != nil {
+		return nil, err
+	}
+	return &gqlschema.RuntimeCredentials{Kubeconfig: "kubeconfig of " + name, ExpiresAt: "2026-01-02T03:04:05Z"}, nil
+}
+
+func (f *fakeService) RevokeRuntimeCredentials(_ context.Context, tenant, runtimeID, name string) (string, error) {
+	if err := f.record("RevokeRuntimeCredentials", tenant, runtimeID, name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
 func (f *fakeService) RuntimeStatus(_ context.Context, tenant, runtimeID string) (*gqlschema.RuntimeStatus, error) {
 	if err := f.record("RuntimeStatus", tenant, runtimeID, nil); err != nil {
 		return nil, err

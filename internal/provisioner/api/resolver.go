@@ -47,6 +47,14 @@ func (r mutationResolver) ReconnectRuntimeAgent(ctx context.Context, id string) 
 	return r.svc.ReconnectRuntimeAgent(ctx, tenantFrom(ctx), id)
 }
 
+func (r mutationResolver) CreateRuntimeCredentials(ctx context.Context, id, name string, expirationSeconds int) (*gqlschema.RuntimeCredentials, error) {
+	return r.svc.CreateRuntimeCredentials(ctx, tenantFrom(ctx), id, name, expirationSeconds)
+}
+
+func (r mutationResolver) RevokeRuntimeCredentials(ctx context.Context, id, name string) (string, error) {
+	return r.svc.RevokeRuntimeCredentials(ctx, tenantFrom(ctx), id, name)
+}
+
 type queryResolver struct{ *resolver }
 
 func (r queryResolver) RuntimeStatus(ctx context.Context, id string) (*gqlschema.RuntimeStatus, error) {

@@ -16,6 +16,9 @@ const (
 	// CodeConflict: another operation on the runtime is in progress.
 	CodeConflict Code = "CONFLICT"
 	CodeInternal Code = "INTERNAL"
+	// CodeNotSupported: the runtime's backend cannot do this (e.g. scoped credentials of a
+	// gardener runtime); retrying does not help.
+	CodeNotSupported Code = "NOT_SUPPORTED"
 )
 
 // Error is an error with a code and, for validation errors, the offending field's path.
@@ -44,6 +47,10 @@ func NotFound(format string, args ...any) *Error {
 
 func Conflict(format string, args ...any) *Error {
 	return &Error{Code: CodeConflict, Reason: fmt.Sprintf(format, args...)}
+}
+
+func NotSupported(format string, args ...any) *Error {
+	return &Error{Code: CodeNotSupported, Reason: fmt.Sprintf(format, args...)}
 }
 
 // CodeOf returns the code of err, CodeInternal when it carries none.

@@ -20,4 +20,10 @@ type Client interface {
 	ReconnectRuntimeAgent(ctx context.Context, tenant, runtimeID string) (string, error)
 	RuntimeStatus(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeStatus, error)
 	RuntimeOperationStatus(ctx context.Context, tenant, operationID string) (*gqlschema.OperationStatus, error)
+	// CreateRuntimeCredentials creates (again: a new token of the same account) the account
+	// name in the runtime's namespace and returns a kubeconfig with a token valid for
+	// expirationSeconds; NOT_SUPPORTED for backends without scoped credentials.
+	CreateRuntimeCredentials(ctx context.Context, tenant, runtimeID, name string, expirationSeconds int) (*gqlschema.RuntimeCredentials, error)
+	// RevokeRuntimeCredentials deletes the account: its tokens are refused from then on.
+	RevokeRuntimeCredentials(ctx context.Context, tenant, runtimeID, name string) (string, error)
 }

@@ -64,6 +64,7 @@ fragment RuntimeStatusFields on RuntimeStatus {
       configuration { ...ConfigEntryFields }
     }
     kubeconfig
+    allocation { host audienceURL cpu memoryGB storageBytes dataDir slots namespace }
   }
 }
 `
@@ -87,6 +88,12 @@ const (
 }`
 	reconnectRuntimeAgentMutation = `mutation ($id: String!) {
   result: reconnectRuntimeAgent(id: $id)
+}`
+	createRuntimeCredentialsMutation = `mutation ($id: String!, $name: String!, $expirationSeconds: Int!) {
+  result: createRuntimeCredentials(id: $id, name: $name, expirationSeconds: $expirationSeconds) { kubeconfig expiresAt }
+}`
+	revokeRuntimeCredentialsMutation = `mutation ($id: String!, $name: String!) {
+  result: revokeRuntimeCredentials(id: $id, name: $name)
 }`
 	runtimeStatusQuery = `query ($id: String!) {
   result: runtimeStatus(id: $id) { ...RuntimeStatusFields }
@@ -146,6 +153,20 @@ func (c *graphQLClient) HibernateRuntime(ctx context.Context, tenant, runtimeID 
 func (c *graphQLClient) ReconnectRuntimeAgent(ctx context.Context, tenant, runtimeID string) (string, error) {
 	var result string
 	err := c.do(ctx, fmt.Sprintf("reconnecting the agent of runtime %s", runtimeID), tenant, reconnectRuntimeAgentMutation, map[string]any{"id": runtimeID}, &result)
+	return result, err
+}
+
+func (c *graphQLClient) CreateRuntimeCredentials(ctx context.Context, tenant, runtimeID, name string, expirationSeconds int) (*gqlschema.RuntimeCredentials, error) {
+	var result *gqlschema.RuntimeCredentials
+	err := c.do(ctx, fmt.Sprintf("creating credentials %s of runtime %s", name, runtimeID), tenant, createRuntimeCredentialsMutation,
+		map[string]any{"id": runtimeID, "name": name, "expirationSeconds": expirationSeconds}, &result)
+	return result, err
+}
+
+func (c *graphQLClient) RevokeRuntimeCredentials(ctx context.Context, tenant, runtimeID, name string) (string, error) {
+	var result string
+	err := c.do(ctx, fmt.Sprintf("revoking credentials %s of runtime %s", name, runtimeID), tenant, revokeRuntimeCredentialsMutation,
+		map[string]any{"id": runtimeID, "name": name}, &result)
 	return result, err
 }
 

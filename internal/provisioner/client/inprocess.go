@@ -70,6 +70,16 @@ func (c *inProcess) ReconnectRuntimeAgent(ctx context.Context, tenant, runtimeID
 	return id, copyErr(err)
 }
 
+func (c *inProcess) CreateRuntimeCredentials(ctx context.Context, tenant, runtimeID, name string, expirationSeconds int) (*gqlschema.RuntimeCredentials, error) {
+	out, err := c.svc.CreateRuntimeCredentials(ctx, tenant, runtimeID, name, expirationSeconds)
+	return copyResult(fmt.Sprintf("creating credentials %s of runtime %s", name, runtimeID), out, err)
+}
+
+func (c *inProcess) RevokeRuntimeCredentials(ctx context.Context, tenant, runtimeID, name string) (string, error) {
+	out, err := c.svc.RevokeRuntimeCredentials(ctx, tenant, runtimeID, name)
+	return out, copyErr(err)
+}
+
 func (c *inProcess) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeStatus, error) {
 	out, err := c.svc.RuntimeStatus(ctx, tenant, runtimeID)
 	return copyResult(fmt.Sprintf("getting the status of runtime %s", runtimeID), out, err)

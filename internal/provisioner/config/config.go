@@ -11,12 +11,14 @@ import (
 
 // Config is read with envconfig.Process("APP", &cfg).
 type Config struct {
-	Address                 string `envconfig:"ADDRESS" default:"127.0.0.1:3000"`
-	APIEndpoint             string `envconfig:"API_ENDPOINT" default:"/graphql"`
-	PlaygroundAPIEndpoint   string `envconfig:"PLAYGROUND_API_ENDPOINT" default:"/graphql"`
+	Address               string `envconfig:"ADDRESS" default:"127.0.0.1:3000"`
+	APIEndpoint           string `envconfig:"API_ENDPOINT" default:"/graphql"`
+	PlaygroundAPIEndpoint string `envconfig:"PLAYGROUND_API_ENDPOINT" default:"/graphql"`
+	// CredentialsNamespace and OAuthCredentialsSecret name the Secret of the control-plane
+	// cluster holding the Director's OAuth client (client_id, client_secret, tokens_endpoint);
+	// APP_DIRECTOR_OAUTH_* override it. APP_DIRECTOR_URL and APP_SKIP_DIRECTOR_CERT_VERIFICATION
+	// are read by the Director client's own configuration (internal/director.Config).
 	CredentialsNamespace    string `envconfig:"CREDENTIALS_NAMESPACE" default:"compass-system"`
-	DirectorURL             string `envconfig:"DIRECTOR_URL" default:"https://compass-gateway-auth-oauth.kyma.local/director/graphql"`
-	SkipDirectorCertVerify  bool   `envconfig:"SKIP_DIRECTOR_CERT_VERIFICATION" default:"false"`
 	OAuthCredentialsSecret  string `envconfig:"OAUTH_CREDENTIALS_SECRET_NAME" default:"compass-provisioner-credentials"`
 	GardenerProject         string `envconfig:"GARDENER_PROJECT" default:"gardenerProject"`
 	GardenerKubeconfigPath  string `envconfig:"GARDENER_KUBECONFIG_PATH" default:"./dev/kubeconfig.yaml"`

@@ -228,7 +228,7 @@ func wait(t *testing.T, c client.Client, opID string, want gqlschema.OperationSt
 			return st
 		}
 		if st.State == gqlschema.OperationStateSucceeded || st.State == gqlschema.OperationStateFailed || time.Now().After(deadline) {
-			t.Fatalf("operation %s is %s (want %s): %+v", opID, st.State, want, st.LastError)
+			t.Fatalf("operation %s is %s (want %s): %+v %s", opID, st.State, want, st.LastError, deref(st.Message))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -48,6 +48,17 @@ type ComplexityRoot struct {
 		WorkerCidr   func(childComplexity int) int
 	}
 
+	Allocation struct {
+		AudienceURL  func(childComplexity int) int
+		CPU          func(childComplexity int) int
+		DataDir      func(childComplexity int) int
+		Host         func(childComplexity int) int
+		MemoryGb     func(childComplexity int) int
+		Namespace    func(childComplexity int) int
+		Slots        func(childComplexity int) int
+		StorageBytes func(childComplexity int) int
+	}
+
 	AzureProviderConfig struct {
 		EnableNatGateway func(childComplexity int) int
 		VnetCidr         func(childComplexity int) int
@@ -116,12 +127,14 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		DeprovisionRuntime    func(childComplexity int, id string) int
-		HibernateRuntime      func(childComplexity int, id string) int
-		ProvisionRuntime      func(childComplexity int, config ProvisionRuntimeInput) int
-		ReconnectRuntimeAgent func(childComplexity int, id string) int
-		UpgradeRuntime        func(childComplexity int, id string, config UpgradeRuntimeInput) int
-		UpgradeShoot          func(childComplexity int, id string, config UpgradeShootInput) int
+		CreateRuntimeCredentials func(childComplexity int, id string, name string, expirationSeconds int) int
+		DeprovisionRuntime       func(childComplexity int, id string) int
+		HibernateRuntime         func(childComplexity int, id string) int
+		ProvisionRuntime         func(childComplexity int, config ProvisionRuntimeInput) int
+		ReconnectRuntimeAgent    func(childComplexity int, id string) int
+		RevokeRuntimeCredentials func(childComplexity int, id string, name string) int
+		UpgradeRuntime           func(childComplexity int, id string, config UpgradeRuntimeInput) int
+		UpgradeShoot             func(childComplexity int, id string, config UpgradeShootInput) int
 	}
 
 	OIDCConfig struct {
@@ -163,6 +176,7 @@ type ComplexityRoot struct {
 	}
 
 	RuntimeConfig struct {
+		Allocation    func(childComplexity int) int
 		ClusterConfig func(childComplexity int) int
 		Kubeconfig    func(childComplexity int) int
 		KymaConfig    func(childComplexity int) int
@@ -171,6 +185,11 @@ type ComplexityRoot struct {
 	RuntimeConnectionStatus struct {
 		Errors func(childComplexity int) int
 		Status func(childComplexity int) int
+	}
+
+	RuntimeCredentials struct {
+		ExpiresAt  func(childComplexity int) int
+		Kubeconfig func(childComplexity int) int
 	}
 
 	RuntimeStatus struct {
@@ -191,6 +210,8 @@ type MutationResolver interface {
 	DeprovisionRuntime(ctx context.Context, id string) (string, error)
 	HibernateRuntime(ctx context.Context, id string) (*OperationStatus, error)
 	ReconnectRuntimeAgent(ctx context.Context, id string) (string, error)
+	CreateRuntimeCredentials(ctx context.Context, id string, name string, expirationSeconds int) (*RuntimeCredentials, error)
+	RevokeRuntimeCredentials(ctx context.Context, id string, name string) (string, error)
 }
 type QueryResolver interface {
 	RuntimeStatus(ctx context.Context, id string) (*RuntimeStatus, error)
@@ -252,6 +273,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AWSZone.WorkerCidr(childComplexity), true
+
+	case "Allocation.audienceURL":
+		if e.ComplexityRoot.Allocation.AudienceURL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Allocation.AudienceURL(childComplexity), true
+	case "Allocation.cpu":
+		if e.ComplexityRoot.Allocation.CPU == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Allocation.CPU(childComplexity), true
+	case "Allocation.dataDir":
+		if e.ComplexityRoot.Allocation.DataDir == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Allocation.DataDir(childComplexity), true
+	case "Allocation.host":
+		if e.ComplexityRoot.Allocation.Host == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Allocation.Host(childComplexity), true
+	case "Allocation.memoryGB":
+		if e.ComplexityRoot.Allocation.MemoryGb == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Allocation.MemoryGb(childComplexity), true
+	case "Allocation.namespace":
+		if e.ComplexityRoot.Allocation.Namespace == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Allocation.Namespace(childComplexity), true
+	case "Allocation.slots":
+		if e.ComplexityRoot.Allocation.Slots == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Allocation.Slots(childComplexity), true
+	case "Allocation.storageBytes":
+		if e.ComplexityRoot.Allocation.StorageBytes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Allocation.StorageBytes(childComplexity), true
 
 	case "AzureProviderConfig.enableNatGateway":
 		if e.ComplexityRoot.AzureProviderConfig.EnableNatGateway == nil {
@@ -519,6 +589,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.LastError.Reason(childComplexity), true
 
+	case "Mutation.createRuntimeCredentials":
+		if e.ComplexityRoot.Mutation.CreateRuntimeCredentials == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createRuntimeCredentials_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateRuntimeCredentials(childComplexity, args["id"].(string), args["name"].(string), args["expirationSeconds"].(int)), true
 	case "Mutation.deprovisionRuntime":
 		if e.ComplexityRoot.Mutation.DeprovisionRuntime == nil {
 			break
@@ -563,6 +644,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ReconnectRuntimeAgent(childComplexity, args["id"].(string)), true
+	case "Mutation.revokeRuntimeCredentials":
+		if e.ComplexityRoot.Mutation.RevokeRuntimeCredentials == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeRuntimeCredentials_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeRuntimeCredentials(childComplexity, args["id"].(string), args["name"].(string)), true
 	case "Mutation.upgradeRuntime":
 		if e.ComplexityRoot.Mutation.UpgradeRuntime == nil {
 			break
@@ -739,6 +831,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.RuntimeStatus(childComplexity, args["id"].(string)), true
 
+	case "RuntimeConfig.allocation":
+		if e.ComplexityRoot.RuntimeConfig.Allocation == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RuntimeConfig.Allocation(childComplexity), true
 	case "RuntimeConfig.clusterConfig":
 		if e.ComplexityRoot.RuntimeConfig.ClusterConfig == nil {
 			break
@@ -770,6 +868,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RuntimeConnectionStatus.Status(childComplexity), true
+
+	case "RuntimeCredentials.expiresAt":
+		if e.ComplexityRoot.RuntimeCredentials.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RuntimeCredentials.ExpiresAt(childComplexity), true
+	case "RuntimeCredentials.kubeconfig":
+		if e.ComplexityRoot.RuntimeCredentials.Kubeconfig == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RuntimeCredentials.Kubeconfig(childComplexity), true
 
 	case "RuntimeStatus.lastOperationStatus":
 		if e.ComplexityRoot.RuntimeStatus.LastOperationStatus == nil {
@@ -933,6 +1044,28 @@ func (ec *executionContext) childFields_AWSZone(ctx context.Context, field graph
 		return ec.fieldContext_AWSZone_internalCidr(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type AWSZone", field.Name)
+}
+
+func (ec *executionContext) childFields_Allocation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "host":
+		return ec.fieldContext_Allocation_host(ctx, field)
+	case "audienceURL":
+		return ec.fieldContext_Allocation_audienceURL(ctx, field)
+	case "cpu":
+		return ec.fieldContext_Allocation_cpu(ctx, field)
+	case "memoryGB":
+		return ec.fieldContext_Allocation_memoryGB(ctx, field)
+	case "storageBytes":
+		return ec.fieldContext_Allocation_storageBytes(ctx, field)
+	case "dataDir":
+		return ec.fieldContext_Allocation_dataDir(ctx, field)
+	case "slots":
+		return ec.fieldContext_Allocation_slots(ctx, field)
+	case "namespace":
+		return ec.fieldContext_Allocation_namespace(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Allocation", field.Name)
 }
 
 func (ec *executionContext) childFields_AzureProviderConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1143,6 +1276,8 @@ func (ec *executionContext) childFields_RuntimeConfig(ctx context.Context, field
 		return ec.fieldContext_RuntimeConfig_kymaConfig(ctx, field)
 	case "kubeconfig":
 		return ec.fieldContext_RuntimeConfig_kubeconfig(ctx, field)
+	case "allocation":
+		return ec.fieldContext_RuntimeConfig_allocation(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RuntimeConfig", field.Name)
 }
@@ -1155,6 +1290,16 @@ func (ec *executionContext) childFields_RuntimeConnectionStatus(ctx context.Cont
 		return ec.fieldContext_RuntimeConnectionStatus_errors(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RuntimeConnectionStatus", field.Name)
+}
+
+func (ec *executionContext) childFields_RuntimeCredentials(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "kubeconfig":
+		return ec.fieldContext_RuntimeCredentials_kubeconfig(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_RuntimeCredentials_expiresAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RuntimeCredentials", field.Name)
 }
 
 func (ec *executionContext) childFields_RuntimeStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1285,6 +1430,36 @@ func (ec *executionContext) childFields___Type(ctx context.Context, field graphq
 
 // region    ***************************** args.gotpl *****************************
 
+func (ec *executionContext) field_Mutation_createRuntimeCredentials_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "expirationSeconds",
+		func(ctx context.Context, v any) (int, error) {
+			return ec.unmarshalNInt2int(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["expirationSeconds"] = arg2
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_deprovisionRuntime_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1338,6 +1513,28 @@ func (ec *executionContext) field_Mutation_reconnectRuntimeAgent_args(ctx contex
 		return nil, err
 	}
 	args["id"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_revokeRuntimeCredentials_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "name",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["name"] = arg1
 	return args, nil
 }
 
@@ -1646,6 +1843,190 @@ func (ec *executionContext) _AWSZone_internalCidr(ctx context.Context, field gra
 }
 func (ec *executionContext) fieldContext_AWSZone_internalCidr(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AWSZone", field, false, false, "String")
+}
+
+func (ec *executionContext) _Allocation_host(ctx context.Context, field graphql.CollectedField, obj *Allocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Allocation_host(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Host, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Allocation_host(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Allocation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Allocation_audienceURL(ctx context.Context, field graphql.CollectedField, obj *Allocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Allocation_audienceURL(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AudienceURL, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Allocation_audienceURL(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Allocation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Allocation_cpu(ctx context.Context, field graphql.CollectedField, obj *Allocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Allocation_cpu(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CPU, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Allocation_cpu(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Allocation", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Allocation_memoryGB(ctx context.Context, field graphql.CollectedField, obj *Allocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Allocation_memoryGB(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MemoryGb, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Allocation_memoryGB(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Allocation", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Allocation_storageBytes(ctx context.Context, field graphql.CollectedField, obj *Allocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Allocation_storageBytes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StorageBytes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOInt642ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Allocation_storageBytes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Allocation", field, false, false, "Int64")
+}
+
+func (ec *executionContext) _Allocation_dataDir(ctx context.Context, field graphql.CollectedField, obj *Allocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Allocation_dataDir(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DataDir, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Allocation_dataDir(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Allocation", field, false, false, "String")
+}
+
+func (ec *executionContext) _Allocation_slots(ctx context.Context, field graphql.CollectedField, obj *Allocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Allocation_slots(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Slots, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Allocation_slots(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Allocation", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Allocation_namespace(ctx context.Context, field graphql.CollectedField, obj *Allocation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Allocation_namespace(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Namespace, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Allocation_namespace(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Allocation", field, false, false, "String")
 }
 
 func (ec *executionContext) _AzureProviderConfig_vnetCidr(ctx context.Context, field graphql.CollectedField, obj *AzureProviderConfig) (ret graphql.Marshaler) {
@@ -2946,6 +3327,94 @@ func (ec *executionContext) fieldContext_Mutation_reconnectRuntimeAgent(ctx cont
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_createRuntimeCredentials(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_createRuntimeCredentials(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().CreateRuntimeCredentials(ctx, fc.Args["id"].(string), fc.Args["name"].(string), fc.Args["expirationSeconds"].(int))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *RuntimeCredentials) graphql.Marshaler {
+			return ec.marshalORuntimeCredentials2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐRuntimeCredentials(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_createRuntimeCredentials(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RuntimeCredentials(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_createRuntimeCredentials_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_revokeRuntimeCredentials(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_revokeRuntimeCredentials(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RevokeRuntimeCredentials(ctx, fc.Args["id"].(string), fc.Args["name"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_revokeRuntimeCredentials(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type String does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_revokeRuntimeCredentials_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _OIDCConfig_clientID(ctx context.Context, field graphql.CollectedField, obj *OIDCConfig) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3725,6 +4194,38 @@ func (ec *executionContext) fieldContext_RuntimeConfig_kubeconfig(_ context.Cont
 	return graphql.NewScalarFieldContext("RuntimeConfig", field, false, false, "String")
 }
 
+func (ec *executionContext) _RuntimeConfig_allocation(ctx context.Context, field graphql.CollectedField, obj *RuntimeConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RuntimeConfig_allocation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Allocation, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *Allocation) graphql.Marshaler {
+			return ec.marshalOAllocation2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAllocation(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RuntimeConfig_allocation(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RuntimeConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Allocation(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _RuntimeConnectionStatus_status(ctx context.Context, field graphql.CollectedField, obj *RuntimeConnectionStatus) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3778,6 +4279,52 @@ func (ec *executionContext) fieldContext_RuntimeConnectionStatus_errors(_ contex
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RuntimeCredentials_kubeconfig(ctx context.Context, field graphql.CollectedField, obj *RuntimeCredentials) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RuntimeCredentials_kubeconfig(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Kubeconfig, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RuntimeCredentials_kubeconfig(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RuntimeCredentials", field, false, false, "String")
+}
+
+func (ec *executionContext) _RuntimeCredentials_expiresAt(ctx context.Context, field graphql.CollectedField, obj *RuntimeCredentials) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RuntimeCredentials_expiresAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ExpiresAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RuntimeCredentials_expiresAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RuntimeCredentials", field, false, false, "String")
 }
 
 func (ec *executionContext) _RuntimeStatus_lastOperationStatus(ctx context.Context, field graphql.CollectedField, obj *RuntimeStatus) (ret graphql.Marshaler) {
@@ -6254,6 +6801,74 @@ func (ec *executionContext) _AWSZone(ctx context.Context, sel ast.SelectionSet, 
 	return out
 }
 
+var allocationImplementors = []string{"Allocation"}
+
+func (ec *executionContext) _Allocation(ctx context.Context, sel ast.SelectionSet, obj *Allocation) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, allocationImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Allocation")
+		case "host":
+			out.Values[i] = ec._Allocation_host(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "audienceURL":
+			out.Values[i] = ec._Allocation_audienceURL(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "cpu":
+			out.Values[i] = ec._Allocation_cpu(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "memoryGB":
+			out.Values[i] = ec._Allocation_memoryGB(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "storageBytes":
+			out.Values[i] = ec._Allocation_storageBytes(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "dataDir":
+			out.Values[i] = ec._Allocation_dataDir(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "slots":
+			out.Values[i] = ec._Allocation_slots(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "namespace":
+			out.Values[i] = ec._Allocation_namespace(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var azureProviderConfigImplementors = []string{"AzureProviderConfig"}
 
 func (ec *executionContext) _AzureProviderConfig(ctx context.Context, sel ast.SelectionSet, obj *AzureProviderConfig) graphql.Marshaler {
@@ -6754,6 +7369,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "createRuntimeCredentials":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_createRuntimeCredentials(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "revokeRuntimeCredentials":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_revokeRuntimeCredentials(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7076,6 +7705,11 @@ func (ec *executionContext) _RuntimeConfig(ctx context.Context, sel ast.Selectio
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "allocation":
+			out.Values[i] = ec._RuntimeConfig_allocation(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -7112,6 +7746,44 @@ func (ec *executionContext) _RuntimeConnectionStatus(ctx context.Context, sel as
 		case "errors":
 			out.Values[i] = ec._RuntimeConnectionStatus_errors(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var runtimeCredentialsImplementors = []string{"RuntimeCredentials"}
+
+func (ec *executionContext) _RuntimeCredentials(ctx context.Context, sel ast.SelectionSet, obj *RuntimeCredentials) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, runtimeCredentialsImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RuntimeCredentials")
+		case "kubeconfig":
+			out.Values[i] = ec._RuntimeCredentials_kubeconfig(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "expiresAt":
+			out.Values[i] = ec._RuntimeCredentials_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -7910,6 +8582,13 @@ func (ec *executionContext) marshalOAWSZone2ᚖgithubᚗcomᚋkymaᚑprojectᚋk
 	return ec._AWSZone(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalOAllocation2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAllocation(ctx context.Context, sel ast.SelectionSet, v *Allocation) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Allocation(ctx, sel, v)
+}
+
 func (ec *executionContext) marshalOAzureProviderConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureProviderConfig(ctx context.Context, sel ast.SelectionSet, v *AzureProviderConfig) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -8087,6 +8766,24 @@ func (ec *executionContext) marshalOInt2ᚖint(ctx context.Context, sel ast.Sele
 	return res
 }
 
+func (ec *executionContext) unmarshalOInt642ᚖint64(ctx context.Context, v any) (*int64, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := graphql.UnmarshalInt64(v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOInt642ᚖint64(ctx context.Context, sel ast.SelectionSet, v *int64) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	_ = sel
+	_ = ctx
+	res := graphql.MarshalInt64(*v)
+	return res
+}
+
 func (ec *executionContext) marshalOKymaConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐKymaConfig(ctx context.Context, sel ast.SelectionSet, v *KymaConfig) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -8205,6 +8902,13 @@ func (ec *executionContext) marshalORuntimeConnectionStatus2ᚖgithubᚗcomᚋky
 		return graphql.Null
 	}
 	return ec._RuntimeConnectionStatus(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalORuntimeCredentials2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐRuntimeCredentials(ctx context.Context, sel ast.SelectionSet, v *RuntimeCredentials) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._RuntimeCredentials(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalORuntimeStatus2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐRuntimeStatus(ctx context.Context, sel ast.SelectionSet, v *RuntimeStatus) graphql.Marshaler {

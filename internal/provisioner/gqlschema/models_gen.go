@@ -33,6 +33,17 @@ type AWSZoneInput struct {
 	InternalCidr string `json:"internalCidr"`
 }
 
+type Allocation struct {
+	Host         string  `json:"host"`
+	AudienceURL  *string `json:"audienceURL,omitempty"`
+	CPU          *int    `json:"cpu,omitempty"`
+	MemoryGb     *int    `json:"memoryGB,omitempty"`
+	StorageBytes *int64  `json:"storageBytes,omitempty"`
+	DataDir      *string `json:"dataDir,omitempty"`
+	Slots        *int    `json:"slots,omitempty"`
+	Namespace    *string `json:"namespace,omitempty"`
+}
+
 type AzureProviderConfig struct {
 	VnetCidr         *string  `json:"vnetCidr,omitempty"`
 	Zones            []string `json:"zones,omitempty"`
@@ -255,11 +266,17 @@ type RuntimeConfig struct {
 	ClusterConfig *GardenerConfig `json:"clusterConfig,omitempty"`
 	KymaConfig    *KymaConfig     `json:"kymaConfig,omitempty"`
 	Kubeconfig    *string         `json:"kubeconfig,omitempty"`
+	Allocation    *Allocation     `json:"allocation,omitempty"`
 }
 
 type RuntimeConnectionStatus struct {
 	Status RuntimeAgentConnectionStatus `json:"status"`
 	Errors []*Error                     `json:"errors,omitempty"`
+}
+
+type RuntimeCredentials struct {
+	Kubeconfig string `json:"kubeconfig"`
+	ExpiresAt  string `json:"expiresAt"`
 }
 
 type RuntimeInput struct {

@@ -29,6 +29,11 @@ type Spec struct {
 	// it stays the same across retries and restarts). Stateless backends (simulated) derive
 	// progress from the time since RequestedAt; others may use it for time limits.
 	RequestedAt time.Time
+	// Slots is how much of a shared or dedicated host the runtime asks for (the request's
+	// autoScalerMin, at least 1); backends that size runtimes multiply by it.
+	Slots int
+	// Version is the requested Kyma version; dedicated runtimes use it as their image tag.
+	Version string
 }
 
 // Request is the kind of change the current operation asks for.
@@ -83,6 +88,49 @@ type Status struct {
 	// Revision the backend has reconciled; an Update returns the revision to wait for.
 	ObservedRevision int64
 	Hibernated       bool
+	// Allocation is what the runtime was given, for backends that allocate (static,
+	// kubernetes); nil for the others.
+	Allocation *Allocation
+}
+
+// Allocation is where a runtime runs and what it was given; stored with the runtime and
+// shown by runtimeStatus.
+type Allocation struct {
+	// Host is the runtime's URL (http(s)://...).
+	Host string `json:"host"`
+	// AudienceURL is the audience of the JWTs the runtime accepts.
+	AudienceURL  string `json:"audienceURL,omitempty"`
+	CPU          int    `json:"cpu,omitempty"`
+	MemoryGB     int    `json:"memoryGB,omitempty"`
+	StorageBytes int64  `json:"storageBytes,omitempty"`
+	DataDir      string `json:"dataDir,omitempty"`
+	Slots        int    `json:"slots,omitempty"`
+	// Namespace is the runtime's own namespace on its host cluster, if it has one.
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Credentials are a kubeconfig confined to a runtime and when its token expires.
+type Credentials struct {
+	Kubeconfig string
+	ExpiresAt  time.Time
+}
+
+// AdministratorBinder is implemented by backends whose runtimes are namespaces of a shared
+// host: the runtime's administrators get its namespace, never the host (cluster-admin).
+type AdministratorBinder interface {
+	// BindAdministrators gives each user full rights on the runtime's namespace. Idempotent.
+	BindAdministrators(ctx context.Context, spec Spec, users []string) error
+}
+
+// CredentialIssuer is implemented by backends that hand out credentials scoped to one runtime
+// (a ServiceAccount of its own, bound to its namespace). The binding flow uses it to give
+// every OSB binding an account and token of its own.
+type CredentialIssuer interface {
+	// IssueCredentials creates (idempotently) the account named account in the runtime's
+	// namespace and returns a kubeconfig with a token of it valid for expiration.
+	IssueCredentials(ctx context.Context, spec Spec, account string, expiration time.Duration) (Credentials, error)
+	// RevokeCredentials deletes the account: its tokens are refused from then on.
+	RevokeCredentials(ctx context.Context, spec Spec, account string) error
 }
 
 // ErrNotFound: the backend has no cluster for this runtime.

@@ -19,16 +19,114 @@ import (
 
 // Config selects the named set of backends. It is read with envconfig.Process("APP", &cfg):
 //
-//	APP_PROVISIONER_SET_JSON  {"<name>": {"type": "gardener|kubernetes|static|simulated", "spec": {...}}, ...}
-//	APP_PROVISIONER_SET_FILE  the same document in a file, JSON or YAML
-//	APP_DEFAULT_PROVISIONER   the entry used for runtimes that do not name one
+//	APP_PROVISIONER_SET_JSON         {"<name>": {"type": "gardener|kubernetes|static|simulated", "spec": {...}}, ...}
+//	APP_PROVISIONER_SET_FILE         the same document in a file, JSON or YAML
+//	APP_DEFAULT_PROVISIONER          the entry used for runtimes that do not name one
+//	RILL_ADMIN_PROVISIONER_SET_JSON  seed 004's name for APP_PROVISIONER_SET_JSON
+//	RILL_ADMIN_DEFAULT_PROVISIONER   seed 004's name for APP_DEFAULT_PROVISIONER
 //
-// With neither SET_JSON nor SET_FILE the set is {"simulated": {"type": "simulated", "spec": {}}}.
+// Precedence: an APP_ name wins over the seed's RILL_ADMIN_ name; both set to different values
+// is an error (one of them would be ignored). JSON documents may carry // comments outside
+// strings, as the seed's example does. With no set configured it is
+// {"simulated": {"type": "simulated", "spec": {}}}. CheckEnvironment rejects a set or default
+// given under any other name.
 type Config struct {
 	SetJSON string `envconfig:"PROVISIONER_SET_JSON"`
 	SetFile string `envconfig:"PROVISIONER_SET_FILE"`
 	// Default may be empty when the set has exactly one entry.
 	Default string `envconfig:"DEFAULT_PROVISIONER"`
+	// RillSetJSON and RillDefault are the seed's names (envconfig reads an unprefixed tag when
+	// the APP_ one is unset).
+	RillSetJSON string `envconfig:"RILL_ADMIN_PROVISIONER_SET_JSON"`
+	RillDefault string `envconfig:"RILL_ADMIN_DEFAULT_PROVISIONER"`
+}
+
+// Accepted names of the set's variables (see Config).
+const (
+	EnvSetJSON     = "APP_PROVISIONER_SET_JSON"
+	EnvSetFile     = "APP_PROVISIONER_SET_FILE"
+	EnvDefault     = "APP_DEFAULT_PROVISIONER"
+	EnvRillSetJSON = "RILL_ADMIN_PROVISIONER_SET_JSON"
+	EnvRillDefault = "RILL_ADMIN_DEFAULT_PROVISIONER"
+)
+
+// CheckEnvironment fails when environ (os.Environ()) configures a provisioner set or default
+// under a name that is not one of the accepted ones (APP_PROVISIONER_SETS_JSON,
+// PROVISIONER_SET_JSON, APP_RILL_ADMIN_PROVISIONER_SET_JSON...): such a set would otherwise
+// be ignored and the runtimes silently go to another backend.
+func CheckEnvironment(environ []string) error {
+	accepted := map[string]bool{EnvSetJSON: true, EnvSetFile: true, EnvDefault: true, EnvRillSetJSON: true, EnvRillDefault: true}
+	var stray []string
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		upper := strings.ToUpper(name)
+		if accepted[name] || value == "" {
+			continue
+		}
+		if strings.Contains(upper, "PROVISIONER_SET") || strings.Contains(upper, "DEFAULT_PROVISIONER") {
+			stray = append(stray, name)
+		}
+	}
+	if len(stray) > 0 {
+		sort.Strings(stray)
+		return fmt.Errorf("provisioner set: %s would be ignored: configure the set with %s (or %s, or %s) and the default with %s (or %s)",
+			strings.Join(stray, ", "), EnvSetJSON, EnvSetFile, EnvRillSetJSON, EnvDefault, EnvRillDefault)
+	}
+	return nil
+}
+
+// resolve applies the precedence between the APP_ names and the seed's names.
+func (c Config) resolve() (Config, error) {
+	if c.RillSetJSON != "" {
+		switch {
+		case c.SetJSON != "" && c.SetJSON != c.RillSetJSON:
+			return c, fmt.Errorf("provisioner set: %s and %s are both set and differ: set only one", EnvSetJSON, EnvRillSetJSON)
+		case c.SetFile != "":
+			return c, fmt.Errorf("provisioner set: %s and %s are both set: set only one", EnvSetFile, EnvRillSetJSON)
+		}
+		c.SetJSON = c.RillSetJSON
+	}
+	if c.RillDefault != "" {
+		if c.Default != "" && c.Default != c.RillDefault {
+			return c, fmt.Errorf("provisioner set: %s and %s are both set and differ: set only one", EnvDefault, EnvRillDefault)
+		}
+		c.Default = c.RillDefault
+	}
+	c.RillSetJSON, c.RillDefault = "", ""
+	return c, nil
+}
+
+// StripComments removes // comments that are outside JSON strings (the seed writes its example
+// set with them), keeping line breaks so that parse errors still point at the right line.
+func StripComments(doc []byte) []byte {
+	out := make([]byte, 0, len(doc))
+	inString, escaped := false, false
+	for i := 0; i < len(doc); i++ {
+		c := doc[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '/' && i+1 < len(doc) && doc[i+1] == '/':
+			for i < len(doc) && doc[i] != '\n' {
+				i++
+			}
+			if i < len(doc) {
+				out = append(out, '\n')
+			}
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // DefaultSetName is the name (and type) of the entry used when no set is configured.
@@ -102,16 +200,24 @@ func NewSet(ctx context.Context, cfg Config, deps Deps, types Types) (*Set, erro
 // LoadSet reads and checks the set document (not the entries' specs) and returns its entries
 // sorted by name and the default entry's name.
 func LoadSet(cfg Config) ([]Entry, string, error) {
+	cfg, err := cfg.resolve()
+	if err != nil {
+		return nil, "", err
+	}
 	var doc []byte
 	switch {
 	case cfg.SetJSON != "" && cfg.SetFile != "":
 		return nil, "", errors.New("provisioner set: set either APP_PROVISIONER_SET_JSON or APP_PROVISIONER_SET_FILE, not both")
 	case cfg.SetJSON != "":
-		doc = []byte(cfg.SetJSON)
+		doc = StripComments([]byte(cfg.SetJSON))
 	case cfg.SetFile != "":
 		b, err := os.ReadFile(cfg.SetFile)
 		if err != nil {
 			return nil, "", fmt.Errorf("provisioner set: reading APP_PROVISIONER_SET_FILE: %w", err)
+		}
+		// YAML takes # comments; a JSON file may carry the seed's // comments.
+		if trimmed := bytes.TrimSpace(b); len(trimmed) > 0 && trimmed[0] == '{' {
+			b = StripComments(b)
 		}
 		if doc, err = yaml.YAMLToJSON(b); err != nil {
 			return nil, "", fmt.Errorf("provisioner set: parsing %s: %w", cfg.SetFile, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus/hooks/test"
@@ -63,4 +64,27 @@ func TestDecodeSpec(t *testing.T) {
 	assert.Equal(t, 2, v.Runtimes[0].Slots)
 	assert.ErrorContains(t, infrastructure.DecodeSpec(json.RawMessage(`{"runtimes": [{"slots": "2"}]}`), &v), "spec.runtimes.slots must be int")
 	assert.ErrorContains(t, infrastructure.DecodeSpec(json.RawMessage(`{"slots": 2}`), &v), `spec: json: unknown field "slots"`)
+}
+
+func TestStripComments(t *testing.T) {
+	in := `{
+  "a": "http://x//y", // a comment with "quotes"
+  // a whole line
+  "b": "esc\"//not a comment", "c": 1 // last
+}`
+	var v map[string]any
+	require.NoError(t, json.Unmarshal(infrastructure.StripComments([]byte(in)), &v))
+	assert.Equal(t, map[string]any{"a": "http://x//y", "b": `esc"//not a comment`, "c": float64(1)}, v)
+	assert.Equal(t, strings.Count(in, "\n"), strings.Count(string(infrastructure.StripComments([]byte(in))), "\n"), "line numbers are kept")
+}
+
+func TestCheckEnvironment(t *testing.T) {
+	require.NoError(t, infrastructure.CheckEnvironment([]string{
+		"APP_PROVISIONER_SET_JSON={}", "APP_PROVISIONER_SET_FILE=f", "APP_DEFAULT_PROVISIONER=a",
+		"RILL_ADMIN_PROVISIONER_SET_JSON={}", "RILL_ADMIN_DEFAULT_PROVISIONER=a", "PATH=/bin", "APP_PROVISIONER_SETS_JSON=",
+	}))
+	for _, stray := range []string{"PROVISIONER_SET_JSON", "APP_RILL_ADMIN_PROVISIONER_SET_JSON", "APP_PROVISIONER_SETS_JSON", "RILL_DEFAULT_PROVISIONER", "app_provisioner_set_json"} {
+		err := infrastructure.CheckEnvironment([]string{stray + `={"a": {"type": "static"}}`})
+		assert.ErrorContains(t, err, stray+" would be ignored", stray)
+	}
 }

@@ -25,6 +25,9 @@ func (s CleanupCluster) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (O
 	if rt.Secrets[KubeconfigKey] == "" {
 		return op, 0, nil // the cluster never got ready: nothing inside it to clean up
 	}
+	if len(rt.Allocation) > 0 {
+		return op, 0, nil // a namespace of a shared host: Kyma was never installed; the backend removes the namespace
+	}
 	c, err := s.Clusters.ForKubeconfig(rt.Secrets[KubeconfigKey])
 	if err == nil {
 		err = c.DeleteKyma(ctx)

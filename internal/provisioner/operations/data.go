@@ -96,4 +96,7 @@ type Data struct {
 	// RequestedAt: when each kind of request was first made to the backend or the runtime.
 	RequestedAt    map[string]time.Time `json:"requestedAt,omitempty"`
 	TargetRevision int64                `json:"targetRevision,omitempty"`
+	// Allocated: the backend allocated the runtime on a shared host (it reported an
+	// allocation), so the runtime is a namespace there, not a cluster of its own.
+	Allocated bool `json:"allocated,omitempty"`
 }

@@ -43,15 +43,24 @@ func stage(name string, timeout time.Duration, steps ...engine.StepDef[Data]) en
 func step(s engine.Step[Data]) engine.StepDef[Data] { return engine.StepDef[Data]{Step: s} }
 
 func withKyma(s engine.Step[Data]) engine.StepDef[Data] {
-	return engine.StepDef[Data]{Step: s, Condition: HasKyma}
+	return engine.StepDef[Data]{Step: s, Condition: func(op Op) bool { return HasKyma(op) && OwnCluster(op) }}
+}
+
+// OwnCluster: the runtime is a cluster of its own (gardener, simulated), not a namespace of a
+// shared host (static, kubernetes: their backends allocate). Installing Kyma and connecting the
+// Runtime Agent need a cluster of their own; for the others these steps are skipped.
+func OwnCluster(op Op) bool { return !op.Data.Allocated }
+
+func ownCluster(s engine.Step[Data]) engine.StepDef[Data] {
+	return engine.StepDef[Data]{Step: s, Condition: OwnCluster}
 }
 
 // Definitions are the provisioner's processes with the configured per-stage time limits.
 func Definitions(d Deps, cfg config.Config) ([]engine.Definition, error) {
 	p, dp := cfg.Provisioning, cfg.Deprovisioning
 	agentStages := []engine.Stage[Data]{
-		stage(StageConnectRuntimeAgent, p.AgentConfiguration, step(ConnectRuntimeAgent{d})),
-		stage(StageWaitForAgentToConnect, p.AgentConnection, step(WaitForAgentToConnect{d})),
+		stage(StageConnectRuntimeAgent, p.AgentConfiguration, ownCluster(ConnectRuntimeAgent{d})),
+		stage(StageWaitForAgentToConnect, p.AgentConnection, ownCluster(WaitForAgentToConnect{d})),
 	}
 	defs := []struct {
 		opType string

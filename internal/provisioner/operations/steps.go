@@ -86,11 +86,22 @@ func requested(op *Op, kind string) time.Time {
 
 // spec is the backend's view of the runtime for a request of this kind.
 func spec(op *Op, kind string) infrastructure.Spec {
-	return infrastructure.Spec{
-		RuntimeID: op.Data.RuntimeID, OperationID: op.ID, Name: op.Data.Config.Cluster.Name,
-		Tenant: op.Data.Tenant, SubAccountID: op.Data.Config.SubAccountID,
-		Cluster: op.Data.Config.Cluster, Request: infrastructure.Request(kind), RequestedAt: requested(op, kind),
+	sp := RuntimeSpec(op.Data.RuntimeID, op.Data.Tenant, op.Data.Config)
+	sp.OperationID, sp.Request, sp.RequestedAt = op.ID, infrastructure.Request(kind), requested(op, kind)
+	return sp
+}
+
+// RuntimeSpec is the backend's view of a runtime outside of an operation: its slots are the
+// requested autoScalerMin (at least 1), its version the requested Kyma version.
+func RuntimeSpec(runtimeID, tenant string, cfg RuntimeConfig) infrastructure.Spec {
+	sp := infrastructure.Spec{
+		RuntimeID: runtimeID, Name: cfg.Cluster.Name, Tenant: tenant, SubAccountID: cfg.SubAccountID,
+		Cluster: cfg.Cluster, Slots: max(cfg.Cluster.AutoScalerMin, 1),
 	}
+	if cfg.Kyma != nil {
+		sp.Version = cfg.Kyma.Version
+	}
+	return sp
 }
 
 func (d Deps) backend(op Op) (infrastructure.Backend, error) {

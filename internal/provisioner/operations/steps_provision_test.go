@@ -134,6 +134,7 @@ func TestCreateCluster(t *testing.T) {
 		assert.Equal(t, infrastructure.Spec{
 			RuntimeID: "rt-1", OperationID: "op-create", Name: "c-test", Tenant: tenant, SubAccountID: "sub-1",
 			Cluster: testConfig(true).Cluster, Request: infrastructure.RequestCreate, RequestedAt: t0,
+			Slots: 1, Version: testConfig(true).Kyma.Version, // autoScalerMin, the requested Kyma version
 		}, calls[0])
 	})
 
@@ -296,6 +297,23 @@ func TestWaitForClusterCreation(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, wait)
 		assert.Equal(t, kubeconfig, e.runtime("rt-2").Secrets[operations.KubeconfigKey])
+	})
+
+	t.Run("the allocation is stored with the runtime; no kubeconfig to hand out stores none", func(t *testing.T) {
+		e := newEnv(t)
+		e.insertRuntime("rt-3", testConfig(false), nil)
+		data := operations.Data{RuntimeID: "rt-3", Tenant: tenant, Backend: backendName, Config: testConfig(false)}
+		e.backend.set(func(b *fakeBackend) {
+			b.kubeconfig = ""
+			b.status = infrastructure.Status{Phase: infrastructure.PhaseSucceeded, Domain: "localhost", Allocation: &infrastructure.Allocation{
+				Host: "http://localhost:9091", AudienceURL: "http://localhost:8081", DataDir: "/mnt/data", Slots: 1}}
+		})
+		_, wait, err := step(e).Run(e.ctx, stepOp("Wait_For_Cluster_Creation", t0, data), testLog())
+		require.NoError(t, err)
+		assert.Zero(t, wait)
+		rt := e.runtime("rt-3")
+		assert.NotContains(t, rt.Secrets, operations.KubeconfigKey)
+		assert.JSONEq(t, `{"host": "http://localhost:9091", "audienceURL": "http://localhost:8081", "dataDir": "/mnt/data", "slots": 1}`, string(rt.Allocation))
 	})
 
 	t.Run("in progress: retry, no kubeconfig stored", func(t *testing.T) {

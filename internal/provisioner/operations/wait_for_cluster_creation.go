@@ -2,6 +2,7 @@ package operations
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 )
 
 // WaitForClusterCreation waits for the backend to finish the cluster and stores its
-// kubeconfig (encrypted) with the runtime.
+// kubeconfig (encrypted) and its allocation with the runtime. A backend with no cluster
+// credentials to hand out (a static host without a kubeconfig) returns an empty kubeconfig:
+// nothing is stored, and steps that need the cluster say so.
 type WaitForClusterCreation struct{ Deps }
 
 func (WaitForClusterCreation) Name() string { return "Wait_For_Cluster_Creation" }
@@ -37,14 +40,26 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 	if err != nil {
 		return s.waitFor(op, fmt.Sprintf("reading the cluster's kubeconfig: %v", err))
 	}
-	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
-		if rt.Secrets == nil {
-			rt.Secrets = storage.Secrets{}
+	var alloc []byte
+	if st.Allocation != nil {
+		if alloc, err = json.Marshal(st.Allocation); err != nil {
+			return op, 0, fmt.Errorf("encoding the runtime's allocation: %w", err)
 		}
-		rt.Secrets[KubeconfigKey] = kc
+		op.Data.Allocated = true
+	}
+	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
+		if kc != "" {
+			if rt.Secrets == nil {
+				rt.Secrets = storage.Secrets{}
+			}
+			rt.Secrets[KubeconfigKey] = kc
+		}
+		if alloc != nil {
+			rt.Allocation = alloc
+		}
 		return nil
 	}); err != nil {
-		return s.waitFor(op, fmt.Sprintf("storing the kubeconfig: %v", err))
+		return s.waitFor(op, fmt.Sprintf("storing the kubeconfig and allocation: %v", err))
 	}
 	return op, 0, nil
 }

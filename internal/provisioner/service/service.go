@@ -1,7 +1,9 @@
 // Package service is the Runtime Provisioner's API behaviour behind both its GraphQL handler
 // and the in-process client: validation, tenant scoping, one operation per runtime, and the
 // mapping of engine operations to OperationStatus. It never calls a backend or an external
-// system itself: it stores runtimes and operations, and the engine's steps do the work.
+// system itself, except to issue and revoke a runtime's credentials, which the OSB binding
+// flow needs synchronously: it stores runtimes and operations, and the engine's steps do the
+// work.
 package service
 
 import (
@@ -357,6 +359,9 @@ func (s *Service) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (
 	out.RuntimeConfiguration = &gqlschema.RuntimeConfig{ClusterConfig: cluster, KymaConfig: kymaOutput(cfg.Kyma)}
 	if kc := rt.Secrets[operations.KubeconfigKey]; kc != "" {
 		out.RuntimeConfiguration.Kubeconfig = &kc
+	}
+	if out.RuntimeConfiguration.Allocation, err = allocationOutput(rt); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

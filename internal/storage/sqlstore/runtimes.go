@@ -13,7 +13,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-const runtimeCols = "id, tenant, name, backend, compass_runtime_id, config, secrets, deleted, created_at, updated_at, version"
+const runtimeCols = "id, tenant, name, backend, compass_runtime_id, config, allocation, secrets, deleted, created_at, updated_at, version"
 
 func (s *Store) Runtimes() storage.Runtimes { return s }
 
@@ -21,15 +21,19 @@ func (s *Store) scanRuntime(r rowScanner) (storage.Runtime, error) {
 	var (
 		rt               storage.Runtime
 		config           sql.NullString
+		allocation       sql.NullString
 		secrets          []byte
 		created, updated dbTime
 	)
-	if err := r.Scan(&rt.ID, &rt.Tenant, &rt.Name, &rt.Backend, &rt.CompassRuntimeID, &config, &secrets, &rt.Deleted,
+	if err := r.Scan(&rt.ID, &rt.Tenant, &rt.Name, &rt.Backend, &rt.CompassRuntimeID, &config, &allocation, &secrets, &rt.Deleted,
 		&created, &updated, &rt.Version); err != nil {
 		return storage.Runtime{}, err
 	}
 	if config.Valid && config.String != "" {
 		rt.Config = []byte(config.String)
+	}
+	if allocation.Valid && allocation.String != "" {
+		rt.Allocation = []byte(allocation.String)
 	}
 	rt.CreatedAt, rt.UpdatedAt = created.value(), updated.value()
 	sec, err := s.decryptSecrets(secrets)
@@ -66,8 +70,8 @@ func (s *Store) insertRuntimeWithOperation(ctx context.Context, rt storage.Runti
 		created = rt.CreatedAt
 	}
 	q, args, err := s.sb().Insert("runtimes").
-		Columns("id", "tenant", "name", "backend", "compass_runtime_id", "config", "secrets", "deleted", "created_at", "updated_at", "version").
-		Values(rt.ID, rt.Tenant, rt.Name, rt.Backend, rt.CompassRuntimeID, nullJSON(rt.Config), sec, rt.Deleted,
+		Columns("id", "tenant", "name", "backend", "compass_runtime_id", "config", "allocation", "secrets", "deleted", "created_at", "updated_at", "version").
+		Values(rt.ID, rt.Tenant, rt.Name, rt.Backend, rt.CompassRuntimeID, nullJSON(rt.Config), nullJSON(rt.Allocation), sec, rt.Deleted,
 			s.d.timeArg(created), s.d.timeArg(now), 1).
 		Suffix("RETURNING " + runtimeCols).ToSql()
 	if err != nil {
@@ -125,6 +129,7 @@ func (s *Store) updateRuntime(ctx context.Context, rt storage.Runtime) (storage.
 		Set("backend", rt.Backend).
 		Set("compass_runtime_id", rt.CompassRuntimeID).
 		Set("config", nullJSON(rt.Config)).
+		Set("allocation", nullJSON(rt.Allocation)).
 		Set("secrets", sec).
 		Set("deleted", rt.Deleted).
 		Set("updated_at", s.d.timeArg(time.Now())).

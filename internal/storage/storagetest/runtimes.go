@@ -39,10 +39,14 @@ func testRuntimes(t *testing.T, e *env) {
 	assert.Equal(t, "PLAINTEXT-RUNTIME-KUBECONFIG", got.Secrets["kubeconfig"])
 	assert.JSONEq(t, `{"kymaConfig":{"version":"2.0"}}`, string(got.Config))
 
+	assert.Empty(t, got.Allocation)
+
 	got.CompassRuntimeID = "compass-1"
+	got.Allocation = []byte(`{"host":"http://node-1.localhost","cpu":2}`)
 	upd, err := rts.UpdateRuntime(ctx, got)
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, upd.Version)
+	assert.JSONEq(t, `{"host":"http://node-1.localhost","cpu":2}`, string(upd.Allocation), "the allocation is stored with the runtime")
 	_, err = rts.UpdateRuntime(ctx, got)
 	assert.ErrorIs(t, err, storage.ErrConflict, "stale version")
 	_, err = rts.GetRuntime(ctx, "missing")

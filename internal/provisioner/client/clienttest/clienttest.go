@@ -31,20 +31,25 @@ type Call struct {
 	Provision *gqlschema.ProvisionRuntimeInput
 	Upgrade   *gqlschema.UpgradeRuntimeInput
 	Shoot     *gqlschema.UpgradeShootInput
+	// Name and ExpirationSeconds of the credentials methods.
+	Name              string
+	ExpirationSeconds int
 }
 
 // Fake is a client.Client: each method is answered by the matching func (nil: an error wrapping
 // ErrNotImplemented); every call is recorded first, whatever the answer. Set the funcs before the
 // code under test runs; the record is safe for concurrent use.
 type Fake struct {
-	ProvisionRuntimeFunc       func(tenant string, in gqlschema.ProvisionRuntimeInput) (*gqlschema.OperationStatus, error)
-	DeprovisionRuntimeFunc     func(tenant, runtimeID string) (string, error)
-	UpgradeRuntimeFunc         func(tenant, runtimeID string, in gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error)
-	UpgradeShootFunc           func(tenant, runtimeID string, in gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error)
-	HibernateRuntimeFunc       func(tenant, runtimeID string) (*gqlschema.OperationStatus, error)
-	ReconnectRuntimeAgentFunc  func(tenant, runtimeID string) (string, error)
-	RuntimeStatusFunc          func(tenant, runtimeID string) (*gqlschema.RuntimeStatus, error)
-	RuntimeOperationStatusFunc func(tenant, operationID string) (*gqlschema.OperationStatus, error)
+	ProvisionRuntimeFunc         func(tenant string, in gqlschema.ProvisionRuntimeInput) (*gqlschema.OperationStatus, error)
+	DeprovisionRuntimeFunc       func(tenant, runtimeID string) (string, error)
+	UpgradeRuntimeFunc           func(tenant, runtimeID string, in gqlschema.UpgradeRuntimeInput) (*gqlschema.OperationStatus, error)
+	UpgradeShootFunc             func(tenant, runtimeID string, in gqlschema.UpgradeShootInput) (*gqlschema.OperationStatus, error)
+	HibernateRuntimeFunc         func(tenant, runtimeID string) (*gqlschema.OperationStatus, error)
+	ReconnectRuntimeAgentFunc    func(tenant, runtimeID string) (string, error)
+	RuntimeStatusFunc            func(tenant, runtimeID string) (*gqlschema.RuntimeStatus, error)
+	RuntimeOperationStatusFunc   func(tenant, operationID string) (*gqlschema.OperationStatus, error)
+	CreateRuntimeCredentialsFunc func(tenant, runtimeID, name string, expirationSeconds int) (*gqlschema.RuntimeCredentials, error)
+	RevokeRuntimeCredentialsFunc func(tenant, runtimeID, name string) (string, error)
 
 	mu    sync.Mutex
 	calls []Call
@@ -131,6 +136,22 @@ func (f *Fake) ReconnectRuntimeAgent(_ context.Context, tenant, runtimeID string
 		return "", NotImplemented("ReconnectRuntimeAgent")
 	}
 	return f.ReconnectRuntimeAgentFunc(tenant, runtimeID)
+}
+
+func (f *Fake) CreateRuntimeCredentials(_ context.Context, tenant, runtimeID, name string, expirationSeconds int) (*gqlschema.RuntimeCredentials, error) {
+	f.record(Call{Method: "CreateRuntimeCredentials", Tenant: tenant, ID: runtimeID, Name: name, ExpirationSeconds: expirationSeconds})
+	if f.CreateRuntimeCredentialsFunc == nil {
+		return nil, NotImplemented("CreateRuntimeCredentials")
+	}
+	return f.CreateRuntimeCredentialsFunc(tenant, runtimeID, name, expirationSeconds)
+}
+
+func (f *Fake) RevokeRuntimeCredentials(_ context.Context, tenant, runtimeID, name string) (string, error) {
+	f.record(Call{Method: "RevokeRuntimeCredentials", Tenant: tenant, ID: runtimeID, Name: name})
+	if f.RevokeRuntimeCredentialsFunc == nil {
+		return "", NotImplemented("RevokeRuntimeCredentials")
+	}
+	return f.RevokeRuntimeCredentialsFunc(tenant, runtimeID, name)
 }
 
 func (f *Fake) RuntimeStatus(_ context.Context, tenant, runtimeID string) (*gqlschema.RuntimeStatus, error) {

@@ -51,6 +51,7 @@ func Run(t *testing.T, newClient func(t *testing.T) client.Client) {
 		{"HibernateRuntimeSucceeds", hibernateRuntimeSucceeds},
 		{"ReconnectRuntimeAgentReturnsAnOperation", reconnectRuntimeAgentReturnsAnOperation},
 		{"ResultsAreNotShared", resultsAreNotShared},
+		{"RuntimeCredentialsAreCheckedAndScoped", runtimeCredentialsAreCheckedAndScoped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -254,6 +255,34 @@ func otherTenantGetsNotFound(t *testing.T, c client.Client) {
 	require.NoError(t, err)
 	require.NotNil(t, status.LastOperationStatus)
 	assert.Equal(t, operationID, deref(status.LastOperationStatus.ID))
+}
+
+// runtimeCredentialsAreCheckedAndScoped: createRuntimeCredentials checks its input, finds only
+// the tenant's runtimes, and is NOT_SUPPORTED for a backend without scoped credentials (the
+// simulated one the contract runs on; static and kubernetes are tested on a real API server).
+func runtimeCredentialsAreCheckedAndScoped(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	id, _ := Provision(t, c, tenantA, ProvisionInput("creds"))
+	for _, tc := range []struct {
+		name    string
+		seconds int
+		field   string
+	}{{"binding-1", 599, "expirationSeconds"}, {"binding-1", 7776001, "expirationSeconds"}, {"Not_A_Name", 600, "name"}, {"runtime", 600, "name"}} {
+		_, err := c.CreateRuntimeCredentials(ctx, tenantA, id, tc.name, tc.seconds)
+		e := assertCode(t, apperr.CodeBadRequest, err)
+		if e != nil {
+			assert.Equal(t, tc.field, e.Field, "%+v", tc)
+		}
+	}
+	_, err := c.CreateRuntimeCredentials(ctx, tenantB, id, "binding-1", 600)
+	assertCode(t, apperr.CodeNotFound, err)
+	_, err = c.CreateRuntimeCredentials(ctx, tenantA, id, "binding-1", 600)
+	assertCode(t, apperr.CodeNotSupported, err)
+	_, err = c.RevokeRuntimeCredentials(ctx, tenantA, id, "binding-1")
+	assertCode(t, apperr.CodeNotSupported, err)
+	st, err := c.RuntimeStatus(ctx, tenantA, id)
+	require.NoError(t, err)
+	assert.Nil(t, st.RuntimeConfiguration.Allocation, "a simulated runtime is not allocated")
 }
 
 func unknownIDsAreNotFound(t *testing.T, c client.Client) {

@@ -13,6 +13,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/backends"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/gardener"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/internal/seed004"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/kubernetes"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/simulated"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/static"
@@ -24,13 +25,7 @@ var ctx = context.Background()
 // allocs is never called: building a static backend only keeps it.
 type allocs struct{ storage.StaticAllocations }
 
-const kubeconfig = `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-users: [{name: u, user: {token: t}}]
-`
+const kubeconfig = seed004.UnreachableKubeconfig
 
 func TestDefaultIsSimulated(t *testing.T) {
 	var cfg infrastructure.Config
@@ -50,7 +45,7 @@ func TestEveryTypeFromEnv(t *testing.T) {
 	require.NoError(t, os.WriteFile(kc, []byte(kubeconfig), 0o600))
 	t.Setenv("APP_PROVISIONER_SET_JSON", `{
 		"garden": {"type": "gardener", "spec": {"project": "kyma", "kubeconfig_path": "`+kc+`"}},
-		"k8s": {"type": "kubernetes", "spec": {"namespace": "rt", "kubeconfig_path": "`+kc+`", "host": "*.example.com", "image": "img"}},
+		"k8s": {"type": "kubernetes", "spec": {"namespace": "rt", "kubeconfig_path": "`+kc+`", "host": "*.example.com", "image": "img", "data_dir": "/data"}},
 		"pool-a": {"type": "static", "spec": {"runtimes": [{"host": "h", "slots": 2, "kubeconfig_path": "`+kc+`", "domain": "h.example.com"}]}},
 		"sim": {"type": "simulated", "spec": {"creationDuration": "10s"}},
 		"sim-default": {"type": "simulated"}
@@ -77,6 +72,44 @@ func TestEveryTypeFromEnv(t *testing.T) {
 	_, err = set.Get("nope")
 	assert.ErrorIs(t, err, infrastructure.ErrUnknownBackend)
 	assert.ErrorContains(t, err, `"garden", "k8s", "pool-a", "sim", "sim-default"`, "names the available ones")
+}
+
+// TestSeedSetFromEnv: seed 004's example set, copied as written (with its // comments) into
+// the seed's variables, loads; its relative paths are taken from the working directory.
+func TestSeedSetFromEnv(t *testing.T) {
+	doc, err := seed004.SetJSON()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, seed004.WriteExample(dir, []byte(kubeconfig)))
+	t.Chdir(dir)
+	t.Setenv(infrastructure.EnvRillSetJSON, doc)
+	t.Setenv(infrastructure.EnvRillDefault, "kubernetes-example")
+	var cfg infrastructure.Config
+	require.NoError(t, envconfig.Process("APP", &cfg))
+	set, err := backends.NewSet(ctx, cfg, infrastructure.Deps{Static: allocs{}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"kubernetes-example", "static-example"}, set.Names())
+	assert.Equal(t, "kubernetes-example", set.Default())
+	b, err := set.Get("")
+	require.NoError(t, err)
+	assert.IsType(t, &kubernetes.Backend{}, b)
+	b, err = set.Get("static-example")
+	require.NoError(t, err)
+	assert.IsType(t, &static.Backend{}, b)
+
+	// The APP_ names win when they say the same; differing, one would be ignored: an error.
+	t.Setenv("APP_DEFAULT_PROVISIONER", "kubernetes-example")
+	require.NoError(t, envconfig.Process("APP", &cfg))
+	_, err = backends.NewSet(ctx, cfg, infrastructure.Deps{Static: allocs{}})
+	require.NoError(t, err)
+	t.Setenv("APP_DEFAULT_PROVISIONER", "static-example")
+	require.NoError(t, envconfig.Process("APP", &cfg))
+	_, err = backends.NewSet(ctx, cfg, infrastructure.Deps{Static: allocs{}})
+	assert.ErrorContains(t, err, "APP_DEFAULT_PROVISIONER and RILL_ADMIN_DEFAULT_PROVISIONER are both set and differ")
+	t.Setenv("APP_PROVISIONER_SET_JSON", `{"sim": {"type": "simulated"}}`)
+	require.NoError(t, envconfig.Process("APP", &cfg))
+	_, err = backends.NewSet(ctx, cfg, infrastructure.Deps{Static: allocs{}})
+	assert.ErrorContains(t, err, "APP_PROVISIONER_SET_JSON and RILL_ADMIN_PROVISIONER_SET_JSON are both set and differ")
 }
 
 func TestSetFileYAML(t *testing.T) {

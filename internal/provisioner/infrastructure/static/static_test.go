@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/internal/seed004"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/static"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
@@ -55,13 +56,13 @@ func pool(t *testing.T, s storage.Store, name string, spec static.Spec, log logr
 	return b
 }
 
-func threeHosts(t *testing.T) static.Spec {
-	kcFile := filepath.Join(t.TempDir(), "kubeconfig-c.yaml")
-	require.NoError(t, os.WriteFile(kcFile, []byte("kubeconfig of c"), 0o600))
+// threeHosts is a pool without cluster credentials (the backends' scoped credentials are
+// tested against a real API server in internal/provisioner/e2e).
+func threeHosts(*testing.T) static.Spec {
 	return static.Spec{Runtimes: []static.Host{
-		{Host: "a", Slots: 10, Kubeconfig: "kubeconfig of a", Domain: "a.example.com"},
-		{Host: "b", Slots: 10, Kubeconfig: "kubeconfig of b", Domain: "b.example.com"},
-		{Host: "c", Slots: 10, KubeconfigPath: kcFile, Domain: "c.example.com"},
+		{Host: "a", Slots: 10, Domain: "a.example.com"},
+		{Host: "http://b.example.com:9091", Slots: 10, DataDir: "/mnt/b", AudienceURL: "http://b.example.com:8081"},
+		{Host: "z", Slots: 10, Domain: "z.example.com"},
 	}}
 }
 
@@ -103,7 +104,7 @@ func TestConcurrentCreate(t *testing.T) {
 		assert.Equal(t, 20, full)
 		used, err := s.StaticAllocations().UsedSlots(ctx, "pool-a")
 		require.NoError(t, err)
-		assert.Equal(t, map[string]int{"a": 10, "b": 10, "c": 10}, used)
+		assert.Equal(t, map[string]int{"a": 10, "http://b.example.com:9091": 10, "z": 10}, used)
 	})
 }
 
@@ -126,10 +127,13 @@ func TestLifecycle(t *testing.T) {
 
 		st, err := b.Status(ctx, spec)
 		require.NoError(t, err)
-		assert.Equal(t, infrastructure.Status{Domain: "a.example.com", Phase: infrastructure.PhaseSucceeded}, st)
+		assert.Equal(t, infrastructure.Status{Domain: "a.example.com", Phase: infrastructure.PhaseSucceeded,
+			Allocation: &infrastructure.Allocation{Host: "a", Slots: 1}}, st)
 		kc, err := b.Kubeconfig(ctx, spec)
 		require.NoError(t, err)
-		assert.Equal(t, "kubeconfig of a", kc)
+		assert.Empty(t, kc, "a host without a kubeconfig has no cluster credentials to hand out")
+		_, err = b.IssueCredentials(ctx, spec, "binding", time.Hour)
+		assert.ErrorIs(t, err, infrastructure.ErrNotSupported)
 
 		rev, err := b.Update(ctx, spec)
 		require.NoError(t, err)
@@ -139,12 +143,12 @@ func TestLifecycle(t *testing.T) {
 		err = b.Hibernate(ctx, spec)
 		assert.ErrorIs(t, err, infrastructure.ErrNotSupported)
 
-		// The next two runtimes go to b and c; c's kubeconfig comes from a file.
+		// The next runtime goes to b, whose domain comes from its URL.
 		require.NoError(t, b.Create(ctx, rt("rt-2")))
-		require.NoError(t, b.Create(ctx, rt("rt-3")))
-		kc, err = b.Kubeconfig(ctx, rt("rt-3"))
+		st, err = b.Status(ctx, rt("rt-2"))
 		require.NoError(t, err)
-		assert.Equal(t, "kubeconfig of c", kc)
+		assert.Equal(t, infrastructure.Status{Domain: "b.example.com", Phase: infrastructure.PhaseSucceeded,
+			Allocation: &infrastructure.Allocation{Host: "http://b.example.com:9091", AudienceURL: "http://b.example.com:8081", DataDir: "/mnt/b", Slots: 1}}, st)
 
 		gone, err = b.Deleted(ctx, spec)
 		require.NoError(t, err)
@@ -168,7 +172,7 @@ func TestLifecycle(t *testing.T) {
 func TestCapacityWarning(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, s storage.Store) {
 		log, hook := test.NewNullLogger()
-		b := pool(t, s, "small", static.Spec{Runtimes: []static.Host{{Host: "h", Slots: 5, Kubeconfig: "x", Domain: "d"}}}, log)
+		b := pool(t, s, "small", static.Spec{Runtimes: []static.Host{{Host: "h", Slots: 5, Domain: "d"}}}, log)
 		warnings := func() int {
 			n := 0
 			for _, e := range hook.AllEntries() {
@@ -194,8 +198,8 @@ func TestCapacityWarning(t *testing.T) {
 func TestSlotsPerRuntime(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, s storage.Store) {
 		b := pool(t, s, "big", static.Spec{SlotsPerRuntime: 4, Runtimes: []static.Host{
-			{Host: "x", Slots: 10, Kubeconfig: "k", Domain: "x.d"},
-			{Host: "y", Slots: 5, Kubeconfig: "k", Domain: "y.d"},
+			{Host: "x", Slots: 10, Domain: "x.d"},
+			{Host: "y", Slots: 5, Domain: "y.d"},
 		}}, nil)
 		for i := range 3 {
 			require.NoError(t, b.Create(ctx, rt(fmt.Sprintf("rt-%d", i))))
@@ -208,6 +212,30 @@ func TestSlotsPerRuntime(t *testing.T) {
 	})
 }
 
+// TestSeedExample: seed 004's static example, as written (// comments included), is a pool.
+func TestSeedExample(t *testing.T) {
+	doc, err := seed004.SetJSON()
+	require.NoError(t, err)
+	entries, _, err := infrastructure.LoadSet(infrastructure.Config{SetJSON: doc, Default: "static-example"})
+	require.NoError(t, err)
+	forEachDriver(t, func(t *testing.T, s storage.Store) {
+		var built infrastructure.Backend
+		for _, e := range entries {
+			if e.Name == "static-example" {
+				built, err = static.Factory(ctx, e, infrastructure.Deps{Static: s.StaticAllocations()})
+				require.NoError(t, err)
+			}
+		}
+		require.NotNil(t, built)
+		spec := rt("seed-rt")
+		require.NoError(t, built.Create(ctx, spec))
+		st, err := built.Status(ctx, spec)
+		require.NoError(t, err)
+		assert.Equal(t, infrastructure.Status{Domain: "localhost", Phase: infrastructure.PhaseSucceeded, Allocation: &infrastructure.Allocation{
+			Host: "http://localhost:9091", AudienceURL: "http://localhost:8081", DataDir: "/mnt/data", Slots: 1}}, st)
+	})
+}
+
 func TestFactoryAndValidation(t *testing.T) {
 	deps := infrastructure.Deps{Static: staticStub{}}
 	b, err := static.Factory(ctx, infrastructure.Entry{Name: "p", Type: static.Type,
@@ -217,15 +245,18 @@ func TestFactoryAndValidation(t *testing.T) {
 
 	for raw, want := range map[string]string{
 		`{}`: "spec.runtimes must list at least one host",
-		`{"runtimes": [{"host": "h", "slots": 1, "kubeconfig": "k", "domain": "d"}, {"host": "i", "slots": 0, "kubeconfig": "k", "domain": "d"}]}`: "spec.runtimes[1].slots must be > 0",
-		`{"runtimes": [{"slots": 1, "kubeconfig": "k", "domain": "d"}]}`:                                                                           "spec.runtimes[0].host is required",
-		`{"runtimes": [{"host": "h", "slots": 1, "domain": "d"}]}`:                                                                                 "spec.runtimes[0]: kubeconfig or kubeconfig_path is required",
-		`{"runtimes": [{"host": "h", "slots": 1, "kubeconfig": "k", "kubeconfig_path": "p", "domain": "d"}]}`:                                      "not both",
-		`{"runtimes": [{"host": "h", "slots": 1, "kubeconfig": "k"}]}`:                                                                             "spec.runtimes[0].domain is required",
-		`{"runtimes": [{"host": "h", "slots": 1, "kubeconfig": "k", "domain": "d"}, {"host": "h", "slots": 1, "kubeconfig": "k", "domain": "d"}]}`: "spec.runtimes[1].host \"h\" is already",
-		`{"runtimes": [{"host": "h", "slots": 1, "kubeconfig": "k", "domain": "d"}], "slots_per_runtime": 2}`:                                      "no host has that many slots",
-		`{"runtimes": [{"host": "h", "slots": "1", "kubeconfig": "k", "domain": "d"}]}`:                                                            "spec.runtimes.slots must be int",
-		`{"runtimes": [], "data_dir": "/mnt"}`:                                                                                                     `unknown field "data_dir"`,
+		`{"runtimes": [{"host": "h", "slots": 1, "domain": "d"}, {"host": "i", "slots": 0, "domain": "d"}]}`:  "spec.runtimes[1].slots must be > 0",
+		`{"runtimes": [{"slots": 1, "domain": "d"}]}`:                                                         "spec.runtimes[0].host is required",
+		`{"runtimes": [{"host": "h", "slots": 1, "kubeconfig": "k", "kubeconfig_path": "p", "domain": "d"}]}`: "not both",
+		`{"runtimes": [{"host": "h", "slots": 1}]}`:                                                           "spec.runtimes[0].domain is required when host is not a URL",
+		`{"runtimes": [{"host": "ftp://h", "slots": 1}]}`:                                                     "spec.runtimes[0].host \"ftp://h\" must be an http(s) URL",
+		`{"runtimes": [{"host": "http://h", "slots": 1, "audience_url": "nope"}]}`:                            "spec.runtimes[0].audience_url",
+		`{"runtimes": [{"host": "http://h", "slots": 1, "data_dir": "data"}]}`:                                "spec.runtimes[0].data_dir",
+		`{"runtimes": [{"host": "h", "slots": 1, "domain": "d"}, {"host": "h", "slots": 1, "domain": "d"}]}`:  "spec.runtimes[1].host \"h\" is already",
+		`{"runtimes": [{"host": "h", "slots": 1, "domain": "d"}], "slots_per_runtime": 2}`:                    "no host has that many slots",
+		`{"runtimes": [{"host": "h", "slots": "1", "domain": "d"}]}`:                                          "spec.runtimes.slots must be int",
+		`{"runtimes": [{"host": "h", "slots": 1, "domain": "d"}], "token_expiration_seconds": 10}`:            "spec.token_expiration_seconds must be at least 600",
+		`{"runtimes": [], "cpu": 2}`: `unknown field "cpu"`,
 	} {
 		_, err := static.Factory(ctx, infrastructure.Entry{Name: "p", Type: static.Type, Spec: json.RawMessage(raw)}, deps)
 		assert.ErrorContains(t, err, want, raw)
