@@ -11,18 +11,18 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest/gardenersim"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/runtimeagent"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
-	"github.com/kyma-project/kyma-environment-broker/internal/testenv/kubetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The whole loop on a real kube-apiserver: the provisioner (a real-cluster backend, the sandbox
+// The whole loop on a real kube-apiserver: the provisioner (the gardener backend, the sandbox
 // Director) provisions a runtime and writes the agent's Secret where the agent reads it by
 // default; the real agent connects to the sandbox's Connector over TLS; the provisioner sees it
 // CONNECTED; an application assigned in the Director appears as an Application, and goes away
@@ -36,10 +36,11 @@ func TestProvisionedRuntimeConnectsAndSynchronises(t *testing.T) {
 		OAuthClientID: creds.DirectorClientID, OAuthClientSecret: creds.DirectorClientSecret,
 	})
 	require.NoError(t, err)
-	kc := kubetest.Kubeconfig(t)
+	// A cluster of its own (gardener, played by gardenersim without its agent): the provisioner
+	// connects the Runtime Agent only there; static and kubernetes runtimes share a host.
+	project, kc := gardenersim.Start(t, gardenersim.Options{})
 	p := provisionertest.New(t, provisionertest.Options{
-		Backends: infrastructure.Config{SetJSON: fmt.Sprintf(`{"pool": {"type": "static", "spec": {"runtimes": [
-			{"host": "https://host-1.pool.test", "slots": 1, "domain": "host-1.pool.test", "kubeconfig": %q}]}}}`, string(kc))},
+		Backends: infrastructure.Config{SetJSON: fmt.Sprintf(`{"gardener": {"type": "gardener", "spec": {"project": %q, "kubeconfig": %q}}}`, project, string(kc))},
 		Clusters: runtimeclient.Clusters{},
 		Director: dir,
 	})
@@ -56,7 +57,9 @@ func TestProvisionedRuntimeConnectsAndSynchronises(t *testing.T) {
 	_ = conns.Delete(ctx, runtimeclient.CompassConnectionName, metav1.DeleteOptions{})
 	e.start()
 
-	in := contracttest.ProvisionInput("agent-e2e")
+	name := fmt.Sprintf("agent-e2e-%d", time.Now().UnixNano()%1_000_000)
+	in := contracttest.ProvisionInput(name)
+	in.ClusterConfig.GardenerConfig.Name = &name
 	in.KymaConfig = nil
 	start := time.Now()
 	st, err := p.Provisioner.Service.ProvisionRuntime(ctx, e.tenant, in)

@@ -1,0 +1,175 @@
+// Package gardenersim is a test controller that plays Gardener on a real kube-apiserver: it
+// reconciles Shoots the way Gardener reports them (a DNS domain, a last operation per generation,
+// hibernation, an admin kubeconfig Secret pointing at this same API server, which then serves as
+// the runtime). Shoots named stuck-* never finish creation; fail-* fail it with a quota error. It
+// also plays the lifecycle manager (Kyma Ready) and, when asked, the Runtime Agent
+// (CompassConnection Synchronized once its Secret exists); tests that run the real agent leave
+// that to it.
+package gardenersim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv/kubetest"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+var (
+	shootGVR      = schema.GroupVersionResource{Group: "core.gardener.cloud", Version: "v1beta1", Resource: "shoots"}
+	kymaGVR       = schema.GroupVersionResource{Group: "operator.kyma-project.io", Version: "v1beta2", Resource: "kymas"}
+	connectionGVR = schema.GroupVersionResource{Group: "compass.kyma-project.io", Version: "v1alpha1", Resource: "compassconnections"}
+)
+
+// QuotaError is the reason a fail-* Shoot's creation fails with.
+const QuotaError = "Infrastructure creation failed: quota exceeded for n2-standard-4 in europe-west3"
+
+// Options tune the simulator.
+type Options struct {
+	// PlayAgent marks the CompassConnection Synchronized once the agent's Secret exists.
+	PlayAgent bool
+}
+
+// Start runs the simulator on a new Gardener project until the test ends; it returns the project
+// and the kubeconfig of the API server (Gardener's and every runtime's).
+func Start(t *testing.T, o Options) (string, []byte) {
+	t.Helper()
+	core, dyn := kubetest.Clientset(t), kubetest.Dynamic(t)
+	kc := kubetest.Kubeconfig(t)
+	project := fmt.Sprintf("e2e%d", time.Now().UnixNano()%1_000_000)
+	ns := "garden-" + project
+	_, err := core.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = core.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &fakeGardener{t: t, core: core, dyn: dyn, namespace: ns, kubeconfig: kc, playAgent: o.PlayAgent}
+	done := make(chan struct{})
+	go func() { defer close(done); g.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return project, kc
+}
+
+type fakeGardener struct {
+	t          *testing.T
+	core       kubernetes.Interface
+	dyn        dynamic.Interface
+	namespace  string
+	kubeconfig []byte
+	playAgent  bool
+}
+
+func (g *fakeGardener) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if err := g.reconcile(ctx); err != nil && ctx.Err() == nil {
+			g.t.Logf("fake gardener: %v", err)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+func (g *fakeGardener) reconcile(ctx context.Context) error {
+	shoots, err := g.dyn.Resource(shootGVR).Namespace(g.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range shoots.Items {
+		if err := g.reconcileShoot(ctx, &shoots.Items[i]); err != nil {
+			return err
+		}
+	}
+	kymas, err := g.dyn.Resource(kymaGVR).Namespace(runtimeclient.KymaNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range kymas.Items {
+		k := &kymas.Items[i]
+		if state, _, _ := unstructured.NestedString(k.Object, "status", "state"); state != runtimeclient.KymaReady {
+			_ = unstructured.SetNestedField(k.Object, runtimeclient.KymaReady, "status", "state")
+			if _, err := g.dyn.Resource(kymaGVR).Namespace(k.GetNamespace()).UpdateStatus(ctx, k, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	if !g.playAgent {
+		return nil
+	}
+	return g.playTheAgent(ctx)
+}
+
+func (g *fakeGardener) reconcileShoot(ctx context.Context, s *unstructured.Unstructured) error {
+	name := s.GetName()
+	if domain, _, _ := unstructured.NestedString(s.Object, "spec", "dns", "domain"); domain == "" {
+		_ = unstructured.SetNestedField(s.Object, name+".e2e.shoot.test", "spec", "dns", "domain")
+		updated, err := g.dyn.Resource(shootGVR).Namespace(g.namespace).Update(ctx, s, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		s = updated
+	}
+	observed, _, _ := unstructured.NestedInt64(s.Object, "status", "observedGeneration")
+	if observed == s.GetGeneration() && !strings.HasPrefix(name, "stuck-") {
+		return nil
+	}
+	lastOp := map[string]any{"type": "Reconcile", "state": "Succeeded", "progress": int64(100), "description": "Shoot cluster has been successfully reconciled."}
+	switch {
+	case strings.HasPrefix(name, "stuck-"):
+		lastOp = map[string]any{"type": "Create", "state": "Processing", "progress": int64(40), "description": "Waiting for infrastructure"}
+	case strings.HasPrefix(name, "fail-"):
+		lastOp = map[string]any{"type": "Create", "state": "Failed", "progress": int64(10), "description": QuotaError}
+	}
+	hibernated, _, _ := unstructured.NestedBool(s.Object, "spec", "hibernation", "enabled")
+	_ = unstructured.SetNestedField(s.Object, lastOp, "status", "lastOperation")
+	_ = unstructured.SetNestedField(s.Object, s.GetGeneration(), "status", "observedGeneration")
+	_ = unstructured.SetNestedField(s.Object, hibernated, "status", "hibernated")
+	if _, err := g.dyn.Resource(shootGVR).Namespace(g.namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + ".kubeconfig", Namespace: g.namespace},
+		Data: map[string][]byte{"kubeconfig": g.kubeconfig}}
+	if _, err := g.core.CoreV1().Secrets(g.namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+func (g *fakeGardener) playTheAgent(ctx context.Context) error {
+	_, err := g.core.CoreV1().Secrets(runtimeclient.AgentConfigNamespace).Get(ctx, runtimeclient.AgentConfigSecret, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	conns := g.dyn.Resource(connectionGVR)
+	conn, err := conns.Get(ctx, runtimeclient.CompassConnectionName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		conn = &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "compass.kyma-project.io/v1alpha1", "kind": "CompassConnection",
+			"metadata": map[string]any{"name": runtimeclient.CompassConnectionName},
+		}}
+		if conn, err = conns.Create(ctx, conn, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	if state, _, _ := unstructured.NestedString(conn.Object, "status", "connectionState"); state == runtimeclient.ConnectionSynchronized {
+		return nil
+	}
+	_ = unstructured.SetNestedField(conn.Object, runtimeclient.ConnectionSynchronized, "status", "connectionState")
+	_, err = conns.UpdateStatus(ctx, conn, metav1.UpdateOptions{})
+	return err
+}
+
