@@ -172,4 +172,3 @@ func (g *fakeGardener) playTheAgent(ctx context.Context) error {
 	_, err = conns.UpdateStatus(ctx, conn, metav1.UpdateOptions{})
 	return err
 }
-
