@@ -4,11 +4,11 @@ import (
 	"context"
 	"reflect"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -16,52 +16,65 @@ var kymaGVR = schema.GroupVersionResource{Group: "operator.kyma-project.io", Ver
 
 // RunReadyController stands in for Kyma's lifecycle manager until the test ends: for every Kyma
 // resource in ns it reports each module of spec.modules in status.modules, first as Processing,
-// on the next change as Ready.
+// on its next pass as Ready. It polls rather than follows a watch, so a lost update (a conflict
+// with the CLI's own writes) is only a pass late, never a module that stays unreported.
 func RunReadyController(t testing.TB, dyn dynamic.Interface, ns string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
 	client := dyn.Resource(kymaGVR).Namespace(ns)
-	w, err := client.Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatalf("moduletest: watch Kymas in %s: %v", ns, err)
-	}
 	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			list, err := client.List(ctx, metav1.ListOptions{})
+			if err != nil {
 				continue
 			}
-			obj, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
+			for i := range list.Items {
+				reportModules(ctx, client, &list.Items[i])
 			}
-			old, _, _ := unstructured.NestedSlice(obj.Object, "status", "modules")
-			reported := map[string]bool{}
-			for _, it := range old {
-				if m, ok := it.(map[string]any); ok {
-					reported[m["name"].(string)] = true
-				}
-			}
-			specMods, _, _ := unstructured.NestedSlice(obj.Object, "spec", "modules")
-			status := []any{}
-			for _, it := range specMods {
-				m, ok := it.(map[string]any)
-				if !ok {
-					continue
-				}
-				state := "Ready"
-				if !reported[m["name"].(string)] {
-					state = "Processing"
-				}
-				status = append(status, map[string]any{"name": m["name"], "state": state})
-			}
-			if reflect.DeepEqual(old, status) {
-				continue
-			}
-			_ = unstructured.SetNestedSlice(obj.Object, status, "status", "modules")
-			// Conflicts are fine: the next event brings the newer object.
-			_, _ = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 		}
 	}()
+}
+
+// reportModules moves each module of the Kyma's spec one state on: unreported to Processing,
+// Processing to Ready.
+func reportModules(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) {
+	old, _, _ := unstructured.NestedSlice(obj.Object, "status", "modules")
+	reported := map[string]bool{}
+	for _, it := range old {
+		if m, ok := it.(map[string]any); ok {
+			if name, ok := m["name"].(string); ok {
+				reported[name] = true
+			}
+		}
+	}
+	specMods, _, _ := unstructured.NestedSlice(obj.Object, "spec", "modules")
+	status := []any{}
+	for _, it := range specMods {
+		m, ok := it.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _ := m["name"].(string)
+		state := "Ready"
+		if !reported[name] {
+			state = "Processing"
+		}
+		status = append(status, map[string]any{"name": name, "state": state})
+	}
+	if reflect.DeepEqual(old, status) {
+		return
+	}
+	_ = unstructured.SetNestedSlice(obj.Object, status, "status", "modules")
+	// A conflict is fine: the next pass reads the newer object.
+	_, _ = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 }
