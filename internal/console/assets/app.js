@@ -317,4 +317,7 @@ function App() {
     <main id="main" tabindex="-1">${page}</main>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+// The loading message is replaced, not diffed against.
+const root = document.getElementById('app');
+root.textContent = '';
+render(html`<${App} />`, root);
