@@ -239,7 +239,7 @@ func TestConsole(t *testing.T) {
 		var rt struct {
 			Data []runtime.DTO `json:"data"`
 		}
-		b.Get("/runtimes?instance_id=" + ids[0]).JSON(t, &rt)
+		b.Get("/runtimes?instance_id="+ids[0]).JSON(t, &rt)
 		require.Len(t, rt.Data, 1)
 		require.NotEmpty(t, rt.Data[0].DashboardURL)
 		assert.Contains(t, text, rt.Data[0].DashboardURL)
@@ -294,7 +294,7 @@ func TestConsole(t *testing.T) {
 		var o struct {
 			State string `json:"state"`
 		}
-		b.Get("/orchestrations/" + id).JSON(t, &o)
+		b.Get("/orchestrations/"+id).JSON(t, &o)
 		assert.Equal(t, "canceled", o.State)
 	})
 
