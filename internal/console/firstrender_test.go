@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sync/errgroup"
 
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
@@ -46,23 +46,42 @@ func seedFleet(t *testing.T, store storage.Store) {
 	ctx := context.Background()
 	created := time.Now().Add(-time.Hour)
 	plans := []string{bt.AWSPlanID, bt.AzurePlanID, bt.GCPPlanID}
-	var g errgroup.Group
-	g.SetLimit(8)
-	for i := 0; i < fleetSize; i++ {
-		g.Go(func() error {
-			id := fmt.Sprintf("inst-%05d", i)
-			inst := storage.Instance{
-				InstanceID: id, RuntimeID: fmt.Sprintf("rt-%05d", i), GlobalAccountID: fmt.Sprintf("ga-%03d", i%500), SubAccountID: "sa-" + id,
-				ServiceID: bt.ServiceID, PlanID: plans[i%3], ProviderRegion: "eu-central-1", CreatedAt: created.Add(time.Duration(i) * time.Millisecond),
-				Parameters: json.RawMessage(`{"name":"` + id + `"}`),
+	work := make(chan int)
+	errs := make(chan error, fleetSize)
+	var wg sync.WaitGroup
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				errs <- seedOne(ctx, store, i, created, plans)
 			}
-			op := storage.Operation{ID: "prov-" + id, InstanceID: id, Type: instance.TypeProvision, State: storage.StateSucceeded, CreatedAt: inst.CreatedAt, Deadline: inst.CreatedAt.Add(time.Hour)}
-			if i%10 == 1 {
-				op.State = storage.StateFailed
-			}
-			_, _, err := store.Instances().InsertInstanceWithOperation(ctx, inst, op)
-			return err
-		})
+		}()
 	}
-	require.NoError(t, g.Wait(), "seeding %d instances", fleetSize)
+	for i := 0; i < fleetSize; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err, "seeding %d instances", fleetSize)
+	}
+}
+
+func seedOne(ctx context.Context, store storage.Store, i int, created time.Time, plans []string) error {
+	id := fmt.Sprintf("inst-%05d", i)
+	inst := storage.Instance{
+		InstanceID: id, RuntimeID: fmt.Sprintf("rt-%05d", i), GlobalAccountID: fmt.Sprintf("ga-%03d", i%500), SubAccountID: "sa-" + id,
+		ServiceID: bt.ServiceID, PlanID: plans[i%3], ProviderRegion: "eu-central-1", CreatedAt: created.Add(time.Duration(i) * time.Millisecond),
+		Parameters: json.RawMessage(`{"name":"` + id + `"}`),
+	}
+	op := storage.Operation{ID: "prov-" + id, InstanceID: id, Type: instance.TypeProvision, State: storage.StateSucceeded, CreatedAt: inst.CreatedAt, Deadline: inst.CreatedAt.Add(time.Hour)}
+	if i%10 == 1 {
+		op.State = storage.StateFailed
+	}
+	if _, _, err := store.Instances().InsertInstanceWithOperation(ctx, inst, op); err != nil {
+		return fmt.Errorf("inserting instance %s: %w", id, err)
+	}
+	return nil
 }
