@@ -74,7 +74,7 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 		r.PathPrefix("/orchestrations").Handler(rt.OperatorAuth(op))
 	}
 	if rt.Console != nil {
-		r.PathPrefix(console.Path).Handler(rt.OperatorAuth(rt.Console))
+		r.PathPrefix(console.Path).Methods(http.MethodGet, http.MethodHead).Handler(rt.OperatorAuth(rt.Console))
 	}
 	if rt.Health != nil {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {

@@ -26,17 +26,12 @@ func Assets() fs.FS {
 	return sub
 }
 
-// Handler serves the console: Path redirects to Path/, every file under it is an embedded
+// Handler serves the console (the router admits only GET and HEAD): Path redirects to Path/, every file under it is an embedded
 // asset, and any other path below it is the app (index.html; the app routes by the URL hash).
 func Handler() http.Handler {
 	assets := Assets()
 	files := http.StripPrefix(Path+"/", http.FileServer(http.FS(assets)))
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodGet && req.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
 		if req.URL.Path == Path {
 			http.Redirect(w, req, Path+"/", http.StatusMovedPermanently)
 			return

@@ -3,10 +3,12 @@ package console_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,22 +21,11 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv/chromiumtest"
 )
-
-// chromium is the browser scripts/with-chromium.sh provides (KEB_CHROMIUM), else one on PATH.
-func chromium(t *testing.T) string {
-	if p := os.Getenv("KEB_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, c := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(c); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no Chromium: run the tests through scripts/with-chromium.sh (make test), which installs it, or set KEB_CHROMIUM")
-	return ""
-}
 
 // browser is a headless Chromium tab that sends the harness's basic-auth credentials with
 // every request, the way a browser does once the operator has logged in.
@@ -46,7 +37,7 @@ type browser struct {
 }
 
 func newBrowser(t *testing.T, b *bt.Broker) *browser {
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumtest.Path(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(alloc)
@@ -316,4 +307,69 @@ func countSkipped(evs []runtime.Event, operationID string) int {
 		}
 	}
 	return n
+}
+
+const fleetSize = 10_000
+
+// TestRuntimesPageWithTenThousandInstances opens the runtimes page over a fleet of 10,000
+// instances (written straight to the store: the page reads only the API) and reports the
+// time from navigation to the first frame that shows the table and the counts.
+func TestRuntimesPageWithTenThousandInstances(t *testing.T) {
+	b := bt.Start(t, bt.Options{NoEngine: true, NoSandbox: true})
+	seedFleet(t, b.Store)
+	br := newBrowser(t, b)
+
+	// Polled on every animation frame: the value is the first frame's time after navigation.
+	br.do(chromedp.Navigate(br.base + "#/runtimes"))
+	firstRender, err := chromedp.Run(br.ctx, chromedp.Poll[float64](`document.querySelectorAll('table.runtimes tbody tr').length > 0 && document.querySelector('.summary') !== null && performance.now()`, chromedp.WithPollingTimeout(20*time.Second)))
+	br.check(err, "waiting for the runtimes table")
+	t.Logf("runtimes page with %d instances: first render after %.0f ms", fleetSize, firstRender)
+
+	assert.Equal(t, 50, eval[int](br, `document.querySelectorAll('table.runtimes tbody tr').length`), "one page of 50")
+	assert.Contains(t, br.text(`#runtimes-status`), fmt.Sprintf("%d runtimes; page 1 of %d", fleetSize, fleetSize/50))
+	assert.Contains(t, br.text(`.summary`), fmt.Sprintf("%d live runtimes", fleetSize))
+	br.screenshot("runtimes-10000")
+
+	br.click(`//nav[@aria-label="Pages"]/button[normalize-space(.)="Next"]`)
+	br.waitJS(`document.querySelector('#runtimes-status').textContent.includes('page 2 of')`)
+}
+
+func seedFleet(t *testing.T, store storage.Store) {
+	ctx := context.Background()
+	created := time.Now().Add(-time.Hour)
+	plans := []string{bt.AWSPlanID, bt.AzurePlanID, bt.GCPPlanID}
+	// Eight writers, each taking every eighth instance; the first error of each is kept.
+	const writers = 8
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < fleetSize && errs[w] == nil; i += writers {
+				errs[w] = seedOne(ctx, store, i, created, plans)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err, "seeding %d instances", fleetSize)
+	}
+}
+
+func seedOne(ctx context.Context, store storage.Store, i int, created time.Time, plans []string) error {
+	id := fmt.Sprintf("inst-%05d", i)
+	inst := storage.Instance{
+		InstanceID: id, RuntimeID: fmt.Sprintf("rt-%05d", i), GlobalAccountID: fmt.Sprintf("ga-%03d", i%500), SubAccountID: "sa-" + id,
+		ServiceID: bt.ServiceID, PlanID: plans[i%3], ProviderRegion: "eu-central-1", CreatedAt: created.Add(time.Duration(i) * time.Millisecond),
+		Parameters: json.RawMessage(`{"name":"` + id + `"}`),
+	}
+	op := storage.Operation{ID: "prov-" + id, InstanceID: id, Type: instance.TypeProvision, State: storage.StateSucceeded, CreatedAt: inst.CreatedAt, Deadline: inst.CreatedAt.Add(time.Hour)}
+	if i%10 == 1 {
+		op.State = storage.StateFailed
+	}
+	if _, _, err := store.Instances().InsertInstanceWithOperation(ctx, inst, op); err != nil {
+		return fmt.Errorf("inserting instance %s: %w", id, err)
+	}
+	return nil
 }
