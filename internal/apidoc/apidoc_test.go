@@ -23,6 +23,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/console"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
 )
@@ -76,7 +77,7 @@ func implemented(t *testing.T) []string {
 		out = append(out, route(method, path))
 		return nil
 	}))
-	for _, p := range []string{"/healthz", "/readyz", "/metrics", apidoc.DocumentPath, "/"} {
+	for _, p := range []string{"/healthz", "/readyz", "/metrics", apidoc.DocumentPath, "/", console.Path + "/"} {
 		out = append(out, route(http.MethodGet, p))
 	}
 	sort.Strings(out)

@@ -2,8 +2,6 @@ package apidoc_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -12,27 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv/chromiumtest"
 )
-
-// chromium is the browser scripts/with-chromium.sh provides (KEB_CHROMIUM), else one on PATH.
-func chromium(t *testing.T) string {
-	if p := os.Getenv("KEB_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, c := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(c); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no Chromium: run the tests through scripts/with-chromium.sh (make test), which installs it, or set KEB_CHROMIUM")
-	return ""
-}
 
 // TestSwaggerUILoads opens / in headless Chromium: Swagger UI loads its embedded assets,
 // fetches /openapi.yaml and renders the document's title and every operation.
 func TestSwaggerUILoads(t *testing.T) {
 	b := bt.Start(t, bt.Options{NoEngine: true})
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumtest.Path(t)), chromedp.NoSandbox, chromedp.Headless, chromedp.DisableGPU)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(alloc)

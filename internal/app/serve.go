@@ -20,6 +20,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/console"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
@@ -161,6 +162,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		operator.WithProvisioner(prov), operator.WithExpirer(expirer))
 	routes.Health = health.New(store, cfg.Database, reg)
 	routes.APIDoc = apidoc.Handler()
+	routes.Console = console.Handler()
 	routes.MaxBodyBytes = cfg.MaxBodyBytes
 	b := broker.New(store, adapter, prov, cfg.Broker, log)
 	srv := &http.Server{

@@ -12,6 +12,7 @@ import (
 	"code.cloudfoundry.org/lager/v3"
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
+	"github.com/kyma-project/kyma-environment-broker/internal/console"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/pivotal-cf/brokerapi/v10"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
@@ -27,6 +28,9 @@ type Routes struct {
 	// the embedded default); OperatorAuth protects /runtimes and /events.
 	V2Auth, OAuthAuth, OperatorAuth Middleware
 	Operator                        http.Handler
+	// Console serves the operator console under /console, behind OperatorAuth: its pages call
+	// the operator API above with the same credentials.
+	Console http.Handler
 	// Health serves /healthz, /readyz and /metrics without authentication.
 	Health http.Handler
 	// APIDoc serves /openapi.yaml and Swagger UI at / without authentication (last: it takes
@@ -68,6 +72,9 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 		r.PathPrefix("/kubeconfig/").Handler(rt.OperatorAuth(op))
 		r.PathPrefix("/info/").Handler(rt.OperatorAuth(op))
 		r.PathPrefix("/orchestrations").Handler(rt.OperatorAuth(op))
+	}
+	if rt.Console != nil {
+		r.PathPrefix(console.Path).Methods(http.MethodGet, http.MethodHead).Handler(rt.OperatorAuth(rt.Console))
 	}
 	if rt.Health != nil {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {

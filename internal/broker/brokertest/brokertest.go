@@ -22,6 +22,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/console"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
@@ -206,8 +207,9 @@ func Start(t testing.TB, o Options) *Broker {
 		V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic,
 		Operator: operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations), operator.WithProvisioner(prov), operator.WithClock(o.clock()),
 			operator.WithExpirer(lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: brokerCfg.OperationTimeout})),
-		Health: health.New(store, dbCfg, reg),
-		APIDoc: apidoc.Handler(),
+		Health:  health.New(store, dbCfg, reg),
+		APIDoc:  apidoc.Handler(),
+		Console: console.Handler(),
 	}
 	b := broker.New(store, adapter, prov, brokerCfg, log)
 	handler := broker.NewRouter(b, routes, log)
