@@ -45,7 +45,7 @@ func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
 	}
-	osb := osbGuard(maxBody, rejectMalformedBodies(brokerapi.NewWithOptions(b, lg)))
+	osb := osbGuard(maxBody, newCatalogServer(b).wrap(rejectMalformedBodies(brokerapi.NewWithOptions(b, lg))))
 
 	r := mux.NewRouter()
 	r.Use(requestLog(log), health.WithRetryAfter)
