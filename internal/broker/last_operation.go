@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -11,43 +10,35 @@ import (
 
 const actionLastOperation = "last_operation"
 
+// lastOperationTypes are the operations a platform asks last_operation about.
+var lastOperationTypes = []string{instance.TypeProvision, instance.TypeDeprovision, instance.TypeUpdate, instance.TypeSuspension}
+
 // LastOperation reports the operation named by the platform, or the instance's newest when
 // none or an unknown one is named. Deprovisioned instances are archived, so a finished
-// deprovisioning keeps answering 200 succeeded.
+// deprovisioning keeps answering 200 succeeded. Platforms poll it: it is one lean read (no
+// payload decoding, no secret decryption), and the logger is built only on failure.
 func (b *Broker) LastOperation(ctx context.Context, instanceID string, details domain.PollDetails) (domain.LastOperation, error) {
-	log := b.logFor(ctx, instanceID)
-	if _, err := b.store.Instances().GetInstance(ctx, instanceID); errors.Is(err, storage.ErrNotFound) {
+	read, err := b.store.Operations().ReadLastOperation(ctx, instanceID, details.OperationData, lastOperationTypes)
+	if err != nil {
+		return domain.LastOperation{}, internal(b.logFor(ctx, instanceID), actionLastOperation, err)
+	}
+	if !read.InstanceExists {
 		return domain.LastOperation{}, notFound(actionLastOperation, "instance %s does not exist", instanceID)
-	} else if err != nil {
-		return domain.LastOperation{}, internal(log, actionLastOperation, err)
 	}
-	var op storage.Operation
-	found := false
-	if details.OperationData != "" {
-		got, err := b.store.Operations().GetOperation(ctx, details.OperationData)
-		switch {
-		case err == nil && got.InstanceID != instanceID:
-			return domain.LastOperation{}, badRequest(actionLastOperation, "operation: %s belongs to another instance", details.OperationData)
-		case err == nil:
-			op, found = got, true
-		case !errors.Is(err, storage.ErrNotFound):
-			return domain.LastOperation{}, internal(log, actionLastOperation, err)
-		}
+	op := read.Named
+	if op != nil && op.InstanceID != instanceID {
+		return domain.LastOperation{}, badRequest(actionLastOperation, "operation: %s belongs to another instance", details.OperationData)
 	}
-	if !found {
-		latest, ok, err := b.latestOperation(ctx, instanceID, instance.TypeProvision, instance.TypeDeprovision, instance.TypeUpdate, instance.TypeSuspension)
-		if err != nil {
-			return domain.LastOperation{}, internal(log, actionLastOperation, err)
-		}
-		if !ok {
-			return domain.LastOperation{}, notFound(actionLastOperation, "instance %s has no operation", instanceID)
-		}
-		op = latest
+	if op == nil {
+		op = read.Newest
 	}
-	return lastOperation(op), nil
+	if op == nil {
+		return domain.LastOperation{}, notFound(actionLastOperation, "instance %s has no operation", instanceID)
+	}
+	return lastOperation(*op), nil
 }
 
-func lastOperation(op storage.Operation) domain.LastOperation {
+func lastOperation(op storage.OperationStatus) domain.LastOperation {
 	switch op.State {
 	case storage.StateSucceeded:
 		return domain.LastOperation{State: domain.Succeeded, Description: op.Description}

@@ -246,6 +246,20 @@ type OperationCount struct {
 	Count int
 }
 
+// OperationStatus is the part of an operation that last_operation reports.
+type OperationStatus struct {
+	ID, InstanceID, Type string
+	State                OperationState
+	Description          string
+	LastError            string
+}
+
+// LastOperationRead is what ReadLastOperation found; Named and Newest are nil when not found.
+type LastOperationRead struct {
+	InstanceExists bool
+	Named, Newest  *OperationStatus
+}
+
 type Instances interface {
 	InsertInstance(ctx context.Context, inst Instance) (Instance, error)
 	// InsertInstanceWithOperation stores a new instance and its first operation in one
@@ -299,6 +313,10 @@ type Operations interface {
 	// expired, records a failed event for each, and returns them. Each one's description names
 	// the step it was in and that step's last error (LimitVerdict with message as the limit).
 	FailOverdue(ctx context.Context, now time.Time, message string) ([]Operation, error)
+	// ReadLastOperation is last_operation's read, in one round trip and without decoding payloads
+	// or decrypting secrets: whether the instance exists, the operation named operationID
+	// (whoever's instance it is; "" names none) and the instance's newest operation of the types.
+	ReadLastOperation(ctx context.Context, instanceID, operationID string, types []string) (LastOperationRead, error)
 	CountOperations(ctx context.Context) ([]OperationCount, error)
 	// QueueDepth is the number of active operations due at now and not leased.
 	QueueDepth(ctx context.Context, now time.Time) (int, error)

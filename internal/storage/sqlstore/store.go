@@ -53,6 +53,9 @@ type Store struct {
 	updateStmt, eventStmt *sqlx.Stmt
 	// batcher writes concurrent SaveProgress calls together (dialects with Array only).
 	batcher *saveBatcher
+	// lastOpStmts are ReadLastOperation's prepared statements by number of types (on r).
+	stmtMu      sync.Mutex
+	lastOpStmts map[int]*sqlx.Stmt
 }
 
 var (
@@ -133,7 +136,13 @@ func (s *Store) Close() error {
 	if s.batcher != nil {
 		errs = append(errs, s.batcher.stop())
 	}
-	for _, st := range []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt} {
+	s.stmtMu.Lock()
+	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt}
+	for _, st := range s.lastOpStmts {
+		stmts = append(stmts, st)
+	}
+	s.stmtMu.Unlock()
+	for _, st := range stmts {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -72,6 +72,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"InstanceSecretsEncrypted", testInstanceSecretsEncrypted},
 		{"OperationCRUD", testOperationCRUD},
 		{"OperationSecretsEncrypted", testOperationSecretsEncrypted},
+		{"ReadLastOperation", testReadLastOperation},
 		{"TimesAreUTCMicroseconds", testTimes},
 		{"OptimisticLocking", testOptimisticLocking},
 		{"ConcurrentUpdatersOneWins", testConcurrentUpdaters},

@@ -40,7 +40,8 @@ type Config struct {
 	Name     string
 	SSLMode  string
 
-	// MaxOpenConns defaults to 50, MaxIdleConns to half of MaxOpenConns.
+	// MaxOpenConns defaults to 50, MaxIdleConns to MaxOpenConns: fewer idle than open connections
+	// closed and reopened them under load (a SCRAM handshake and re-prepared statements each).
 	MaxOpenConns    int
 	MaxIdleConns    int
 	ConnMaxLifetime time.Duration
@@ -124,7 +125,7 @@ func connect(ctx context.Context, cfg Config) (*sqlx.DB, error) {
 	}
 	maxIdle := cfg.MaxIdleConns
 	if maxIdle <= 0 {
-		maxIdle = max(1, maxOpen/2)
+		maxIdle = maxOpen
 	}
 	lifetime := cfg.ConnMaxLifetime
 	if lifetime <= 0 {

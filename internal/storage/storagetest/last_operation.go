@@ -1,0 +1,83 @@
+package storagetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+func testReadLastOperation(t *testing.T, e *env) {
+	types := []string{"provision", "deprovision"}
+	read := func(instanceID, operationID string, types []string) storage.LastOperationRead {
+		t.Helper()
+		got, err := e.s.Operations().ReadLastOperation(ctx, instanceID, operationID, types)
+		require.NoError(t, err)
+		return got
+	}
+
+	assert.Equal(t, storage.LastOperationRead{}, read("lo-none", "", types), "no instance, nothing named")
+
+	_, err := e.s.Instances().InsertInstance(ctx, newInstance("lo-1"))
+	require.NoError(t, err)
+	assert.Equal(t, storage.LastOperationRead{InstanceExists: true}, read("lo-1", "", types), "an instance without operations")
+
+	base := now().Add(-time.Hour)
+	insert := func(id, instanceID, typ string, state storage.OperationState, at time.Time, description, lastError string) {
+		t.Helper()
+		op := newOp(id, instanceID, typ, state, nil)
+		op.CreatedAt, op.Description, op.LastError = at, description, lastError
+		op.Secrets = storage.Secrets{"kubeconfig": "secret"}
+		_, err := e.s.Operations().InsertOperation(ctx, op)
+		require.NoError(t, err)
+	}
+	insert("lo-op-1", "lo-1", "provision", storage.StateSucceeded, base, "done", "")
+	insert("lo-op-2", "lo-1", "deprovision", storage.StateFailed, base.Add(time.Minute), "failing", "step x: system y answered 500")
+	insert("lo-op-3", "lo-1", "upgradeKyma", storage.StateInProgress, base.Add(2*time.Minute), "upgrading", "")
+	// Same creation time as lo-op-2: the larger ID is the newer.
+	insert("lo-op-2b", "lo-1", "provision", storage.StateInProgress, base.Add(time.Minute), "waiting", "")
+	_, err = e.s.Instances().InsertInstance(ctx, newInstance("lo-2"))
+	require.NoError(t, err)
+	insert("lo-other", "lo-2", "provision", storage.StatePending, base, "queued", "")
+
+	got := read("lo-1", "", types)
+	assert.True(t, got.InstanceExists)
+	assert.Nil(t, got.Named)
+	assert.Equal(t, &storage.OperationStatus{ID: "lo-op-2b", InstanceID: "lo-1", Type: "provision", State: storage.StateInProgress, Description: "waiting"}, got.Newest,
+		"the newest of the types; upgradeKyma is not one")
+
+	got = read("lo-1", "lo-op-2", types)
+	assert.Equal(t, &storage.OperationStatus{ID: "lo-op-2", InstanceID: "lo-1", Type: "deprovision", State: storage.StateFailed, Description: "failing", LastError: "step x: system y answered 500"}, got.Named)
+	assert.Equal(t, "lo-op-2b", got.Newest.ID)
+
+	got = read("lo-1", "lo-other", types)
+	assert.Equal(t, "lo-2", got.Named.InstanceID, "a named operation of another instance is returned for the caller to refuse")
+	got = read("lo-1", "lo-missing", []string{"upgradeKyma"})
+	assert.Nil(t, got.Named)
+	assert.Equal(t, "lo-op-3", got.Newest.ID, "another number of types is another statement")
+
+	got = read("lo-none", "lo-op-1", types)
+	assert.False(t, got.InstanceExists)
+	assert.Nil(t, got.Newest)
+	assert.Equal(t, "lo-op-1", got.Named.ID)
+
+	// Archived instances keep answering.
+	archived, err := e.s.Instances().GetInstance(ctx, "lo-2")
+	require.NoError(t, err)
+	archived.DeletedAt = ptr(now())
+	_, err = e.s.Instances().UpdateInstance(ctx, archived)
+	require.NoError(t, err)
+	got = read("lo-2", "", types)
+	assert.True(t, got.InstanceExists)
+	assert.Equal(t, "lo-other", got.Newest.ID)
+
+	// A deleted row is gone.
+	require.NoError(t, e.s.Instances().DeleteInstance(ctx, "lo-2"))
+	assert.False(t, read("lo-2", "", types).InstanceExists)
+
+	_, err = e.s.Operations().ReadLastOperation(ctx, "lo-1", "", nil)
+	assert.Error(t, err, "no types")
+}
