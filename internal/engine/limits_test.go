@@ -215,3 +215,25 @@ func TestSucceededDescriptionWithNothingLeft(t *testing.T) {
 	assert.Equal(t, "operation succeeded", got.Description)
 	assert.Equal(t, []string{"x:started", "x:succeeded"}, eventKinds(h.events(op.ID)))
 }
+
+// NotCompleted gives a step up at once, on its first run and with the clock standing still (a
+// retry window of 0 did so only once the clock had moved past the first attempt).
+func TestNotCompletedAtOnce(t *testing.T) {
+	edp := step("EDP_Deregistration", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		op.NotCompleted("EDP: deregistering: HTTP 403")
+		return op, 0, nil
+	})
+	last := step("Remove_Runtime", nil)
+	p, err := Weighted("deprovision", time.Hour,
+		WeightedStep[testData]{Weight: 1, StepDef: def(edp)},
+		WeightedStep[testData]{Weight: 2, StepDef: def(last)})
+	require.NoError(t, err)
+	h := newHarness(t, p)
+	op := h.insert("deprovision", time.Hour)
+	h.runDue()
+	got, _ := h.get(op.ID)
+	require.Equal(t, storage.StateSucceeded, got.State)
+	assert.Equal(t, "operation succeeded; not completed: EDP_Deregistration (EDP: deregistering: HTTP 403)", got.Description)
+	assert.Equal(t, 1, edp.Runs())
+	assert.Equal(t, 1, last.Runs())
+}

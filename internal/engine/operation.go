@@ -59,10 +59,7 @@ func (op Operation[T]) RetryOperationWithoutFail(msg string, interval, maxTime t
 	if op.withinRetryTime(maxTime) {
 		return op, interval, nil
 	}
-	if !slices.Contains(op.Progress.ExecutedButNotCompleted, op.step) {
-		// A new slice: the engine's copy of the progress must not change behind its back.
-		op.Progress.ExecutedButNotCompleted = append(slices.Clone(op.Progress.ExecutedButNotCompleted), op.step)
-	}
+	op.NotCompleted(msg)
 	return op, 0, nil
 }
 
@@ -75,6 +72,19 @@ func (op *Operation[T]) Retry(msg string, interval, maxTime time.Duration) (time
 
 // SetLastError notes why the step waits, for helpers shared by every process.
 func (op *Operation[T]) SetLastError(msg string) { op.LastError = msg }
+
+// NotCompleted records the step as executed but not completed at once, with msg as its last
+// error, and lets the operation go on: for an answer that waiting will not change, or what a
+// process this step waited for left behind. Unlike a retry window of 0 it does not depend on the
+// clock having moved since the step's first attempt.
+func (op *Operation[T]) NotCompleted(msg string) {
+	op.failing, op.withoutFail = true, true
+	op.LastError = msg
+	if !slices.Contains(op.Progress.ExecutedButNotCompleted, op.step) {
+		// A new slice: the engine's copy of the progress must not change behind its back.
+		op.Progress.ExecutedButNotCompleted = append(slices.Clone(op.Progress.ExecutedButNotCompleted), op.step)
+	}
+}
 
 // RetryWithoutFail is RetryOperationWithoutFail on a pointer to the operation.
 func (op *Operation[T]) RetryWithoutFail(msg string, interval, maxTime time.Duration) time.Duration {

@@ -136,11 +136,12 @@ func (s Systems) Retry(op Step, system, what string, err error, interval time.Du
 // is recorded as executed but not completed with the system's answer, and the operation goes on
 // (seed 001: no deprovisioning step blocks the operation).
 func (s Systems) Cleanup(op Step, system, what string, err error, interval time.Duration) time.Duration {
-	window := s.CleanupRetryTime
+	msg := Failure(system, fmt.Errorf("%s: %w", what, err))
 	if !Temporary(err) {
-		window = 0 // the engine set the step's first attempt before this run: a window of 0 is over
+		op.NotCompleted(msg)
+		return 0
 	}
-	return op.RetryWithoutFail(Failure(system, fmt.Errorf("%s: %w", what, err)), interval, window)
+	return op.RetryWithoutFail(msg, interval, s.CleanupRetryTime)
 }
 
 // AwaitProvisioner is a step's wait for a Runtime Provisioner operation: a wait > 0 to poll again
@@ -163,7 +164,7 @@ func AwaitProvisioner(ctx context.Context, p client.Client, op Step, tenant, ope
 		return poll, nil
 	}
 	if left := client.LeftBehind(st); left != "" {
-		op.RetryWithoutFail("Runtime Provisioner: not completed: "+left, 0, 0)
+		op.NotCompleted("Runtime Provisioner: not completed: " + left)
 	}
 	return 0, nil
 }
@@ -213,4 +214,5 @@ type Step interface {
 	CurrentStep() string
 	Retry(msg string, interval, maxTime time.Duration) (time.Duration, error)
 	RetryWithoutFail(msg string, interval, maxTime time.Duration) time.Duration
+	NotCompleted(msg string)
 }

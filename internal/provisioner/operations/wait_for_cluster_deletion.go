@@ -34,18 +34,20 @@ func (s WaitForClusterDeletion) Run(ctx context.Context, op Op, _ logrus.FieldLo
 			// Deprovisioning never waits on the Director for long: after the cleanup window (at
 			// once for an answer waiting will not change) the runtime is left registered, recorded
 			// with the Director's answer, and the deletion goes on.
-			window := s.DirectorCleanupTime
-			if window <= 0 {
-				window = defaultDirectorCleanupTime
-			}
+			msg := fmt.Sprintf("Director: unregistering the runtime: %v", err)
 			if !httpretry.Retryable(err) {
-				window = 0
+				op.NotCompleted(msg)
+			} else {
+				window := s.DirectorCleanupTime
+				if window <= 0 {
+					window = defaultDirectorCleanupTime
+				}
+				out, wait, _ := op.RetryOperationWithoutFail(msg, s.PollInterval, window)
+				if wait > 0 {
+					return out, wait, nil
+				}
+				op = out
 			}
-			out, wait, _ := op.RetryOperationWithoutFail(fmt.Sprintf("Director: unregistering the runtime: %v", err), s.PollInterval, window)
-			if wait > 0 {
-				return out, wait, nil
-			}
-			op = out
 		}
 	}
 	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
