@@ -31,8 +31,8 @@ type executor struct {
 	// runTimeout bounds one step run unless its StepDef.RunTimeout says otherwise.
 	runTimeout time.Duration
 	// backoff stretches the intervals of long healthy waits.
-	backoff WaitBackoff
-	stopping   func() bool
+	backoff  WaitBackoff
+	stopping func() bool
 	// dueHint tells the dispatcher when a released operation becomes due again.
 	dueHint func(time.Time)
 	// letGo tells the heartbeat, before the write that gives the lease up, that the operation
