@@ -15,6 +15,8 @@ type metrics struct {
 	stepDuration *prometheus.HistogramVec
 	retries      *prometheus.CounterVec
 	finished     *prometheus.CounterVec
+	writes       *prometheus.CounterVec
+	events       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, ops storage.Operations, clock Clock, log logrus.FieldLogger) (*metrics, error) {
@@ -35,8 +37,16 @@ func newMetrics(reg prometheus.Registerer, ops storage.Operations, clock Clock, 
 			Namespace: "keb", Name: "operations_finished_total",
 			Help: "Operations that reached a final state in this process.",
 		}, []string{"type", "state"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keb", Name: "engine_writes_total",
+			Help: "The engine's durable writes of operations: claims (a worker takes the operation) and saves (progress and events).",
+		}, []string{"type", "kind"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "keb", Name: "engine_events_total",
+			Help: "Events the engine wrote, by operation type.",
+		}, []string{"type"}),
 	}
-	for _, c := range []prometheus.Collector{m.stepDuration, m.retries, m.finished, &dbCollector{ops: ops, clock: clock, log: log}} {
+	for _, c := range []prometheus.Collector{m.stepDuration, m.retries, m.finished, m.writes, m.events, &dbCollector{ops: ops, clock: clock, log: log}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -53,6 +63,14 @@ func (m *metrics) stepFinished(opType, step, outcome string, took time.Duration)
 func (m *metrics) retry(opType, step string) {
 	if m != nil {
 		m.retries.WithLabelValues(opType, step).Inc()
+	}
+}
+
+// wrote counts a durable write of an operation (kind "claim" or "save") and the events it wrote.
+func (m *metrics) wrote(opType, kind string, events int) {
+	if m != nil {
+		m.writes.WithLabelValues(opType, kind).Inc()
+		m.events.WithLabelValues(opType).Add(float64(events))
 	}
 }
 

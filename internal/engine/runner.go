@@ -54,6 +54,8 @@ type run[T any] struct {
 
 func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Operation) {
 	r := &run[T]{p: p, x: x, op: Operation[T]{Operation: raw}}
+	// Every run starts with the claim that gave the operation to this worker.
+	x.metrics.wrote(raw.Type, "claim", 0)
 	r.log = x.log.WithFields(logrus.Fields{"operation_id": raw.ID, "instance_id": raw.InstanceID, "operation_type": raw.Type})
 	if len(raw.Data) > 0 {
 		if err := json.Unmarshal(raw.Data, &r.op.Data); err != nil {
@@ -432,6 +434,7 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	saved, err := r.x.ops.SaveProgress(ctx, r.op.Operation, r.pending)
+	events := len(r.pending)
 	r.pending = nil
 	if err != nil {
 		if errors.Is(err, storage.ErrConflict) {
@@ -442,6 +445,7 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 		return false
 	}
 	r.op.Operation = saved
+	r.x.metrics.wrote(r.op.Type, "save", events)
 	return true
 }
 
