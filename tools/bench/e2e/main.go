@@ -13,6 +13,8 @@
 // table. PostgreSQL comes from KEB_TEST_DATABASE_URL (make bench-e2e starts a throwaway server;
 // each run gets a fresh database); without it only SQLite is measured. -cpuprofile P writes the
 // broker's CPU profile of each run to P.<driver>. Every run stops by itself within -timeout.
+// -src builds the broker from another checkout (before/after; a broker without the engine's
+// write metrics prints 0 for them, the PostgreSQL row counts still hold).
 package main
 
 import (
@@ -64,6 +66,8 @@ type options struct {
 	timeout    time.Duration
 	cpuProfile string
 	logLevel   string
+	src        string
+	set        string
 	env        []string
 }
 
@@ -78,6 +82,8 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound of one run")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the broker's CPU profile of each run to this path plus .<driver>")
 	flag.StringVar(&o.logLevel, "log-level", "info", "APP_LOG_LEVEL of the broker (info is the production default)")
+	flag.StringVar(&o.set, "set", fastest, "APP_PROVISIONER_SET_JSON (default: the simulated backend with every duration 0)")
+	flag.StringVar(&o.src, "src", "", "build the broker from this checkout instead (e.g. an export of the previous commit, for before/after)")
 	flag.Parse()
 	o.drivers = strings.Split(*drivers, ",")
 	if *env != "" {
@@ -93,6 +99,9 @@ func run(o options) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return err
+	}
+	if o.src != "" {
+		root = o.src
 	}
 	dir, err := os.MkdirTemp("", "keb-bench-e2e-")
 	if err != nil {
@@ -147,7 +156,7 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 	brokerURL := fmt.Sprintf("http://127.0.0.1:%d", port)
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
 		"APP_PORT=" + strconv.Itoa(port), "APP_SANDBOX_ADDRESS=127.0.0.1:" + strconv.Itoa(sandboxPort), "APP_SANDBOX_TLS_ADDRESS=127.0.0.1:0",
-		"APP_BROKER_USERNAME=" + username, "APP_BROKER_PASSWORD=" + password, "APP_PROVISIONER_SET_JSON=" + fastest,
+		"APP_BROKER_USERNAME=" + username, "APP_BROKER_PASSWORD=" + password, "APP_PROVISIONER_SET_JSON=" + o.set,
 		"APP_LOG_LEVEL=" + o.logLevel, "APP_LOG_FORMAT=json"}
 	if o.stepPoll != "" {
 		env = append(env, "APP_BROKER_POLL_INTERVAL="+o.stepPoll)
