@@ -51,10 +51,15 @@ func testReadLastOperation(t *testing.T, e *env) {
 
 	got = read("lo-1", "lo-op-2", types)
 	assert.Equal(t, &storage.OperationStatus{ID: "lo-op-2", InstanceID: "lo-1", Type: "deprovision", State: storage.StateFailed, Description: "failing", LastError: "step x: system y answered 500"}, got.Named)
-	assert.Equal(t, "lo-op-2b", got.Newest.ID)
+	assert.Nil(t, got.Newest, "a named operation that exists is the answer; the newest is not read")
 
 	got = read("lo-1", "lo-other", types)
 	assert.Equal(t, "lo-2", got.Named.InstanceID, "a named operation of another instance is returned for the caller to refuse")
+	assert.True(t, got.InstanceExists, "existence is of the instance asked about")
+	got = read("lo-1", "lo-missing", types)
+	assert.Nil(t, got.Named)
+	assert.True(t, got.InstanceExists)
+	assert.Equal(t, "lo-op-2b", got.Newest.ID, "an unknown named operation falls back to the newest")
 	got = read("lo-1", "lo-missing", []string{"upgradeKyma"})
 	assert.Nil(t, got.Named)
 	assert.Equal(t, "lo-op-3", got.Newest.ID, "another number of types is another statement")
