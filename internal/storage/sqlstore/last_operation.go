@@ -63,7 +63,13 @@ func (s *Store) readLastOperation(ctx context.Context, instanceID, operationID s
 	}
 	var out storage.LastOperationRead
 	if operationID != "" {
-		if err := s.queryLastOperation(ctx, 0, &out, operationID, instanceID); err != nil {
+		var err error
+		if s.lastOps != nil {
+			out, err = s.lastOps.readNamed(ctx, instanceID, operationID)
+		} else {
+			err = s.queryLastOperation(ctx, 0, &out, operationID, instanceID)
+		}
+		if err != nil {
 			return storage.LastOperationRead{}, err
 		}
 		if out.Named != nil {

@@ -1,6 +1,8 @@
 package storagetest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +87,47 @@ func testReadLastOperation(t *testing.T, e *env) {
 
 	_, err = e.s.Operations().ReadLastOperation(ctx, "lo-1", "", nil)
 	assert.Error(t, err, "no types")
+
+	// Concurrent reads (which a store may answer together) each get their own answer.
+	const readers = 64
+	for i := 0; i < readers; i++ {
+		_, err := e.s.Instances().InsertInstance(ctx, newInstance(fmt.Sprintf("lo-c-%d", i)))
+		require.NoError(t, err)
+		insert(fmt.Sprintf("lo-c-op-%d", i), fmt.Sprintf("lo-c-%d", i), "provision", storage.StateInProgress, base, fmt.Sprintf("step %d", i), "")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, readers*10)
+	for i := 0; i < readers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			instanceID, opID := fmt.Sprintf("lo-c-%d", i), fmt.Sprintf("lo-c-op-%d", i)
+			for j := 0; j < 10; j++ {
+				// Every third read names an operation of another instance or none that exists.
+				asked := opID
+				switch j % 3 {
+				case 1:
+					asked = fmt.Sprintf("lo-c-op-%d", (i+1)%readers)
+				case 2:
+					asked = "lo-c-missing"
+				}
+				got, err := e.s.Operations().ReadLastOperation(ctx, instanceID, asked, types)
+				switch {
+				case err != nil:
+					errs <- err
+				case !got.InstanceExists:
+					errs <- fmt.Errorf("%s: instance not found", instanceID)
+				case j%3 == 2 && (got.Named != nil || got.Newest == nil || got.Newest.ID != opID):
+					errs <- fmt.Errorf("%s asking for a missing operation: got %+v", instanceID, got)
+				case j%3 != 2 && (got.Named == nil || got.Named.ID != asked || got.Named.Description != fmt.Sprintf("step %d", (i+j%3)%readers)):
+					errs <- fmt.Errorf("%s asking for %s: got %+v", instanceID, asked, got.Named)
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
