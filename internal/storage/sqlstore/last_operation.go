@@ -16,13 +16,13 @@ import (
 // types read (through the (instance_id, created_at, id) index, which stops at the first row).
 // Only the reported columns are read: no progress, data or secrets.
 const namedOperationSQL = "SELECT 0 AS k, id, instance_id, type, state, description, last_error FROM operations WHERE id = ?" +
-	" UNION ALL SELECT 2 AS k, instance_id, instance_id, '', '', '', '' FROM instances WHERE instance_id = ?"
+	" UNION ALL SELECT 2 AS k, '', '', '', '', '', '' WHERE EXISTS (SELECT 1 FROM instances WHERE instance_id = ?)"
 
 func newestOperationSQL(types int) string {
 	in := strings.TrimSuffix(strings.Repeat("?, ", types), ", ")
 	return "SELECT * FROM (SELECT 1 AS k, id, instance_id, type, state, description, last_error FROM operations" +
 		" WHERE instance_id = ? AND type IN (" + in + ") ORDER BY created_at DESC, id DESC LIMIT 1) newest" +
-		" UNION ALL SELECT 2 AS k, instance_id, instance_id, '', '', '', '' FROM instances WHERE instance_id = ?"
+		" UNION ALL SELECT 2 AS k, '', '', '', '', '', '' WHERE EXISTS (SELECT 1 FROM instances WHERE instance_id = ?)"
 }
 
 // lastOperationStmt is the prepared statement for the named read (types 0) or the newest
