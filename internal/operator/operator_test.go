@@ -221,7 +221,6 @@ func TestEvents(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{prov: true, d.Operation(): true}, ops)
 	for _, step := range []string{"Initialization", "Create_Runtime", "Check_Runtime", "Remove_Runtime"} {
-		assert.True(t, steps(evs, "started")[step], "started %s", step)
 		assert.True(t, steps(evs, "succeeded")[step], "succeeded %s", step)
 	}
 	for i := 1; i < len(evs); i++ {
@@ -240,7 +239,9 @@ func TestEvents(t *testing.T) {
 	assert.Greater(t, len(both), len(evs))
 	assert.Empty(t, get("?instance_ids=nobody"))
 
-	r := b.Get("/events")
-	assert.Equal(t, http.StatusBadRequest, r.Status)
-	assert.True(t, strings.Contains(r.Description(), "instance_ids"), r.Description())
+	for _, e := range evs {
+		if e.Step != "" {
+			assert.NotEmpty(t, e.Stage, "%s %s names its stage", e.Type, e.Step)
+		}
+	}
 }

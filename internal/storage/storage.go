@@ -152,11 +152,13 @@ type Event struct {
 	OperationID string
 	InstanceID  string
 	Step        string
-	Type        EventType
-	Message     string
-	Duration    time.Duration
-	Wait        time.Duration
-	CreatedAt   time.Time
+	// Stage is the stage the step belongs to ("" for events written before stages were recorded).
+	Stage     string
+	Type      EventType
+	Message   string
+	Duration  time.Duration
+	Wait      time.Duration
+	CreatedAt time.Time
 }
 
 // Instance is a provisioned (or being provisioned) runtime as the broker knows it.
@@ -215,10 +217,16 @@ type OperationFilter struct {
 	Paging
 }
 
-// EventFilter: empty slices do not filter. Results are ordered by ID (insertion order).
+// EventFilter: empty slices and zero IDs do not filter. Results are ordered by ID (insertion
+// order), newest first when Descending.
 type EventFilter struct {
 	InstanceIDs  []string
 	OperationIDs []string
+	Types        []EventType
+	Stages       []string
+	// AfterID and BeforeID keep events with an ID above / below them (cursor paging).
+	AfterID, BeforeID int64
+	Descending        bool
 	Paging
 }
 
