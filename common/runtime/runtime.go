@@ -15,6 +15,13 @@ type Operation struct {
 	Description string    `json:"description"`
 	CreatedAt   time.Time `json:"createdAt"`
 	UpdatedAt   time.Time `json:"updatedAt"`
+	// Stage and the current step are set while the operation is pending or in progress: the
+	// stage it is in, the step it last started (not done yet), that step's runs so far and
+	// when its first run started.
+	Stage               string     `json:"stage,omitempty"`
+	CurrentStep         string     `json:"currentStep,omitempty"`
+	CurrentStepAttempts int        `json:"currentStepAttempts,omitempty"`
+	CurrentStepSince    *time.Time `json:"currentStepSince,omitempty"`
 }
 
 // Status is a runtime's state and its newest operation of each kind.
@@ -120,12 +127,16 @@ type Page struct {
 
 // Event is one step event in GET /events.
 type Event struct {
-	OperationID string    `json:"operation_id"`
-	InstanceID  string    `json:"instance_id"`
-	Step        string    `json:"step"`
-	Type        string    `json:"type"`
-	Message     string    `json:"message"`
-	DurationMS  int64     `json:"duration_ms"`
-	WaitMS      int64     `json:"wait_ms,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
+	// ID orders events (the feed's cursors after_id and before_id).
+	ID          int64  `json:"id"`
+	OperationID string `json:"operation_id"`
+	InstanceID  string `json:"instance_id"`
+	Step        string `json:"step"`
+	// Stage is the stage of the step ("" for events recorded before stages were).
+	Stage      string    `json:"stage"`
+	Type       string    `json:"type"`
+	Message    string    `json:"message"`
+	DurationMS int64     `json:"duration_ms"`
+	WaitMS     int64     `json:"wait_ms,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
 }

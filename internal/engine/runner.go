@@ -84,7 +84,7 @@ func (r *run[T]) loop(ctx context.Context) {
 		name := sd.Step.Name()
 		if sd.Condition != nil && !sd.Condition(r.op) {
 			r.markStep(name, func(sp *storage.StepProgress) { sp.Done, sp.Skipped = true, true })
-			r.event(now, name, storage.EventSkipped, "condition not met", 0, 0)
+			r.stageEvent(now, stage.Name, name, storage.EventSkipped, "condition not met", 0, 0)
 			r.x.metrics.stepFinished(r.op.Type, name, "skipped", 0)
 			continue
 		}
@@ -349,8 +349,13 @@ func (r *run[T]) markStep(name string, f func(*storage.StepProgress)) {
 }
 
 func (r *run[T]) event(now time.Time, step string, typ storage.EventType, msg string, took, wait time.Duration) {
+	r.stageEvent(now, r.op.Stage, step, typ, msg, took, wait)
+}
+
+// stageEvent is event for a step of the given stage (a skipped step's, before op.Stage is set).
+func (r *run[T]) stageEvent(now time.Time, stage, step string, typ storage.EventType, msg string, took, wait time.Duration) {
 	r.pending = append(r.pending, storage.Event{
-		OperationID: r.op.ID, InstanceID: r.op.InstanceID, Step: step, Type: typ,
+		OperationID: r.op.ID, InstanceID: r.op.InstanceID, Step: step, Stage: stage, Type: typ,
 		Message: msg, Duration: took, Wait: wait, CreatedAt: now,
 	})
 }

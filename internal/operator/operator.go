@@ -96,7 +96,7 @@ func (h *Handler) Routes() []string { return slices.Clone(h.patterns) }
 
 // runtimeParams are the query parameters GET /runtimes knows; others are refused by name.
 var runtimeParams = []string{"account", "subaccount", "instance_id", "runtime_id", "region", "shoot", "plan", "state",
-	"op_detail", "kyma_config", "cluster_config", "expired", "expires_within", "page", "page_size"}
+	"op_detail", "kyma_config", "cluster_config", "expired", "expires_within", "sort", "order", "page", "page_size"}
 
 // stateExpired is the state filter for expired instances (they are suspended or being so).
 const stateExpired = "expired"
@@ -205,6 +205,9 @@ func (h *Handler) parseRuntimes(q url.Values) (runtimeRequest, error) {
 			}
 		}
 	}
+	if f.Sort, f.Descending, err = sortOrder(q); err != nil {
+		return out, err
+	}
 	// Naming an instance or runtime asks for it, deprovisioned or not.
 	f.IncludeDeleted = len(f.InstanceIDs) > 0 || len(f.RuntimeIDs) > 0
 	out.q = f
@@ -235,6 +238,22 @@ func (h *Handler) runtimes(w http.ResponseWriter, r *http.Request) {
 		h.configs(r.Context(), res.Items, dtos, kymaVersions, req.kymaCfg, req.clusterCfg)
 	}
 	writeJSON(w, runtime.Page{Data: dtos, Count: len(dtos), TotalCount: res.TotalCount})
+}
+
+// sortOrder reads sort (default created_at) and order (asc or desc, default asc).
+func sortOrder(q url.Values) (string, bool, error) {
+	sort := q.Get("sort")
+	if sort != "" && !slices.Contains(storage.RuntimeSorts(), sort) {
+		return "", false, fmt.Errorf("sort: unknown sort %q (known: %s)", sort, strings.Join(storage.RuntimeSorts(), ", "))
+	}
+	switch o := q.Get("order"); o {
+	case "", "asc":
+		return sort, false, nil
+	case "desc":
+		return sort, true, nil
+	default:
+		return "", false, fmt.Errorf("order: must be asc or desc, got %q", o)
+	}
 }
 
 // boundedList is list with bounds on the number and length of the values.
@@ -278,10 +297,7 @@ func (h *Handler) dtos(ctx context.Context, items []storage.RuntimeRow, allOps b
 			d.ExpiresAt = &at
 		}
 		for _, op := range ops { // newest first: keep the first of each type
-			dto := &runtime.Operation{OperationID: op.ID, Type: op.Type, State: string(op.State), Description: op.Description, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
-			if op.State == storage.StateFailed {
-				dto.Description = op.LastError
-			}
+			dto := operationDTO(op)
 			if allOps {
 				d.Status.Operations = append(d.Status.Operations, *dto)
 			}
@@ -315,6 +331,22 @@ func (h *Handler) dtos(ctx context.Context, items []storage.RuntimeRow, allOps b
 	return out, versions, nil
 }
 
+// operationDTO is an operation as GET /runtimes shows it; an unfinished one tells where it is.
+func operationDTO(op storage.Operation) *runtime.Operation {
+	dto := &runtime.Operation{OperationID: op.ID, Type: op.Type, State: string(op.State), Description: op.Description, CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
+	switch op.State {
+	case storage.StateFailed:
+		dto.Description = op.LastError
+	case storage.StatePending, storage.StateInProgress:
+		dto.Stage = op.Stage
+		if step, sp := op.Progress.CurrentStep(); step != "" {
+			since := sp.FirstAttempt
+			dto.CurrentStep, dto.CurrentStepAttempts, dto.CurrentStepSince = step, sp.Attempts, &since
+		}
+	}
+	return dto
+}
+
 // operationsOf reads the operations of a page of instances in one query per 1000 operations
 // (not one per instance), grouped by instance, newest first.
 func (h *Handler) operationsOf(ctx context.Context, items []storage.Instance) (map[string][]storage.Operation, error) {
@@ -338,34 +370,6 @@ func (h *Handler) operationsOf(ctx context.Context, items []storage.Instance) (m
 			return out, nil
 		}
 	}
-}
-
-func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	f := storage.EventFilter{InstanceIDs: list(q, "instance_ids"), OperationIDs: list(q, "operation_ids")}
-	if len(f.InstanceIDs) == 0 && len(f.OperationIDs) == 0 {
-		writeError(w, http.StatusBadRequest, "instance_ids or operation_ids is required")
-		return
-	}
-	out := []runtime.Event{}
-	for p := 1; ; p++ {
-		f.Page, f.PageSize = p, 1000
-		res, err := h.store.Events().ListEvents(r.Context(), f)
-		if err != nil {
-			h.fail(w, err)
-			return
-		}
-		for _, e := range res.Items {
-			out = append(out, runtime.Event{
-				OperationID: e.OperationID, InstanceID: e.InstanceID, Step: e.Step, Type: string(e.Type), Message: e.Message,
-				DurationMS: e.Duration.Milliseconds(), WaitMS: e.Wait.Milliseconds(), CreatedAt: e.CreatedAt,
-			})
-		}
-		if p*1000 >= res.TotalCount {
-			break
-		}
-	}
-	writeJSON(w, out)
 }
 
 // maxPage bounds page so that the offset stays far below 2^31 for every page size.

@@ -241,7 +241,9 @@ func TestEvents(t *testing.T) {
 	assert.Greater(t, len(both), len(evs))
 	assert.Empty(t, get("?instance_ids=nobody"))
 
-	r := b.Get("/events")
-	assert.Equal(t, http.StatusBadRequest, r.Status)
-	assert.True(t, strings.Contains(r.Description(), "instance_ids"), r.Description())
+	for _, e := range evs {
+		if e.Step != "" {
+			assert.NotEmpty(t, e.Stage, "%s %s names its stage", e.Type, e.Step)
+		}
+	}
 }

@@ -34,10 +34,31 @@ type RuntimeRow struct {
 	LastOperationState OperationState
 }
 
+// Runtime sort keys (RuntimeQuery.Sort); every sort breaks ties by instance ID in the same
+// direction, so pages are stable.
+const (
+	SortCreatedAt       = "created_at"
+	SortInstanceID      = "instance_id"
+	SortRuntimeID       = "runtime_id"
+	SortGlobalAccountID = "global_account_id"
+	SortSubAccountID    = "subaccount_id"
+	SortPlan            = "plan"
+	SortRegion          = "region"
+	SortState           = "state"
+)
+
+// RuntimeSorts are the keys RuntimeQuery.Sort accepts, in the order the API documents them.
+func RuntimeSorts() []string {
+	return []string{SortCreatedAt, SortInstanceID, SortRuntimeID, SortGlobalAccountID, SortSubAccountID, SortPlan, SortRegion, SortState}
+}
+
 // RuntimeQuery selects runtimes (instances); empty slices do not filter. Deprovisioned (archived)
 // instances are included only when States asks for them or IncludeDeleted is set. Results
-// are ordered by creation, oldest first.
+// are ordered by Sort ("" is SortCreatedAt; SortPlan orders by plan ID), ascending unless
+// Descending, ties broken by instance ID.
 type RuntimeQuery struct {
+	Sort       string
+	Descending bool
 	// InstanceFilter's IncludeDeleted lists archived instances whatever States says.
 	InstanceFilter
 	// ShootNames match the runtime's cluster (the shoot name its provisioning recorded).

@@ -155,11 +155,13 @@ type Event struct {
 	OperationID string
 	InstanceID  string
 	Step        string
-	Type        EventType
-	Message     string
-	Duration    time.Duration
-	Wait        time.Duration
-	CreatedAt   time.Time
+	// Stage is the stage the step belongs to ("" for events written before stages were recorded).
+	Stage     string
+	Type      EventType
+	Message   string
+	Duration  time.Duration
+	Wait      time.Duration
+	CreatedAt time.Time
 }
 
 // Instance is a provisioned (or being provisioned) runtime as the broker knows it.
@@ -218,10 +220,16 @@ type OperationFilter struct {
 	Paging
 }
 
-// EventFilter: empty slices do not filter. Results are ordered by ID (insertion order).
+// EventFilter: empty slices and zero IDs do not filter. Results are ordered by ID (insertion
+// order), newest first when Descending.
 type EventFilter struct {
 	InstanceIDs  []string
 	OperationIDs []string
+	Types        []EventType
+	Stages       []string
+	// AfterID and BeforeID keep events with an ID above / below them (cursor paging).
+	AfterID, BeforeID int64
+	Descending        bool
 	Paging
 }
 
@@ -316,9 +324,10 @@ type Operations interface {
 	// expired, records a failed event for each, and returns them. Each one's description names
 	// the step it was in and that step's last error (LimitVerdict with message as the limit).
 	FailOverdue(ctx context.Context, now time.Time, message string) ([]Operation, error)
-	// ReadLastOperation is last_operation's read, in one round trip and without decoding payloads
-	// or decrypting secrets: whether the instance exists, the operation named operationID
-	// (whoever's instance it is; "" names none) and the instance's newest operation of the types.
+	// ReadLastOperation is last_operation's read, without decoding payloads or decrypting secrets:
+	// whether the instance exists, the operation named operationID (whoever's instance it is; ""
+	// names none) and, only when none is named or the named one is unknown, the instance's newest
+	// operation of the types. A named operation that exists costs one round trip.
 	ReadLastOperation(ctx context.Context, instanceID, operationID string, types []string) (LastOperationRead, error)
 	CountOperations(ctx context.Context) ([]OperationCount, error)
 	// QueueDepth is the number of active operations due at now and not leased.

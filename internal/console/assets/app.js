@@ -2,7 +2,7 @@
 // public operator API.
 import { html, render, useState, useEffect, useCallback, useRef } from './vendor/preact-htm.js';
 import { get, put, query } from './api.js';
-import { buildTimeline, formatDuration } from './timeline.js';
+import { buildTimeline, stageGroups, formatDuration } from './timeline.js';
 
 const STATES = ['provisioning', 'provisioned', 'failed', 'updating', 'upgrading', 'deprovisioning', 'deprovisioned', 'suspended', 'expired'];
 const FINAL_ORCH = ['succeeded', 'failed', 'canceled'];
@@ -67,11 +67,12 @@ function Field({ label, name, value, onInput, children }) {
 
 // --- runtimes ---------------------------------------------------------------------------
 
+// Columns and the API's sort key of each: the API sorts the whole list, not the page.
 const COLUMNS = [
-  ['instanceID', 'Instance'], ['globalAccountID', 'Account'], ['subAccountID', 'Subaccount'],
-  ['servicePlanName', 'Plan'], ['region', 'Region'], ['state', 'State'], ['createdAt', 'Created'],
+  ['instance_id', 'Instance'], ['global_account_id', 'Account'], ['subaccount_id', 'Subaccount'],
+  ['plan', 'Plan'], ['region', 'Region'], ['state', 'State'], ['created_at', 'Created'],
 ];
-const cell = (r, key) => (key === 'state' ? r.status.state : key === 'createdAt' ? r.status.createdAt : r[key]);
+const DEFAULT_SORT = { sort: 'created_at', order: 'desc' }; // newest first
 
 function Counts({ info }) {
   if (!info) return null;
@@ -85,12 +86,12 @@ function Counts({ info }) {
 function Runtimes({ params }) {
   const [form, setForm] = useState(params);
   useEffect(() => setForm(params), [JSON.stringify(params)]);
-  const [sort, setSort] = useState({ key: 'createdAt', dir: -1 });
+  const sort = { sort: params.sort || DEFAULT_SORT.sort, order: params.order || (params.sort ? 'asc' : DEFAULT_SORT.order) };
   const page = Number(params.page || 1);
   const pageSize = Number(params.page_size || 50);
   const info = useAPI(() => get('/info/runtimes'), []);
   const list = useAPI(async () => {
-    const base = { account: params.account, subaccount: params.subaccount, plan: params.plan, region: params.region, state: params.state, page, page_size: pageSize };
+    const base = { account: params.account, subaccount: params.subaccount, plan: params.plan, region: params.region, state: params.state, ...sort, page, page_size: pageSize };
     if (!params.id) return get(`/runtimes${query(base)}`);
     // The search box takes an instance or a runtime ID.
     const byInstance = await get(`/runtimes${query({ ...base, instance_id: params.id })}`);
@@ -98,10 +99,8 @@ function Runtimes({ params }) {
   }, [JSON.stringify(params)]);
   const set = (k, v) => setForm((f) => ({ ...f, [k]: v }));
   const submit = (e) => { e.preventDefault(); navigate('/runtimes', { ...form, page: '' }); };
-  const rows = [...(list.data?.data || [])].sort((a, b) => {
-    const x = cell(a, sort.key) || '', y = cell(b, sort.key) || '';
-    return x < y ? -sort.dir : x > y ? sort.dir : 0;
-  });
+  const rows = list.data?.data || [];
+  const sortBy = (k) => navigate('/runtimes', { ...params, page: '', sort: k, order: sort.sort === k && sort.order === 'asc' ? 'desc' : 'asc' });
   const pages = Math.max(1, Math.ceil((list.data?.totalCount || 0) / pageSize));
   const go = (p) => navigate('/runtimes', { ...params, page: p });
   return html`<h1>Runtimes</h1>
@@ -121,8 +120,8 @@ function Runtimes({ params }) {
     <${ErrorBox} error=${list.error} />
     <p class="status" aria-live="polite" id="runtimes-status">${list.loading ? 'Loading…' : `${list.data?.totalCount ?? 0} runtimes; page ${page} of ${pages}`}</p>
     <div class="scroll"><table class="runtimes" aria-describedby="runtimes-status">
-      <thead><tr>${COLUMNS.map(([k, label]) => html`<th scope="col" aria-sort=${sort.key === k ? (sort.dir > 0 ? 'ascending' : 'descending') : 'none'}>
-        <button type="button" class="sort" onClick=${() => setSort((s) => ({ key: k, dir: s.key === k ? -s.dir : 1 }))}>${label}<span aria-hidden="true">${sort.key === k ? (sort.dir > 0 ? ' ▲' : ' ▼') : ''}</span></button></th>`)}</tr></thead>
+      <thead><tr>${COLUMNS.map(([k, label]) => html`<th scope="col" data-sort=${k} aria-sort=${sort.sort === k ? (sort.order === 'asc' ? 'ascending' : 'descending') : 'none'}>
+        <button type="button" class="sort" onClick=${() => sortBy(k)}>${label}<span aria-hidden="true">${sort.sort === k ? (sort.order === 'asc' ? ' ▲' : ' ▼') : ''}</span></button></th>`)}</tr></thead>
       <tbody>${rows.map((r) => html`<tr data-instance=${r.instanceID}>
         <td data-label="Instance"><${Link} to=${`/instances/${encodeURIComponent(r.instanceID)}`}>${r.instanceID}<//></td>
         <td data-label="Account">${r.globalAccountID}</td><td data-label="Subaccount">${r.subAccountID}</td>
@@ -140,21 +139,29 @@ function Runtimes({ params }) {
 
 const inProgress = (op) => op && ['in progress', 'pending', 'retrying'].includes(op.state);
 
-function Timeline({ events }) {
-  const { rows, t0, span } = buildTimeline(events);
+function Step({ r, pct, width, t0 }) {
+  const meta = r.skipped ? 'skipped'
+    : `${r.attempts} run${r.attempts === 1 ? '' : 's'}, ${formatDuration(r.duration)}, from +${formatDuration(r.firstStart - t0)}${r.current ? ' · running now' : ''}`;
+  return html`<li class=${`step${r.failed ? ' failed' : ''}${r.skipped ? ' skipped' : ''}${r.current ? ' current' : ''}`} data-step=${r.step} data-stage=${r.stage}>
+    <div class="step-head"><span class="step-name">${r.step}</span><span class="step-meta">${meta}</span></div>
+    <div class="track" aria-hidden="true">
+      ${r.waits.map((w) => html`<span class="wait" style=${{ left: pct(w.start), width: width(w.start, w.end) }} title=${`waiting ${formatDuration(w.end - w.start)}: ${w.message}`}></span>`)}
+      ${r.runs.map((x) => html`<span class=${`bar ${x.outcome}`} style=${{ left: pct(x.start), width: width(x.start, x.end) }} title=${`${x.outcome} after ${formatDuration(x.end - x.start)}`}></span>`)}
+    </div>
+    ${r.message && html`<p class=${r.failed ? 'step-message failure' : 'step-message'}>${r.failed ? 'Failed: ' : r.skipped ? 'Skipped: ' : 'Last retry: '}${r.message}</p>`}
+  </li>`;
+}
+
+// Timeline: the steps grouped in bands by stage (consecutive steps of one stage share a band).
+function Timeline({ events, op }) {
+  const { rows, t0, span } = buildTimeline(events, op);
   if (!rows.length) return html`<p class="muted">No step has run yet.</p>`;
   const pct = (t) => `${(((t - t0) / span) * 100).toFixed(2)}%`;
   const width = (a, b) => `${Math.max(((b - a) / span) * 100, 0.4).toFixed(2)}%`;
-  return html`<ol class="timeline" aria-label="Steps">${rows.map((r) => html`
-    <li class=${`step${r.failed ? ' failed' : ''}${r.skipped ? ' skipped' : ''}`} data-step=${r.step}>
-      <div class="step-head"><span class="step-name">${r.step}</span>
-        <span class="step-meta">${r.skipped ? 'skipped' : `${r.attempts} run${r.attempts === 1 ? '' : 's'}, ${formatDuration(r.duration)}, from +${formatDuration(r.firstStart - t0)}`}</span></div>
-      <div class="track" aria-hidden="true">
-        ${r.waits.map((w) => html`<span class="wait" style=${{ left: pct(w.start), width: width(w.start, w.end) }} title=${`waiting ${formatDuration(w.end - w.start)}: ${w.message}`}></span>`)}
-        ${r.runs.map((x) => html`<span class=${`bar ${x.outcome}`} style=${{ left: pct(x.start), width: width(x.start, x.end) }} title=${`${x.outcome} after ${formatDuration(x.end - x.start)}`}></span>`)}
-      </div>
-      ${r.message && html`<p class=${r.failed ? 'step-message failure' : 'step-message'}>${r.failed ? 'Failed: ' : r.skipped ? 'Skipped: ' : 'Last retry: '}${r.message}</p>`}
-    </li>`)}</ol>`;
+  return html`<ol class="timeline" aria-label="Steps by stage">${stageGroups(rows).map((g) => html`
+    <li class="stage" data-stage=${g.stage}><span class="stage-name">${g.stage ? `Stage ${g.stage}` : 'Stage not recorded'}</span>
+      <ol class="steps" aria-label=${`Steps of stage ${g.stage || 'not recorded'}`}>${g.rows.map((r) => html`<${Step} r=${r} pct=${pct} width=${width} t0=${t0} />`)}</ol></li>`)}
+  </ol>`;
 }
 
 function Instance({ id }) {
@@ -189,7 +196,8 @@ function Instance({ id }) {
     ${ops.map((op) => html`<section class="operation" data-operation=${op.operationID} aria-label=${`${op.type} operation`}>
       <h3>${op.type} <${Badge} state=${op.state} /> <span class="mono muted">${op.operationID}</span></h3>
       <p class="muted">${time(op.createdAt)} → ${time(op.updatedAt)}${op.description ? html` · <span class="op-description">${op.description}</span>` : ''}</p>
-      <${Timeline} events=${events.filter((e) => e.operation_id === op.operationID)} />
+      ${inProgress(op) && op.currentStep && html`<p class="current-step">Now: stage <strong>${op.stage}</strong>, step <strong>${op.currentStep}</strong> (run ${op.currentStepAttempts})</p>`}
+      <${Timeline} events=${events.filter((e) => e.operation_id === op.operationID)} op=${op} />
     </section>`)}`;
 }
 
@@ -264,34 +272,86 @@ function Orchestration({ id }) {
 
 // --- events -------------------------------------------------------------------------------
 
-const EVENT_TYPES = ['started', 'retrying', 'succeeded', 'failed', 'skipped'];
+const EVENT_TYPES = ['retrying', 'succeeded', 'failed', 'skipped', 'started'];
+const FEED_PAGE = 100;
+const FEED_KEEP = 500;
+
+// useFeed reads the fleet-wide event feed: the newest page, then every POLL_MS the events after
+// the newest shown (the API gives those oldest first, so none is missed); older pages on demand.
+function useFeed(filter) {
+  const [state, setState] = useState({ events: [], error: null, loading: true, more: false });
+  const key = JSON.stringify(filter);
+  const older = useRef(null);
+  useEffect(() => {
+    let alive = true;
+    let timer = null;
+    let events = [];
+    const set = (patch) => alive && setState((s) => ({ ...s, ...patch }));
+    const poll = async () => {
+      try {
+        for (;;) {
+          const newer = await get(`/events${query({ ...filter, after_id: events[0]?.id, page_size: 1000 })}`);
+          if (!alive) return;
+          if (newer.length) {
+            events = [...newer.reverse(), ...events].slice(0, FEED_KEEP);
+            set({ events, error: null });
+          }
+          if (newer.length < 1000) break;
+        }
+      } catch (error) {
+        set({ error });
+      }
+      if (alive) timer = setTimeout(poll, POLL_MS);
+    };
+    (async () => {
+      try {
+        events = await get(`/events${query({ ...filter, page_size: FEED_PAGE })}`);
+        set({ events, error: null, loading: false, more: events.length === FEED_PAGE });
+      } catch (error) {
+        set({ error, loading: false });
+      }
+      if (alive) timer = setTimeout(poll, POLL_MS);
+    })();
+    older.current = async () => {
+      const last = events[events.length - 1];
+      if (!last) return;
+      try {
+        const page = await get(`/events${query({ ...filter, before_id: last.id, page_size: FEED_PAGE })}`);
+        events = [...events, ...page];
+        set({ events, more: page.length === FEED_PAGE });
+      } catch (error) {
+        set({ error });
+      }
+    };
+    return () => { alive = false; clearTimeout(timer); };
+  }, [key]);
+  return { ...state, older: () => older.current && older.current() };
+}
 
 function Events({ params }) {
   const [form, setForm] = useState(params);
   useEffect(() => setForm(params), [JSON.stringify(params)]);
   const set = (k, v) => setForm((f) => ({ ...f, [k]: v }));
-  // Without a filter the feed follows the 50 newest runtimes (the API needs instance or operation IDs).
-  const feed = useAPI(async () => {
-    let ids = params.instance;
-    if (!ids && !params.operation) ids = (await get('/runtimes?page_size=50')).data.map((r) => r.instanceID).join(',');
-    if (!ids && !params.operation) return [];
-    return get(`/events${query({ instance_ids: ids, operation_ids: params.operation })}`);
-  }, [JSON.stringify(params)], () => true);
-  const events = (feed.data || []).filter((e) => !params.type || e.type === params.type).slice(-300).reverse();
+  const feed = useFeed({ instance_ids: params.instance, operation_ids: params.operation, type: params.type, stage: params.stage });
+  const { events } = feed;
   return html`<h1>Events</h1>
     <form class="filters" role="search" aria-label="Filter events" onSubmit=${(e) => { e.preventDefault(); navigate('/events', form); }}>
       <${Field} label="Instance ID" name="instance" value=${form.instance || ''} onInput=${set} />
       <${Field} label="Operation ID" name="operation" value=${form.operation || ''} onInput=${set} />
       <${Field} label="Type" name="type" value=${form.type || ''} onInput=${set}><option value="">any</option>${EVENT_TYPES.map((t) => html`<option value=${t}>${t}</option>`)}<//>
-      <div class="buttons"><button type="submit">Filter</button></div>
+      <${Field} label="Stage" name="stage" value=${form.stage || ''} onInput=${set} />
+      <div class="buttons"><button type="submit">Filter</button>
+        <button type="button" class="secondary" onClick=${() => navigate('/events')}>Clear</button></div>
     </form>
     <${ErrorBox} error=${feed.error} />
-    <p class="status" aria-live="polite">${feed.loading && !feed.data ? 'Loading…' : `${events.length} events, newest first; updating live`}</p>
-    <ol class="feed">${events.map((e) => html`<li class=${`event ${e.type}`}>
-      <time datetime=${e.created_at}>${time(e.created_at)}</time> <${Badge} state=${e.type} /> <strong>${e.step}</strong>
+    <p class="status" aria-live="polite">${feed.loading ? 'Loading…' : `${events.length} events of the fleet, newest first; updating live`}</p>
+    <ol class="feed">${events.map((e) => html`<li class=${`event ${e.type}`} data-event=${e.id} data-instance=${e.instance_id}>
+      <time datetime=${e.created_at}>${time(e.created_at)}</time> <${Badge} state=${e.type} /> <strong>${e.step || 'operation'}</strong>
+      ${e.stage && html` <span class="event-stage">${e.stage}</span>`}
       ${e.duration_ms ? ` ${formatDuration(e.duration_ms)}` : ''}${e.wait_ms ? `, next try in ${formatDuration(e.wait_ms)}` : ''}
       <span class="muted"> · <${Link} to=${`/instances/${encodeURIComponent(e.instance_id)}`}>${e.instance_id}<//> · ${e.operation_id}</span>
-      ${e.message && html`<div class="event-message">${e.message}</div>`}</li>`)}</ol>`;
+      ${e.message && html`<div class="event-message">${e.message}</div>`}</li>`)}</ol>
+    ${feed.more && html`<button type="button" class="secondary" onClick=${feed.older}>Older events</button>`}`;
 }
 
 // --- shell --------------------------------------------------------------------------------

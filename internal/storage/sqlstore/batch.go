@@ -72,10 +72,10 @@ var saveProgressBatchSQL = `WITH x AS (
 	WHERE o.id = x.id AND o.id IN (SELECT id FROM l) AND o.version = x.version AND (x.owner = '' OR o.lease_owner = x.owner)
 	RETURNING x.req, o.version, o.updated_at, o.lease_expires_at
 ), e AS (
-	INSERT INTO events (operation_id, instance_id, step, type, message, duration_us, wait_us, created_at)
-	SELECT ev.operation_id, ev.instance_id, ev.step, ev.type, ev.message, ev.duration_us, ev.wait_us, ev.created_at
-	FROM unnest(?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
-		AS ev(req, operation_id, instance_id, step, type, message, duration_us, wait_us, created_at)
+	INSERT INTO events (operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at)
+	SELECT ev.operation_id, ev.instance_id, ev.step, ev.stage, ev.type, ev.message, ev.duration_us, ev.wait_us, ev.created_at
+	FROM unnest(?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
+		AS ev(req, operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at)
 	JOIN u ON u.req = ev.req
 )
 SELECT * FROM u`
@@ -203,15 +203,15 @@ func nullTimeString(t *time.Time) sql.NullString {
 func (s *Store) saveProgressBatch(ctx context.Context, batch []*saveReq) ([]*storage.Operation, error) {
 	n := len(batch)
 	var (
-		reqs                                        = make([]int32, n)
-		ids, owners, states, descs, stages, lasts   = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		progress                                    = make([]string, n)
-		versions                                    = make([]int64, n)
-		dues, leases, deadlines, data               = make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n)
-		secrets                                     = make([][]byte, n)
-		evReq                                       []int32
-		evOp, evInst, evStep, evType, evMsg, evTime []string
-		evDur, evWait                               []int64
+		reqs                                                 = make([]int32, n)
+		ids, owners, states, descs, stages, lasts            = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		progress                                             = make([]string, n)
+		versions                                             = make([]int64, n)
+		dues, leases, deadlines, data                        = make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n)
+		secrets                                              = make([][]byte, n)
+		evReq                                                []int32
+		evOp, evInst, evStep, evStage, evType, evMsg, evTime []string
+		evDur, evWait                                        []int64
 	)
 	now := time.Now()
 	for i, r := range batch {
@@ -234,7 +234,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch []*saveReq) ([]*sto
 		for _, e := range r.events {
 			e = defaultEvent(e, op, now)
 			evReq = append(evReq, int32(i))
-			evOp, evInst, evStep = append(evOp, e.OperationID), append(evInst, e.InstanceID), append(evStep, e.Step)
+			evOp, evInst, evStep, evStage = append(evOp, e.OperationID), append(evInst, e.InstanceID), append(evStep, e.Step), append(evStage, e.Stage)
 			evType, evMsg = append(evType, string(e.Type)), append(evMsg, e.Message)
 			evDur, evWait = append(evDur, e.Duration.Microseconds()), append(evWait, e.Wait.Microseconds())
 			evTime = append(evTime, e.CreatedAt.Format(time.RFC3339Nano))
@@ -245,7 +245,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch []*saveReq) ([]*sto
 		a(reqs), a(ids), a(versions), a(owners), a(states), a(descs), a(dues), a(leases), a(deadlines), a(stages),
 		a(progress), a(lasts), a(data), a(secrets),
 		s.d.timeArg(now),
-		a(evReq), a(evOp), a(evInst), a(evStep), a(evType), a(evMsg), a(evDur), a(evWait), a(evTime),
+		a(evReq), a(evOp), a(evInst), a(evStep), a(evStage), a(evType), a(evMsg), a(evDur), a(evWait), a(evTime),
 	}
 	rows, err := s.batcher.stmt.QueryxContext(ctx, args...)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	eventCols = "id, operation_id, instance_id, step, type, message, duration_us, wait_us, created_at"
+	eventCols = "id, operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at"
 	// eventsPerInsert keeps one INSERT below SQLite's and PostgreSQL's bind parameter limits.
 	eventsPerInsert = 500
 )
@@ -46,9 +46,9 @@ func (s *Store) insertEvents(ctx context.Context, ex sqlx.ExecerContext, events 
 	for len(events) > 0 {
 		chunk := events[:min(len(events), eventsPerInsert)]
 		events = events[len(chunk):]
-		ins := s.sb().Insert("events").Columns("operation_id", "instance_id", "step", "type", "message", "duration_us", "wait_us", "created_at")
+		ins := s.sb().Insert("events").Columns("operation_id", "instance_id", "step", "stage", "type", "message", "duration_us", "wait_us", "created_at")
 		for _, e := range chunk {
-			ins = ins.Values(e.OperationID, e.InstanceID, e.Step, string(e.Type), e.Message,
+			ins = ins.Values(e.OperationID, e.InstanceID, e.Step, e.Stage, string(e.Type), e.Message,
 				e.Duration.Microseconds(), e.Wait.Microseconds(), s.d.timeArg(e.CreatedAt))
 		}
 		q, args, err := ins.ToSql()
@@ -74,7 +74,23 @@ func (s *Store) listEvents(ctx context.Context, f storage.EventFilter) (storage.
 	where := sq.And{}
 	where = eqIfAny(where, "instance_id", f.InstanceIDs)
 	where = eqIfAny(where, "operation_id", f.OperationIDs)
-	return listPage(ctx, s, pageQuery{table: "events", cols: eventCols, where: where, order: []string{"id"}, paging: f.Paging}, scanEvent)
+	types := make([]string, len(f.Types))
+	for i, t := range f.Types {
+		types[i] = string(t)
+	}
+	where = eqIfAny(where, "type", types)
+	where = eqIfAny(where, "stage", f.Stages)
+	if f.AfterID > 0 {
+		where = append(where, sq.Gt{"id": f.AfterID})
+	}
+	if f.BeforeID > 0 {
+		where = append(where, sq.Lt{"id": f.BeforeID})
+	}
+	order := "id"
+	if f.Descending {
+		order = "id DESC"
+	}
+	return listPage(ctx, s, pageQuery{table: "events", cols: eventCols, where: where, order: []string{order}, paging: f.Paging}, scanEvent)
 }
 
 func scanEvent(r rowScanner) (storage.Event, error) {
@@ -84,7 +100,7 @@ func scanEvent(r rowScanner) (storage.Event, error) {
 		dur, wait int64
 		created   dbTime
 	)
-	if err := r.Scan(&e.ID, &e.OperationID, &e.InstanceID, &e.Step, &typ, &e.Message, &dur, &wait, &created); err != nil {
+	if err := r.Scan(&e.ID, &e.OperationID, &e.InstanceID, &e.Step, &e.Stage, &typ, &e.Message, &dur, &wait, &created); err != nil {
 		return storage.Event{}, err
 	}
 	e.Type = storage.EventType(typ)

@@ -10,26 +10,35 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-// lastOperationSQL reads, in one statement, the named operation (k 0), the instance's newest
-// operation of the types (k 1, through the instance_id/created_at index) and whether the instance
-// exists (k 2). Only the reported columns are read: no progress, data or secrets.
-func lastOperationSQL(types int) string {
+// Platforms poll last_operation naming the operation they were given, so the common read is
+// two primary-key lookups: the named operation and whether the instance exists. Only when no
+// operation is named, or the named one is unknown, is the instance's newest operation of the
+// types read (through the (instance_id, created_at, id) index, which stops at the first row).
+// Only the reported columns are read: no progress, data or secrets.
+const namedOperationSQL = "SELECT 0 AS k, id, instance_id, type, state, description, last_error FROM operations WHERE id = ?" +
+	" UNION ALL SELECT 2 AS k, '', '', '', '', '', '' WHERE EXISTS (SELECT 1 FROM instances WHERE instance_id = ?)"
+
+func newestOperationSQL(types int) string {
 	in := strings.TrimSuffix(strings.Repeat("?, ", types), ", ")
-	return "SELECT 0 AS k, id, instance_id, type, state, description, last_error FROM operations WHERE id = ?" +
-		" UNION ALL SELECT * FROM (SELECT 1 AS k, id, instance_id, type, state, description, last_error FROM operations" +
+	return "SELECT * FROM (SELECT 1 AS k, id, instance_id, type, state, description, last_error FROM operations" +
 		" WHERE instance_id = ? AND type IN (" + in + ") ORDER BY created_at DESC, id DESC LIMIT 1) newest" +
-		" UNION ALL SELECT 2 AS k, instance_id, instance_id, '', '', '', '' FROM instances WHERE instance_id = ?"
+		" UNION ALL SELECT 2 AS k, '', '', '', '', '', '' WHERE EXISTS (SELECT 1 FROM instances WHERE instance_id = ?)"
 }
 
-// lastOperationStmt is the prepared statement for that many types: platforms poll
-// last_operation, so parsing the SQL once matters (SQLite re-parsed it on every call).
+// lastOperationStmt is the prepared statement for the named read (types 0) or the newest
+// read of that many types: platforms poll last_operation, so parsing the SQL once matters
+// (SQLite re-parsed it on every call).
 func (s *Store) lastOperationStmt(ctx context.Context, types int) (*sqlx.Stmt, error) {
 	s.stmtMu.Lock()
 	defer s.stmtMu.Unlock()
 	if st, ok := s.lastOpStmts[types]; ok {
 		return st, nil
 	}
-	st, err := s.r.PreparexContext(ctx, s.d.rebind(lastOperationSQL(types)))
+	query := namedOperationSQL
+	if types > 0 {
+		query = newestOperationSQL(types)
+	}
+	st, err := s.r.PreparexContext(ctx, s.d.rebind(query))
 	if err != nil {
 		return nil, fmt.Errorf("preparing: %w", err)
 	}
@@ -52,22 +61,45 @@ func (s *Store) readLastOperation(ctx context.Context, instanceID, operationID s
 	if len(types) == 0 {
 		return storage.LastOperationRead{}, fmt.Errorf("no operation types")
 	}
-	st, err := s.lastOperationStmt(ctx, len(types))
-	if err != nil {
-		return storage.LastOperationRead{}, err
+	var out storage.LastOperationRead
+	if operationID != "" {
+		var err error
+		if s.lastOps != nil {
+			out, err = s.lastOps.readNamed(ctx, instanceID, operationID)
+		} else {
+			err = s.queryLastOperation(ctx, 0, &out, operationID, instanceID)
+		}
+		if err != nil {
+			return storage.LastOperationRead{}, err
+		}
+		if out.Named != nil {
+			return out, nil
+		}
 	}
-	args := make([]any, 0, len(types)+3)
-	args = append(args, operationID, instanceID)
+	args := make([]any, 0, len(types)+2)
+	args = append(args, instanceID)
 	for _, t := range types {
 		args = append(args, t)
 	}
 	args = append(args, instanceID)
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
+	out.InstanceExists = false
+	if err := s.queryLastOperation(ctx, len(types), &out, args...); err != nil {
 		return storage.LastOperationRead{}, err
 	}
+	return out, nil
+}
+
+// queryLastOperation runs one of last_operation's statements, filling out from its rows.
+func (s *Store) queryLastOperation(ctx context.Context, types int, out *storage.LastOperationRead, args ...any) error {
+	st, err := s.lastOperationStmt(ctx, types)
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return err
+	}
 	defer rows.Close()
-	var out storage.LastOperationRead
 	for rows.Next() {
 		var (
 			k     int
@@ -75,7 +107,7 @@ func (s *Store) readLastOperation(ctx context.Context, instanceID, operationID s
 			state string
 		)
 		if err := rows.Scan(&k, &op.ID, &op.InstanceID, &op.Type, &state, &op.Description, &op.LastError); err != nil {
-			return storage.LastOperationRead{}, err
+			return err
 		}
 		op.State = storage.OperationState(state)
 		switch k {
@@ -87,5 +119,5 @@ func (s *Store) readLastOperation(ctx context.Context, instanceID, operationID s
 			out.InstanceExists = true
 		}
 	}
-	return out, rows.Err()
+	return rows.Err()
 }

@@ -75,12 +75,43 @@ func (s *Store) FindRuntimes(ctx context.Context, f storage.RuntimeQuery) (stora
 	if !f.IncludeDeleted && !containsString(f.States, storage.RuntimeDeprovisioned) {
 		where = append(where, sq.Eq{"deleted_at": nil})
 	}
+	order, err := runtimeOrder(f.Sort, f.Descending)
+	if err != nil {
+		return storage.Page[storage.RuntimeRow]{}, fmt.Errorf("listing runtimes: %w", err)
+	}
 	cols := instanceCols + runtimeExtraCols + runtimeStateSQL
-	page, err := listPage(ctx, s, pageQuery{table: "instances", cols: cols, where: where, order: []string{"created_at", "instance_id"}, paging: f.Paging}, s.scanRuntimeRow)
+	page, err := listPage(ctx, s, pageQuery{table: "instances", cols: cols, where: where, order: order, paging: f.Paging}, s.scanRuntimeRow)
 	if err != nil {
 		return storage.Page[storage.RuntimeRow]{}, fmt.Errorf("listing runtimes: %w", err)
 	}
 	return page, nil
+}
+
+// runtimeSortCols are the columns (or expression) of each sort key; 0041 indexes each column
+// with instance_id.
+var runtimeSortCols = map[string]string{
+	storage.SortCreatedAt: "created_at", storage.SortInstanceID: "instance_id", storage.SortRuntimeID: "runtime_id",
+	storage.SortGlobalAccountID: "global_account_id", storage.SortSubAccountID: "sub_account_id", storage.SortPlan: "plan_id",
+	storage.SortRegion: "provider_region", storage.SortState: "(" + runtimeStateSQL + ")",
+}
+
+// runtimeOrder is the ORDER BY of a sort key, instance_id breaking ties in the same direction.
+func runtimeOrder(sort string, desc bool) ([]string, error) {
+	if sort == "" {
+		sort = storage.SortCreatedAt
+	}
+	col, ok := runtimeSortCols[sort]
+	if !ok {
+		return nil, fmt.Errorf("unknown sort %q", sort)
+	}
+	dir := " ASC"
+	if desc {
+		dir = " DESC"
+	}
+	if col == "instance_id" {
+		return []string{col + dir}, nil
+	}
+	return []string{col + dir, "instance_id" + dir}, nil
 }
 
 func containsString(list []string, v string) bool {

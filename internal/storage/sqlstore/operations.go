@@ -283,10 +283,10 @@ const saveProgressCTE = `WITH u AS (
 	WHERE ` + saveProgressWhere + `
 	RETURNING ` + opCols + `
 ), e AS (
-	INSERT INTO events (operation_id, instance_id, step, type, message, duration_us, wait_us, created_at)
-	SELECT ev.operation_id, ev.instance_id, ev.step, ev.type, ev.message, ev.duration_us, ev.wait_us, ev.created_at
-	FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
-		AS ev(operation_id, instance_id, step, type, message, duration_us, wait_us, created_at)
+	INSERT INTO events (operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at)
+	SELECT ev.operation_id, ev.instance_id, ev.step, ev.stage, ev.type, ev.message, ev.duration_us, ev.wait_us, ev.created_at
+	FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
+		AS ev(operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at)
 	WHERE EXISTS (SELECT 1 FROM u)
 )
 SELECT ` + opCols + ` FROM u`
@@ -338,16 +338,16 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 	now := time.Now()
 	if s.saveProgressStmt != nil {
 		n := len(events)
-		opIDs, instIDs, steps, types, msgs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		opIDs, instIDs, steps, stages, types, msgs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		durs, waits, created := make([]int64, n), make([]int64, n), make([]string, n)
 		for i, e := range events {
 			e = defaultEvent(e, op, now)
-			opIDs[i], instIDs[i], steps[i], types[i], msgs[i] = e.OperationID, e.InstanceID, e.Step, string(e.Type), e.Message
+			opIDs[i], instIDs[i], steps[i], stages[i], types[i], msgs[i] = e.OperationID, e.InstanceID, e.Step, e.Stage, string(e.Type), e.Message
 			durs[i], waits[i] = e.Duration.Microseconds(), e.Wait.Microseconds()
 			created[i] = e.CreatedAt.Format(time.RFC3339Nano)
 		}
 		a := s.d.Array
-		args = append(args, a(opIDs), a(instIDs), a(steps), a(types), a(msgs), a(durs), a(waits), a(created))
+		args = append(args, a(opIDs), a(instIDs), a(steps), a(stages), a(types), a(msgs), a(durs), a(waits), a(created))
 		out, err := s.scanOperation(s.saveProgressStmt.QueryRowxContext(ctx, args...))
 		if errors.Is(err, sql.ErrNoRows) {
 			return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
@@ -375,7 +375,7 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 	insert := tx.StmtxContext(ctx, s.eventStmt)
 	for _, e := range events {
 		e = defaultEvent(e, op, now)
-		if _, err := insert.ExecContext(ctx, e.OperationID, e.InstanceID, e.Step, string(e.Type), e.Message,
+		if _, err := insert.ExecContext(ctx, e.OperationID, e.InstanceID, e.Step, e.Stage, string(e.Type), e.Message,
 			e.Duration.Microseconds(), e.Wait.Microseconds(), s.d.timeArg(e.CreatedAt)); err != nil {
 			return storage.Operation{}, err
 		}
@@ -391,7 +391,7 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 const saveProgressUpdate = "UPDATE operations SET " + saveProgressSet + " WHERE " + saveProgressWhere + " RETURNING version, updated_at, lease_expires_at"
 
 // insertEventSQL inserts one event.
-const insertEventSQL = "INSERT INTO events (operation_id, instance_id, step, type, message, duration_us, wait_us, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+const insertEventSQL = "INSERT INTO events (operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 // defaultEvent fills an event's operation, instance and time from op and now when unset.
 func defaultEvent(e storage.Event, op storage.Operation, now time.Time) storage.Event {
@@ -563,7 +563,7 @@ func (s *Store) failOverdue(ctx context.Context, now time.Time, message string) 
 			return nil, err
 		}
 		failed = append(failed, out)
-		events = append(events, storage.Event{OperationID: op.ID, InstanceID: op.InstanceID, Step: step, Type: storage.EventFailed,
+		events = append(events, storage.Event{OperationID: op.ID, InstanceID: op.InstanceID, Step: step, Stage: op.Stage, Type: storage.EventFailed,
 			Message: msg, CreatedAt: micro(now)})
 	}
 	if len(failed) == 0 {

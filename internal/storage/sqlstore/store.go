@@ -56,6 +56,8 @@ type Store struct {
 	// lastOpStmts are ReadLastOperation's prepared statements by number of types (on r).
 	stmtMu      sync.Mutex
 	lastOpStmts map[int]*sqlx.Stmt
+	// lastOps coalesces concurrent named last_operation reads (dialects with Array only).
+	lastOps *lastOpBatcher
 }
 
 var (
@@ -92,6 +94,11 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		s.saveProgressStmt = stmt
 		if err := s.startBatcher(ctx); err != nil {
+			_ = stmt.Close()
+			return nil, err
+		}
+		if err := s.startLastOpBatcher(ctx); err != nil {
+			_ = s.batcher.stop()
 			_ = stmt.Close()
 			return nil, err
 		}
@@ -135,6 +142,9 @@ func (s *Store) Close() error {
 	var errs []error
 	if s.batcher != nil {
 		errs = append(errs, s.batcher.stop())
+	}
+	if s.lastOps != nil {
+		errs = append(errs, s.lastOps.stop())
 	}
 	s.stmtMu.Lock()
 	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt}

@@ -1,6 +1,8 @@
 package storagetest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,10 +53,15 @@ func testReadLastOperation(t *testing.T, e *env) {
 
 	got = read("lo-1", "lo-op-2", types)
 	assert.Equal(t, &storage.OperationStatus{ID: "lo-op-2", InstanceID: "lo-1", Type: "deprovision", State: storage.StateFailed, Description: "failing", LastError: "step x: system y answered 500"}, got.Named)
-	assert.Equal(t, "lo-op-2b", got.Newest.ID)
+	assert.Nil(t, got.Newest, "a named operation that exists is the answer; the newest is not read")
 
 	got = read("lo-1", "lo-other", types)
 	assert.Equal(t, "lo-2", got.Named.InstanceID, "a named operation of another instance is returned for the caller to refuse")
+	assert.True(t, got.InstanceExists, "existence is of the instance asked about")
+	got = read("lo-1", "lo-missing", types)
+	assert.Nil(t, got.Named)
+	assert.True(t, got.InstanceExists)
+	assert.Equal(t, "lo-op-2b", got.Newest.ID, "an unknown named operation falls back to the newest")
 	got = read("lo-1", "lo-missing", []string{"upgradeKyma"})
 	assert.Nil(t, got.Named)
 	assert.Equal(t, "lo-op-3", got.Newest.ID, "another number of types is another statement")
@@ -80,4 +87,47 @@ func testReadLastOperation(t *testing.T, e *env) {
 
 	_, err = e.s.Operations().ReadLastOperation(ctx, "lo-1", "", nil)
 	assert.Error(t, err, "no types")
+
+	// Concurrent reads (which a store may answer together) each get their own answer.
+	const readers = 64
+	for i := 0; i < readers; i++ {
+		_, err := e.s.Instances().InsertInstance(ctx, newInstance(fmt.Sprintf("lo-c-%d", i)))
+		require.NoError(t, err)
+		insert(fmt.Sprintf("lo-c-op-%d", i), fmt.Sprintf("lo-c-%d", i), "provision", storage.StateInProgress, base, fmt.Sprintf("step %d", i), "")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, readers*10)
+	for i := 0; i < readers; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			instanceID, opID := fmt.Sprintf("lo-c-%d", i), fmt.Sprintf("lo-c-op-%d", i)
+			for j := 0; j < 10; j++ {
+				// Every third read names an operation of another instance or none that exists.
+				asked := opID
+				switch j % 3 {
+				case 1:
+					asked = fmt.Sprintf("lo-c-op-%d", (i+1)%readers)
+				case 2:
+					asked = "lo-c-missing"
+				}
+				got, err := e.s.Operations().ReadLastOperation(ctx, instanceID, asked, types)
+				switch {
+				case err != nil:
+					errs <- err
+				case !got.InstanceExists:
+					errs <- fmt.Errorf("%s: instance not found", instanceID)
+				case j%3 == 2 && (got.Named != nil || got.Newest == nil || got.Newest.ID != opID):
+					errs <- fmt.Errorf("%s asking for a missing operation: got %+v", instanceID, got)
+				case j%3 != 2 && (got.Named == nil || got.Named.ID != asked || got.Named.Description != fmt.Sprintf("step %d", (i+j%3)%readers)):
+					errs <- fmt.Errorf("%s asking for %s: got %+v", instanceID, asked, got.Named)
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
