@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/kelseyhightower/envconfig"
@@ -100,7 +101,28 @@ func serveCommand(log *logrus.Logger) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			stop, err := cpuProfile(os.Getenv("APP_CPU_PROFILE"))
+			if err != nil {
+				return err
+			}
+			defer stop()
 			return app.Serve(cmd.Context(), cfg, log)
 		},
 	}
+}
+
+// cpuProfile writes a pprof CPU profile of the whole run to path (benchmarks); "" does nothing.
+func cpuProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating APP_CPU_PROFILE %s: %w", path, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -129,11 +129,13 @@ func failingStepTime(t *testing.T, b *bt.Broker, operationID string) time.Durati
 		}
 	}
 	require.NotEmpty(t, failed.Step, "operation %s has a failed event naming its step", operationID)
+	// Events are written at the end of a run with its duration: the step's first run started
+	// at its first event's time less that duration.
 	for _, e := range evs {
-		if e.Type == "started" && e.Step == failed.Step {
-			return failed.CreatedAt.Sub(e.CreatedAt)
+		if e.Step == failed.Step {
+			return failed.CreatedAt.Sub(e.CreatedAt.Add(-time.Duration(e.DurationMS) * time.Millisecond))
 		}
 	}
-	t.Fatalf("operation %s: step %s failed without starting", operationID, failed.Step)
+	t.Fatalf("operation %s: step %s failed without an event", operationID, failed.Step)
 	return 0
 }

@@ -113,7 +113,9 @@ func events(t testing.TB, b *bt.Broker, operationID string) []runtime.Event {
 	return out
 }
 
-// stepsOf lists the steps in the order they started or were skipped, each once.
+// stepsOf lists the steps in the order they ran or were skipped, each once. A step run's event
+// is written at its end (succeeded, retrying or failed); steps run one after another, so the
+// order of their first events is the order they started.
 func stepsOf(evs []runtime.Event) (started, skipped []string) {
 	seen := map[string]bool{}
 	for _, e := range evs {
@@ -121,7 +123,7 @@ func stepsOf(evs []runtime.Event) (started, skipped []string) {
 			continue
 		}
 		switch e.Type {
-		case "started":
+		case "succeeded", "retrying", "failed":
 			started = append(started, e.Step)
 			seen[e.Step] = true
 		case "skipped":

@@ -28,6 +28,14 @@ type StepDef[T any] struct {
 	Timeout time.Duration
 	// RunTimeout bounds one Run call (its context deadline).
 	RunTimeout time.Duration
+	// Local declares that the step calls no external system, no other process (the
+	// provisioner included) and no Kubernetes API, and writes nothing but its operation: it
+	// only computes from the operation, the configuration and reads of the broker's own
+	// database, so running it again is harmless. The engine runs it without a
+	// durable write of its own; its outcome rides on the next write (after the next non-local
+	// step, a wait or the end), and a crash before that write runs it again. Leave it false
+	// when in doubt: a non-local step's outcome is written before any later step runs.
+	Local bool
 }
 
 // Stage is a named group of steps; a finished stage is never run again.

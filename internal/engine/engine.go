@@ -1,7 +1,9 @@
 // Package engine is KEB's durable step engine: operations are rows, processes are ordered
 // stages of steps, and workers claim due operations from the database, run their steps until
-// one waits, persist after every step and release. Nothing that decides an operation's future
-// lives only in memory.
+// one waits, persist and release. A step's outcome is durable before the next step runs,
+// except for steps declared Local (StepDef.Local: no external call), whose outcomes ride on the
+// next write; a crash re-runs only those. Nothing that decides an operation's future lives only
+// in memory once a step that calls out has run.
 package engine
 
 import (
@@ -50,6 +52,8 @@ type Config struct {
 	// it: operations already in flight are left to other replicas (or the sweeper). The
 	// provisioner sets it to its start time when APP_ENQUEUE_IN_PROGRESS_OPERATIONS is false.
 	OnlyCreatedAfter time.Time `ignored:"true"`
+	// WaitBackoff stretches long healthy waits (runner.go).
+	WaitBackoff
 }
 
 func (c Config) withDefaults() Config {
@@ -154,7 +158,7 @@ func (e *Engine) Owner() string { return e.cfg.Owner }
 func (e *Engine) executor() *executor {
 	return &executor{
 		ops: e.ops, clock: e.clock, log: e.log, metrics: e.metrics, lease: e.cfg.LeaseDuration,
-		runTimeout: e.cfg.StepRunTimeout, stopping: e.stopping.Load, letGo: e.letGo,
+		runTimeout: e.cfg.StepRunTimeout, backoff: e.cfg.WaitBackoff.withDefaults(), stopping: e.stopping.Load, letGo: e.letGo,
 		dueHint: func(t time.Time) {
 			select {
 			case e.dueHints <- t:

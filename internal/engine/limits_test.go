@@ -213,7 +213,7 @@ func TestSucceededDescriptionWithNothingLeft(t *testing.T) {
 	h.runDue()
 	got, _ := h.get(op.ID)
 	assert.Equal(t, "operation succeeded", got.Description)
-	assert.Equal(t, []string{"x:started", "x:succeeded"}, eventKinds(h.events(op.ID)))
+	assert.Equal(t, []string{"x:succeeded"}, eventKinds(h.events(op.ID)))
 }
 
 // NotCompleted gives a step up at once, on its first run and with the clock standing still (a

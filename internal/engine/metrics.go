@@ -15,6 +15,8 @@ type metrics struct {
 	stepDuration *prometheus.HistogramVec
 	retries      *prometheus.CounterVec
 	finished     *prometheus.CounterVec
+	writes       *prometheus.CounterVec
+	events       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, ops storage.Operations, clock Clock, log logrus.FieldLogger) (*metrics, error) {
@@ -27,21 +29,23 @@ func newMetrics(reg prometheus.Registerer, ops storage.Operations, clock Clock, 
 			Help:    "Duration of one step run, by operation type, step and outcome.",
 			Buckets: []float64{.001, .005, .025, .1, .5, 1, 5, 30, 120},
 		}, []string{"type", "step", "outcome"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "keb", Name: "step_retries_total",
-			Help: "Step runs that asked to be retried later.",
-		}, []string{"type", "step"}),
-		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "keb", Name: "operations_finished_total",
-			Help: "Operations that reached a final state in this process.",
-		}, []string{"type", "state"}),
+		retries:  counter("step_retries_total", "Step runs that asked to be retried later.", "type", "step"),
+		finished: counter("operations_finished_total", "Operations that reached a final state in this process.", "type", "state"),
+		writes: counter("engine_writes_total",
+			"The engine's durable writes of operations: claims (a worker takes the operation) and saves (progress and events).", "type", "kind"),
+		events: counter("engine_events_total", "Events the engine wrote, by operation type.", "type"),
 	}
-	for _, c := range []prometheus.Collector{m.stepDuration, m.retries, m.finished, &dbCollector{ops: ops, clock: clock, log: log}} {
+	for _, c := range []prometheus.Collector{m.stepDuration, m.retries, m.finished, m.writes, m.events, &dbCollector{ops: ops, clock: clock, log: log}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// counter is one of the engine's counters, keb_<name>.
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "keb", Name: name, Help: help}, labels)
 }
 
 func (m *metrics) stepFinished(opType, step, outcome string, took time.Duration) {
@@ -53,6 +57,14 @@ func (m *metrics) stepFinished(opType, step, outcome string, took time.Duration)
 func (m *metrics) retry(opType, step string) {
 	if m != nil {
 		m.retries.WithLabelValues(opType, step).Inc()
+	}
+}
+
+// wrote counts a durable write of an operation (kind "claim" or "save") and the events it wrote.
+func (m *metrics) wrote(opType, kind string, events int) {
+	if m != nil {
+		m.writes.WithLabelValues(opType, kind).Inc()
+		m.events.WithLabelValues(opType).Add(float64(events))
 	}
 }
 

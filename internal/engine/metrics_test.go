@@ -46,6 +46,16 @@ keb_operations{state="succeeded",type="provision"} 2
 keb_queue_depth 0
 `), "keb_operations", "keb_queue_depth"))
 	assert.Equal(t, 2, testutil.CollectAndCount(eng.metrics.stepDuration), "retrying and succeeded outcomes")
+	// Each operation: claimed twice; saved at its wait and at its end.
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP keb_engine_writes_total The engine's durable writes of operations: claims (a worker takes the operation) and saves (progress and events).
+# TYPE keb_engine_writes_total counter
+keb_engine_writes_total{kind="claim",type="provision"} 4
+keb_engine_writes_total{kind="save",type="provision"} 4
+# HELP keb_engine_events_total Events the engine wrote, by operation type.
+# TYPE keb_engine_events_total counter
+keb_engine_events_total{type="provision"} 4
+`), "keb_engine_writes_total", "keb_engine_events_total"))
 }
 
 func TestRetryHelpersOutsideEngine(t *testing.T) {

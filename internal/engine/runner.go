@@ -30,7 +30,9 @@ type executor struct {
 	lease   time.Duration
 	// runTimeout bounds one step run unless its StepDef.RunTimeout says otherwise.
 	runTimeout time.Duration
-	stopping   func() bool
+	// backoff stretches the intervals of long healthy waits.
+	backoff  WaitBackoff
+	stopping func() bool
 	// dueHint tells the dispatcher when a released operation becomes due again.
 	dueHint func(time.Time)
 	// letGo tells the heartbeat, before the write that gives the lease up, that the operation
@@ -45,10 +47,15 @@ type run[T any] struct {
 	op      Operation[T]
 	log     logrus.FieldLogger
 	pending []storage.Event
+	// unsaved: a non-local step finished since the last durable write; its outcome (the IDs of
+	// what it created) is written before the next step runs.
+	unsaved bool
 }
 
 func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Operation) {
 	r := &run[T]{p: p, x: x, op: Operation[T]{Operation: raw}}
+	// Every run starts with the claim that gave the operation to this worker.
+	x.metrics.wrote(raw.Type, "claim", 0)
 	r.log = x.log.WithFields(logrus.Fields{"operation_id": raw.ID, "instance_id": raw.InstanceID, "operation_type": raw.Type})
 	if len(raw.Data) > 0 {
 		if err := json.Unmarshal(raw.Data, &r.op.Data); err != nil {
@@ -98,10 +105,14 @@ func (r *run[T]) loop(ctx context.Context) {
 			r.op.State = storage.StateInProgress
 			r.op.Description = "operation in progress"
 		}
-		r.event(now, name, storage.EventStarted, "", 0, 0)
-		// One durable write per step: the previous step's outcome and this step's start.
-		if !r.save(now, true) {
-			return
+		// A non-local step's outcome is durable before any later step runs. Local steps' outcomes
+		// (and a step's start) ride on the next write: a crash before it only re-runs local steps
+		// and the attempt that was running.
+		if r.unsaved {
+			if !r.save(now, true) {
+				return
+			}
+			r.unsaved = false
 		}
 		if !r.runStep(ctx, stage, sd, now) {
 			return
@@ -180,7 +191,7 @@ func (r *run[T]) verdict(now time.Time, sd StepDef[T], l limit, lastErr string, 
 		if !slices.Contains(r.op.Progress.ExecutedButNotCompleted, name) {
 			r.op.Progress.ExecutedButNotCompleted = append(slices.Clone(r.op.Progress.ExecutedButNotCompleted), name)
 		}
-		r.stepDone(now, name, took)
+		r.stepDone(now, sd, took)
 		return true
 	}
 	r.x.metrics.stepFinished(r.op.Type, name, "failed", took)
@@ -248,8 +259,10 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		return false
 	case wait > 0:
 		if !out.failing {
-			// A healthy wait: a failure after it gets a fresh retry window.
+			// A healthy wait: a failure after it gets a fresh retry window, and a long wait is
+			// polled less often.
 			r.markStep(name, func(sp *storage.StepProgress) { sp.LastHealthy, sp.RetryUntil = started, nil })
+			wait = r.x.backoff.stretch(wait, now.Sub(r.op.Progress.Steps[name].FirstAttempt))
 		}
 		if l, over := r.reached(now, st, sd); over {
 			return r.verdict(now, sd, l, "", took)
@@ -257,11 +270,20 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		r.x.metrics.stepFinished(r.op.Type, name, "retrying", took)
 		r.x.metrics.retry(r.op.Type, name)
 		due := r.capDue(now.Add(wait), st, sd)
-		msg := fmt.Sprintf("retrying in %s", wait)
+		// One event per change of what the step waits for: a poll that finds the same as the
+		// last one only counts as an attempt in the step's progress.
+		waitingFor := "retrying"
 		if r.op.LastError != "" {
-			msg = fmt.Sprintf("%s: %s", msg, r.op.LastError)
+			waitingFor += ": " + r.op.LastError
 		}
-		r.event(now, name, storage.EventRetrying, msg, took, wait)
+		if r.op.Progress.Steps[name].LastWait != waitingFor {
+			r.markStep(name, func(sp *storage.StepProgress) { sp.LastWait = waitingFor })
+			msg := fmt.Sprintf("retrying in %s", wait)
+			if r.op.LastError != "" {
+				msg = fmt.Sprintf("%s: %s", msg, r.op.LastError)
+			}
+			r.event(now, name, storage.EventRetrying, msg, took, wait)
+		}
 		r.op.DueAt = &due
 		r.op.LeaseOwner, r.op.LeaseExpiresAt = "", nil
 		if r.save(now, false) {
@@ -269,13 +291,15 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		}
 		return false
 	default:
-		r.stepDone(now, name, took)
+		r.stepDone(now, sd, took)
 		return true
 	}
 }
 
 // stepDone records the step as done; a step given up as not completed says so with its last error.
-func (r *run[T]) stepDone(now time.Time, name string, took time.Duration) {
+func (r *run[T]) stepDone(now time.Time, sd StepDef[T], took time.Duration) {
+	name := sd.Step.Name()
+	r.unsaved = r.unsaved || !sd.Local
 	r.x.metrics.stepFinished(r.op.Type, name, "succeeded", took)
 	msg := ""
 	if slices.Contains(r.op.Progress.ExecutedButNotCompleted, name) {
@@ -415,6 +439,7 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	saved, err := r.x.ops.SaveProgress(ctx, r.op.Operation, r.pending)
+	events := len(r.pending)
 	r.pending = nil
 	if err != nil {
 		if errors.Is(err, storage.ErrConflict) {
@@ -425,5 +450,35 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 		return false
 	}
 	r.op.Operation = saved
+	r.x.metrics.wrote(r.op.Type, "save", events)
 	return true
+}
+
+// WaitBackoff stretches the poll interval of a step that keeps waiting healthily (not failing):
+// a cluster that takes 30 minutes need not be asked every few seconds. Failing retries keep the
+// step's own interval, and no run is scheduled past one of the step's limits.
+type WaitBackoff struct {
+	// WaitBackoffFraction: a healthy wait lasts at least this fraction of the time the step has
+	// been running since its first attempt [0.1]; negative turns the back-off off.
+	WaitBackoffFraction float64 `envconfig:"ENGINE_WAIT_BACKOFF_FRACTION" default:"0.1"`
+	// MaxWaitInterval caps a stretched interval [1m]; a step's own longer interval is kept.
+	MaxWaitInterval time.Duration `envconfig:"ENGINE_MAX_WAIT_INTERVAL" default:"1m"`
+}
+
+func (b WaitBackoff) withDefaults() WaitBackoff {
+	if b.WaitBackoffFraction == 0 {
+		b.WaitBackoffFraction = 0.1
+	}
+	if b.MaxWaitInterval <= 0 {
+		b.MaxWaitInterval = time.Minute
+	}
+	return b
+}
+
+// stretch is the interval of a healthy wait the step asked for after waiting so far.
+func (b WaitBackoff) stretch(wait, waited time.Duration) time.Duration {
+	if b.WaitBackoffFraction <= 0 || wait >= b.MaxWaitInterval {
+		return wait
+	}
+	return max(wait, min(b.MaxWaitInterval, time.Duration(float64(waited)*b.WaitBackoffFraction)))
 }

@@ -27,7 +27,8 @@ import (
 type Options struct {
 	Config   config.Config
 	Backends infrastructure.Config
-	// Clusters opens runtimes' clusters [real clusters, simulated ones for simulated kubeconfigs].
+	// Clusters opens runtimes' clusters [real clusters, simulated ones for simulated kubeconfigs,
+	// with the durations the simulated backend's spec put in them].
 	Clusters runtimeclient.Factory
 	// Director [a local stand-in that keeps no state].
 	Director director.Client
@@ -66,7 +67,7 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 		o.PollInterval = 2 * time.Second
 	}
 	if o.Clusters == nil {
-		o.Clusters = runtimeclient.Clusters{Simulated: runtimeclient.Simulated{InstallDuration: 3 * time.Second, ConnectionDuration: 2 * time.Second}}
+		o.Clusters = runtimeclient.Clusters{}
 	}
 	if o.Director == nil {
 		o.Director = director.Local{ConnectorURL: o.Config.ConnectorURL}

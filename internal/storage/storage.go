@@ -100,6 +100,9 @@ type StepProgress struct {
 	// after later steps overwrite the operation's last error: a limit's verdict and the
 	// description of a step left not completed name it.
 	LastError string `json:"last_error,omitempty"`
+	// LastWait is what the step's last wait said it waited for: a wait that says the same again
+	// writes no event (identical polls are not events), and the rule survives restarts.
+	LastWait string `json:"last_wait,omitempty"`
 }
 
 // CurrentStep is the step an unfinished operation was last running: of the steps started and

@@ -127,6 +127,9 @@ func workerMain() int {
 	}
 	defer db.Close()
 	def, err := definition(db, replica, sleep)
+	if os.Getenv(envProcess) == "mixed" {
+		def, err = mixedDefinition(db, replica)
+	}
 	if err != nil {
 		log.WithError(err).Error("defining process")
 		return 1

@@ -20,7 +20,9 @@ func SuspensionProcess(d Deps, timeout, callTimeout time.Duration) (*engine.Proc
 
 func weighted(opType string, d Deps, timeout, callTimeout time.Duration) (*engine.Process[instance.DeprovisioningData], error) {
 	w := func(weight int, s engine.Step[instance.DeprovisioningData], on bool) engine.WeightedStep[instance.DeprovisioningData] {
-		sd := engine.StepDef[instance.DeprovisioningData]{Step: s, RunTimeout: callTimeout}
+		// Initialization only reads the broker's own database: local (engine.StepDef.Local).
+		_, local := s.(Initialization)
+		sd := engine.StepDef[instance.DeprovisioningData]{Step: s, RunTimeout: callTimeout, Local: local}
 		if !on {
 			sd.Condition = func(Op) bool { return false }
 		}

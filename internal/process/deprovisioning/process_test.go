@@ -115,12 +115,12 @@ func TestProcess_SystemsDisabled(t *testing.T) {
 	assert.Empty(t, op.Progress.ExecutedButNotCompleted)
 
 	assert.Equal(t, []string{
-		"Deprovision_Initialization:started", "Deprovision_Initialization:retrying",
-		"Deprovision_Initialization:started", "Deprovision_Initialization:succeeded",
+		"Deprovision_Initialization:retrying",
+		"Deprovision_Initialization:succeeded",
 		"Deprovision Azure Event Hubs:skipped", "Deprovision EMS:skipped", "De-provision_AVS_Evaluations:skipped",
 		"IAS_Deregistration:skipped", "EDP_Deregistration:skipped", "Deregister_Cluster:skipped",
-		"Remove_Runtime:started", "Remove_Runtime:retrying",
-		"Remove_Runtime:started", "Remove_Runtime:succeeded",
+		"Remove_Runtime:retrying",
+		"Remove_Runtime:succeeded",
 	}, x.trace(t, raw.ID))
 	assert.Equal(t, []provCall{
 		{Method: "DeprovisionRuntime", Tenant: testGA, ID: "rt-1"},
@@ -181,16 +181,16 @@ func TestProcess_RemovesWhatProvisioningCreated(t *testing.T) {
 			assert.Equal(t, instance.Resources{AVSTagged: true, IASOIDCConfigured: true}, data.Resources, "every removed object cleared")
 
 			assert.Equal(t, []string{
-				"Deprovision_Initialization:started", "Deprovision_Initialization:succeeded",
-				"Deprovision Azure Event Hubs:started", "Deprovision Azure Event Hubs:succeeded",
-				"Deprovision EMS:started", "Deprovision EMS:succeeded",
-				"De-provision_AVS_Evaluations:started", "De-provision_AVS_Evaluations:succeeded",
-				"IAS_Deregistration:started", "IAS_Deregistration:succeeded",
-				"EDP_Deregistration:started", "EDP_Deregistration:succeeded",
-				"Deregister_Cluster:started", "Deregister_Cluster:retrying",
-				"Deregister_Cluster:started", "Deregister_Cluster:succeeded",
-				"Remove_Runtime:started", "Remove_Runtime:retrying",
-				"Remove_Runtime:started", "Remove_Runtime:succeeded",
+				"Deprovision_Initialization:succeeded",
+				"Deprovision Azure Event Hubs:succeeded",
+				"Deprovision EMS:succeeded",
+				"De-provision_AVS_Evaluations:succeeded",
+				"IAS_Deregistration:succeeded",
+				"EDP_Deregistration:succeeded",
+				"Deregister_Cluster:retrying",
+				"Deregister_Cluster:succeeded",
+				"Remove_Runtime:retrying",
+				"Remove_Runtime:succeeded",
 			}, x.trace(t, raw.ID))
 
 			inst := getInstance(t, e.store)

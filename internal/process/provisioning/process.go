@@ -39,12 +39,19 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 		return ok
 	}
 	kyma2 := func(op Op) bool { return sys.Reconciler != nil && Kyma2(op.Data.KymaVersion) }
+	// Local steps only compute from the operation and the configuration: no durable write of
+	// their own (engine.StepDef.Local).
+	local := func(s engine.Step[instance.ProvisioningData], cond func(Op) bool) def {
+		sd := step(s, cond)
+		sd.Local = true
+		return sd
+	}
 	checkCluster := step(CheckClusterConfiguration{d}, kyma2)
 	checkCluster.Timeout = limits.ReconcileTimeout
 	return engine.Staged(instance.TypeProvision, timeout,
 		engine.Stage[instance.ProvisioningData]{Name: StageCreateRuntime, Steps: []def{
-			step(Initialization{d}, nil),
-			step(ResolveTargetSecret{d}, nil),
+			local(Initialization{d}, nil),
+			local(ResolveTargetSecret{d}, nil),
 			step(AVSInternalEval{d}, avsOn),
 			step(IASRegistration{d}, iasOn),
 			step(EDPRegistration{d}, func(Op) bool { return sys.EDP != nil }),
@@ -52,8 +59,8 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 				return sys.EventHubs != nil && op.Data.Provider == "azure" && !Kyma2(op.Data.KymaVersion)
 			}),
 			step(ProvisionEMS{d}, smOn),
-			step(OverridesFromConfig{d}, nil),
-			step(ServiceManagerOverrides{d}, smOn),
+			local(OverridesFromConfig{d}, nil),
+			local(ServiceManagerOverrides{d}, smOn),
 			step(CreateRuntime{Deps: d, RetryTime: 10 * time.Minute}, nil),
 		}},
 		engine.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []def{step(CheckRuntime{d}, nil)}},

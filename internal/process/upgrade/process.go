@@ -15,7 +15,14 @@ func KymaProcess(d Deps, timeout, callTimeout time.Duration) (*engine.Process[in
 	sys := d.Systems
 	reconciled := func(op KymaOp) bool { return sys.Reconciler != nil && provisioning.Kyma2(op.Data.KymaVersion) }
 	w := func(weight int, s engine.Step[instance.UpgradeKymaData], cond func(KymaOp) bool) engine.WeightedStep[instance.UpgradeKymaData] {
-		return engine.WeightedStep[instance.UpgradeKymaData]{Weight: weight, StepDef: engine.StepDef[instance.UpgradeKymaData]{Step: s, Condition: cond, RunTimeout: callTimeout}}
+		// The initialisation (reads of the broker's own database) and the configured overrides
+		// call nothing outside: local (engine.StepDef.Local).
+		local := false
+		switch s.(type) {
+		case KymaInitialisation, Overrides:
+			local = true
+		}
+		return engine.WeightedStep[instance.UpgradeKymaData]{Weight: weight, StepDef: engine.StepDef[instance.UpgradeKymaData]{Step: s, Condition: cond, RunTimeout: callTimeout, Local: local}}
 	}
 	smOn := func(op KymaOp) bool {
 		_, ok := sys.SMCredentials(op.Secrets)
@@ -35,7 +42,9 @@ func KymaProcess(d Deps, timeout, callTimeout time.Duration) (*engine.Process[in
 // ClusterProcess is the cluster upgrade, by weight.
 func ClusterProcess(d Deps, timeout time.Duration) (*engine.Process[instance.UpgradeClusterData], error) {
 	w := func(weight int, s engine.Step[instance.UpgradeClusterData]) engine.WeightedStep[instance.UpgradeClusterData] {
-		return engine.WeightedStep[instance.UpgradeClusterData]{Weight: weight, StepDef: engine.StepDef[instance.UpgradeClusterData]{Step: s}}
+		// The initialisation only reads the broker's own database: local (engine.StepDef.Local).
+		_, local := s.(ClusterInitialisation)
+		return engine.WeightedStep[instance.UpgradeClusterData]{Weight: weight, StepDef: engine.StepDef[instance.UpgradeClusterData]{Step: s, Local: local}}
 	}
 	return engine.Weighted(instance.TypeUpgradeCluster, timeout, w(1, ClusterInitialisation{d}), w(10, UpgradeCluster{d}))
 }

@@ -65,6 +65,7 @@ const SimulatedScheme = "simulated://"
 
 // Clusters opens simulated runtimes for simulated kubeconfigs and real clusters otherwise.
 type Clusters struct {
+	// Simulated: durations set here override what simulated kubeconfigs carry (tests).
 	Simulated Simulated
 }
 
@@ -82,7 +83,7 @@ func (c Clusters) ForKubeconfig(kubeconfig string) (Runtime, error) {
 		return nil, fmt.Errorf("reading the runtime's kubeconfig: cluster %q not found", ctx.Cluster)
 	}
 	if strings.HasPrefix(cluster.Server, SimulatedScheme) {
-		return c.Simulated, nil
+		return simulatedFor(c.Simulated, cluster.Server)
 	}
 	return NewKube([]byte(kubeconfig))
 }

@@ -2,11 +2,22 @@ package runtimeclient
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"time"
 )
 
+// Durations of a simulated runtime whose kubeconfig names none (written before the simulated
+// backend's spec carried them).
+const (
+	DefaultSimulatedInstallDuration    = 3 * time.Second
+	DefaultSimulatedConnectionDuration = 2 * time.Second
+)
+
 // Simulated is a runtime of the simulated backend: every request succeeds and the Kyma
-// installation and the agent connection complete after fixed durations from the request.
+// installation and the agent connection complete after durations from the request, which the
+// simulated backend's spec sets (installationDuration, agentConnectionDuration) and its
+// kubeconfigs carry.
 type Simulated struct {
 	InstallDuration    time.Duration
 	ConnectionDuration time.Duration
@@ -38,4 +49,33 @@ func (s Simulated) ConnectionState(_ context.Context, since time.Time) (string, 
 		return "", nil
 	}
 	return ConnectionSynchronized, nil
+}
+
+// simulatedFor is the simulated runtime of a simulated kubeconfig's server URL: durations set in
+// base win (tests), then those the URL carries, then the defaults.
+func simulatedFor(base Simulated, server string) (Simulated, error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return Simulated{}, fmt.Errorf("reading the simulated runtime's server URL: %w", err)
+	}
+	q := u.Query()
+	for _, d := range []struct {
+		param string
+		dst   *time.Duration
+		def   time.Duration
+	}{
+		{"installationDuration", &base.InstallDuration, DefaultSimulatedInstallDuration},
+		{"agentConnectionDuration", &base.ConnectionDuration, DefaultSimulatedConnectionDuration},
+	} {
+		if *d.dst > 0 {
+			continue
+		}
+		*d.dst = d.def
+		if v := q.Get(d.param); v != "" {
+			if *d.dst, err = time.ParseDuration(v); err != nil || *d.dst < 0 {
+				return Simulated{}, fmt.Errorf("simulated runtime %s: invalid %s %q", u.Host, d.param, v)
+			}
+		}
+	}
+	return base, nil
 }

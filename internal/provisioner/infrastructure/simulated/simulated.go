@@ -8,11 +8,15 @@
 //
 //	{"domainDelay": "1s", "creationDuration": "3s", "updateDuration": "2s",
 //	 "hibernationDuration": "2s", "deletionDuration": "2s",
+//	 "installationDuration": "3s", "agentConnectionDuration": "2s",
 //	 "failRuntimeNames": ["doomed"], "failureRate": 0.1}
 //
 // Creation of a runtime whose name is in failRuntimeNames fails; so does creation of a fraction
 // failureRate of the runtimes, chosen by a hash of the runtime ID so every retry agrees.
-// Kubeconfig returns a kubeconfig whose server is simulated://<runtimeID>.
+// Kubeconfig returns a kubeconfig whose server is
+// simulated://<runtimeID>?installationDuration=<d>&agentConnectionDuration=<d>: the runtime
+// client opens a simulated runtime from it, whose Kyma installation and Runtime Agent connection
+// take those durations.
 package simulated
 
 import (
@@ -46,6 +50,10 @@ type Spec struct {
 	UpdateDuration      time.Duration
 	HibernationDuration time.Duration
 	DeletionDuration    time.Duration
+	// InstallationDuration and AgentConnectionDuration are how long the simulated runtime takes
+	// to install Kyma and to connect its Runtime Agent (carried in its kubeconfig).
+	InstallationDuration    time.Duration
+	AgentConnectionDuration time.Duration
 	// FailRuntimeNames: runtimes with these names fail to be created.
 	FailRuntimeNames []string
 	// FailureRate (0..1): the share of runtimes whose creation fails.
@@ -60,6 +68,9 @@ func DefaultSpec() Spec {
 		UpdateDuration:      2 * time.Second,
 		HibernationDuration: 2 * time.Second,
 		DeletionDuration:    2 * time.Second,
+		// The installation and agent connection take what they took when they were fixed.
+		InstallationDuration:    3 * time.Second,
+		AgentConnectionDuration: 2 * time.Second,
 	}
 }
 
@@ -70,6 +81,8 @@ type jsonSpec struct {
 	UpdateDuration      json.RawMessage `json:"updateDuration"`
 	HibernationDuration json.RawMessage `json:"hibernationDuration"`
 	DeletionDuration    json.RawMessage `json:"deletionDuration"`
+	Installation        json.RawMessage `json:"installationDuration"`
+	AgentConnection     json.RawMessage `json:"agentConnectionDuration"`
 	FailRuntimeNames    []string        `json:"failRuntimeNames"`
 	FailureRate         float64         `json:"failureRate"`
 }
@@ -92,6 +105,8 @@ func ParseSpec(raw json.RawMessage) (Spec, error) {
 		{"updateDuration", js.UpdateDuration, &spec.UpdateDuration},
 		{"hibernationDuration", js.HibernationDuration, &spec.HibernationDuration},
 		{"deletionDuration", js.DeletionDuration, &spec.DeletionDuration},
+		{"installationDuration", js.Installation, &spec.InstallationDuration},
+		{"agentConnectionDuration", js.AgentConnection, &spec.AgentConnectionDuration},
 	} {
 		if len(d.raw) == 0 || string(d.raw) == "null" {
 			continue
@@ -128,6 +143,7 @@ func parseDuration(b []byte) (time.Duration, error) {
 // Backend simulates clusters. It is safe for concurrent use.
 type Backend struct {
 	domainDelay, creation, update, hibernation, deletion time.Duration
+	installation, agentConnection                        time.Duration
 	failNames                                            []string
 	failureRate                                          float64
 	now                                                  func() time.Time
@@ -144,11 +160,12 @@ func WithNow(now func() time.Time) Option { return func(b *Backend) { b.now = no
 // New builds a simulated backend.
 func New(spec Spec, opts ...Option) (*Backend, error) {
 	b := &Backend{
-		domainDelay: spec.DomainDelay,
-		creation:    spec.CreationDuration,
-		update:      spec.UpdateDuration,
-		hibernation: spec.HibernationDuration,
-		deletion:    spec.DeletionDuration,
+		domainDelay:  spec.DomainDelay,
+		creation:     spec.CreationDuration,
+		update:       spec.UpdateDuration,
+		hibernation:  spec.HibernationDuration,
+		deletion:     spec.DeletionDuration,
+		installation: spec.InstallationDuration, agentConnection: spec.AgentConnectionDuration,
 		failNames:   slices.Clone(spec.FailRuntimeNames),
 		failureRate: spec.FailureRate,
 		now:         time.Now,
@@ -159,6 +176,7 @@ func New(spec Spec, opts ...Option) (*Backend, error) {
 	}{
 		{"domainDelay", b.domainDelay}, {"creationDuration", b.creation}, {"updateDuration", b.update},
 		{"hibernationDuration", b.hibernation}, {"deletionDuration", b.deletion},
+		{"installationDuration", b.installation}, {"agentConnectionDuration", b.agentConnection},
 	} {
 		if d.v < 0 {
 			return nil, fmt.Errorf("spec.%s must not be negative", d.field)
@@ -270,22 +288,25 @@ func Domain(spec infrastructure.Spec) string {
 	return name + "." + id + ".simulated.kyma.local"
 }
 
-// Kubeconfig returns a kubeconfig whose cluster server is simulated://<runtimeID>.
+// Kubeconfig returns the kubeconfig of the simulated runtime, with the spec's installation and
+// agent connection durations.
 func (b *Backend) Kubeconfig(_ context.Context, spec infrastructure.Spec) (string, error) {
 	if spec.RuntimeID == "" {
 		return "", errors.New("simulated backend: runtime ID is empty")
 	}
-	return Kubeconfig(spec.RuntimeID), nil
+	return Kubeconfig(spec.RuntimeID, b.installation, b.agentConnection), nil
 }
 
-// Kubeconfig is the kubeconfig of the simulated runtime runtimeID.
-func Kubeconfig(runtimeID string) string {
+// Kubeconfig is the kubeconfig of the simulated runtime runtimeID; its server URL carries how
+// long the runtime's Kyma installation and agent connection take.
+func Kubeconfig(runtimeID string, installation, agentConnection time.Duration) string {
+	server := fmt.Sprintf("%s://%s?installationDuration=%s&agentConnectionDuration=%s", KubeconfigScheme, runtimeID, installation, agentConnection)
 	return fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
 - name: %[1]s
   cluster:
-    server: %[2]s://%[1]s
+    server: %[2]s
 contexts:
 - name: %[1]s
   context:
@@ -296,7 +317,7 @@ users:
 - name: admin
   user:
     token: simulated
-`, runtimeID, KubeconfigScheme)
+`, runtimeID, server)
 }
 
 // Update returns spec.RequestedAt in Unix milliseconds as the revision Status reports once

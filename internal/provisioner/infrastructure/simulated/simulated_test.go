@@ -190,7 +190,15 @@ func TestKubeconfig(t *testing.T) {
 	require.NoError(t, err, "a valid kubeconfig")
 	cur := cfg.Contexts[cfg.CurrentContext]
 	require.NotNil(t, cur)
-	assert.Equal(t, "simulated://rt-42", cfg.Clusters[cur.Cluster].Server)
+	assert.Equal(t, "simulated://rt-42?installationDuration=3s&agentConnectionDuration=2s", cfg.Clusters[cur.Cluster].Server,
+		"the default installation and agent connection durations")
+
+	b, _ = newBackend(t, `{"installationDuration": "0s", "agentConnectionDuration": 0.25}`)
+	kc, err = b.Kubeconfig(ctx, rtSpec("rt-42", "a", infrastructure.RequestCreate))
+	require.NoError(t, err)
+	cfg, err = clientcmd.Load([]byte(kc))
+	require.NoError(t, err)
+	assert.Equal(t, "simulated://rt-42?installationDuration=0s&agentConnectionDuration=250ms", cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server)
 }
 
 func TestNeedsRequestedAt(t *testing.T) {
@@ -211,6 +219,8 @@ func TestParseSpec(t *testing.T) {
 	assert.Equal(t, DefaultSpec(), spec)
 	assert.Equal(t, time.Second, spec.DomainDelay)
 	assert.Equal(t, 3*time.Second, spec.CreationDuration)
+	assert.Equal(t, 3*time.Second, spec.InstallationDuration)
+	assert.Equal(t, 2*time.Second, spec.AgentConnectionDuration)
 
 	spec, err = ParseSpec(json.RawMessage(`{"domainDelay": "0s", "creationDuration": 1.5, "failRuntimeNames": ["x"]}`))
 	require.NoError(t, err)
@@ -219,13 +229,15 @@ func TestParseSpec(t *testing.T) {
 	assert.Equal(t, []string{"x"}, spec.FailRuntimeNames)
 
 	for raw, want := range map[string]string{
-		`{"creationDuration": "soon"}`:   "spec.creationDuration",
-		`{"creationDurtion": "1s"}`:      "creationDurtion",
-		`{"failureRate": "high"}`:        "spec.failureRate",
-		`{"updateDuration": true}`:       "spec.updateDuration",
-		`{"deletionDuration": "-1s"}`:    "spec.deletionDuration must not be negative",
-		`{"failureRate": 1.5}`:           "spec.failureRate must be between 0 and 1",
-		`{"failRuntimeNames": "doomed"}`: "spec.failRuntimeNames",
+		`{"creationDuration": "soon"}`:     "spec.creationDuration",
+		`{"creationDurtion": "1s"}`:        "creationDurtion",
+		`{"failureRate": "high"}`:          "spec.failureRate",
+		`{"updateDuration": true}`:         "spec.updateDuration",
+		`{"deletionDuration": "-1s"}`:      "spec.deletionDuration must not be negative",
+		`{"installationDuration": "-1s"}`:  "spec.installationDuration must not be negative",
+		`{"agentConnectionDuration": "x"}`: "spec.agentConnectionDuration",
+		`{"failureRate": 1.5}`:             "spec.failureRate must be between 0 and 1",
+		`{"failRuntimeNames": "doomed"}`:   "spec.failRuntimeNames",
 	} {
 		spec, err := ParseSpec(json.RawMessage(raw))
 		if err == nil {

@@ -1,0 +1,163 @@
+package durability
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The mixed process: a step that calls out, two local steps, another that calls out.
+// KEB_DURABILITY_BLOCK names a step that, in that worker, records its run and then hangs
+// until the worker is killed: the kill lands exactly there.
+const (
+	envProcess = "KEB_DURABILITY_PROCESS"
+	envBlock   = "KEB_DURABILITY_BLOCK"
+)
+
+var mixedSteps = []struct {
+	name  string
+	local bool
+}{{"ext_1", false}, {"local_2", true}, {"local_3", true}, {"ext_4", false}}
+
+// localStep only computes from the operation (it records its run for the test to count).
+type localStep struct {
+	name, replica string
+	db            *sql.DB
+	block         bool
+}
+
+func (s localStep) Name() string { return s.name }
+
+func (s localStep) Run(ctx context.Context, op engine.Operation[payload], _ logrus.FieldLogger) (engine.Operation[payload], time.Duration, error) {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO runs(operation_id, step, replica, started_at, finished_at) VALUES ($1,$2,$3,clock_timestamp(),clock_timestamp())`,
+		op.ID, s.name, s.replica); err != nil {
+		return op, 0, fmt.Errorf("recording run: %w", err)
+	}
+	if s.block {
+		<-ctx.Done()
+		return op, 0, ctx.Err()
+	}
+	op.Data.Steps = append(op.Data.Steps, s.name)
+	return op, 0, nil
+}
+
+// blockingStep is an effectStep that hangs after its side effect (before the engine hears of it).
+type blockingStep struct{ effectStep }
+
+func (s blockingStep) Run(ctx context.Context, op engine.Operation[payload], log logrus.FieldLogger) (engine.Operation[payload], time.Duration, error) {
+	if _, _, err := s.effectStep.Run(ctx, op, log); err != nil {
+		return op, 0, err
+	}
+	<-ctx.Done()
+	return op, 0, ctx.Err()
+}
+
+func mixedDefinition(db *sql.DB, replica string) (*engine.Process[payload], error) {
+	block := os.Getenv(envBlock)
+	var defs []engine.StepDef[payload]
+	for _, st := range mixedSteps {
+		var s engine.Step[payload] = effectStep{name: st.name, replica: replica, db: db}
+		switch {
+		case st.local:
+			s = localStep{name: st.name, replica: replica, db: db, block: block == st.name}
+		case block == st.name:
+			s = blockingStep{effectStep{name: st.name, replica: replica, db: db}}
+		}
+		defs = append(defs, engine.StepDef[payload]{Step: s, Local: st.local, RunTimeout: time.Minute})
+	}
+	return engine.Staged(opType, time.Hour, engine.Stage[payload]{Name: "mixed", Steps: defs})
+}
+
+func mixedEnv(block string) []string { return []string{envProcess + "=mixed", envBlock + "=" + block} }
+
+// killAt runs ops operations of the mixed process in a worker whose step block hangs, kills
+// the worker with SIGKILL once every operation is in it, and finishes them in a new worker.
+func killAt(t *testing.T, block string, ops int) *env {
+	e := setup(t, ops)
+	// A short lease: the new worker has another owner and takes over once it expires.
+	w := e.startWorker("first", ops, 0, 2*time.Second, mixedEnv(block)...)
+	e.waitFor("every operation in "+block, 60*time.Second, func() bool {
+		return e.count(`SELECT count(DISTINCT operation_id) FROM runs WHERE step = $1`, block) == ops
+	})
+	require.NoError(t, w.Process.Signal(os.Kill))
+	_, _ = w.Process.Wait()
+	return e
+}
+
+func (e *env) finish(ops int) {
+	e.startWorker("second", ops, 0, time.Second, mixedEnv("")...)
+	e.waitFor("all operations finished", 60*time.Second, func() bool {
+		return e.operationsIn(storage.StateSucceeded)+e.operationsIn(storage.StateFailed) == ops
+	})
+	require.Equal(e.t, ops, e.operationsIn(storage.StateSucceeded))
+}
+
+func (e *env) runsOf(step, replica string) int {
+	return e.count(`SELECT count(*) FROM runs WHERE step = $1 AND replica = $2`, step, replica)
+}
+
+// TestKillAfterNonLocalStep: killed in the local step right after a step that called out, the
+// row already holds that step's outcome: it is never run again, its effect exists once, and
+// only the local step runs again.
+func TestKillAfterNonLocalStep(t *testing.T) {
+	const ops = 20
+	e := killAt(t, "local_2", ops)
+	ctx := context.Background()
+	rows, err := e.db.Query(`SELECT id FROM operations`)
+	require.NoError(t, err)
+	var ids []string
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(t, rows.Close())
+	require.Len(t, ids, ops)
+	for _, id := range ids {
+		op, err := e.store.Operations().GetOperation(ctx, id)
+		require.NoError(t, err)
+		assert.True(t, op.Progress.Steps["ext_1"].Done, "ext_1's outcome is durable before local_2 runs")
+		assert.Contains(t, string(op.Data), "ext_1", "and so is what it returned")
+		assert.False(t, op.Progress.Steps["local_2"].Done)
+	}
+
+	e.finish(ops)
+	assert.Equal(t, 0, e.runsOf("ext_1", "second"), "a step that called out and finished is never run again")
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_1'`))
+	assert.Equal(t, 0, e.count(`SELECT count(*) FROM replays`))
+	assert.Equal(t, ops, e.runsOf("local_2", "second"), "the local step that was running runs again")
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_4'`))
+	for _, id := range ids {
+		op, err := e.store.Operations().GetOperation(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, `{"steps":["ext_1","local_2","local_3","ext_4"]}`, strings.TrimSpace(string(op.Data)))
+	}
+}
+
+// TestKillReRunsLocalSteps: killed in the step that calls out after two local steps, the local
+// steps' outcomes had not been written (they ride on the next write): both run again after the
+// restart, the step that calls out runs again idempotently (its effect is found, not repeated),
+// and the step before them is not run again.
+func TestKillReRunsLocalSteps(t *testing.T) {
+	const ops = 20
+	e := killAt(t, "ext_4", ops)
+	assert.Equal(t, ops, e.runsOf("local_2", "first"))
+	assert.Equal(t, ops, e.runsOf("local_3", "first"))
+
+	e.finish(ops)
+	assert.Equal(t, 0, e.runsOf("ext_1", "second"))
+	assert.Equal(t, ops, e.runsOf("local_2", "second"), "local steps re-run after a crash")
+	assert.Equal(t, ops, e.runsOf("local_3", "second"), "local steps re-run after a crash")
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_4'`), "the effect exists once")
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM replays WHERE step = 'ext_4'`), "found by its idempotency key")
+}

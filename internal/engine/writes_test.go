@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countingStore counts the engine's durable progress writes on a real store.
+type countingStore struct {
+	storage.Store
+	ops *countingOps
+}
+
+type countingOps struct {
+	storage.Operations
+	saves atomic.Int64
+}
+
+func (s countingStore) Operations() storage.Operations { return s.ops }
+
+func (o *countingOps) SaveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
+	o.saves.Add(1)
+	return o.Operations.SaveProgress(ctx, op, events)
+}
+
+func countingHarness(t *testing.T, defs ...Definition) (*harness, *countingOps) {
+	t.Helper()
+	h := &harness{t: t, clock: newFakeClock()}
+	base := newStore(t)
+	ops := &countingOps{Operations: base.Operations()}
+	h.store = countingStore{Store: base, ops: ops}
+	h.eng = h.engine(defs...)
+	return h, ops
+}
+
+func local(s Step[testData]) StepDef[testData] { return StepDef[testData]{Step: s, Local: true} }
+
+// Local steps have no durable write of their own: consecutive local steps and the step that
+// calls out after them share one write (after that step), and the end is one more.
+func TestLocalStepsRideOnTheNextWrite(t *testing.T) {
+	p, err := Staged("provision", time.Hour,
+		Stage[testData]{Name: "prepare", Steps: []StepDef[testData]{local(step("l1", nil)), local(step("l2", nil)), def(step("x1", nil))}},
+		Stage[testData]{Name: "create", Steps: []StepDef[testData]{local(step("l3", nil)), def(step("x2", nil)), def(step("x3", nil))}},
+	)
+	require.NoError(t, err)
+	h, ops := countingHarness(t, p)
+	op := h.insert("provision", time.Hour)
+	require.Equal(t, 1, h.runDue())
+
+	got, data := h.get(op.ID)
+	assert.Equal(t, storage.StateSucceeded, got.State)
+	assert.Equal(t, []string{"l1", "l2", "x1", "l3", "x2", "x3"}, data.Trace)
+	// After x1 (before l3), after x2 (before x3), the end (which holds x3's outcome).
+	assert.Equal(t, int64(3), ops.saves.Load())
+	assert.Equal(t, []string{"l1:succeeded", "l2:succeeded", "x1:succeeded", "l3:succeeded", "x2:succeeded", "x3:succeeded"}, eventKinds(h.events(op.ID)))
+}
+
+// A step that calls out is written before the next step runs, even when that step is local:
+// the local step sees the outcome already in the row.
+func TestNonLocalOutcomeDurableBeforeTheNextStep(t *testing.T) {
+	var h *harness
+	var id string
+	var seen storage.StepProgress
+	check := step("check", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		stored, _ := h.get(id)
+		seen = stored.Progress.Steps["x"]
+		return op, 0, nil
+	})
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{
+		local(step("l", nil)), def(step("x", nil)), local(check),
+	}})
+	require.NoError(t, err)
+	h, _ = countingHarness(t, p)
+	id = h.insert("provision", time.Hour).ID
+	h.runDue()
+	assert.True(t, seen.Done, "x is recorded as done before the local step after it runs")
+}
+
+// A wait writes its operation (due time, attempts) every time, but an event only when what it
+// waits for changes; the last wait's message lives in the step's progress, so the rule holds
+// across a restart.
+func TestWaitEventsOnlyWhenTheMessageChanges(t *testing.T) {
+	answers := []string{"", "", "cluster is creating", "cluster is creating", "cluster is creating", "", "done"}
+	poll := step("poll", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		a := answers[op.Progress.Steps["poll"].Attempts-1]
+		if a == "done" {
+			return op, 0, nil
+		}
+		op.SetLastError(a)
+		return op, time.Second, nil
+	})
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(poll)}})
+	require.NoError(t, err)
+	h, ops := countingHarness(t, p)
+	op := h.insert("provision", time.Hour)
+	for i := range answers {
+		if i == 3 {
+			h.eng = h.engine(p) // a restart in the middle of identical polls
+		}
+		require.Equal(t, 1, h.runDue(), "run %d", i)
+		h.clock.Advance(time.Second)
+	}
+	got, _ := h.get(op.ID)
+	assert.Equal(t, storage.StateSucceeded, got.State)
+	assert.Equal(t, len(answers), got.Progress.Steps["poll"].Attempts)
+	var msgs []string
+	for _, e := range h.events(op.ID) {
+		msgs = append(msgs, fmt.Sprintf("%s %s", e.Type, e.Message))
+	}
+	assert.Equal(t, []string{
+		"retrying retrying in 1s",
+		"retrying retrying in 1s: cluster is creating",
+		"retrying retrying in 1s",
+		"succeeded ",
+	}, msgs)
+	// Every wait is written (6), and the end.
+	assert.Equal(t, int64(len(answers)), ops.saves.Load())
+}
+
+func TestWaitBackoffStretch(t *testing.T) {
+	b := WaitBackoff{}.withDefaults()
+	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 0))
+	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 15*time.Second), "never shorter than the step's own interval")
+	assert.Equal(t, 10*time.Second, b.stretch(2*time.Second, 100*time.Second))
+	assert.Equal(t, time.Minute, b.stretch(2*time.Second, time.Hour), "capped")
+	assert.Equal(t, 5*time.Minute, b.stretch(5*time.Minute, time.Hour), "a longer interval of the step's own is kept")
+	off := WaitBackoff{WaitBackoffFraction: -1}.withDefaults()
+	assert.Equal(t, 2*time.Second, off.stretch(2*time.Second, time.Hour))
+	custom := WaitBackoff{WaitBackoffFraction: 0.5, MaxWaitInterval: 20 * time.Second}
+	assert.Equal(t, 15*time.Second, custom.stretch(2*time.Second, 30*time.Second))
+	assert.Equal(t, 20*time.Second, custom.stretch(2*time.Second, time.Minute))
+}
+
+// On a frozen clock: a healthy wait's due time stretches with the time waited, capped; a failing
+// retry keeps the step's interval; no run is scheduled past a limit.
+func TestLongHealthyWaitsBackOff(t *testing.T) {
+	failing := false
+	poll := step("poll", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		if failing {
+			return op.RetryOperation("Provisioner: 503", 2*time.Second, time.Hour)
+		}
+		return op, 2 * time.Second, nil
+	})
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Timeout: 30 * time.Minute, Steps: []StepDef[testData]{def(poll)}})
+	require.NoError(t, err)
+	h := newHarness(t, p)
+	op := h.insert("provision", time.Hour)
+	dueIn := func() time.Duration {
+		t.Helper()
+		require.Equal(t, 1, h.runDue())
+		got, _ := h.get(op.ID)
+		require.NotNil(t, got.DueAt)
+		return got.DueAt.Sub(h.clock.Now())
+	}
+	assert.Equal(t, 2*time.Second, dueIn(), "first poll")
+	h.clock.Advance(100 * time.Second)
+	assert.Equal(t, 10*time.Second, dueIn(), "a tenth of the 100 s waited")
+	h.clock.Advance(20 * time.Minute)
+	assert.Equal(t, time.Minute, dueIn(), "capped at APP_ENGINE_MAX_WAIT_INTERVAL")
+	failing = true
+	h.clock.Advance(time.Minute)
+	assert.Equal(t, 2*time.Second, dueIn(), "a failing retry keeps its own interval")
+	failing = false
+	h.clock.Advance(7*time.Minute + 10*time.Second)
+	// 29m50s into the stage's 30 minutes: the stretched minute is cut at the stage limit.
+	assert.Equal(t, 10*time.Second, dueIn(), "never past a limit")
+}

@@ -1,0 +1,483 @@
+// Command e2e measures provisionings completed per second end to end: it builds the real broker
+// (./cmd/broker), runs it with its embedded sandbox (no latency) and the fastest simulated
+// clusters (every duration 0), fires -n provisionings over OSB with -c in flight, and waits until
+// every one has succeeded (polling last_operation). Per database it prints one line:
+//
+//	e2e driver=postgres n=2000 c=500 provisionings_per_s=X target=250 ratio=X/250
+//	    engine_writes_per_provisioning=W (claims=.. saves=..) events_per_provisioning=E
+//	    rows_written_per_provisioning=R (PostgreSQL: per table)
+//
+// Engine writes and events come from the broker's /metrics (keb_engine_writes_total,
+// keb_engine_events_total: the broker's and the embedded provisioner's operations); on
+// PostgreSQL, pg_stat_user_tables gives every row the run inserted, updated or deleted, per
+// table. PostgreSQL comes from KEB_TEST_DATABASE_URL (make bench-e2e starts a throwaway server;
+// each run gets a fresh database); without it only SQLite is measured. -cpuprofile P writes the
+// broker's CPU profile of each run to P.<driver>. Every run stops by itself within -timeout.
+// -src builds the broker from another checkout (before/after; a broker without the engine's
+// write metrics prints 0 for them, the PostgreSQL row counts still hold).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	_ "github.com/lib/pq"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
+)
+
+const (
+	username  = "broker"
+	password  = "bench-password"
+	target    = 250.0
+	serviceID = "47c9dcbf-ff30-448e-ab36-d3bad66ba281"
+	awsPlanID = "361c511f-f939-4621-b228-d0fb79a1fe15"
+	// fastest is the simulated backend with every duration 0.
+	fastest = `{"simulated": {"type": "simulated", "spec": {"domainDelay": 0, "creationDuration": 0, "updateDuration": 0,
+		"hibernationDuration": 0, "deletionDuration": 0, "installationDuration": 0, "agentConnectionDuration": 0}}}`
+)
+
+type options struct {
+	n, c       int
+	drivers    []string
+	poll       time.Duration
+	stepPoll   string
+	timeout    time.Duration
+	cpuProfile string
+	logLevel   string
+	src        string
+	set        string
+	env        []string
+}
+
+func main() {
+	var o options
+	drivers := flag.String("drivers", "sqlite,postgres", "comma-separated databases (postgres needs KEB_TEST_DATABASE_URL)")
+	env := flag.String("env", "", "extra APP_* settings for the broker, comma-separated NAME=VALUE")
+	flag.IntVar(&o.n, "n", 2000, "provisionings")
+	flag.IntVar(&o.c, "c", 500, "provisionings in flight (each one's client polls last_operation)")
+	flag.DurationVar(&o.poll, "poll", time.Second, "how often a client polls last_operation")
+	flag.StringVar(&o.stepPoll, "step-poll", "", "APP_BROKER_POLL_INTERVAL of the broker (its default when empty)")
+	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound of one run")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write the broker's CPU profile of each run to this path plus .<driver>")
+	flag.StringVar(&o.logLevel, "log-level", "info", "APP_LOG_LEVEL of the broker (info is the production default)")
+	flag.StringVar(&o.set, "set", fastest, "APP_PROVISIONER_SET_JSON (default: the simulated backend with every duration 0)")
+	flag.StringVar(&o.src, "src", "", "build the broker from this checkout instead (e.g. an export of the previous commit, for before/after)")
+	flag.Parse()
+	o.drivers = strings.Split(*drivers, ",")
+	if *env != "" {
+		o.env = strings.Split(*env, ",")
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if o.src != "" {
+		root = o.src
+	}
+	dir, err := os.MkdirTemp("", "keb-bench-e2e-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "broker")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/broker")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building ./cmd/broker: %w", err)
+	}
+	for _, d := range o.drivers {
+		switch d {
+		case "sqlite":
+			err = runOne(o, bin, dir, "sqlite", []string{"APP_DATABASE_DRIVER=sqlite", "APP_DATABASE_PATH=" + filepath.Join(dir, "keb.db")}, nil)
+		case "postgres":
+			base := os.Getenv("KEB_TEST_DATABASE_URL")
+			if base == "" {
+				fmt.Println("e2e driver=postgres skipped: KEB_TEST_DATABASE_URL is not set (make bench-e2e starts a server)")
+				continue
+			}
+			var dbURL string
+			var db *sql.DB
+			if dbURL, db, err = freshDatabase(base); err != nil {
+				return err
+			}
+			err = runOne(o, bin, dir, "postgres", []string{"APP_DATABASE_DRIVER=postgres", "APP_DATABASE_URL=" + dbURL,
+				"APP_DATABASE_SECRET_KEY=" + strings.Repeat("k", 32)}, db)
+			db.Close()
+		default:
+			err = fmt.Errorf("unknown driver %q", d)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// runOne starts the broker on one database, runs the load and prints its line. db, when set, is
+// the broker's PostgreSQL database, for the row counts.
+func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	sandboxPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	brokerURL := fmt.Sprintf("http://127.0.0.1:%d", port)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
+		"APP_PORT=" + strconv.Itoa(port), "APP_SANDBOX_ADDRESS=127.0.0.1:" + strconv.Itoa(sandboxPort), "APP_SANDBOX_TLS_ADDRESS=127.0.0.1:0",
+		"APP_BROKER_USERNAME=" + username, "APP_BROKER_PASSWORD=" + password, "APP_PROVISIONER_SET_JSON=" + o.set,
+		"APP_LOG_LEVEL=" + o.logLevel, "APP_LOG_FORMAT=json"}
+	if o.stepPoll != "" {
+		env = append(env, "APP_BROKER_POLL_INTERVAL="+o.stepPoll)
+	}
+	if o.cpuProfile != "" {
+		env = append(env, "APP_CPU_PROFILE="+o.cpuProfile+"."+driver)
+	}
+	env = append(append(env, dbEnv...), o.env...)
+	logPath := filepath.Join(dir, "broker-"+driver+".log")
+	logs, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+	cmd := exec.Command(bin)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, logs, logs
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	defer func() {
+		// SIGTERM: the broker shuts down and writes its CPU profile.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.c, MaxConnsPerHost: o.c}, Timeout: 30 * time.Second}
+	if err := waitHealthy(client, brokerURL, exited); err != nil {
+		return fmt.Errorf("%w (log: %s)", err, tail(logPath))
+	}
+	before, err := scrape(client, brokerURL)
+	if err != nil {
+		return err
+	}
+	res, err := load(client, brokerURL, o)
+	if err != nil {
+		return fmt.Errorf("%w (log: %s)", err, tail(logPath))
+	}
+	m, err := scrape(client, brokerURL)
+	if err != nil {
+		return err
+	}
+	for k, v := range before {
+		m[k] -= v
+	}
+	n := float64(o.n)
+	rate := n / res.elapsed.Seconds()
+	line := fmt.Sprintf("e2e driver=%s n=%d c=%d provisionings_per_s=%.1f target=%.0f ratio=%.2f latency_p50_s=%.2f latency_max_s=%.2f "+
+		"broker_cores=%.2f engine_writes_per_provisioning=%.1f (claims=%.1f saves=%.1f) events_per_provisioning=%.1f",
+		driver, o.n, o.c, rate, target, rate/target, res.p50.Seconds(), res.max.Seconds(), m["cpu"]/res.elapsed.Seconds(),
+		(m["claim"]+m["save"])/n, m["claim"]/n, m["save"]/n, m["events"]/n)
+	if db != nil {
+		rows, perTable, err := rowsWritten(db)
+		if err != nil {
+			return err
+		}
+		var parts []string
+		for _, t := range perTable {
+			parts = append(parts, fmt.Sprintf("%s=%.1f", t.name, float64(t.rows)/n))
+		}
+		line += fmt.Sprintf(" rows_written_per_provisioning=%.1f (%s)", float64(rows)/n, strings.Join(parts, " "))
+	}
+	fmt.Println(line)
+	return nil
+}
+
+type result struct {
+	elapsed, p50, max time.Duration
+}
+
+// load provisions o.n instances with o.c in flight; each client waits for its instance's
+// provisioning to succeed. Any failure ends the run: a fast failure is not throughput.
+func load(client *http.Client, base string, o options) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	var next atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	var latencies []time.Duration
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < o.c; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := next.Add(1)
+				if i > int64(o.n) {
+					return
+				}
+				began := time.Now()
+				if err := provision(ctx, client, base, int(i), o.poll); err != nil {
+					fail(err)
+					return
+				}
+				mu.Lock()
+				latencies = append(latencies, time.Since(began))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return result{}, firstErr
+	}
+	if len(latencies) < o.n {
+		return result{}, fmt.Errorf("only %d of %d provisionings succeeded within %s", len(latencies), o.n, o.timeout)
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	return result{elapsed: elapsed, p50: latencies[len(latencies)/2], max: latencies[len(latencies)-1]}, nil
+}
+
+// provision sends one provisioning and polls its last_operation until it succeeded.
+func provision(ctx context.Context, client *http.Client, base string, i int, poll time.Duration) error {
+	id := uuid.NewString()
+	body, _ := json.Marshal(map[string]any{
+		"service_id": serviceID, "plan_id": awsPlanID,
+		"parameters": map[string]any{"name": fmt.Sprintf("bench-%d", i), "region": "eu-central-1"},
+		"context":    map[string]any{"platform": "sapcp", "globalaccount_id": fmt.Sprintf("ga-%d", i%50), "subaccount_id": "sa-" + id, "user_id": "jane@example.com"},
+	})
+	var accepted struct {
+		Operation string `json:"operation"`
+	}
+	status, err := call(ctx, client, http.MethodPut, base+"/v2/service_instances/"+id+"?accepts_incomplete=true", body, &accepted)
+	if err != nil {
+		return err
+	}
+	if status != http.StatusAccepted {
+		return fmt.Errorf("provisioning %s: HTTP %d", id, status)
+	}
+	path := base + "/v2/service_instances/" + id + "/last_operation?operation=" + url.QueryEscape(accepted.Operation)
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("provisioning %s: %w", id, ctx.Err())
+		case <-time.After(poll):
+		}
+		var last struct {
+			State       string `json:"state"`
+			Description string `json:"description"`
+		}
+		status, err := call(ctx, client, http.MethodGet, path, nil, &last)
+		if err != nil {
+			return err
+		}
+		if status != http.StatusOK {
+			return fmt.Errorf("last_operation of %s: HTTP %d", id, status)
+		}
+		switch last.State {
+		case "succeeded":
+			return nil
+		case "failed":
+			return fmt.Errorf("provisioning %s failed: %s", id, last.Description)
+		}
+	}
+}
+
+func call(ctx context.Context, client *http.Client, method, u string, body []byte, out any) (int, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
+	if err != nil {
+		return 0, err
+	}
+	req.SetBasicAuth(username, password)
+	req.Header.Set("X-Broker-API-Version", "2.16")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w", method, u, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode < 300 && out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return 0, fmt.Errorf("%s %s: decoding %q: %w", method, u, raw, err)
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// scrape sums the engine's write and event counters over operation types.
+func scrape(client *http.Client, base string) (map[string]float64, error) {
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("reading /metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		name, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, `keb_engine_writes_total{`) && strings.Contains(name, `kind="claim"`):
+			out["claim"] += v
+		case strings.HasPrefix(name, `keb_engine_writes_total{`) && strings.Contains(name, `kind="save"`):
+			out["save"] += v
+		case strings.HasPrefix(name, `keb_engine_events_total{`):
+			out["events"] += v
+		case name == "process_cpu_seconds_total":
+			out["cpu"] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+type tableRows struct {
+	name string
+	rows int64
+}
+
+// rowsWritten reads the rows inserted, updated and deleted in the database, in total and per table.
+func rowsWritten(db *sql.DB) (int64, []tableRows, error) {
+	// Statistics reach the views shortly after the transactions that made them.
+	time.Sleep(1500 * time.Millisecond)
+	rows, err := db.Query(`SELECT relname, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables
+		WHERE n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY 2 DESC, 1`)
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading pg_stat_user_tables: %w", err)
+	}
+	defer rows.Close()
+	var total int64
+	var out []tableRows
+	for rows.Next() {
+		var t tableRows
+		if err := rows.Scan(&t.name, &t.rows); err != nil {
+			return 0, nil, err
+		}
+		if t.name == "schema_migrations" {
+			continue
+		}
+		total += t.rows
+		out = append(out, t)
+	}
+	return total, out, rows.Err()
+}
+
+// freshDatabase creates a new database on the server of base and returns its URL and a
+// connection to it.
+func freshDatabase(base string) (string, *sql.DB, error) {
+	admin, err := sql.Open("postgres", base)
+	if err != nil {
+		return "", nil, err
+	}
+	defer admin.Close()
+	name := "keb_e2e_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		return "", nil, fmt.Errorf("creating database %s: %w", name, err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	db, err := sql.Open("postgres", u.String())
+	if err != nil {
+		return "", nil, err
+	}
+	return u.String(), db, nil
+}
+
+func waitHealthy(client *http.Client, base string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if resp, err := client.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("the broker exited at start")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return errors.New("the broker did not answer /healthz within a minute")
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail is the end of the broker's log, for errors.
+func tail(path string) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	return strings.Join(lines[max(0, len(lines)-10):], "\n")
+}
