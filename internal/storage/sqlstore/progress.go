@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -32,33 +33,15 @@ func appendProgress(b []byte, p storage.Progress) ([]byte, error) {
 	}
 	if len(p.StageStartedAt) > 0 {
 		field("stage_started_at")
-		b = append(b, '{')
-		for i, k := range sortedKeys(p.StageStartedAt) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k)
-			b = append(b, ':')
-			if b, err = appendTime(b, p.StageStartedAt[k]); err != nil {
-				return nil, err
-			}
+		if b, err = appendMap(b, p.StageStartedAt, appendTime); err != nil {
+			return nil, err
 		}
-		b = append(b, '}')
 	}
 	if len(p.Steps) > 0 {
 		field("steps")
-		b = append(b, '{')
-		for i, k := range sortedKeys(p.Steps) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, k)
-			b = append(b, ':')
-			if b, err = appendStepProgress(b, p.Steps[k]); err != nil {
-				return nil, err
-			}
+		if b, err = appendMap(b, p.Steps, appendStepProgress); err != nil {
+			return nil, err
 		}
-		b = append(b, '}')
 	}
 	if len(p.ExecutedButNotCompleted) > 0 {
 		field("executed_but_not_completed")
@@ -103,13 +86,20 @@ func appendStepProgress(b []byte, sp storage.StepProgress) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// appendMap writes m as a JSON object with its keys sorted, as encoding/json does.
+func appendMap[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
+	b = append(b, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(appendJSONString(b, k), ':')
+		var err error
+		if b, err = value(b, m[k]); err != nil {
+			return nil, err
+		}
 	}
-	slices.Sort(keys)
-	return keys
+	return append(b, '}'), nil
 }
 
 func appendStrings(b []byte, ss []string) []byte {
