@@ -9,10 +9,11 @@
 // committed (its job-completed events come after the completer's write). Each side gets a fresh
 // database per round. The medians and their ratio are printed in one line:
 //
-//	engine-vs-river driver=postgres operations=2000 steps=10 rounds=5 engine_transitions_per_sec=X river_jobs_per_sec=Y ratio=X/Y
+//	engine-vs-river driver=postgres operations=2000 steps=10 rounds=5 workers=200 river_workers=200 engine_transitions_per_sec=X river_jobs_per_sec=Y ratio=X/Y
 //
-// River is tuned for throughput (see riverConfig). With -sqlite the engine's SQLite figure is
-// measured in the same rounds and printed as its own line (it has no reference).
+// River is tuned for throughput (see riverConfig); the engine runs with as many workers as River
+// (-workers, its APP_ENGINE_WORKERS), its only throughput knob. With -sqlite the engine's SQLite
+// figure is measured in the same rounds and printed as its own line (it has no reference).
 package main
 
 import (
@@ -50,7 +51,7 @@ func main() {
 	flag.IntVar(&o.operations, "operations", 2000, "engine operations per round")
 	flag.IntVar(&o.steps, "steps", 10, "no-op steps per operation; River works operations×steps jobs")
 	flag.IntVar(&o.rounds, "rounds", 5, "alternating rounds (medians are printed)")
-	flag.IntVar(&o.engineWorkers, "workers", 0, "engine workers (0: the engine's default)")
+	flag.IntVar(&o.engineWorkers, "workers", 200, "engine workers (APP_ENGINE_WORKERS; 0: the engine's default of 64); as many as River's by default")
 	flag.IntVar(&o.riverWorkers, "river-workers", 200, "River's MaxWorkers for the queue")
 	flag.DurationVar(&o.fetchCooldown, "river-fetch-cooldown", time.Millisecond, "River's FetchCooldown (its minimum: fetch as often as workers free up)")
 	flag.DurationVar(&o.fetchPoll, "river-fetch-poll", 5*time.Millisecond, "River's FetchPollInterval")
@@ -109,8 +110,8 @@ func run(o options, cpuProfile string) error {
 		cancel()
 	}
 	e, r := median(engineRates), median(riverRates)
-	fmt.Printf("engine-vs-river driver=postgres operations=%d steps=%d rounds=%d engine_transitions_per_sec=%.0f river_jobs_per_sec=%.0f ratio=%.2f\n",
-		o.operations, o.steps, o.rounds, e, r, e/r)
+	fmt.Printf("engine-vs-river driver=postgres operations=%d steps=%d rounds=%d workers=%d river_workers=%d engine_transitions_per_sec=%.0f river_jobs_per_sec=%.0f ratio=%.2f\n",
+		o.operations, o.steps, o.rounds, o.engineWorkers, o.riverWorkers, e, r, e/r)
 	if o.sqlite {
 		fmt.Printf("engine driver=sqlite operations=%d steps=%d rounds=%d transitions_per_sec=%.0f\n",
 			o.operations, o.steps, o.rounds, median(sqliteRates))
