@@ -24,8 +24,10 @@ kube-apiserver:
 # Umbrella target; further benchmarks get added as dependencies.
 bench: bench-engine bench-storage bench-runtimes bench-osb bench-e2e
 
+# The engine against River on one throwaway PostgreSQL (medians of alternating rounds, ratio),
+# and the engine's SQLite figure in the same rounds. tools/bench/river is its own module.
 bench-engine:
-	bash scripts/with-postgres.sh go run ./internal/engine/bench
+	bash scripts/with-postgres.sh sh -c 'cd tools/bench/river && go run . -sqlite'
 
 # Go benchmarks of the PostgreSQL store (SaveProgress, an instance's newest operation).
 bench-storage:

@@ -220,6 +220,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	var timerAt time.Time
 	for ctx.Err() == nil {
 		free := e.cfg.Workers - int(busy.Load())
+		if free > 0 && free < e.cfg.Workers/claimGatherShare {
+			// Most workers are busy: let a few more finish (briefly) so one claim serves them all;
+			// a claim is a committed write, costlier per operation than a step's save.
+			e.gatherFreed(ctx, freed, func() bool { return e.cfg.Workers-int(busy.Load()) >= e.cfg.Workers/claimGatherShare })
+			free = e.cfg.Workers - int(busy.Load())
+		}
 		full := false
 		if free > 0 {
 			claimed, err := e.claim(ctx, free)
@@ -281,6 +287,28 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.releaseHeld()
 	e.log.Info("engine stopped")
 	return nil
+}
+
+// While fewer than 1/claimGatherShare of the workers are free and the rest are busy, the
+// dispatcher waits up to claimGatherWait for more to free up before it claims.
+const (
+	claimGatherShare = 4
+	claimGatherWait  = 2 * time.Millisecond
+)
+
+// gatherFreed waits until enough() or claimGatherWait has passed, waking on freed workers.
+func (e *Engine) gatherFreed(ctx context.Context, freed <-chan struct{}, enough func() bool) {
+	t := time.NewTimer(claimGatherWait)
+	defer t.Stop()
+	for !enough() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-freed:
+		}
+	}
 }
 
 func (e *Engine) claim(ctx context.Context, limit int) ([]storage.Operation, error) {

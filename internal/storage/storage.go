@@ -85,7 +85,7 @@ type StepProgress struct {
 	// LastHealthy is the last run that asked to wait without reporting a failure (a poll that
 	// found the work still going): a later failure's retry window starts there, not at the
 	// first attempt, so a long wait does not use up the window.
-	LastHealthy time.Time `json:"last_healthy,omitempty"`
+	LastHealthy time.Time `json:"last_healthy,omitzero"`
 	Attempts    int       `json:"attempts"`
 	Done        bool      `json:"done,omitempty"`
 	Skipped     bool      `json:"skipped,omitempty"`

@@ -73,7 +73,7 @@ type opWrite struct {
 }
 
 func (s *Store) encodeOperation(op storage.Operation) (opWrite, error) {
-	progress, err := json.Marshal(op.Progress)
+	progress, err := appendProgress(make([]byte, 0, 128+128*len(op.Progress.Steps)), op.Progress)
 	if err != nil {
 		return opWrite{}, fmt.Errorf("encoding progress: %w", err)
 	}
