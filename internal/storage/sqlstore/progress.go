@@ -83,6 +83,10 @@ func appendStepProgress(b []byte, sp storage.StepProgress) ([]byte, error) {
 		b = append(b, `,"last_error":`...)
 		b = appendJSONString(b, sp.LastError)
 	}
+	if sp.LastWait != "" {
+		b = append(b, `,"last_wait":`...)
+		b = appendJSONString(b, sp.LastWait)
+	}
 	return append(b, '}'), nil
 }
 

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -25,12 +26,17 @@ func TestAppendProgressIsEncodingJSON(t *testing.T) {
 			StageStartedAt: map[string]time.Time{"b": at, "a": at.In(zone), odd: {}},
 			Steps: map[string]storage.StepProgress{
 				"zeta":  {},
-				"alpha": {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd},
+				"alpha": {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd},
 				odd:     {FirstAttempt: at, Attempts: -1, LastError: "plain"},
 			},
 			ExecutedButNotCompleted: []string{"alpha", ""},
 		},
 	}
+	// A field added to the progress types must be added to appendProgress too: the full case
+	// sets every field, so a forgotten one shows as a difference below.
+	full := cases["full"]
+	requireEveryFieldSet(t, reflect.ValueOf(full))
+	requireEveryFieldSet(t, reflect.ValueOf(full.Steps["alpha"]))
 	for name, p := range cases {
 		t.Run(name, func(t *testing.T) {
 			want, err := json.Marshal(p)
@@ -41,6 +47,13 @@ func TestAppendProgressIsEncodingJSON(t *testing.T) {
 			var back storage.Progress
 			require.NoError(t, json.Unmarshal(got, &back))
 		})
+	}
+}
+
+func requireEveryFieldSet(t *testing.T, v reflect.Value) {
+	t.Helper()
+	for i := 0; i < v.NumField(); i++ {
+		require.False(t, v.Field(i).IsZero(), "the test's full case must set %s.%s", v.Type().Name(), v.Type().Field(i).Name)
 	}
 }
 
