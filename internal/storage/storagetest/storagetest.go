@@ -92,6 +92,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"FailOverdue", testFailOverdue},
 		{"NextDueAtQueueDepthCount", testNextDueQueueCount},
 		{"Wakeups", testWakeups},
+		{"Wake", testWake},
 		{"MigrationsIdempotent", testMigrationsIdempotent},
 		{"RotateSecrets", testRotateSecrets},
 		{"WrongKey", testWrongKey},
@@ -1291,6 +1292,7 @@ func WakeupsAcrossStores(t *testing.T, open Opener) {
 	drain(wake)
 	require.NoError(t, a.Operations().ReleaseLeases(ctx, "w", []string{"op"}, now()))
 	expectWake(t, wake)
+	wakeAcrossStores(t, a, b)
 }
 
 func testMigrationsIdempotent(t *testing.T, e *env) {
