@@ -11,7 +11,7 @@
 # Debian's docker-registry on random loopback ports, with and without basic auth and TLS);
 # the script installs docker-registry, htpasswd, openssl and curl with apt-get if missing.
 
-.PHONY: test bench bench-engine bench-storage bench-runtimes bench-osb vet fmt build run kube-apiserver
+.PHONY: test bench bench-engine bench-storage bench-runtimes bench-osb bench-fleet vet fmt build run kube-apiserver
 
 test:
 	bash scripts/registry.sh install
@@ -22,7 +22,7 @@ kube-apiserver:
 	bash scripts/kube.sh build
 
 # Umbrella target; further benchmarks get added as dependencies.
-bench: bench-engine bench-storage bench-runtimes bench-osb
+bench: bench-engine bench-storage bench-runtimes bench-osb bench-fleet
 
 bench-engine:
 	bash scripts/with-postgres.sh go run ./internal/engine/bench
@@ -39,6 +39,11 @@ bench-runtimes:
 # and last_operation on SQLite and PostgreSQL (medians of 3 alternating 3 s rounds; rps, p99, ratio).
 bench-osb:
 	bash scripts/with-postgres.sh go run ./tools/bench/osb
+
+# The real broker binary on PostgreSQL with 20,000 provisionings in flight waiting on 30-minute
+# simulated clusters: due lag, RSS, step runs/s, events and database growth (tools/bench/fleet).
+bench-fleet:
+	bash scripts/with-postgres.sh go run ./tools/bench/fleet
 
 vet:
 	go vet ./...
