@@ -15,15 +15,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-// finishes stands for the provisioner's last step; waits for a broker step that polls the
-// provisioner's operation every hour.
-type finishes struct{}
-
-func (finishes) Name() string { return "Finish" }
-func (finishes) Run(_ context.Context, op engine.Operation[struct{}], _ logrus.FieldLogger) (engine.Operation[struct{}], time.Duration, error) {
-	return op, 0, nil
-}
-
+// waits is a broker step that polls the provisioner's operation every hour; the provisioner's
+// last step is noop.
 type waits struct {
 	ops  storage.Operations
 	runs *int
@@ -50,7 +43,7 @@ func TestWakeWaitersWhenProvisionerOperationFinishes(t *testing.T) {
 	stage := func(s engine.Step[struct{}]) engine.Stage[struct{}] {
 		return engine.Stage[struct{}]{Name: "only", Steps: []engine.StepDef[struct{}]{{Step: s}}}
 	}
-	prov, err := engine.Staged(operations.TypeProvision, time.Hour, stage(finishes{}))
+	prov, err := engine.Staged(operations.TypeProvision, time.Hour, stage(noop{}))
 	require.NoError(t, err)
 	waiter, err := engine.Staged("provision", time.Hour, stage(waits{ops: store.Operations(), runs: &runs}))
 	require.NoError(t, err)

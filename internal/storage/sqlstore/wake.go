@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	sq "github.com/Masterminds/squirrel"
 
@@ -48,20 +47,5 @@ func (s *Store) wakeOperations(ctx context.Context, r storage.WakeRequest) ([]st
 		which,
 	}
 	where = eqIfAny(where, "type", r.Types)
-	q, args, err := s.sb().Update("operations").
-		Set("due_at", now).
-		Where(s.lockedInIDOrder(where)).
-		Suffix("RETURNING id").ToSql()
-	if err != nil {
-		return nil, err
-	}
-	ids := []string{}
-	if err := s.w.SelectContext(ctx, &ids, q, args...); err != nil {
-		return nil, err
-	}
-	if len(ids) > 0 {
-		s.notify(ctx)
-	}
-	sort.Strings(ids)
-	return ids, nil
+	return s.makeDue(ctx, s.sb().Update("operations").Set("due_at", now), where)
 }
