@@ -332,10 +332,11 @@ func (s *StandIn) handleSearch(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.totals.Inc("search")
 	out := SearchResult{ServiceProviders: []ServiceProvider{}}
-	recs := s.sorted(s.sps)
+	all := s.sps
 	if byName {
-		recs = s.sorted(s.byName[name[0]])
+		all = s.byName[name[0]]
 	}
+	recs := s.sorted(all)
 	for _, rec := range recs {
 		out.ServiceProviders = append(out.ServiceProviders, clone(rec.SP))
 	}
