@@ -197,6 +197,9 @@ type Server struct {
 
 	mu                    sync.Mutex
 	instances             map[string]*instance
+	// settling are the instances whose last operation is in progress: settle looks only at
+	// them, not at every instance, on every request.
+	settling map[string]*instance
 	bindings              map[string]*binding
 	operations            map[string]*Operation // by id; kept after the instance is gone
 	instanceCreatesByName *sandbox.Counts
@@ -299,6 +302,7 @@ func (s *Server) encode(kind, key string) (any, bool) {
 // kept by ID, so that finishing it shows in both.
 func (s *Server) restore(rows sandbox.Rows) error {
 	s.instances = map[string]*instance{}
+	s.settling = map[string]*instance{}
 	s.bindings = map[string]*binding{}
 	s.operations = map[string]*Operation{}
 	err := sandbox.Each(rows, kindOperation, func(id string, op *Operation) { s.operations[id] = op })
@@ -313,6 +317,9 @@ func (s *Server) restore(rows sandbox.Rows) error {
 			in.LastOperation = s.operations[in.LastOperation.ID]
 		}
 		s.instances[id] = in
+		if in.LastOperation != nil && in.LastOperation.State == StateInProgress {
+			s.settling[id] = in
+		}
 	})
 	if err != nil {
 		return err
@@ -374,11 +381,16 @@ func (s *Server) bindingIDs(instanceID string) []string {
 // makes the progress follow Options.Now without a background goroutine.
 func (s *Server) settle() {
 	now := s.opts.Now()
-	for id, in := range s.instances {
+	for id, in := range s.settling {
 		op := in.LastOperation
-		if op == nil || op.State != StateInProgress || now.Before(in.DoneAt) {
+		if op == nil || op.State != StateInProgress {
+			delete(s.settling, id)
 			continue
 		}
+		if now.Before(in.DoneAt) {
+			continue
+		}
+		delete(s.settling, id)
 		op.State, op.UpdatedAt = StateSucceeded, in.DoneAt
 		s.durable.Touch(kindOperation, op.ID)
 		s.durable.Touch(kindInstance, id)
