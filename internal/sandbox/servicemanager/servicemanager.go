@@ -195,11 +195,11 @@ type Server struct {
 	durable *sandbox.Durable
 	handler http.Handler
 
-	mu                    sync.Mutex
-	instances             map[string]*instance
+	mu        sync.Mutex
+	instances map[string]*instance
 	// settling are the instances whose last operation is in progress: settle looks only at
 	// them, not at every instance, on every request.
-	settling map[string]*instance
+	settling              map[string]*instance
 	bindings              map[string]*binding
 	operations            map[string]*Operation // by id; kept after the instance is gone
 	instanceCreatesByName *sandbox.Counts
