@@ -168,8 +168,32 @@ type instance struct {
 
 // binding is a service binding as the stand-in keeps it; it is also its row in the store.
 type binding struct {
+	Binding // Credentials stays nil: they are kept in creds
+	Calls   map[string]int `json:"calls"`
+	// creds are the credentials, kept encoded: as nested maps they cost several KB per binding,
+	// and only a read of the binding needs them decoded.
+	creds json.RawMessage
+}
+
+// storedBinding is a binding's row: the API's binding with its credentials, and the call counts.
+type storedBinding struct {
 	Binding
-	Calls map[string]int `json:"calls"`
+	Credentials json.RawMessage `json:"credentials"`
+	Calls       map[string]int  `json:"calls"`
+}
+
+func (b *binding) MarshalJSON() ([]byte, error) {
+	return json.Marshal(storedBinding{Binding: b.Binding, Credentials: b.creds, Calls: b.Calls})
+}
+
+func (b *binding) UnmarshalJSON(data []byte) error {
+	var st storedBinding
+	if err := json.Unmarshal(data, &st); err != nil {
+		return err
+	}
+	b.Binding, b.creds, b.Calls = st.Binding, st.Credentials, st.Calls
+	b.Credentials = nil
+	return nil
 }
 
 // The kinds of rows in the store.
@@ -422,7 +446,7 @@ func (in *instance) view() Instance {
 
 func (b *binding) view() Binding {
 	v := b.Binding
-	v.Credentials, _ = deepCopy(b.Credentials).(map[string]any)
+	_ = json.Unmarshal(b.creds, &v.Credentials) // encoded by this stand-in from a map
 	return v
 }
 
