@@ -168,7 +168,7 @@ type instance struct {
 
 // binding is a service binding as the stand-in keeps it; it is also its row in the store.
 type binding struct {
-	Binding // Credentials stays nil: they are kept in creds
+	Binding                // Credentials stays nil: they are kept in creds
 	Calls   map[string]int `json:"calls"`
 	// creds are the credentials, kept encoded: as nested maps they cost several KB per binding,
 	// and only a read of the binding needs them decoded.
