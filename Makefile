@@ -11,7 +11,7 @@
 # Debian's docker-registry on random loopback ports, with and without basic auth and TLS);
 # the script installs docker-registry, htpasswd, openssl and curl with apt-get if missing.
 
-.PHONY: test bench bench-engine bench-storage bench-runtimes bench-osb bench-e2e vet fmt build run kube-apiserver
+.PHONY: test bench bench-engine bench-storage bench-runtimes bench-osb bench-e2e bench-fleet vet fmt build run kube-apiserver
 
 test:
 	bash scripts/registry.sh install
@@ -22,7 +22,7 @@ kube-apiserver:
 	bash scripts/kube.sh build
 
 # Umbrella target; further benchmarks get added as dependencies.
-bench: bench-engine bench-storage bench-runtimes bench-osb bench-e2e
+bench: bench-engine bench-storage bench-runtimes bench-osb bench-e2e bench-fleet
 
 # The engine against River on one throwaway PostgreSQL (medians of alternating rounds, ratio),
 # and the engine's SQLite figure in the same rounds. tools/bench/river is its own module.
@@ -46,6 +46,11 @@ bench-osb:
 # SQLite and PostgreSQL, with engine writes, events and rows written per provisioning (target 250/s).
 bench-e2e:
 	bash scripts/with-postgres.sh go run ./tools/bench/e2e
+
+# The real broker binary on PostgreSQL with 20,000 provisionings in flight waiting on 30-minute
+# simulated clusters: due lag, RSS, step runs/s, events and database growth (tools/bench/fleet).
+bench-fleet:
+	bash scripts/with-postgres.sh go run ./tools/bench/fleet
 
 vet:
 	go vet ./...

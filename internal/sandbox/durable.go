@@ -31,14 +31,36 @@ type Persist struct {
 }
 
 // Durable writes a stand-in's state through to a Store: the stand-in marks the objects a request
-// changed (Touch) and Durable writes them, in one transaction, before the request's answer goes
-// out. Requests to one stand-in are served one at a time, so no answer is given from state that
-// is not yet written. Counters are kept with Counts.
+// changed (Touch) and Durable writes them before the request's answer goes out. Requests to one
+// stand-in are served one at a time in memory; their writes are group-committed: while one
+// transaction is written, the requests served meanwhile queue theirs, and the next transaction
+// writes all of them at once (in order, a later value of an object replacing an earlier one).
+// Every answer waits for the write of its own request, which comes after those of every request
+// served before it, so no answer is given from state that is not yet written, and a stand-in
+// serves as many requests per second as the store commits batches, not single requests.
+// When a write fails, every request it and the queue held answers 503 and the stand-in goes
+// back to the state in the store. Counters are kept with Counts.
 type Durable struct {
 	p      Persist
 	req    sync.Mutex
 	dirty  map[string]map[string]struct{} // guarded by p.Lock
 	counts map[string]*Counts             // registered before Load; fixed afterwards
+
+	// Group commit, guarded by w (taken after req and p.Lock, never before).
+	w       sync.Mutex
+	written *sync.Cond // signalled when a batch is written or failed
+	queue   []*ticket  // requests served and not yet being written, in order
+	writing bool       // a batch is being written
+	// broken: a write failed and memory is ahead of the store; the next request (holding req,
+	// with nothing being written) reloads before it is served.
+	broken error
+}
+
+// ticket is one request's changes, waiting to be written.
+type ticket struct {
+	rows Rows
+	done bool
+	err  error
 }
 
 // NewDurable returns a Durable on p; register the stand-in's Counts, then Load.
@@ -46,7 +68,9 @@ func NewDurable(p Persist) *Durable {
 	if p.Store == nil {
 		p.Store = NewMemoryStore()
 	}
-	return &Durable{p: p, dirty: map[string]map[string]struct{}{}, counts: map[string]*Counts{}}
+	d := &Durable{p: p, dirty: map[string]map[string]struct{}{}, counts: map[string]*Counts{}}
+	d.written = sync.NewCond(&d.w)
+	return d
 }
 
 // Counts returns the durable counters of kind, registering them; call it before Load.
@@ -96,9 +120,10 @@ func (d *Durable) Touch(kind, key string) {
 	d.dirty[kind][key] = struct{}{}
 }
 
-// flush writes the changed objects.
-func (d *Durable) flush(ctx context.Context) error {
+// collect encodes the changed objects and forgets the marks; called with req held.
+func (d *Durable) collect() (Rows, error) {
 	d.p.Lock.Lock()
+	defer d.p.Lock.Unlock()
 	rows := Rows{}
 	var err error
 	for kind, keys := range d.dirty {
@@ -123,14 +148,115 @@ func (d *Durable) flush(ctx context.Context) error {
 		}
 	}
 	d.dirty = map[string]map[string]struct{}{}
-	d.p.Lock.Unlock()
-	if err != nil {
-		return err
+	return rows, err
+}
+
+// enqueue queues what the request just served changed; called with req held, so tickets are
+// queued in the order the requests were served.
+func (d *Durable) enqueue() *ticket {
+	rows, err := d.collect()
+	d.w.Lock()
+	defer d.w.Unlock()
+	t := &ticket{rows: rows}
+	switch {
+	case d.broken != nil:
+		t.done, t.err = true, d.broken
+	case err != nil:
+		// Memory holds what cannot be written: fail this request and reload before the next.
+		t.done, t.err = true, err
+		d.broken = err
+	default:
+		d.queue = append(d.queue, t)
+	}
+	return t
+}
+
+// commit waits until t is written: the first waiter that finds no write going on writes every
+// ticket queued so far in one transaction; the others wait for it. Called without req.
+func (d *Durable) commit(t *ticket) error {
+	d.w.Lock()
+	defer d.w.Unlock()
+	for !t.done {
+		if d.writing {
+			d.written.Wait()
+			continue
+		}
+		batch := d.queue
+		d.queue, d.writing = nil, true
+		d.w.Unlock()
+		err := d.write(batch)
+		d.w.Lock()
+		d.writing = false
+		for _, b := range batch {
+			b.done, b.err = true, err
+		}
+		if err != nil {
+			// Requests served after the batch built on state that is now lost: they fail too.
+			for _, q := range d.queue {
+				q.done, q.err = true, err
+			}
+			d.queue = nil
+			d.broken = err
+		}
+		d.written.Broadcast()
+	}
+	if d.broken != nil && d.req.TryLock() {
+		// Nobody is being served: go back to the stored state now rather than at the next request.
+		d.w.Unlock()
+		_ = d.recover(context.Background())
+		d.req.Unlock()
+		d.w.Lock()
+	}
+	return t.err
+}
+
+// write writes a batch's changes in one transaction; it does not end with any request's
+// context, so a client going away cannot leave memory ahead of the store.
+func (d *Durable) write(batch []*ticket) error {
+	rows := Rows{}
+	for _, t := range batch {
+		for kind, keys := range t.rows {
+			if rows[kind] == nil {
+				rows[kind] = map[string][]byte{}
+			}
+			for key, v := range keys {
+				rows[kind][key] = v
+			}
+		}
 	}
 	if len(rows) == 0 {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
 	return d.p.Store.Write(ctx, d.p.System, rows)
+}
+
+// drained waits until nothing is queued or being written; called with req held (no new tickets).
+func (d *Durable) drained() {
+	d.w.Lock()
+	defer d.w.Unlock()
+	for d.writing || len(d.queue) > 0 {
+		d.written.Wait()
+	}
+}
+
+// recover reloads the stored state after a failed write; called with req held.
+func (d *Durable) recover(ctx context.Context) error {
+	d.w.Lock()
+	broken := d.broken
+	d.w.Unlock()
+	if broken == nil {
+		return nil
+	}
+	d.drained()
+	if err := d.Load(ctx); err != nil {
+		return fmt.Errorf("%w; then %w", broken, err)
+	}
+	d.w.Lock()
+	d.broken = nil
+	d.w.Unlock()
+	return nil
 }
 
 // Handler serves next one request at a time and writes what each changed before its answer,
@@ -143,20 +269,25 @@ func (d *Durable) Handler(next http.Handler) http.Handler {
 			return
 		}
 		d.req.Lock()
-		defer d.req.Unlock()
+		if err := d.recover(r.Context()); err != nil {
+			d.req.Unlock()
+			d.unavailable(w, err)
+			return
+		}
 		buf := &bufferedResponse{header: http.Header{}}
 		next.ServeHTTP(buf, r)
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), flushTimeout)
-		defer cancel()
-		if err := d.flush(ctx); err != nil {
-			if lerr := d.Load(ctx); lerr != nil {
-				err = fmt.Errorf("%w; then %w", err, lerr)
-			}
-			writeJSON(w, http.StatusServiceUnavailable, errorBody{Message: fmt.Sprintf("sandbox: saving the %s stand-in's state: %v", d.p.System, err)})
+		t := d.enqueue()
+		d.req.Unlock()
+		if err := d.commit(t); err != nil {
+			d.unavailable(w, err)
 			return
 		}
 		buf.copyTo(w)
 	})
+}
+
+func (d *Durable) unavailable(w http.ResponseWriter, err error) {
+	writeJSON(w, http.StatusServiceUnavailable, errorBody{Message: fmt.Sprintf("sandbox: saving the %s stand-in's state: %v", d.p.System, err)})
 }
 
 // Do runs fn as a request of its own, for a stand-in that another one calls directly: alone
@@ -164,26 +295,32 @@ func (d *Durable) Handler(next http.Handler) http.Handler {
 // returning. When the write fails, the stand-in goes back to the state in the store.
 func (d *Durable) Do(ctx context.Context, fn func() error) error {
 	d.req.Lock()
-	defer d.req.Unlock()
+	if err := d.recover(ctx); err != nil {
+		d.req.Unlock()
+		return fmt.Errorf("saving the %s stand-in's state: %w", d.p.System, err)
+	}
 	d.p.Lock.Lock()
 	err := fn()
 	d.p.Lock.Unlock()
-	if ferr := d.flush(ctx); ferr != nil {
-		if lerr := d.Load(ctx); lerr != nil {
-			ferr = fmt.Errorf("%w; then %w", ferr, lerr)
-		}
+	t := d.enqueue()
+	d.req.Unlock()
+	if ferr := d.commit(t); ferr != nil {
 		return fmt.Errorf("saving the %s stand-in's state: %w", d.p.System, ferr)
 	}
 	return err
 }
 
-// Reset clears the stand-in's state in the store and in memory.
+// Reset clears the stand-in's state in the store and in memory, after every write under way.
 func (d *Durable) Reset(ctx context.Context) error {
 	d.req.Lock()
 	defer d.req.Unlock()
+	d.drained()
 	if err := d.p.Store.Clear(ctx, d.p.System); err != nil {
 		return fmt.Errorf("resetting the %s stand-in: %w", d.p.System, err)
 	}
+	d.w.Lock()
+	d.broken = nil
+	d.w.Unlock()
 	d.p.Lock.Lock()
 	defer d.p.Lock.Unlock()
 	return d.restore(Rows{})

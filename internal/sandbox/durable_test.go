@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -117,4 +118,73 @@ func TestDurableFailedWriteAnswers503AndForgets(t *testing.T) {
 	assert.Equal(t, map[string]int{"a": 1}, n.writes.Map())
 	store.fail = false
 	assert.Equal(t, "kept", n.do(http.MethodGet, "/a").Body.String())
+}
+
+// gatedStore holds its first write until release is closed and counts writes.
+type gatedStore struct {
+	sandbox.Store
+	mu      sync.Mutex
+	writes  int
+	writing chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedStore) Write(ctx context.Context, system string, rows sandbox.Rows) error {
+	g.mu.Lock()
+	g.writes++
+	first := g.writes == 1
+	g.mu.Unlock()
+	if first {
+		close(g.writing)
+		<-g.release
+	}
+	return g.Store.Write(ctx, system, rows)
+}
+
+// Requests served while a write is under way are written together in the next transaction, and
+// still none answers before its own change is stored.
+func TestDurableGroupCommits(t *testing.T) {
+	store := &gatedStore{Store: sandbox.NewMemoryStore(), writing: make(chan struct{}), release: make(chan struct{})}
+	n := openNotes(t, store)
+	var served sync.WaitGroup
+	const queued = 20
+	answers := make(chan string, queued+1)
+	put := func(name string) {
+		rec := n.do(http.MethodPut, "/"+name+"?text=v-"+name)
+		rows, err := store.Store.Load(context.Background(), "notes")
+		if rec.Code != http.StatusCreated || err != nil || string(rows["note"][name]) != `"v-`+name+`"` {
+			answers <- "answered before stored: " + name
+			return
+		}
+		answers <- ""
+	}
+	go put("first")
+	<-store.writing
+	served.Add(queued)
+	for i := 0; i < queued; i++ {
+		go func() {
+			defer served.Done()
+			put(string(rune('a' + i)))
+		}()
+	}
+	// Every queued request is served in memory while the first write is held.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		require.True(t, time.Now().Before(deadline), "requests were not served while a write was under way")
+		n.mu.Lock()
+		got := len(n.notes)
+		n.mu.Unlock()
+		if got == queued+1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(store.release)
+	served.Wait()
+	for i := 0; i < queued+1; i++ {
+		assert.Empty(t, <-answers)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	assert.LessOrEqual(t, store.writes, 3, "the %d requests served during the first write are written in one or two transactions", queued)
 }

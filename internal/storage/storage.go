@@ -332,6 +332,23 @@ type Operations interface {
 	CountOperations(ctx context.Context) ([]OperationCount, error)
 	// QueueDepth is the number of active operations due at now and not leased.
 	QueueDepth(ctx context.Context, now time.Time) (int, error)
+	// Wake makes the active operations r selects due at r.Now when they are not leased and
+	// due later (what waits for something that has just happened runs at once instead of at
+	// its next poll), without changing anything else (nor Version), and wakes the engines of
+	// every replica. It returns the IDs it made due, in order.
+	Wake(ctx context.Context, r WakeRequest) ([]string, error)
+}
+
+// WakeRequest selects operations for Operations.Wake: those named in IDs, of the instances in
+// InstanceIDs, or of the instances whose runtime is in RuntimeIDs (a provisioner's operation
+// knows the runtime, the broker's operations the instance); Types, when set, narrows them.
+// At least one of IDs, InstanceIDs and RuntimeIDs must be set.
+type WakeRequest struct {
+	IDs         []string
+	InstanceIDs []string
+	RuntimeIDs  []string
+	Types       []string
+	Now         time.Time
 }
 
 type Events interface {

@@ -91,6 +91,10 @@ type Status struct {
 	// Allocation is what the runtime was given, for backends that allocate (static,
 	// kubernetes); nil for the others.
 	Allocation *Allocation
+	// DoneAt, while in progress, is when the backend knows the request will be done (the
+	// simulated backend, whose progress is a function of time); zero when it cannot tell. A
+	// step may wait until then instead of polling.
+	DoneAt time.Time
 }
 
 // Allocation is where a runtime runs and what it was given; stored with the runtime and

@@ -34,7 +34,7 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 		return op, 0, fmt.Errorf("cluster creation failed: %s", st.Reason)
 	case infrastructure.PhaseSucceeded:
 	default:
-		return s.waitFor(op, "waiting for the cluster to be created")
+		return s.waitUntil(op, "waiting for the cluster to be created", st)
 	}
 	kc, err := b.Kubeconfig(ctx, sp)
 	if err != nil {

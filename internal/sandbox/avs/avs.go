@@ -104,6 +104,7 @@ type StandIn struct {
 	mu            sync.Mutex
 	seq           *sandbox.Counts // the last evaluation ID given
 	evals         map[int64]*Evaluation
+	byName        map[string]map[int64]*Evaluation // evals by name (names never change): a list by name stays O(matches)
 	calls         map[int64]map[string]int
 	createsByName *sandbox.Counts
 	deletesByName *sandbox.Counts
@@ -192,21 +193,38 @@ func (s *StandIn) encode(kind, key string) (any, bool) {
 	return stored{Evaluation: *e, Calls: s.calls[id]}, true
 }
 
+func (s *StandIn) add(e *Evaluation) {
+	s.evals[e.ID] = e
+	if s.byName[e.Name] == nil {
+		s.byName[e.Name] = map[int64]*Evaluation{}
+	}
+	s.byName[e.Name][e.ID] = e
+}
+
+func (s *StandIn) remove(e *Evaluation) {
+	delete(s.evals, e.ID)
+	delete(s.byName[e.Name], e.ID)
+	if len(s.byName[e.Name]) == 0 {
+		delete(s.byName, e.Name)
+	}
+}
+
 // restore loads the evaluations; an empty store (new or reset) gets the configured parents.
 func (s *StandIn) restore(rows sandbox.Rows) error {
 	s.evals = map[int64]*Evaluation{}
+	s.byName = map[string]map[int64]*Evaluation{}
 	s.calls = map[int64]map[string]int{}
 	if s.seq.Get(kindEvaluation) == 0 {
 		s.seq.Add(kindEvaluation, firstID)
 		for _, id := range s.opts.ParentIDs {
-			s.evals[id] = &Evaluation{ID: id, Definition: Definition{Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED", Tags: []Tag{}},
-				Status: "ACTIVE", Owner: "sandbox", CreatedAt: s.opts.Now().UnixMilli()}
+			s.add(&Evaluation{ID: id, Definition: Definition{Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED", Tags: []Tag{}},
+				Status: "ACTIVE", Owner: "sandbox", CreatedAt: s.opts.Now().UnixMilli()})
 			s.touch(id)
 		}
 	}
 	return sandbox.Each(rows, kindEvaluation, func(_ string, st stored) {
 		e := st.Evaluation
-		s.evals[e.ID] = &e
+		s.add(&e)
 		if st.Calls != nil {
 			s.calls[e.ID] = st.Calls
 		}
@@ -327,7 +345,7 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	for _, t := range req.Tags {
 		e.Tags = addTag(e.Tags, t)
 	}
-	s.evals[e.ID] = e
+	s.add(e)
 	s.calls[e.ID] = map[string]int{"create": 1}
 	s.touch(e.ID)
 	s.createsByName.Inc(e.Name)
@@ -360,10 +378,11 @@ func (s *StandIn) handleList(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.totals.Inc("list")
 	out := []Evaluation{}
-	for _, e := range s.evals {
-		if byName && e.Name != name[0] {
-			continue
-		}
+	all := s.evals
+	if byName {
+		all = s.byName[name[0]]
+	}
+	for _, e := range all {
 		out = append(out, clone(e))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -408,7 +427,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
 		return
 	}
-	delete(s.evals, id)
+	s.remove(e)
 	delete(s.calls, id)
 	s.touch(id)
 	for _, other := range s.evals {

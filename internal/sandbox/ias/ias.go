@@ -143,6 +143,7 @@ type StandIn struct {
 	mu            sync.Mutex
 	seq           *sandbox.Counts
 	sps           map[string]*record
+	byName        map[string]map[string]*record // sps by name (names never change): searches by name stay O(matches)
 	createsByName *sandbox.Counts
 	deletesByName *sandbox.Counts
 	totals        *sandbox.Counts
@@ -199,12 +200,29 @@ func (s *StandIn) encode(kind, key string) (any, bool) {
 
 func (s *StandIn) restore(rows sandbox.Rows) error {
 	s.sps = map[string]*record{}
+	s.byName = map[string]map[string]*record{}
 	return sandbox.Each(rows, kindServiceProvider, func(id string, rec *record) {
 		if rec.Calls == nil {
 			rec.Calls = map[string]int{}
 		}
-		s.sps[id] = rec
+		s.add(id, rec)
 	})
+}
+
+func (s *StandIn) add(id string, rec *record) {
+	s.sps[id] = rec
+	if s.byName[rec.SP.Name] == nil {
+		s.byName[rec.SP.Name] = map[string]*record{}
+	}
+	s.byName[rec.SP.Name][id] = rec
+}
+
+func (s *StandIn) remove(id string, rec *record) {
+	delete(s.sps, id)
+	delete(s.byName[rec.SP.Name], id)
+	if len(s.byName[rec.SP.Name]) == 0 {
+		delete(s.byName, rec.SP.Name)
+	}
 }
 
 // touch marks the service provider as changed, to be written before the answer.
@@ -220,7 +238,7 @@ func (s *StandIn) Snapshot() Objects {
 		DeletesByName:    s.deletesByName.Map(),
 		Calls:            s.totals.Map(),
 	}
-	for _, rec := range s.sorted() {
+	for _, rec := range s.sorted(s.sps) {
 		calls := make(map[string]int, len(rec.Calls))
 		for k, v := range rec.Calls {
 			calls[k] = v
@@ -231,9 +249,9 @@ func (s *StandIn) Snapshot() Objects {
 }
 
 // sorted returns the records in creation order.
-func (s *StandIn) sorted() []*record {
-	recs := make([]*record, 0, len(s.sps))
-	for _, rec := range s.sps {
+func (s *StandIn) sorted(sps map[string]*record) []*record {
+	recs := make([]*record, 0, len(sps))
+	for _, rec := range sps {
 		recs = append(recs, rec)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
@@ -314,10 +332,12 @@ func (s *StandIn) handleSearch(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.totals.Inc("search")
 	out := SearchResult{ServiceProviders: []ServiceProvider{}}
-	for _, rec := range s.sorted() {
-		if byName && rec.SP.Name != name[0] {
-			continue
-		}
+	all := s.sps
+	if byName {
+		all = s.byName[name[0]]
+	}
+	recs := s.sorted(all)
+	for _, rec := range recs {
 		out.ServiceProviders = append(out.ServiceProviders, clone(rec.SP))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -344,12 +364,12 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	for s.sps[id] != nil {
 		id = newID()
 	}
-	s.sps[id] = &record{
+	s.add(id, &record{
 		Seq: int64(s.seq.Inc(kindServiceProvider)),
 		SP: &ServiceProvider{ID: id, Name: req.Name, SSOType: SSOTypeSAML2, RedirectURIs: []string{},
 			AssertionAttributes: []AssertionAttribute{}, SubjectNameIdentifier: "uid"},
 		Calls: map[string]int{"create": 1},
-	}
+	})
 	s.touch(id)
 	s.createsByName.Inc(req.Name)
 	w.Header().Set("Location", "/service/sps/"+id)
@@ -465,7 +485,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 		notFound(w, id)
 		return
 	}
-	delete(s.sps, id)
+	s.remove(id, rec)
 	s.touch(id)
 	s.deletesByName.Inc(rec.SP.Name)
 	w.WriteHeader(http.StatusNoContent)

@@ -3,6 +3,7 @@ package servicemanager
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -82,10 +83,15 @@ func (s *Server) handleCreateBinding(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.opts.Now()
 	id := uuid.NewString()
+	creds, err := json.Marshal(s.credentials(r, in, id))
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: "InternalError", Description: "encoding the credentials: " + err.Error()})
+		return
+	}
 	b := &binding{
-		Binding: Binding{ID: id, Name: req.Name, ServiceInstanceID: in.ID, Ready: true,
-			Credentials: s.credentials(r, in, id), CreatedAt: now, UpdatedAt: now},
-		Calls: map[string]int{"create": 1},
+		Binding: Binding{ID: id, Name: req.Name, ServiceInstanceID: in.ID, Ready: true, CreatedAt: now, UpdatedAt: now},
+		Calls:   map[string]int{"create": 1},
+		creds:   creds,
 	}
 	s.bindings[id] = b
 	s.durable.Touch(kindBinding, id)

@@ -182,6 +182,7 @@ func (s *Server) handleCreateInstance(w http.ResponseWriter, r *http.Request) {
 	op := s.newOperation(OperationCreate, in.ID, now)
 	if async && s.opts.ProvisionDelay > 0 {
 		op.State, in.DoneAt = StateInProgress, now.Add(s.opts.ProvisionDelay)
+		s.settling[in.ID] = in
 	} else {
 		in.Ready, in.Usable = true, true
 	}
@@ -280,6 +281,7 @@ func (s *Server) handleDeleteInstance(w http.ResponseWriter, r *http.Request) {
 	in.LastOperation, in.UpdatedAt = op, now
 	if async && s.opts.ProvisionDelay > 0 {
 		op.State, in.DoneAt = StateInProgress, now.Add(s.opts.ProvisionDelay)
+		s.settling[in.ID] = in
 	} else {
 		delete(s.instances, in.ID)
 		s.instanceDeletesByName.Inc(in.Name)

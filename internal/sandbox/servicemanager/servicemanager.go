@@ -168,8 +168,32 @@ type instance struct {
 
 // binding is a service binding as the stand-in keeps it; it is also its row in the store.
 type binding struct {
+	Binding                // Credentials stays nil: they are kept in creds
+	Calls   map[string]int `json:"calls"`
+	// creds are the credentials, kept encoded: as nested maps they cost several KB per binding,
+	// and only a read of the binding needs them decoded.
+	creds json.RawMessage
+}
+
+// storedBinding is a binding's row: the API's binding with its credentials, and the call counts.
+type storedBinding struct {
 	Binding
-	Calls map[string]int `json:"calls"`
+	Credentials json.RawMessage `json:"credentials"`
+	Calls       map[string]int  `json:"calls"`
+}
+
+func (b *binding) MarshalJSON() ([]byte, error) {
+	return json.Marshal(storedBinding{Binding: b.Binding, Credentials: b.creds, Calls: b.Calls})
+}
+
+func (b *binding) UnmarshalJSON(data []byte) error {
+	var st storedBinding
+	if err := json.Unmarshal(data, &st); err != nil {
+		return err
+	}
+	b.Binding, b.creds, b.Calls = st.Binding, st.Credentials, st.Calls
+	b.Credentials = nil
+	return nil
 }
 
 // The kinds of rows in the store.
@@ -195,8 +219,11 @@ type Server struct {
 	durable *sandbox.Durable
 	handler http.Handler
 
-	mu                    sync.Mutex
-	instances             map[string]*instance
+	mu        sync.Mutex
+	instances map[string]*instance
+	// settling are the instances whose last operation is in progress: settle looks only at
+	// them, not at every instance, on every request.
+	settling              map[string]*instance
 	bindings              map[string]*binding
 	operations            map[string]*Operation // by id; kept after the instance is gone
 	instanceCreatesByName *sandbox.Counts
@@ -299,6 +326,7 @@ func (s *Server) encode(kind, key string) (any, bool) {
 // kept by ID, so that finishing it shows in both.
 func (s *Server) restore(rows sandbox.Rows) error {
 	s.instances = map[string]*instance{}
+	s.settling = map[string]*instance{}
 	s.bindings = map[string]*binding{}
 	s.operations = map[string]*Operation{}
 	err := sandbox.Each(rows, kindOperation, func(id string, op *Operation) { s.operations[id] = op })
@@ -313,6 +341,9 @@ func (s *Server) restore(rows sandbox.Rows) error {
 			in.LastOperation = s.operations[in.LastOperation.ID]
 		}
 		s.instances[id] = in
+		if in.LastOperation != nil && in.LastOperation.State == StateInProgress {
+			s.settling[id] = in
+		}
 	})
 	if err != nil {
 		return err
@@ -374,11 +405,16 @@ func (s *Server) bindingIDs(instanceID string) []string {
 // makes the progress follow Options.Now without a background goroutine.
 func (s *Server) settle() {
 	now := s.opts.Now()
-	for id, in := range s.instances {
+	for id, in := range s.settling {
 		op := in.LastOperation
-		if op == nil || op.State != StateInProgress || now.Before(in.DoneAt) {
+		if op == nil || op.State != StateInProgress {
+			delete(s.settling, id)
 			continue
 		}
+		if now.Before(in.DoneAt) {
+			continue
+		}
+		delete(s.settling, id)
 		op.State, op.UpdatedAt = StateSucceeded, in.DoneAt
 		s.durable.Touch(kindOperation, op.ID)
 		s.durable.Touch(kindInstance, id)
@@ -410,7 +446,7 @@ func (in *instance) view() Instance {
 
 func (b *binding) view() Binding {
 	v := b.Binding
-	v.Credentials, _ = deepCopy(b.Credentials).(map[string]any)
+	_ = json.Unmarshal(b.creds, &v.Credentials) // encoded by this stand-in from a map
 	return v
 }
 

@@ -93,6 +93,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"FailOverdue", testFailOverdue},
 		{"NextDueAtQueueDepthCount", testNextDueQueueCount},
 		{"Wakeups", testWakeups},
+		{"Wake", testWake},
 		{"MigrationsIdempotent", testMigrationsIdempotent},
 		{"RotateSecrets", testRotateSecrets},
 		{"WrongKey", testWrongKey},
@@ -1293,6 +1294,7 @@ func WakeupsAcrossStores(t *testing.T, open Opener) {
 	drain(wake)
 	require.NoError(t, a.Operations().ReleaseLeases(ctx, "w", []string{"op"}, now()))
 	expectWake(t, wake)
+	wakeAcrossStores(t, a, b)
 }
 
 func testMigrationsIdempotent(t *testing.T, e *env) {

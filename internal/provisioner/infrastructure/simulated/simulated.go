@@ -238,19 +238,19 @@ func (b *Backend) Status(_ context.Context, spec infrastructure.Spec) (infrastru
 		}
 		switch {
 		case el < b.creation:
-			st.Phase = infrastructure.PhaseInProgress
+			st.Phase, st.DoneAt = infrastructure.PhaseInProgress, spec.RequestedAt.Add(b.creation)
 		case b.fails(spec):
 			st.Phase, st.Reason = infrastructure.PhaseFailed, FailureReason
 		}
 	case infrastructure.RequestUpdate:
 		if el < b.update {
-			st.Phase = infrastructure.PhaseInProgress
+			st.Phase, st.DoneAt = infrastructure.PhaseInProgress, spec.RequestedAt.Add(b.update)
 		} else {
 			st.ObservedRevision = spec.RequestedAt.UnixMilli()
 		}
 	case infrastructure.RequestHibernate:
 		if el < b.hibernation {
-			st.Phase = infrastructure.PhaseInProgress
+			st.Phase, st.DoneAt = infrastructure.PhaseInProgress, spec.RequestedAt.Add(b.hibernation)
 		} else {
 			st.Hibernated = true
 		}

@@ -44,12 +44,13 @@ func TestCreateTimeline(t *testing.T) {
 
 	st, err := b.Status(ctx, spec)
 	require.NoError(t, err)
-	assert.Equal(t, infrastructure.Status{Phase: infrastructure.PhaseInProgress}, st, "no domain before domainDelay")
+	ready := t0.Add(3 * time.Second)
+	assert.Equal(t, infrastructure.Status{Phase: infrastructure.PhaseInProgress, DoneAt: ready}, st, "no domain before domainDelay; done when creationDuration is over")
 
 	c.now = t0.Add(time.Second)
 	st, err = b.Status(ctx, spec)
 	require.NoError(t, err)
-	assert.Equal(t, infrastructure.Status{Domain: "my-rt.01234567.simulated.kyma.local", Phase: infrastructure.PhaseInProgress}, st)
+	assert.Equal(t, infrastructure.Status{Domain: "my-rt.01234567.simulated.kyma.local", Phase: infrastructure.PhaseInProgress, DoneAt: ready}, st)
 
 	c.now = t0.Add(3 * time.Second)
 	st, err = b.Status(ctx, spec)
@@ -57,6 +58,7 @@ func TestCreateTimeline(t *testing.T) {
 	assert.Equal(t, infrastructure.PhaseSucceeded, st.Phase)
 	assert.Equal(t, "my-rt.01234567.simulated.kyma.local", st.Domain)
 	assert.False(t, st.Hibernated)
+	assert.True(t, st.DoneAt.IsZero(), "no done time once done")
 
 	spec.Request = "" // empty means create
 	st2, err := b.Status(ctx, spec)

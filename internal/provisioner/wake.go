@@ -1,0 +1,54 @@
+package provisioner
+
+import (
+	"context"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+// finishedTypes are the provisioner's operations a broker operation waits for.
+var finishedTypes = map[string]bool{
+	operations.TypeProvision: true, operations.TypeDeprovision: true, operations.TypeUpgradeRuntime: true,
+	operations.TypeUpgradeShoot: true, operations.TypeHibernate: true, operations.TypeReconnect: true,
+}
+
+// WakeWaiters returns store with one addition for the engine that runs the embedded
+// provisioner's operations: once such an operation is saved finished (succeeded or failed), the
+// waiting operations of the instance whose runtime it is (the broker's provisioning,
+// deprovisioning, update or upgrade polling it) are made due at once, instead of at their next
+// poll, which for a long wait has backed off. The wake follows the commit, so the woken
+// operation reads the finished state. A failed wake is logged: the poll still runs.
+func WakeWaiters(store storage.Store, log logrus.FieldLogger) storage.Store {
+	return wakingStore{Store: store, ops: wakingOperations{Operations: store.Operations(), log: log}}
+}
+
+type wakingStore struct {
+	storage.Store
+	ops wakingOperations
+}
+
+func (s wakingStore) Operations() storage.Operations { return s.ops }
+
+type wakingOperations struct {
+	storage.Operations
+	log logrus.FieldLogger
+}
+
+func (o wakingOperations) SaveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
+	saved, err := o.Operations.SaveProgress(ctx, op, events)
+	if err != nil || !finishedTypes[saved.Type] || saved.State.Active() {
+		return saved, err
+	}
+	woken, werr := o.Wake(ctx, storage.WakeRequest{RuntimeIDs: []string{saved.InstanceID}, Now: saved.UpdatedAt})
+	if werr != nil {
+		o.log.WithError(werr).WithFields(logrus.Fields{"operation_id": saved.ID, "runtime_id": saved.InstanceID}).
+			Warn("waking the operations that wait for the provisioner; they find its answer at their next poll")
+	} else if len(woken) > 0 {
+		o.log.WithFields(logrus.Fields{"operation_id": saved.ID, "runtime_id": saved.InstanceID, "woken": woken}).
+			Debug("provisioner operation finished: woke the operations waiting for it")
+	}
+	return saved, err
+}
