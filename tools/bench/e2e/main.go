@@ -18,15 +18,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -34,25 +30,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/google/uuid"
 	_ "github.com/lib/pq"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
+	"github.com/kyma-project/kyma-environment-broker/tools/bench/benchkit"
 )
 
 const (
-	username  = "broker"
-	password  = "bench-password"
-	target    = 250.0
-	serviceID = "47c9dcbf-ff30-448e-ab36-d3bad66ba281"
-	awsPlanID = "361c511f-f939-4621-b228-d0fb79a1fe15"
+	username = "broker"
+	password = "bench-password"
+	target   = 250.0
 	// fastest is the simulated backend with every duration 0.
 	fastest = `{"simulated": {"type": "simulated", "spec": {"domainDelay": 0, "creationDuration": 0, "updateDuration": 0,
 		"hibernationDuration": 0, "deletionDuration": 0, "installationDuration": 0, "agentConnectionDuration": 0}}}`
@@ -124,14 +117,17 @@ func run(o options) error {
 				fmt.Println("e2e driver=postgres skipped: KEB_TEST_DATABASE_URL is not set (make bench-e2e starts a server)")
 				continue
 			}
-			var dbURL string
-			var db *sql.DB
-			if dbURL, db, err = freshDatabase(base); err != nil {
+			dbURL, drop, err := benchkit.FreshDatabase(context.Background(), base, "keb_e2e")
+			if err != nil {
 				return err
 			}
-			err = runOne(o, bin, dir, "postgres", []string{"APP_DATABASE_DRIVER=postgres", "APP_DATABASE_URL=" + dbURL,
-				"APP_DATABASE_SECRET_KEY=" + strings.Repeat("k", 32)}, db)
-			db.Close()
+			db, err := sql.Open("postgres", dbURL)
+			if err == nil {
+				err = runOne(o, bin, dir, "postgres", []string{"APP_DATABASE_DRIVER=postgres", "APP_DATABASE_URL=" + dbURL,
+					"APP_DATABASE_SECRET_KEY=" + strings.Repeat("k", 32)}, db)
+				db.Close()
+			}
+			drop()
 		default:
 			err = fmt.Errorf("unknown driver %q", d)
 		}
@@ -145,17 +141,18 @@ func run(o options) error {
 // runOne starts the broker on one database, runs the load and prints its line. db, when set, is
 // the broker's PostgreSQL database, for the row counts.
 func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) error {
-	port, err := freePort()
+	addr, err := benchkit.FreeAddress()
 	if err != nil {
 		return err
 	}
-	sandboxPort, err := freePort()
+	sandboxAddr, err := benchkit.FreeAddress()
 	if err != nil {
 		return err
 	}
-	brokerURL := fmt.Sprintf("http://127.0.0.1:%d", port)
+	_, port, _ := net.SplitHostPort(addr)
+	brokerURL := "http://" + addr
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir(),
-		"APP_PORT=" + strconv.Itoa(port), "APP_SANDBOX_ADDRESS=127.0.0.1:" + strconv.Itoa(sandboxPort), "APP_SANDBOX_TLS_ADDRESS=127.0.0.1:0",
+		"APP_PORT=" + port, "APP_SANDBOX_ADDRESS=" + sandboxAddr, "APP_SANDBOX_TLS_ADDRESS=127.0.0.1:0",
 		"APP_BROKER_USERNAME=" + username, "APP_BROKER_PASSWORD=" + password, "APP_PROVISIONER_SET_JSON=" + o.set,
 		"APP_LOG_LEVEL=" + o.logLevel, "APP_LOG_FORMAT=json"}
 	if o.stepPoll != "" {
@@ -192,7 +189,7 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 	if err := waitHealthy(client, brokerURL, exited); err != nil {
 		return fmt.Errorf("%w (log: %s)", err, tail(logPath))
 	}
-	before, err := scrape(client, brokerURL)
+	before, err := benchkit.ReadMetrics(context.Background(), client, brokerURL)
 	if err != nil {
 		return err
 	}
@@ -200,12 +197,22 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 	if err != nil {
 		return fmt.Errorf("%w (log: %s)", err, tail(logPath))
 	}
-	m, err := scrape(client, brokerURL)
+	after, err := benchkit.ReadMetrics(context.Background(), client, brokerURL)
 	if err != nil {
 		return err
 	}
-	for k, v := range before {
-		m[k] -= v
+	m := map[string]float64{}
+	for key, sum := range map[string]func(benchkit.Metrics) float64{
+		"claim": func(x benchkit.Metrics) float64 {
+			return x.Sum("keb_engine_writes_total", map[string]string{"kind": "claim"})
+		},
+		"save": func(x benchkit.Metrics) float64 {
+			return x.Sum("keb_engine_writes_total", map[string]string{"kind": "save"})
+		},
+		"events": func(x benchkit.Metrics) float64 { return x.Sum("keb_engine_events_total", nil) },
+		"cpu":    func(x benchkit.Metrics) float64 { return x.Sum("process_cpu_seconds_total", nil) },
+	} {
+		m[key] = sum(after) - sum(before)
 	}
 	n := float64(o.n)
 	rate := n / res.elapsed.Seconds()
@@ -235,6 +242,7 @@ type result struct {
 // load provisions o.n instances with o.c in flight; each client waits for its instance's
 // provisioning to succeed. Any failure ends the run: a fast failure is not throughput.
 func load(client *http.Client, base string, o options) (result, error) {
+	osb := benchkit.Client{HTTP: client, Base: base, Username: username, Password: password}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	var next atomic.Int64
@@ -261,7 +269,7 @@ func load(client *http.Client, base string, o options) (result, error) {
 					return
 				}
 				began := time.Now()
-				if err := provision(ctx, client, base, int(i), o.poll); err != nil {
+				if err := provision(ctx, osb, int(i), o.poll); err != nil {
 					fail(err)
 					return
 				}
@@ -284,24 +292,12 @@ func load(client *http.Client, base string, o options) (result, error) {
 }
 
 // provision sends one provisioning and polls its last_operation until it succeeded.
-func provision(ctx context.Context, client *http.Client, base string, i int, poll time.Duration) error {
-	id := uuid.NewString()
-	body, _ := json.Marshal(map[string]any{
-		"service_id": serviceID, "plan_id": awsPlanID,
-		"parameters": map[string]any{"name": fmt.Sprintf("bench-%d", i), "region": "eu-central-1"},
-		"context":    map[string]any{"platform": "sapcp", "globalaccount_id": fmt.Sprintf("ga-%d", i%50), "subaccount_id": "sa-" + id, "user_id": "jane@example.com"},
-	})
-	var accepted struct {
-		Operation string `json:"operation"`
-	}
-	status, err := call(ctx, client, http.MethodPut, base+"/v2/service_instances/"+id+"?accepts_incomplete=true", body, &accepted)
+func provision(ctx context.Context, osb benchkit.Client, i int, poll time.Duration) error {
+	id, op, err := osb.Provision(ctx, "bench", i, 50)
 	if err != nil {
 		return err
 	}
-	if status != http.StatusAccepted {
-		return fmt.Errorf("provisioning %s: HTTP %d", id, status)
-	}
-	path := base + "/v2/service_instances/" + id + "/last_operation?operation=" + url.QueryEscape(accepted.Operation)
+	path := "/v2/service_instances/" + id + "/last_operation?operation=" + url.QueryEscape(op)
 	for {
 		select {
 		case <-ctx.Done():
@@ -312,7 +308,7 @@ func provision(ctx context.Context, client *http.Client, base string, i int, pol
 			State       string `json:"state"`
 			Description string `json:"description"`
 		}
-		status, err := call(ctx, client, http.MethodGet, path, nil, &last)
+		status, _, err := osb.Call(ctx, http.MethodGet, path, nil, &last)
 		if err != nil {
 			return err
 		}
@@ -326,68 +322,6 @@ func provision(ctx context.Context, client *http.Client, base string, i int, pol
 			return fmt.Errorf("provisioning %s failed: %s", id, last.Description)
 		}
 	}
-}
-
-func call(ctx context.Context, client *http.Client, method, u string, body []byte, out any) (int, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, r)
-	if err != nil {
-		return 0, err
-	}
-	req.SetBasicAuth(username, password)
-	req.Header.Set("X-Broker-API-Version", "2.16")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, u, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode < 300 && out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return 0, fmt.Errorf("%s %s: decoding %q: %w", method, u, raw, err)
-		}
-	}
-	return resp.StatusCode, nil
-}
-
-// scrape sums the engine's write and event counters over operation types.
-func scrape(client *http.Client, base string) (map[string]float64, error) {
-	resp, err := client.Get(base + "/metrics")
-	if err != nil {
-		return nil, fmt.Errorf("reading /metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		name, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(name, `keb_engine_writes_total{`) && strings.Contains(name, `kind="claim"`):
-			out["claim"] += v
-		case strings.HasPrefix(name, `keb_engine_writes_total{`) && strings.Contains(name, `kind="save"`):
-			out["save"] += v
-		case strings.HasPrefix(name, `keb_engine_events_total{`):
-			out["events"] += v
-		case name == "process_cpu_seconds_total":
-			out["cpu"] = v
-		}
-	}
-	return out, sc.Err()
 }
 
 type tableRows struct {
@@ -421,30 +355,6 @@ func rowsWritten(db *sql.DB) (int64, []tableRows, error) {
 	return total, out, rows.Err()
 }
 
-// freshDatabase creates a new database on the server of base and returns its URL and a
-// connection to it.
-func freshDatabase(base string) (string, *sql.DB, error) {
-	admin, err := sql.Open("postgres", base)
-	if err != nil {
-		return "", nil, err
-	}
-	defer admin.Close()
-	name := "keb_e2e_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		return "", nil, fmt.Errorf("creating database %s: %w", name, err)
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	db, err := sql.Open("postgres", u.String())
-	if err != nil {
-		return "", nil, err
-	}
-	return u.String(), db, nil
-}
-
 func waitHealthy(client *http.Client, base string, exited <-chan struct{}) error {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
@@ -461,15 +371,6 @@ func waitHealthy(client *http.Client, base string, exited <-chan struct{}) error
 		}
 	}
 	return errors.New("the broker did not answer /healthz within a minute")
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // tail is the end of the broker's log, for errors.

@@ -10,8 +10,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -20,7 +18,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -32,8 +29,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/uuid"
 	_ "github.com/lib/pq"
+
+	"github.com/kyma-project/kyma-environment-broker/tools/bench/benchkit"
 )
 
 // Targets of issue 16 at 20,000 in flight.
@@ -43,10 +41,8 @@ const (
 )
 
 const (
-	awsPlanID = "361c511f-f939-4621-b228-d0fb79a1fe15"
-	serviceID = "47c9dcbf-ff30-448e-ab36-d3bad66ba281"
-	user      = "fleet"
-	password  = "fleet-bench-password"
+	user     = "fleet"
+	password = "fleet-bench-password"
 )
 
 type options struct {
@@ -84,7 +80,7 @@ func run(ctx context.Context, o options) error {
 	if server == "" {
 		return errors.New("KEB_TEST_DATABASE_URL is not set (make bench-fleet starts a throwaway PostgreSQL)")
 	}
-	dbURL, drop, err := createDatabase(ctx, server, fmt.Sprintf("keb_fleet_%d", os.Getpid()))
+	dbURL, drop, err := benchkit.FreshDatabase(ctx, server, "keb_fleet")
 	if err != nil {
 		return err
 	}
@@ -223,32 +219,6 @@ func settle(ctx context.Context, o options, s *sampler) (took time.Duration, set
 
 // --- the database ---
 
-func createDatabase(ctx context.Context, server, name string) (string, func(), error) {
-	admin, err := sql.Open("postgres", server)
-	if err != nil {
-		return "", nil, err
-	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close()
-		return "", nil, fmt.Errorf("creating database %s: %w", name, err)
-	}
-	drop := func() {
-		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := admin.ExecContext(c, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			fmt.Fprintf(os.Stderr, "fleet: dropping database %s: %v\n", name, err)
-		}
-		admin.Close()
-	}
-	u, err := url.Parse(server)
-	if err != nil {
-		drop()
-		return "", nil, fmt.Errorf("KEB_TEST_DATABASE_URL: %w", err)
-	}
-	u.Path = "/" + name
-	return u.String(), drop, nil
-}
-
 // --- the broker ---
 
 type broker struct {
@@ -259,19 +229,10 @@ type broker struct {
 	exit  chan error
 }
 
-func freeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 func startBroker(ctx context.Context, bin, dir, dbURL string, o options) (*broker, error) {
 	addrs := make([]string, 4)
 	for i := range addrs {
-		a, err := freeAddress()
+		a, err := benchkit.FreeAddress()
 		if err != nil {
 			return nil, err
 		}
@@ -333,6 +294,15 @@ func startBroker(ctx context.Context, bin, dir, dbURL string, o options) (*broke
 }
 
 // tail is the end of the broker's log, for errors.
+// stepRuns is the sum of the broker's keb_step_duration_seconds counts.
+func (b *broker) stepRuns(ctx context.Context) (float64, error) {
+	m, err := benchkit.ReadMetrics(ctx, http.DefaultClient, b.base)
+	if err != nil {
+		return 0, err
+	}
+	return m.Sum("keb_step_duration_seconds", nil), nil
+}
+
 func (b *broker) tail() string {
 	data, _ := os.ReadFile(b.log)
 	if len(data) > 4000 {
@@ -364,35 +334,6 @@ func (b *broker) rss() (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS in the broker's /proc status")
-}
-
-// stepRuns is the sum of the broker's keb_step_duration_seconds counts.
-func (b *broker) stepRuns(ctx context.Context) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.base+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("reading the broker's metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "keb_step_duration_seconds_count") {
-			continue
-		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			v, err := strconv.ParseFloat(line[i+1:], 64)
-			if err == nil {
-				sum += v
-			}
-		}
-	}
-	return sum, sc.Err()
 }
 
 func (b *broker) fetch(ctx context.Context, path, dst string) error {
@@ -437,6 +378,7 @@ func (b *broker) cpuProfile(ctx context.Context, dir string, d time.Duration) fu
 
 func create(ctx context.Context, b *broker, o options, s *sampler) (int, error) {
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency}}
+	osb := benchkit.Client{HTTP: client, Base: b.base, Username: user, Password: password}
 	var next, done atomic.Int64
 	errs := make(chan error, o.concurrency)
 	cctx, cancel := context.WithCancel(ctx)
@@ -451,7 +393,7 @@ func create(ctx context.Context, b *broker, o options, s *sampler) (int, error) 
 				if i > int64(o.inFlight) {
 					return
 				}
-				if err := provision(cctx, client, b.base, int(i)); err != nil {
+				if _, _, err := osb.Provision(cctx, "fleet", int(i), 1000); err != nil {
 					errs <- err
 					cancel()
 					return
@@ -483,31 +425,6 @@ func create(ctx context.Context, b *broker, o options, s *sampler) (int, error) 
 			x.print(fmt.Sprintf("creating %d/%d", done.Load(), o.inFlight))
 		}
 	}
-}
-
-func provision(ctx context.Context, client *http.Client, base string, i int) error {
-	id := uuid.NewString()
-	ga := fmt.Sprintf("fleet-ga-%d", i%1000)
-	body := fmt.Sprintf(`{"service_id":%q,"plan_id":%q,"parameters":{"name":"fleet-%d","region":"eu-central-1"},`+
-		`"context":{"platform":"sapcp","globalaccount_id":%q,"subaccount_id":"fleet-sa-%d","user_id":"fleet@example.com"}}`,
-		serviceID, awsPlanID, i, ga, i)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base+"/v2/service_instances/"+id+"?accepts_incomplete=true", strings.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.SetBasicAuth(user, password)
-	req.Header.Set("X-Broker-API-Version", "2.16")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("provisioning %s: %w", id, err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("provisioning %s: %s %s", id, resp.Status, bytes.TrimSpace(answer))
-	}
-	return nil
 }
 
 // --- sampling ---

@@ -6,22 +6,19 @@ package enginebench
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-	_ "github.com/lib/pq" // the admin connection that creates and drops bench databases
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
+	"github.com/kyma-project/kyma-environment-broker/tools/bench/benchkit"
 )
 
 // Result is one measured run.
@@ -205,22 +202,5 @@ func FreshPostgres(serverURL string) (string, func(), error) {
 	if serverURL == "" {
 		return "", nil, fmt.Errorf("no PostgreSQL server: KEB_TEST_DATABASE_URL is not set (run make bench-engine)")
 	}
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("parsing the server URL: %w", err)
-	}
-	admin, err := sql.Open("postgres", serverURL)
-	if err != nil {
-		return "", nil, err
-	}
-	name := "keb_bench_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		admin.Close()
-		return "", nil, fmt.Errorf("creating bench database: %w", err)
-	}
-	u.Path = "/" + name
-	return u.String(), func() {
-		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-		admin.Close()
-	}, nil
+	return benchkit.FreshDatabase(context.Background(), serverURL, "keb_bench")
 }
