@@ -32,11 +32,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	_ "github.com/lib/pq"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
 	"github.com/kyma-project/kyma-environment-broker/tools/bench/benchkit"
@@ -245,44 +246,27 @@ func load(client *http.Client, base string, o options) (result, error) {
 	osb := benchkit.Client{HTTP: client, Base: base, Username: username, Password: password}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	var next atomic.Int64
 	var mu sync.Mutex
-	var firstErr error
 	var latencies []time.Duration
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-		cancel()
-	}
 	start := time.Now()
-	var wg sync.WaitGroup
-	for w := 0; w < o.c; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := next.Add(1)
-				if i > int64(o.n) {
-					return
-				}
-				began := time.Now()
-				if err := provision(ctx, osb, int(i), o.poll); err != nil {
-					fail(err)
-					return
-				}
-				mu.Lock()
-				latencies = append(latencies, time.Since(began))
-				mu.Unlock()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.c)
+	for i := 1; i <= o.n && gctx.Err() == nil; i++ {
+		g.Go(func() error {
+			began := time.Now()
+			if err := provision(gctx, osb, i, o.poll); err != nil {
+				return err
 			}
-		}()
+			mu.Lock()
+			latencies = append(latencies, time.Since(began))
+			mu.Unlock()
+			return nil
+		})
 	}
-	wg.Wait()
+	err := g.Wait()
 	elapsed := time.Since(start)
-	if firstErr != nil {
-		return result{}, firstErr
+	if err != nil {
+		return result{}, err
 	}
 	if len(latencies) < o.n {
 		return result{}, fmt.Errorf("only %d of %d provisionings succeeded within %s", len(latencies), o.n, o.timeout)

@@ -24,12 +24,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	_ "github.com/lib/pq"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kyma-project/kyma-environment-broker/tools/bench/benchkit"
 )
@@ -379,42 +379,33 @@ func (b *broker) cpuProfile(ctx context.Context, dir string, d time.Duration) fu
 func create(ctx context.Context, b *broker, o options, s *sampler) (int, error) {
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency}}
 	osb := benchkit.Client{HTTP: client, Base: b.base, Username: user, Password: password}
-	var next, done atomic.Int64
-	errs := make(chan error, o.concurrency)
+	var done atomic.Int64
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
-	for w := 0; w < o.concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for cctx.Err() == nil {
-				i := next.Add(1)
-				if i > int64(o.inFlight) {
-					return
-				}
-				if _, _, err := osb.Provision(cctx, "fleet", int(i), 1000); err != nil {
-					errs <- err
-					cancel()
-					return
+	g, gctx := errgroup.WithContext(cctx)
+	g.SetLimit(o.concurrency)
+	finished := make(chan error, 1)
+	go func() {
+		for i := 1; i <= o.inFlight && gctx.Err() == nil; i++ {
+			g.Go(func() error {
+				if _, _, err := osb.Provision(gctx, "fleet", i, 1000); err != nil {
+					return err
 				}
 				done.Add(1)
-			}
-		}()
-	}
-	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
+				return nil
+			})
+		}
+		finished <- g.Wait()
+	}()
 	tick := time.NewTicker(max(o.sample, 5*time.Second))
 	defer tick.Stop()
 	for {
 		select {
-		case <-finished:
-			select {
-			case err := <-errs:
-				return int(done.Load()), err
-			default:
+		case err := <-finished:
+			if err == nil {
+				err = ctx.Err()
 			}
-			return int(done.Load()), ctx.Err()
+			return int(done.Load()), err
 		case <-tick.C:
 			x, err := s.take(ctx)
 			if err != nil {
