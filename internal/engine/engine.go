@@ -530,14 +530,3 @@ func (e *Engine) RunDue(ctx context.Context) (int, error) {
 	}
 	return n, ctx.Err()
 }
-
-// Wake makes the operations r selects due now if they are waiting (not leased, due later), so
-// that a wait which something in this process has just ended runs at once rather than at its
-// next poll; the engines of every replica are signalled. A missed wake only costs latency: the
-// operation's own poll still runs. It returns the IDs made due.
-func (e *Engine) Wake(ctx context.Context, r storage.WakeRequest) ([]string, error) {
-	if r.Now.IsZero() {
-		r.Now = e.clock.Now().UTC()
-	}
-	return e.ops.Wake(ctx, r)
-}

@@ -12,8 +12,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-// Engine.Wake ends a wait at the engine clock's now: the operation runs again without the clock
-// reaching its next poll.
+// A wake (storage Operations.Wake, what the provisioner calls when its operation finishes) ends a
+// wait at the engine clock's now: the operation runs again without the clock reaching its next poll.
 func TestWakeEndsAWait(t *testing.T) {
 	ready := false
 	poll := step("poll", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
@@ -30,7 +30,7 @@ func TestWakeEndsAWait(t *testing.T) {
 	require.Equal(t, 0, h.runDue(), "waiting an hour")
 
 	ready = true
-	woken, err := h.eng.Wake(context.Background(), storage.WakeRequest{InstanceIDs: []string{op.InstanceID}})
+	woken, err := h.store.Operations().Wake(context.Background(), storage.WakeRequest{InstanceIDs: []string{op.InstanceID}, Now: h.clock.Now()})
 	require.NoError(t, err)
 	assert.Equal(t, []string{op.ID}, woken)
 	assert.Equal(t, 1, h.runDue(), "runs at once, at the same clock")
