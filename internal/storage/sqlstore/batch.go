@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,13 +77,19 @@ var saveProgressBatchSQL = `WITH x AS (
 	WHERE o.id = x.id AND o.id IN (SELECT id FROM l) AND o.version = x.version AND (x.owner = '' OR o.lease_owner = x.owner)
 	RETURNING x.req, o.version, o.updated_at, o.lease_expires_at
 ), e AS (
-	INSERT INTO events (operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at)
-	SELECT ev.operation_id, ev.instance_id, ev.step, ev.stage, ev.type, ev.message, ev.duration_us, ev.wait_us, ev.created_at
+	INSERT INTO events (` + eventWriteCols + `)
+	SELECT ` + prefixed("ev.", eventWriteCols) + `
 	FROM unnest(?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
-		AS ev(req, operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at)
+		AS ev(req, ` + eventWriteCols + `)
 	JOIN u ON u.req = ev.req
 )
 SELECT * FROM u`
+
+// prefixed qualifies each column of a comma-separated list with prefix (the batch joins u, whose
+// columns would otherwise clash).
+func prefixed(prefix, cols string) string {
+	return prefix + strings.ReplaceAll(cols, ", ", ", "+prefix)
+}
 
 func (s *Store) startBatcher(ctx context.Context) error {
 	stmt, err := s.w.PreparexContext(ctx, s.d.rebind(saveProgressBatchSQL))

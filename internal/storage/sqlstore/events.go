@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	sq "github.com/Masterminds/squirrel"
@@ -12,7 +13,10 @@ import (
 )
 
 const (
-	eventCols = "id, operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at"
+	// eventWriteCols are what every insert of events writes (InsertEvents, SaveProgress in its
+	// three forms), in this order: one list, so a new column cannot miss one of them.
+	eventWriteCols = "operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at"
+	eventCols      = "id, " + eventWriteCols
 	// eventsPerInsert keeps one INSERT below SQLite's and PostgreSQL's bind parameter limits.
 	eventsPerInsert = 500
 )
@@ -46,7 +50,7 @@ func (s *Store) insertEvents(ctx context.Context, ex sqlx.ExecerContext, events 
 	for len(events) > 0 {
 		chunk := events[:min(len(events), eventsPerInsert)]
 		events = events[len(chunk):]
-		ins := s.sb().Insert("events").Columns("operation_id", "instance_id", "step", "stage", "type", "message", "duration_us", "wait_us", "created_at")
+		ins := s.sb().Insert("events").Columns(strings.Split(eventWriteCols, ", ")...)
 		for _, e := range chunk {
 			ins = ins.Values(e.OperationID, e.InstanceID, e.Step, e.Stage, string(e.Type), e.Message,
 				e.Duration.Microseconds(), e.Wait.Microseconds(), s.d.timeArg(e.CreatedAt))

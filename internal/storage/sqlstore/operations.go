@@ -283,10 +283,10 @@ const saveProgressCTE = `WITH u AS (
 	WHERE ` + saveProgressWhere + `
 	RETURNING ` + opCols + `
 ), e AS (
-	INSERT INTO events (operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at)
-	SELECT ev.operation_id, ev.instance_id, ev.step, ev.stage, ev.type, ev.message, ev.duration_us, ev.wait_us, ev.created_at
+	INSERT INTO events (` + eventWriteCols + `)
+	SELECT ` + eventWriteCols + `
 	FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
-		AS ev(operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at)
+		AS ev(` + eventWriteCols + `)
 	WHERE EXISTS (SELECT 1 FROM u)
 )
 SELECT ` + opCols + ` FROM u`
@@ -391,7 +391,7 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 const saveProgressUpdate = "UPDATE operations SET " + saveProgressSet + " WHERE " + saveProgressWhere + " RETURNING version, updated_at, lease_expires_at"
 
 // insertEventSQL inserts one event.
-const insertEventSQL = "INSERT INTO events (operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+const insertEventSQL = "INSERT INTO events (" + eventWriteCols + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 // defaultEvent fills an event's operation, instance and time from op and now when unset.
 func defaultEvent(e storage.Event, op storage.Operation, now time.Time) storage.Event {
