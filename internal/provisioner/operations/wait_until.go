@@ -11,7 +11,8 @@ import (
 // or with less than a poll interval to go, it is waitFor.
 func (d Deps) waitUntil(op Op, reason string, st infrastructure.Status) (Op, time.Duration, error) {
 	out, wait, err := d.waitFor(op, reason)
-	if left := time.Until(st.DoneAt); !st.DoneAt.IsZero() && left > wait {
+	// On the engine's clock, which schedules the next run.
+	if left := st.DoneAt.Sub(op.Now()); !st.DoneAt.IsZero() && left > wait {
 		wait = left
 	}
 	return out, wait, err

@@ -26,9 +26,9 @@ func TestWaitForClusterCreationUntilDone(t *testing.T) {
 		assert.Equal(t, "waiting for the cluster to be created", op.LastError)
 		return wait
 	}
-	wait := run(t, time.Now().Add(30*time.Minute))
+	wait := run(t, t0.Add(30*time.Minute))
 	assert.Greater(t, wait, 29*time.Minute)
 	assert.LessOrEqual(t, wait, 30*time.Minute)
-	assert.Equal(t, pollInterval, run(t, time.Now().Add(pollInterval/2)), "less than a poll interval to go")
+	assert.Equal(t, pollInterval, run(t, t0.Add(pollInterval/2)), "less than a poll interval to go")
 	assert.Equal(t, pollInterval, run(t, time.Time{}), "no known time")
 }

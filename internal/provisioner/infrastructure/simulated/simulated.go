@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 )
 
 // Type is the backend type name in the provisioner set.
@@ -68,9 +69,9 @@ func DefaultSpec() Spec {
 		UpdateDuration:      2 * time.Second,
 		HibernationDuration: 2 * time.Second,
 		DeletionDuration:    2 * time.Second,
-		// The installation and agent connection take what they took when they were fixed.
-		InstallationDuration:    3 * time.Second,
-		AgentConnectionDuration: 2 * time.Second,
+		// A simulated runtime's own defaults (what its kubeconfig falls back to).
+		InstallationDuration:    runtimeclient.DefaultSimulatedInstallDuration,
+		AgentConnectionDuration: runtimeclient.DefaultSimulatedConnectionDuration,
 	}
 }
 
