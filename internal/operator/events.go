@@ -24,10 +24,8 @@ type eventsRequest struct {
 
 func parseEvents(q url.Values) (eventsRequest, error) {
 	var out eventsRequest
-	for k := range q {
-		if !slices.Contains(eventParams, k) {
-			return out, fmt.Errorf("%s: unknown parameter (known: %s)", k, strings.Join(eventParams, ", "))
-		}
+	if err := onlyParams(q, eventParams); err != nil {
+		return out, err
 	}
 	f := &out.f
 	var err error

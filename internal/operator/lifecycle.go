@@ -180,11 +180,9 @@ var orphanStates = []string{storage.RetriggerOrphaned, storage.RetriggerRetrying
 // job gave up on (state=orphaned, the default), still retries, or completed.
 func (h *Handler) orphans(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	for k := range q {
-		if !slices.Contains([]string{"state", "page", "page_size"}, k) {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: unknown parameter (known: state, page, page_size)", k))
-			return
-		}
+	if err := onlyParams(q, []string{"state", "page", "page_size"}); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	page, size, err := paging(q.Get("page"), q.Get("page_size"))
 	if err != nil {

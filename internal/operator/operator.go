@@ -122,10 +122,8 @@ type runtimeRequest struct {
 
 func (h *Handler) parseRuntimes(q url.Values) (runtimeRequest, error) {
 	var out runtimeRequest
-	for k := range q {
-		if !slices.Contains(runtimeParams, k) {
-			return out, fmt.Errorf("%s: unknown parameter (known: %s)", k, strings.Join(runtimeParams, ", "))
-		}
+	if err := onlyParams(q, runtimeParams); err != nil {
+		return out, err
 	}
 	page, size, err := paging(q.Get("page"), q.Get("page_size"))
 	if err != nil {
@@ -254,6 +252,16 @@ func sortOrder(q url.Values) (string, bool, error) {
 	default:
 		return "", false, fmt.Errorf("order: must be asc or desc, got %q", o)
 	}
+}
+
+// onlyParams refuses, by name, a query parameter not in known.
+func onlyParams(q url.Values, known []string) error {
+	for k := range q {
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("%s: unknown parameter (known: %s)", k, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }
 
 // boundedList is list with bounds on the number and length of the values.
