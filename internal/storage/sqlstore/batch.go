@@ -5,10 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
@@ -36,25 +33,14 @@ const (
 	saveTimeout = time.Minute
 )
 
-type saveReq struct {
-	ctx    context.Context
+// saveCall is one SaveProgress call waiting to be written.
+type saveCall struct {
 	op     storage.Operation
 	w      opWrite
 	events []storage.Event
-	done   chan saveRes
 }
 
-type saveRes struct {
-	op  storage.Operation
-	err error
-}
-
-type saveBatcher struct {
-	reqs chan *saveReq
-	quit chan struct{}
-	wg   sync.WaitGroup
-	stmt *sqlx.Stmt // the batched statement
-}
+type saveBatch = []*pending[saveCall, storage.Operation]
 
 // saveProgressBatchSQL writes many operations and their events in one statement (PostgreSQL).
 // x holds one row per call (req = its index in the batch); the events carry the req of their
@@ -96,108 +82,53 @@ func (s *Store) startBatcher(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("preparing batched save progress statement: %w", err)
 	}
-	b := &saveBatcher{reqs: make(chan *saveReq), quit: make(chan struct{}), stmt: stmt}
-	for i := 0; i < saveExecutors; i++ {
-		b.wg.Add(1)
-		go s.saveExecutor(b)
-	}
-	s.batcher = b
+	s.saveBatchStmt = stmt
+	s.saves = startCoalescer(saveExecutors, maxSaveBatch, s.writeCalls)
 	return nil
 }
 
-func (b *saveBatcher) stop() error {
-	close(b.quit)
-	b.wg.Wait()
-	return b.stmt.Close()
-}
-
-// submit hands a call to an executor and waits for its result.
-func (b *saveBatcher) submit(r *saveReq) (storage.Operation, error) {
-	r.done = make(chan saveRes, 1)
-	select {
-	case b.reqs <- r:
-	case <-r.ctx.Done():
-		return storage.Operation{}, r.ctx.Err()
-	case <-b.quit:
-		return storage.Operation{}, fmt.Errorf("store is closed")
-	}
-	select {
-	case res := <-r.done:
-		return res.op, res.err
-	case <-r.ctx.Done():
-		// The write may still be applied; the caller re-reads (its version is stale either way).
-		return storage.Operation{}, r.ctx.Err()
-	}
-}
-
-func (s *Store) saveExecutor(b *saveBatcher) {
-	defer b.wg.Done()
-	for {
-		var first *saveReq
-		select {
-		case <-b.quit:
-			return
-		case first = <-b.reqs:
-		}
-		batch := []*saveReq{first}
-		ids := map[string]bool{first.op.ID: true}
-		var later []*saveReq // same operation twice: written in a following batch
-	drain:
-		for len(batch) < maxSaveBatch {
-			select {
-			case r := <-b.reqs:
-				if ids[r.op.ID] {
-					later = append(later, r)
-					continue
-				}
-				ids[r.op.ID] = true
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
-		s.writeBatch(batch)
-		for _, r := range later {
-			s.writeBatch([]*saveReq{r})
-		}
-	}
-}
-
-func (s *Store) writeBatch(batch []*saveReq) {
-	live := batch[:0]
-	for _, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			r.done <- saveRes{err: err}
+// writeCalls writes a batch of calls; a second call for an operation already in it is written
+// after it, on its own (its version follows the first's write).
+func (s *Store) writeCalls(calls saveBatch) {
+	batch := calls[:0:0]
+	var later saveBatch
+	ids := map[string]bool{}
+	for _, c := range calls {
+		if ids[c.req.op.ID] {
+			later = append(later, c)
 			continue
 		}
-		live = append(live, r)
+		ids[c.req.op.ID] = true
+		batch = append(batch, c)
 	}
-	if len(live) == 0 {
-		return
+	s.writeBatch(batch)
+	for _, c := range later {
+		s.writeBatch(saveBatch{c})
 	}
+}
+
+func (s *Store) writeBatch(batch saveBatch) {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
-	if len(live) == 1 {
-		r := live[0]
-		op, err := s.saveProgressOne(ctx, r.op, r.w, r.events)
-		r.done <- saveRes{op: op, err: err}
+	if len(batch) == 1 {
+		c := batch[0]
+		c.answer(s.saveProgressOne(ctx, c.req.op, c.req.w, c.req.events))
 		return
 	}
-	results, err := s.saveProgressBatch(ctx, live)
+	results, err := s.saveProgressBatch(ctx, batch)
 	if err != nil {
-		s.log.WithError(err).WithField("calls", len(live)).Debug("batched save progress failed; writing the calls one by one")
-		for _, r := range live {
-			op, err := s.saveProgressOne(ctx, r.op, r.w, r.events)
-			r.done <- saveRes{op: op, err: err}
+		s.log.WithError(err).WithField("calls", len(batch)).Debug("batched save progress failed; writing the calls one by one")
+		for _, c := range batch {
+			c.answer(s.saveProgressOne(ctx, c.req.op, c.req.w, c.req.events))
 		}
 		return
 	}
-	for i, r := range live {
+	for i, c := range batch {
 		switch {
 		case results[i] != nil:
-			r.done <- saveRes{op: *results[i]}
+			c.answer(*results[i], nil)
 		default:
-			r.done <- saveRes{err: s.missingOrConflict(ctx, "operations", "id", r.op.ID)}
+			c.answer(storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", c.req.op.ID))
 		}
 	}
 }
@@ -211,7 +142,7 @@ func nullTimeString(t *time.Time) sql.NullString {
 
 // saveProgressBatch writes all calls in one statement; results[i] is nil where call i matched
 // no row (conflict or missing).
-func (s *Store) saveProgressBatch(ctx context.Context, batch []*saveReq) ([]*storage.Operation, error) {
+func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*storage.Operation, error) {
 	n := len(batch)
 	var (
 		reqs                                                 = make([]int32, n)
@@ -225,7 +156,8 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch []*saveReq) ([]*sto
 		evDur, evWait                                        []int64
 	)
 	now := time.Now()
-	for i, r := range batch {
+	for i, c := range batch {
+		r := c.req
 		op := r.op
 		reqs[i], ids[i], versions[i], owners[i] = int32(i), op.ID, op.Version, op.LeaseOwner
 		states[i], descs[i], stages[i], lasts[i], progress[i] = string(op.State), op.Description, op.Stage, op.LastError, r.w.progress
@@ -258,7 +190,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch []*saveReq) ([]*sto
 		s.d.timeArg(now),
 		a(evReq), a(evOp), a(evInst), a(evStep), a(evStage), a(evType), a(evMsg), a(evDur), a(evWait), a(evTime),
 	}
-	rows, err := s.batcher.stmt.QueryxContext(ctx, args...)
+	rows, err := s.saveBatchStmt.QueryxContext(ctx, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +211,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch []*saveReq) ([]*sto
 		if req < 0 || req >= n {
 			return nil, fmt.Errorf("batched save returned unknown request %d", req)
 		}
-		op := written(batch[req].op, version, updatedAt.Time, leaseExp.ptr())
+		op := written(batch[req].req.op, version, updatedAt.Time, leaseExp.ptr())
 		out[req] = &op
 	}
 	return out, rows.Err()

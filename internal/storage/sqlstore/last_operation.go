@@ -65,7 +65,7 @@ func (s *Store) readLastOperation(ctx context.Context, instanceID, operationID s
 	if operationID != "" {
 		var err error
 		if s.lastOps != nil {
-			out, err = s.lastOps.readNamed(ctx, instanceID, operationID)
+			out, err = s.lastOps.submit(ctx, lastOpCall{instanceID: instanceID, operationID: operationID})
 		} else {
 			err = s.queryLastOperation(ctx, 0, &out, operationID, instanceID)
 		}

@@ -325,8 +325,8 @@ func (s *Store) saveProgress(ctx context.Context, op storage.Operation, events [
 	if err != nil {
 		return storage.Operation{}, err
 	}
-	if s.batcher != nil {
-		return s.batcher.submit(&saveReq{ctx: ctx, op: op, w: w, events: events})
+	if s.saves != nil {
+		return s.saves.submit(ctx, saveCall{op: op, w: w, events: events})
 	}
 	return s.saveProgressOne(ctx, op, w, events)
 }

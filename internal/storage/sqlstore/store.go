@@ -51,13 +51,17 @@ type Store struct {
 	// updateStmt and eventStmt are the prepared transaction form (dialects without Array):
 	// parsed once instead of on every step transition.
 	updateStmt, eventStmt *sqlx.Stmt
-	// batcher writes concurrent SaveProgress calls together (dialects with Array only).
-	batcher *saveBatcher
+	// saves writes concurrent SaveProgress calls together with saveBatchStmt (dialects with
+	// Array only).
+	saves         *coalescer[saveCall, storage.Operation]
+	saveBatchStmt *sqlx.Stmt
 	// lastOpStmts are ReadLastOperation's prepared statements by number of types (on r).
 	stmtMu      sync.Mutex
 	lastOpStmts map[int]*sqlx.Stmt
-	// lastOps coalesces concurrent named last_operation reads (dialects with Array only).
-	lastOps *lastOpBatcher
+	// lastOps reads concurrent named last_operation calls together with lastOpBatchStmt
+	// (dialects with Array only).
+	lastOps         *coalescer[lastOpCall, storage.LastOperationRead]
+	lastOpBatchStmt *sqlx.Stmt
 }
 
 var (
@@ -98,7 +102,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, err
 		}
 		if err := s.startLastOpBatcher(ctx); err != nil {
-			_ = s.batcher.stop()
+			s.saves.stop()
+			_ = s.saveBatchStmt.Close()
 			_ = stmt.Close()
 			return nil, err
 		}
@@ -140,14 +145,14 @@ func (s *Store) Ping(ctx context.Context) error {
 
 func (s *Store) Close() error {
 	var errs []error
-	if s.batcher != nil {
-		errs = append(errs, s.batcher.stop())
+	if s.saves != nil {
+		s.saves.stop()
 	}
 	if s.lastOps != nil {
-		errs = append(errs, s.lastOps.stop())
+		s.lastOps.stop()
 	}
 	s.stmtMu.Lock()
-	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt}
+	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
 	for _, st := range s.lastOpStmts {
 		stmts = append(stmts, st)
 	}
