@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/common/runtime"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/stretchr/testify/assert"
@@ -40,7 +41,7 @@ func waitAll(t *testing.T, b *bt.Broker, ids, ops []string, timeout time.Duratio
 			defer wg.Done()
 			lo := waitFor(b, ids[i], ops[i], timeout)
 			if lo.State != domain.Succeeded {
-				failures[i] = fmt.Sprintf("%s: %s %q", ids[i], lo.State, lo.Description)
+				failures[i] = fmt.Sprintf("%s: %s %q%s", ids[i], lo.State, lo.Description, lastEventOf(b, ops[i]))
 			}
 		}(i)
 	}
@@ -48,6 +49,17 @@ func waitAll(t *testing.T, b *bt.Broker, ids, ops []string, timeout time.Duratio
 	for _, f := range failures {
 		assert.Empty(t, f)
 	}
+}
+
+// lastEventOf tells where a stuck operation is, for the failure message.
+func lastEventOf(b *bt.Broker, operationID string) string {
+	r := b.Get("/events?operation_ids=" + operationID)
+	var evs []runtime.Event
+	if r.Status != http.StatusOK || r.DecodeJSON(&evs) != nil || len(evs) == 0 {
+		return ""
+	}
+	e := evs[len(evs)-1]
+	return fmt.Sprintf("; last event at %s: %s %s %q", e.CreatedAt.Format(time.RFC3339), e.Step, e.Type, e.Message)
 }
 
 // waitFor polls last_operation without failing from another goroutine.

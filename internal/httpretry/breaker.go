@@ -107,7 +107,7 @@ func (b *Breaker) allow() (probe bool, err error) {
 }
 
 // record takes the outcome of an attempt allow let through: alive (the system answered), a
-// temporary failure (err), or neither (the caller gave up on it: nothing learnt).
+// temporary failure (err) after an answer or with none, or neither (the caller gave up on it: nothing learnt).
 func (b *Breaker) record(probe bool, outcome attemptOutcome, err error) {
 	if b == nil {
 		return
@@ -120,6 +120,10 @@ func (b *Breaker) record(probe bool, outcome attemptOutcome, err error) {
 	switch outcome {
 	case outcomeAlive:
 		b.failures, b.last = 0, nil
+		b.set(BreakerClosed)
+	case outcomeFailedAfterAnswer:
+		// The system answered earlier in the attempt: alive, with one failure since.
+		b.failures, b.last = 1, err
 		b.set(BreakerClosed)
 	case outcomeFailed:
 		b.failures++
@@ -143,5 +147,6 @@ type attemptOutcome int
 const (
 	outcomeAlive attemptOutcome = iota
 	outcomeFailed
+	outcomeFailedAfterAnswer
 	outcomeUnknown
 )

@@ -159,3 +159,37 @@ func TestABusyAnswerDoesNotOpenTheBreaker(t *testing.T) {
 	}
 	assert.Equal(t, BreakerClosed, c.Breaker().State())
 }
+
+// An attempt of several requests that fails at its last one (a lost response after the lookups
+// were answered) is one failure in a row, not another: a system losing a share of its answers stays
+// callable however many requests an attempt makes, while one that answers nothing still opens it.
+func TestBreakerCountsFailuresAfterTheSystemsLastAnswer(t *testing.T) {
+	c, clock := newTestCallerAttempts(t, 1, 3, nil)
+	lookupsThenLost := func(ctx context.Context) error {
+		NoteAnswer(ctx, http.StatusOK)       // lookup by name: nothing
+		NoteAnswer(ctx, http.StatusNotFound) // an answer about the request: the system is up
+		NoteAnswer(ctx, http.StatusBadGateway)
+		return &StatusError{Code: http.StatusBadGateway, Body: "lost"}
+	}
+	for range 10 {
+		err := c.Retry(context.Background(), "provisioning x", lookupsThenLost)
+		assert.True(t, IsTemporary(err))
+		var oe *OpenError
+		assert.False(t, errors.As(err, &oe), "the breaker let the call through")
+	}
+	assert.Equal(t, BreakerClosed, c.Breaker().State())
+
+	noAnswer := func(ctx context.Context) error {
+		NoteAnswer(ctx, http.StatusServiceUnavailable)
+		return &StatusError{Code: http.StatusServiceUnavailable, Body: "down"}
+	}
+	for range 2 {
+		_ = c.Retry(context.Background(), "provisioning x", noAnswer)
+	}
+	assert.Equal(t, BreakerOpen, c.Breaker().State(), "1 after the last answer + 2 without one")
+
+	// a half-open probe that hears an answer closes the breaker even if the attempt then fails
+	clock.t = clock.t.Add(30 * time.Second)
+	_ = c.Retry(context.Background(), "provisioning x", lookupsThenLost)
+	assert.Equal(t, BreakerClosed, c.Breaker().State())
+}

@@ -47,6 +47,7 @@ func DoJSON(ctx context.Context, httpc *http.Client, authorize func(*http.Reques
 		return nil, err
 	}
 	defer resp.Body.Close()
+	NoteAnswer(ctx, resp.StatusCode)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 	if err != nil {
 		return nil, fmt.Errorf("reading response: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,21 @@ func Retry(ctx context.Context, p Policy, op string, attempt func(context.Contex
 }
 
 type budgetKey struct{}
+
+// answers is what one attempt heard from the system: whether any of its requests got an answer
+// that shows the system up (2xx, or a 4xx about the request).
+type answers struct{ alive atomic.Bool }
+
+type answersKey struct{}
+
+// NoteAnswer tells the attempt running in ctx that the system answered a request with status. The
+// breaker counts failures in a row per request, not per attempt: an attempt of five requests fails
+// far more often than a request, and a system losing 30% of its answers is not down.
+func NoteAnswer(ctx context.Context, status int) {
+	if a, ok := ctx.Value(answersKey{}).(*answers); ok && !transientStatus(status) {
+		a.alive.Store(true)
+	}
+}
 
 // Bound bounds ctx by the policy's budget, unless ctx is already inside a call's budget: a client
 // method making several calls bounds itself once, so that the calls share one budget.
@@ -68,7 +84,8 @@ func retry(ctx context.Context, p Policy, b *Breaker, op string, attempt func(co
 			}
 			return fail(&Error{StatusCode: max(lastStatus, StatusOf(err)), Temporary: true, Attempts: n - 1, Err: err})
 		}
-		err = attempt(ctx)
+		heard := &answers{}
+		err = attempt(context.WithValue(ctx, answersKey{}, heard))
 		// An attempt cut short by the deadline tells nothing about the service.
 		cutShort := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
 		var busy *busyError
@@ -77,6 +94,10 @@ func retry(ctx context.Context, p Policy, b *Breaker, op string, attempt func(co
 			b.record(probe, outcomeAlive, nil)
 		case cutShort:
 			b.record(probe, outcomeUnknown, nil)
+		case heard.alive.Load():
+			// One attempt may be several requests: a system that answered some of them is up, and
+			// only the failure after its last answer is in a row.
+			b.record(probe, outcomeFailedAfterAnswer, err)
 		default:
 			b.record(probe, outcomeFailed, err)
 		}
