@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/pprof"
 	"syscall"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/app"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
+	"github.com/kyma-project/kyma-environment-broker/internal/profiling"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -101,7 +101,7 @@ func serveCommand(log *logrus.Logger) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			stop, err := cpuProfile(os.Getenv("APP_CPU_PROFILE"))
+			stop, err := profiling.Start(cmd.Context(), cfg.Profiling, log)
 			if err != nil {
 				return err
 			}
@@ -109,20 +109,4 @@ func serveCommand(log *logrus.Logger) *cobra.Command {
 			return app.Serve(cmd.Context(), cfg, log)
 		},
 	}
-}
-
-// cpuProfile writes a pprof CPU profile of the whole run to path (benchmarks); "" does nothing.
-func cpuProfile(path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("creating APP_CPU_PROFILE %s: %w", path, err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting the CPU profile: %w", err)
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/profiling"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
@@ -79,6 +80,8 @@ type Config struct {
 	Orchestration orchestration.Config `ignored:"true"`
 	// Externals are read by externals.Load (APP_AVS_*, APP_SANDBOX_*, ...).
 	Externals externals.Config `ignored:"true"`
+	// Profiling is the opt-in CPU profile and pprof server (APP_CPU_PROFILE, APP_PPROF_ADDRESS).
+	Profiling profiling.Config `ignored:"true"`
 }
 
 // Load reads every part from APP_* variables (APP_RUNTIME_* for the runtime defaults).
@@ -90,7 +93,7 @@ func Load() (Config, error) {
 	}{
 		{"APP", &cfg}, {"APP", &cfg.Broker}, {"APP_RUNTIME", &cfg.Runtime}, {"APP", &cfg.Plans}, {"APP", &cfg.Auth},
 		{"APP", &cfg.Database}, {"APP", &cfg.Engine}, {"APP", &cfg.Backends}, {"APP", &cfg.Orchestration},
-		{"APP", &cfg.Lifecycle},
+		{"APP", &cfg.Lifecycle}, {"APP", &cfg.Profiling},
 	}
 	for _, p := range parts {
 		if err := envconfig.Process(p.prefix, p.into); err != nil {

@@ -64,7 +64,7 @@ func main() {
 	flag.DurationVar(&o.cluster, "cluster", 30*time.Minute, "how long a simulated cluster takes to create")
 	flag.DurationVar(&o.settle, "settle", 40*time.Minute, "how long the fleet may take to reach its wait on the clusters")
 	flag.IntVar(&o.concurrency, "concurrency", 16, "OSB provisioning requests in flight while creating")
-	flag.StringVar(&o.pprofDir, "pprof", "", "build the broker with net/http/pprof and write its heap and CPU profiles (window) here")
+	flag.StringVar(&o.pprofDir, "pprof", "", "write the broker's heap and CPU profiles (window, from its APP_PPROF_ADDRESS) here")
 	flag.StringVar(&o.env, "env", "", "extra broker environment, comma-separated NAME=VALUE")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -91,11 +91,7 @@ func run(ctx context.Context, o options) error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "broker")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin)
-	if o.pprofDir != "" {
-		build.Args = append(build.Args, "-tags", "pprof")
-	}
-	build.Args = append(build.Args, "./cmd/broker")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/broker")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building ./cmd/broker: %w", err)
@@ -248,7 +244,7 @@ func startBroker(ctx context.Context, bin, dir, dbURL string, o options) (*broke
 		"APP_BROKER_USERNAME="+user, "APP_BROKER_PASSWORD="+password,
 		"APP_PROVISIONER_SET_JSON="+set,
 		"APP_LOG_LEVEL=warn", "APP_LOG_FORMAT=json",
-		"KEB_PPROF_ADDRESS="+addrs[3],
+		"APP_PPROF_ADDRESS="+addrs[3],
 	)
 	for _, kv := range strings.Split(o.env, ",") {
 		if kv = strings.TrimSpace(kv); kv != "" {
