@@ -428,11 +428,17 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 		return false
 	}
 	r.op.Operation.Data = raw
-	if keepLease {
+	switch {
+	case keepLease && leaseFresh(r.op.LeaseExpiresAt, now, r.x.lease):
+		// While leased an operation is due when its lease expires (the last expiry this
+		// worker saw written: the save returns it).
+		due := *r.op.LeaseExpiresAt
+		r.op.DueAt = &due
+	case keepLease:
 		until := now.Add(r.x.lease)
 		r.op.LeaseExpiresAt = &until
 		r.op.DueAt = &until
-	} else {
+	default:
 		r.x.letGo(r.op.ID)
 	}
 	// Persist even while shutting down: the step's outcome must not be lost.
@@ -452,6 +458,14 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 	r.op.Operation = saved
 	r.x.metrics.wrote(r.op.Type, "save", events)
 	return true
+}
+
+// leaseFresh: more than two thirds of a lease of the given duration remain at now. A save that
+// keeps such a lease leaves its expiry and due time as they are: due_at is indexed, so an
+// unchanged one lets PostgreSQL update the row in place (a HOT update, no index entries),
+// and the heartbeat renews the lease every third of its duration anyway.
+func leaseFresh(expires *time.Time, now time.Time, lease time.Duration) bool {
+	return expires != nil && expires.Sub(now) > lease*2/3
 }
 
 // WaitBackoff stretches the poll interval of a step that keeps waiting healthily (not failing):

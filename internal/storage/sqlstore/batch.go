@@ -27,7 +27,7 @@ import (
 // statement's and the commit's fixed cost (the engine against River bench, 200 workers: about
 // +40% transitions/s over a cap of 64, under load).
 const (
-	saveExecutors = 1
+	saveExecutors = 2
 	maxSaveBatch  = 256
 	// saveTimeout bounds one batch write; the callers' contexts are checked before it starts.
 	saveTimeout = time.Minute
