@@ -55,16 +55,18 @@ var saveProgressBatchSQL = `WITH x AS (
 	AS x(req, id, version, owner, state, description, due_at, lease_expires_at, deadline, stage, progress, last_error, data, secrets)
 ), l AS MATERIALIZED (
 	-- Row locks in ID order, as every other multi-row writer takes them (see lockedInIDOrder):
-	-- the update below would otherwise lock in the batch's order and deadlock with them.
-	SELECT id FROM operations WHERE id IN (SELECT id FROM x) ORDER BY id FOR UPDATE
+	-- the update below would otherwise lock in the batch's order and deadlock with them. The
+	-- update reads the batch from here, so it runs on the locked rows (a semi join on
+	-- "id IN (SELECT id FROM l)" compared every pair: the planner takes unnest for 10 rows).
+	SELECT x.* FROM x JOIN operations ON operations.id = x.id ORDER BY x.id FOR UPDATE OF operations
 ), u AS (
 	UPDATE operations o SET state = x.state, description = x.description, updated_at = ?, version = o.version + 1,
 		due_at = x.due_at, lease_owner = NULLIF(x.owner, ''),
 		lease_expires_at = CASE WHEN x.owner = '' THEN NULL WHEN x.lease_expires_at > o.lease_expires_at THEN x.lease_expires_at ELSE o.lease_expires_at END,
 		deadline = x.deadline, stage = x.stage, progress = x.progress, last_error = x.last_error, data = x.data,
 		secrets = NULLIF(x.secrets, ''::bytea)
-	FROM x
-	WHERE o.id = x.id AND o.id IN (SELECT id FROM l) AND o.version = x.version AND (x.owner = '' OR o.lease_owner = x.owner)
+	FROM l x
+	WHERE o.id = x.id AND o.version = x.version AND (x.owner = '' OR o.lease_owner = x.owner)
 	RETURNING x.req, o.version, o.updated_at, o.lease_expires_at
 ), e AS (
 	INSERT INTO events (` + eventWriteCols + `)
