@@ -174,3 +174,44 @@ func TestRestartReclaimsTheOwnersLeases(t *testing.T) {
 	assert.Equal(t, storage.StatePending, got.State)
 	assert.Equal(t, "other@127.0.0.1:8080", got.LeaseOwner, "a live replica's lease is not taken")
 }
+
+// A save that keeps a lease with more than two thirds left leaves its expiry and due time as
+// the claim wrote them (no indexed column changes: PostgreSQL updates the row in place); once a
+// third of the lease has passed, the next save renews both. Every step's outcome is still
+// written before the next step runs.
+func TestSaveKeepsAFreshLeaseAsItIs(t *testing.T) {
+	var h *harness
+	var id string
+	type seen struct {
+		due, lease time.Time
+		done       bool
+	}
+	stored := map[string]seen{}
+	look := func(name, prev string, advance time.Duration) *funcStep {
+		return step(name, func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+			got, _ := h.get(id)
+			require.NotNil(t, got.DueAt)
+			require.NotNil(t, got.LeaseExpiresAt)
+			stored[name] = seen{due: *got.DueAt, lease: *got.LeaseExpiresAt, done: got.Progress.Steps[prev].Done}
+			h.clock.Advance(advance)
+			return op, 0, nil
+		})
+	}
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{
+		def(look("a", "", 5*time.Second)), def(look("b", "a", 25*time.Second)), def(look("c", "b", 0)), def(look("d", "c", 0)),
+	}})
+	require.NoError(t, err)
+	h = newHarness(t, p)
+	id = h.insert("provision", time.Hour).ID
+	claimedAt := h.clock.Now()
+	require.Equal(t, 1, h.runDue())
+
+	claimLease := claimedAt.Add(time.Minute) // the harness's lease
+	assert.Equal(t, seen{due: claimLease, lease: claimLease}, stored["a"], "as the claim wrote it")
+	assert.Equal(t, seen{due: claimLease, lease: claimLease, done: true}, stored["b"], "a's outcome written 5 s later, lease fresh: left as it was")
+	renewed := claimedAt.Add(30 * time.Second).Add(time.Minute)
+	assert.Equal(t, seen{due: renewed, lease: renewed, done: true}, stored["c"], "30 s of the lease gone: renewed")
+	assert.Equal(t, seen{due: renewed, lease: renewed, done: true}, stored["d"], "fresh again: left as it was")
+	got, _ := h.get(id)
+	assert.Equal(t, storage.StateSucceeded, got.State)
+}

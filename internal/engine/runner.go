@@ -144,26 +144,52 @@ func (r *run[T]) next(now time.Time) (Stage[T], StepDef[T], bool) {
 
 // limit is a time by which a step must be done, and what passing it means.
 type limit struct {
-	at     time.Time
-	reason string
-	// window: the end of the step's retry window (the others are hard limits).
-	window bool
+	at   time.Time
+	kind limitKind
+	// of: the stage's name (stage limit); d: the limit's duration (stage, step, retry window).
+	of string
+	d  time.Duration
+}
+
+type limitKind int
+
+const (
+	deadlineLimit limitKind = iota
+	stageLimit
+	stepLimit
+	// windowLimit: the end of the step's retry window (the others are hard limits).
+	windowLimit
+)
+
+// reason says what passing the limit means. It is formatted only when a limit is reached:
+// limits are looked at several times per step run.
+func (l limit) reason() string {
+	switch l.kind {
+	case stageLimit:
+		return fmt.Sprintf("stage %s exceeded its time limit of %s", l.of, l.d)
+	case stepLimit:
+		return fmt.Sprintf("exceeded its time limit of %s", l.d)
+	case windowLimit:
+		return fmt.Sprintf("gave up after its retry window of %s", l.d)
+	}
+	return fmt.Sprintf("operation exceeded its deadline %s", l.at.Format(time.RFC3339))
 }
 
 // limits are the step's limits in the order a verdict names them: the operation deadline, the
 // stage limit, the step limit, the end of the step's retry window.
 func (r *run[T]) limits(st Stage[T], sd StepDef[T]) []limit {
 	sp := r.op.Progress.Steps[sd.Step.Name()]
-	out := []limit{{at: r.op.Deadline, reason: fmt.Sprintf("operation exceeded its deadline %s", r.op.Deadline.Format(time.RFC3339))}}
+	out := make([]limit, 1, 4)
+	out[0] = limit{at: r.op.Deadline, kind: deadlineLimit}
 	if started, ok := r.op.Progress.StageStartedAt[st.Name]; ok && st.Timeout > 0 {
-		out = append(out, limit{at: started.Add(st.Timeout), reason: fmt.Sprintf("stage %s exceeded its time limit of %s", st.Name, st.Timeout)})
+		out = append(out, limit{at: started.Add(st.Timeout), kind: stageLimit, of: st.Name, d: st.Timeout})
 	}
 	if sd.Timeout > 0 && !sp.FirstAttempt.IsZero() {
-		out = append(out, limit{at: sp.FirstAttempt.Add(sd.Timeout), reason: fmt.Sprintf("exceeded its time limit of %s", sd.Timeout)})
+		out = append(out, limit{at: sp.FirstAttempt.Add(sd.Timeout), kind: stepLimit, d: sd.Timeout})
 	}
 	if sp.RetryUntil != nil {
 		window := sp.RetryUntil.Sub(retryWindowStart(sp, *sp.RetryUntil))
-		out = append(out, limit{at: *sp.RetryUntil, reason: fmt.Sprintf("gave up after its retry window of %s", window), window: true})
+		out = append(out, limit{at: *sp.RetryUntil, kind: windowLimit, d: window})
 	}
 	return out
 }
@@ -187,7 +213,7 @@ func (r *run[T]) verdict(now time.Time, sd StepDef[T], l limit, lastErr string, 
 	if lastErr == "" {
 		lastErr = sp.LastError
 	}
-	if l.window && sp.RetryWithoutFail {
+	if l.kind == windowLimit && sp.RetryWithoutFail {
 		if !slices.Contains(r.op.Progress.ExecutedButNotCompleted, name) {
 			r.op.Progress.ExecutedButNotCompleted = append(slices.Clone(r.op.Progress.ExecutedButNotCompleted), name)
 		}
@@ -195,7 +221,7 @@ func (r *run[T]) verdict(now time.Time, sd StepDef[T], l limit, lastErr string, 
 		return true
 	}
 	r.x.metrics.stepFinished(r.op.Type, name, "failed", took)
-	r.fail(now, name, storage.LimitVerdict(name, l.reason, lastErr), took)
+	r.fail(now, name, storage.LimitVerdict(name, l.reason(), lastErr), took)
 	return false
 }
 
@@ -251,7 +277,7 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	case err != nil:
 		// A hard limit reached is the verdict, and so is the end of the retry window when it
 		// cut the run short (a retry helper that gave up has said so itself).
-		if l, over := r.reached(now, st, sd); over && (!l.window || !out.failing) {
+		if l, over := r.reached(now, st, sd); over && (l.kind != windowLimit || !out.failing) {
 			return r.verdict(now, sd, l, lastErr, took)
 		}
 		r.x.metrics.stepFinished(r.op.Type, name, "failed", took)
@@ -428,11 +454,17 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 		return false
 	}
 	r.op.Operation.Data = raw
-	if keepLease {
+	switch {
+	case keepLease && leaseFresh(r.op.LeaseExpiresAt, now, r.x.lease):
+		// While leased an operation is due when its lease expires (the last expiry this
+		// worker saw written: the save returns it).
+		due := *r.op.LeaseExpiresAt
+		r.op.DueAt = &due
+	case keepLease:
 		until := now.Add(r.x.lease)
 		r.op.LeaseExpiresAt = &until
 		r.op.DueAt = &until
-	} else {
+	default:
 		r.x.letGo(r.op.ID)
 	}
 	// Persist even while shutting down: the step's outcome must not be lost.
@@ -452,6 +484,14 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 	r.op.Operation = saved
 	r.x.metrics.wrote(r.op.Type, "save", events)
 	return true
+}
+
+// leaseFresh: more than two thirds of a lease of the given duration remain at now. A save that
+// keeps such a lease leaves its expiry and due time as they are: due_at is indexed, so an
+// unchanged one lets PostgreSQL update the row in place (a HOT update, no index entries),
+// and the heartbeat renews the lease every third of its duration anyway.
+func leaseFresh(expires *time.Time, now time.Time, lease time.Duration) bool {
+	return expires != nil && expires.Sub(now) > lease*2/3
 }
 
 // WaitBackoff stretches the poll interval of a step that keeps waiting healthily (not failing):
