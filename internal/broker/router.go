@@ -41,7 +41,9 @@ type Routes struct {
 }
 
 // NewRouter mounts brokerapi's OSB handler (with its API-version, request-identity and
-// originating-identity middlewares) at /v2, /oauth/v2 and /oauth/{region}/v2.
+// originating-identity middlewares) at /v2, /oauth/v2 and /oauth/{region}/v2. GET
+// /v2/service_instances/{id}/last_operation, which platforms poll, is answered before the
+// router by lastOperationServer, as brokerapi would answer it.
 func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
 	return newRouter(b, rt, log, true)
 }
