@@ -29,7 +29,7 @@ func osbGuard(maxBody int64, next http.Handler) http.Handler {
 			writeDescription(w, req, http.StatusBadRequest, err.Error())
 			return
 		}
-		if op := req.URL.Query().Get("operation"); op != "" {
+		if op := parsePollQuery(req.URL.RawQuery).operation; op != "" {
 			if err := CheckID("operation", op); err != nil {
 				writeDescription(w, req, http.StatusBadRequest, err.Error())
 				return
@@ -60,6 +60,9 @@ func tooLarge(max int64) string {
 // checkAPIVersion is brokerapi's own rule (a 2.x version), answered with OSB's lower-case
 // "description" field that brokerapi's middleware spells "Description".
 func checkAPIVersion(v string) error {
+	if isPlainVersion2(v) {
+		return nil
+	}
 	if v == "" {
 		return errors.New("X-Broker-API-Version header is not set")
 	}
@@ -73,20 +76,53 @@ func checkAPIVersion(v string) error {
 	return nil
 }
 
+// isPlainVersion2 reports whether v is "2." and 1 to 18 digits, followed by nothing or by a
+// character Sscanf's %d stops at and ignores: the form platforms send, which Sscanf accepts
+// too. Sscanf (which decides every other value) cost more than the rest of a poll's checks.
+func isPlainVersion2(v string) bool {
+	if len(v) < 3 || v[0] != '2' || v[1] != '.' {
+		return false
+	}
+	i := 2
+	for i < len(v) && isDigit(v[i]) {
+		i++
+	}
+	if digits := i - 2; digits < 1 || digits > 18 {
+		return false
+	}
+	return i == len(v) || v[i] != '_'
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
 // checkPathIDs checks the instance and binding IDs of an OSB path
-// /v2/service_instances/{instance_id}[/service_bindings/{binding_id}][/last_operation].
+// /v2/service_instances/{instance_id}[/service_bindings/{binding_id}][/last_operation]:
+// each segment naming a kind is followed by its ID, up to the first segment that names none.
 func checkPathIDs(path string) error {
-	parts := strings.Split(strings.TrimPrefix(path, "/v2/"), "/")
-	for i := 0; i+1 < len(parts); i += 2 {
-		field := map[string]string{"service_instances": "instance_id", "service_bindings": "binding_id"}[parts[i]]
-		if field == "" {
+	rest := strings.TrimPrefix(path, "/v2/")
+	for {
+		kind, after, ok := strings.Cut(rest, "/")
+		if !ok {
 			return nil
 		}
-		if err := CheckID(field, parts[i+1]); err != nil {
+		var field string
+		switch kind {
+		case "service_instances":
+			field = "instance_id"
+		case "service_bindings":
+			field = "binding_id"
+		default:
+			return nil
+		}
+		id, next, more := strings.Cut(after, "/")
+		if err := CheckID(field, id); err != nil {
 			return err
 		}
+		if !more {
+			return nil
+		}
+		rest = next
 	}
-	return nil
 }
 
 // CheckID accepts 1 to MaxIDLength printable ASCII characters without spaces or the characters

@@ -58,6 +58,17 @@ func TestBasic(t *testing.T) {
 	}
 }
 
+// A username with a colon cannot be sent in a basic header (the first colon ends it): the
+// header for it is refused like any other wrong credential, however it is written.
+func TestBasicUsernameWithColonNeverMatches(t *testing.T) {
+	mw, err := auth.NewBasic("bro:ker", "pass")
+	require.NoError(t, err)
+	h := mw(claimsHandler)
+	for _, authz := range []string{basicHeader("bro:ker", "pass"), basicHeader("bro", "ker:pass")} {
+		assert.Equal(t, http.StatusUnauthorized, do(t, h, authz).status, authz)
+	}
+}
+
 func TestBasicRefusesEmptyCredentials(t *testing.T) {
 	for _, c := range [][2]string{{"", ""}, {"user", ""}, {"", "pass"}} {
 		mw, err := auth.NewBasic(c[0], c[1])

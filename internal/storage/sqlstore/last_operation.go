@@ -15,8 +15,11 @@ import (
 // operation is named, or the named one is unknown, is the instance's newest operation of the
 // types read (through the (instance_id, created_at, id) index, which stops at the first row).
 // Only the reported columns are read: no progress, data or secrets.
-const namedOperationSQL = "SELECT 0 AS k, id, instance_id, type, state, description, last_error FROM operations WHERE id = ?" +
-	" UNION ALL SELECT 2 AS k, '', '', '', '', '', '' WHERE EXISTS (SELECT 1 FROM instances WHERE instance_id = ?)"
+// The named read answers in one row (whether the operation was found, its columns, whether the
+// instance exists): a second row cost a step, a scan and its strings per poll.
+const namedOperationSQL = "SELECT o.id IS NOT NULL, COALESCE(o.id, ''), COALESCE(o.instance_id, ''), COALESCE(o.type, ''), COALESCE(o.state, '')," +
+	" COALESCE(o.description, ''), COALESCE(o.last_error, ''), EXISTS (SELECT 1 FROM instances WHERE instance_id = ?)" +
+	" FROM (SELECT ? AS id) r LEFT JOIN operations o ON o.id = r.id"
 
 func newestOperationSQL(types int) string {
 	in := strings.TrimSuffix(strings.Repeat("?, ", types), ", ")
@@ -67,7 +70,7 @@ func (s *Store) readLastOperation(ctx context.Context, instanceID, operationID s
 		if s.lastOps != nil {
 			out, err = s.lastOps.submit(ctx, lastOpCall{instanceID: instanceID, operationID: operationID})
 		} else {
-			err = s.queryLastOperation(ctx, 0, &out, operationID, instanceID)
+			err = s.queryNamedOperation(ctx, &out, instanceID, operationID)
 		}
 		if err != nil {
 			return storage.LastOperationRead{}, err
@@ -89,13 +92,46 @@ func (s *Store) readLastOperation(ctx context.Context, instanceID, operationID s
 	return out, nil
 }
 
-// queryLastOperation runs one of last_operation's statements, filling out from its rows.
+// readContext is the context of last_operation's statements. A SQLite read of the local file
+// (WAL: never behind a writer) takes microseconds, while a cancellable context costs two
+// goroutines per statement (database/sql's and the driver's watchers) and an interrupt
+// handler: on SQLite the read runs to its end.
+func (s *Store) readContext(ctx context.Context) context.Context {
+	if s.d.Name == "sqlite" {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
+// queryNamedOperation runs the named read (namedOperationSQL).
+func (s *Store) queryNamedOperation(ctx context.Context, out *storage.LastOperationRead, instanceID, operationID string) error {
+	st, err := s.lastOperationStmt(ctx, 0)
+	if err != nil {
+		return err
+	}
+	var (
+		found bool
+		op    storage.OperationStatus
+		state string
+	)
+	if err := st.QueryRowContext(s.readContext(ctx), instanceID, operationID).Scan(&found, &op.ID, &op.InstanceID, &op.Type, &state,
+		&op.Description, &op.LastError, &out.InstanceExists); err != nil {
+		return err
+	}
+	if found {
+		op.State = storage.OperationState(state)
+		out.Named = &op
+	}
+	return nil
+}
+
+// queryLastOperation runs the newest read of that many types, filling out from its rows.
 func (s *Store) queryLastOperation(ctx context.Context, types int, out *storage.LastOperationRead, args ...any) error {
 	st, err := s.lastOperationStmt(ctx, types)
 	if err != nil {
 		return err
 	}
-	rows, err := st.QueryContext(ctx, args...)
+	rows, err := st.QueryContext(s.readContext(ctx), args...)
 	if err != nil {
 		return err
 	}
@@ -111,8 +147,6 @@ func (s *Store) queryLastOperation(ctx context.Context, types int, out *storage.
 		}
 		op.State = storage.OperationState(state)
 		switch k {
-		case 0:
-			out.Named = &op
 		case 1:
 			out.Newest = &op
 		case 2:
