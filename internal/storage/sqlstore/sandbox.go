@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -44,6 +46,40 @@ func (o *SandboxObjects) Load(ctx context.Context, system string) (map[string]ma
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("loading the sandbox objects of %s: %w", system, err)
+	}
+	return out, nil
+}
+
+// Get implements storage.SandboxObjects.
+func (o *SandboxObjects) Get(ctx context.Context, system, kind, key string) ([]byte, error) {
+	var value string
+	err := o.db.QueryRowxContext(ctx, o.d.rebind("SELECT value FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key = ?"), system, kind, key).Scan(&value)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading sandbox object %s %s of %s: %w", kind, key, system, err)
+	}
+	return []byte(value), nil
+}
+
+// Kind implements storage.SandboxObjects.
+func (o *SandboxObjects) Kind(ctx context.Context, system, kind string) (map[string][]byte, error) {
+	rows, err := o.db.QueryxContext(ctx, o.d.rebind("SELECT object_key, value FROM sandbox_objects WHERE system = ? AND kind = ?"), system, kind)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sandbox objects %s of %s: %w", kind, system, err)
+	}
+	defer rows.Close()
+	out := map[string][]byte{}
+	for rows.Next() {
+		var key, value string
+		if err := rows.Scan(&key, &value); err != nil {
+			return nil, fmt.Errorf("reading the sandbox objects %s of %s: %w", kind, system, err)
+		}
+		out[key] = []byte(value)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the sandbox objects %s of %s: %w", kind, system, err)
 	}
 	return out, nil
 }

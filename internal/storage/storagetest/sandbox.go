@@ -35,6 +35,15 @@ func testSandboxObjects(t *testing.T, e *env) {
 	got, err = so.Load(ctx, "director")
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
+	one, err := so.Get(ctx, "director", "runtime", "t/3")
+	require.NoError(t, err)
+	assert.Equal(t, []byte(`{"id":"3"}`), one)
+	one, err = so.Get(ctx, "director", "runtime", "t/2")
+	require.NoError(t, err)
+	assert.Nil(t, one, "a deleted row")
+	kind, err := so.Kind(ctx, "director", "runtime")
+	require.NoError(t, err)
+	assert.Equal(t, want["runtime"], kind)
 
 	// the rows are in the database: another store on it sees them
 	other := e.open(t, Keyring(t, e.key))
