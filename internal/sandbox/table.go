@@ -25,9 +25,9 @@ type Table[T any] struct {
 	exact   bool
 	lookups map[string]lookup[T]
 
-	entries map[string]*row[T] // cached, changed and pending objects by key
-	lru     *list.List           // unpinned, unchanged entries, most recently used first
-	dirty   map[string]struct{}  // changed by the request being served
+	entries map[string]*row[T]  // cached, changed and pending objects by key
+	lru     *list.List          // unpinned, unchanged entries, most recently used first
+	dirty   map[string]struct{} // changed by the request being served
 }
 
 type lookup[T any] struct {
