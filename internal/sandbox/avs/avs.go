@@ -102,7 +102,7 @@ type StandIn struct {
 	handler http.Handler
 
 	mu            sync.Mutex
-	seq           *sandbox.Counts // the last evaluation ID given
+	seq           *sandbox.Counts        // the last evaluation ID given
 	evals         *sandbox.Table[stored] // by ID; found by name too
 	createsByName *sandbox.Counts
 	deletesByName *sandbox.Counts
