@@ -29,6 +29,9 @@ type Persist struct {
 	// excluded); empty rows make the stand-in empty. Nil for a stand-in that keeps every object
 	// in Tables: nothing is read at Load then.
 	Restore func(rows Rows) error
+	// Kinds are the kinds Restore needs, read one by one at Load; every row of the system is
+	// read when empty.
+	Kinds []string
 }
 
 // Durable writes a stand-in's state through to a Store: the stand-in marks the objects a request
@@ -100,12 +103,9 @@ func (d *Durable) failed(err error) {
 // Load replaces the stand-in's state with what the store holds: the objects it keeps in memory
 // are read, Tables forget what they cached.
 func (d *Durable) Load(ctx context.Context) error {
-	rows := Rows{}
-	if d.p.Restore != nil {
-		var err error
-		if rows, err = d.p.Store.Load(ctx, d.p.System); err != nil {
-			return fmt.Errorf("loading the %s stand-in's state: %w", d.p.System, err)
-		}
+	rows, err := d.read(ctx)
+	if err != nil {
+		return fmt.Errorf("loading the %s stand-in's state: %w", d.p.System, err)
 	}
 	d.p.Lock.Lock()
 	defer d.p.Lock.Unlock()
@@ -113,6 +113,25 @@ func (d *Durable) Load(ctx context.Context) error {
 		return fmt.Errorf("loading the %s stand-in's state: %w", d.p.System, err)
 	}
 	return nil
+}
+
+// read reads the rows Restore needs.
+func (d *Durable) read(ctx context.Context) (Rows, error) {
+	switch {
+	case d.p.Restore == nil:
+		return Rows{}, nil
+	case len(d.p.Kinds) == 0:
+		return d.p.Store.Load(ctx, d.p.System)
+	}
+	rows := Rows{}
+	for _, kind := range d.p.Kinds {
+		keys, err := d.p.Store.Kind(ctx, d.p.System, kind)
+		if err != nil {
+			return nil, err
+		}
+		rows[kind] = keys
+	}
+	return rows, nil
 }
 
 // restore is called with the lock held.
