@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -19,6 +20,8 @@ type Store interface {
 	Get(ctx context.Context, system, kind, key string) ([]byte, error)
 	// Kind returns every row of kind by key.
 	Kind(ctx context.Context, system, kind string) (map[string][]byte, error)
+	// Prefix returns the rows of kind whose key starts with prefix, by key.
+	Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error)
 	// Write applies the rows to the system's state in one transaction: a nil value deletes.
 	Write(ctx context.Context, system string, rows Rows) error
 	// Clear deletes every row of the system.
@@ -66,6 +69,19 @@ func (m *MemoryStore) Kind(_ context.Context, system, kind string) (map[string][
 	out := make(map[string][]byte, len(m.systems[system][kind]))
 	for k, v := range m.systems[system][kind] {
 		out[k] = append([]byte(nil), v...)
+	}
+	return out, nil
+}
+
+// Prefix implements Store.
+func (m *MemoryStore) Prefix(_ context.Context, system, kind, prefix string) (map[string][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]byte{}
+	for k, v := range m.systems[system][kind] {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = append([]byte(nil), v...)
+		}
 	}
 	return out, nil
 }

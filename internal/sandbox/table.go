@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // tableCache is how many unchanged objects a Table keeps decoded per kind; objects whose write
@@ -32,8 +33,12 @@ type Table[T any] struct {
 
 type lookup[T any] struct {
 	values func(*T) []string
-	index  *Table[[]string]
+	index  *Table[[]string] // one row per value listing its keys
+	pairs  *Table[bool]     // or, for a shared lookup, one row per value and key
 }
+
+// pairSep separates a value from a key in a shared lookup's rows: it is in neither.
+const pairSep = "\x1f"
 
 // row is one object known to the table: v nil when it does not exist (deleted, or absent).
 type row[T any] struct {
@@ -58,6 +63,13 @@ func NewTable[T any](d *Durable, kind string, exact bool) *Table[T] {
 // Find(name, value). Call it before Load.
 func (t *Table[T]) Lookup(name string, values func(*T) []string) {
 	t.lookups[name] = lookup[T]{values: values, index: NewTable[[]string](t.d, t.kind+"/"+name, false)}
+}
+
+// SharedLookup is Lookup for values that many objects share (a parent every object names): a
+// value's objects are not listed in one row, which each of them would rewrite, but each pair has
+// a row of its own, found by a prefix read.
+func (t *Table[T]) SharedLookup(name string, values func(*T) []string) {
+	t.lookups[name] = lookup[T]{values: values, pairs: NewTable[bool](t.d, t.kind+"/"+name, false)}
 }
 
 func (t *Table[T]) reset() {
@@ -135,16 +147,58 @@ func (t *Table[T]) Delete(key string) {
 	t.dirty[key] = struct{}{}
 }
 
-// Find returns the objects whose lookup name has value, by key.
+// Find returns the objects whose lookup name has value, by key. Lookups are updated when a
+// request's changes are collected: an object this request changed may still be found by its old
+// value (with its new one), so callers check the values they rely on.
 func (t *Table[T]) Find(name, value string) map[string]*T {
-	keys, _ := t.lookups[name].index.Get(value)
-	out := map[string]*T{}
-	if keys == nil {
-		return out
+	l := t.lookups[name]
+	var keys []string
+	if l.pairs != nil {
+		for pair := range l.pairs.prefix(value + pairSep) {
+			keys = append(keys, strings.TrimPrefix(pair, value+pairSep))
+		}
+	} else if list, ok := l.index.Get(value); ok {
+		keys = *list
 	}
-	for _, k := range *keys {
+	out := map[string]*T{}
+	for _, k := range keys {
 		if v, ok := t.Get(k); ok {
 			out[k] = v
+		}
+	}
+	return out
+}
+
+// prefix returns the objects whose key starts with p, by key: the store's rows merged with what
+// the table has cached, changed or is writing.
+func (t *Table[T]) prefix(p string) map[string]*T {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	rows, err := t.d.p.Store.Prefix(ctx, t.d.p.System, t.kind, p)
+	if err != nil {
+		t.d.failed(fmt.Errorf("reading %s %s*: %w", t.kind, p, err))
+	}
+	return t.merge(rows, func(k string) bool { return strings.HasPrefix(k, p) })
+}
+
+// merge decodes rows read from the store, replacing them with the table's entries among those
+// keys for which in is true.
+func (t *Table[T]) merge(rows map[string][]byte, in func(key string) bool) map[string]*T {
+	out := make(map[string]*T, len(rows))
+	for k, b := range rows {
+		if _, cached := t.entries[k]; cached {
+			continue
+		}
+		v, err := t.decode(b)
+		if err != nil {
+			t.d.failed(fmt.Errorf("decoding %s %s: %w", t.kind, k, err))
+			continue
+		}
+		out[k] = v
+	}
+	for k, e := range t.entries {
+		if e.v != nil && in(k) {
+			out[k] = e.v
 		}
 	}
 	return out
@@ -159,24 +213,7 @@ func (t *Table[T]) All() map[string]*T {
 	if err != nil {
 		t.d.failed(fmt.Errorf("reading %s: %w", t.kind, err))
 	}
-	out := make(map[string]*T, len(rows))
-	for k, b := range rows {
-		if _, cached := t.entries[k]; cached {
-			continue
-		}
-		v, err := t.decode(b)
-		if err != nil {
-			t.d.failed(fmt.Errorf("decoding %s %s: %w", t.kind, k, err))
-			continue
-		}
-		out[k] = v
-	}
-	for k, e := range t.entries {
-		if e.v != nil {
-			out[k] = e.v
-		}
-	}
-	return out
+	return t.merge(rows, func(string) bool { return true })
 }
 
 // Keys returns the keys of All, sorted.
@@ -236,6 +273,20 @@ func (t *Table[T]) collect(rows Rows, pins *[]unpinner) error {
 
 // update moves key from the lookup's old values to its new ones.
 func (l lookup[T]) update(key string, old, now []string) {
+	if l.pairs != nil {
+		for _, v := range old {
+			if !contains(now, v) {
+				l.pairs.Delete(v + pairSep + key)
+			}
+		}
+		yes := true
+		for _, v := range now {
+			if !contains(old, v) {
+				l.pairs.Put(v+pairSep+key, &yes)
+			}
+		}
+		return
+	}
 	for _, v := range old {
 		if !contains(now, v) {
 			keys, _ := l.index.Get(v)

@@ -207,3 +207,34 @@ func TestTableFailedReadAnswers503(t *testing.T) {
 		assert.Equal(t, item{Color: "red", N: 1}, *it, "the failed request changed nothing")
 	})
 }
+
+// A shared lookup keeps one row per value and object, found by a prefix read, and follows
+// changes and deletes as a listed one does.
+func TestTableSharedLookup(t *testing.T) {
+	store := NewMemoryStore()
+	s := &shelf{}
+	s.d = NewDurable(Persist{Store: store, System: "shelf", Lock: &s.mu})
+	s.items = NewTable[item](s.d, "item", false)
+	s.items.SharedLookup("color", func(it *item) []string { return []string{it.Color} })
+	require.NoError(t, s.d.Load(context.Background()))
+	s.do(t, func() {
+		s.items.Put("a", &item{Color: "red"})
+		s.items.Put("b", &item{Color: "red"})
+		s.items.Put("c", &item{Color: "redder"})
+	})
+	assert.ElementsMatch(t, []string{"a", "b"}, s.find(t, "red"))
+	s.do(t, func() {
+		it, _ := s.items.Get("a")
+		it.Color = "blue"
+		s.items.Put("a", it)
+		s.items.Delete("b")
+		found := s.items.Find("color", "red")
+		assert.Len(t, found, 1, "a deleted object is not found")
+		assert.Equal(t, "blue", found["a"].Color, "the request's own changes reach the lookup when it is written: callers check values")
+	})
+	assert.Empty(t, s.find(t, "red"))
+	assert.Equal(t, []string{"a"}, s.find(t, "blue"))
+	rows, err := store.Load(context.Background(), "shelf")
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]byte{"blue\x1fa": []byte("true"), "redder\x1fc": []byte("true")}, rows["item/color"])
+}

@@ -110,6 +110,8 @@ type SandboxObjects interface {
 	Get(ctx context.Context, system, kind, key string) ([]byte, error)
 	// Kind returns every row of kind by key.
 	Kind(ctx context.Context, system, kind string) (map[string][]byte, error)
+	// Prefix returns the rows of kind whose key starts with prefix, by key.
+	Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error)
 	// Write applies the rows to the system in one transaction; a nil value deletes the row.
 	Write(ctx context.Context, system string, rows map[string]map[string][]byte) error
 	// Clear deletes every row of the system.

@@ -151,7 +151,8 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
 	s.evals = sandbox.NewTable[stored](s.durable, kindEvaluation, false)
 	s.evals.Lookup(lookupName, func(st *stored) []string { return []string{st.Evaluation.Name} })
-	s.evals.Lookup(lookupParent, func(st *stored) []string {
+	// Every internal evaluation names the configured parent: a shared lookup.
+	s.evals.SharedLookup(lookupParent, func(st *stored) []string {
 		if st.Evaluation.ParentID == 0 {
 			return nil
 		}
@@ -417,8 +418,10 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	s.evals.Delete(key(id))
 	for _, other := range s.evals.Find(lookupParent, key(id)) {
-		other.Evaluation.ParentID = 0
-		s.put(other)
+		if other.Evaluation.ParentID == id {
+			other.Evaluation.ParentID = 0
+			s.put(other)
+		}
 	}
 	s.deletesByName.Inc(st.Evaluation.Name)
 	writeJSON(w, http.StatusOK, clone(&st.Evaluation))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 
@@ -69,6 +70,22 @@ func (o *SandboxObjects) Kind(ctx context.Context, system, kind string) (map[str
 	if err != nil {
 		return nil, fmt.Errorf("reading the sandbox objects %s of %s: %w", kind, system, err)
 	}
+	return o.scanKeys(rows, system, kind)
+}
+
+// Prefix implements storage.SandboxObjects. The prefix is compared with substr, not a range of
+// keys, so that the answer does not depend on the database's collation; the primary key still
+// narrows the read to the kind.
+func (o *SandboxObjects) Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error) {
+	rows, err := o.db.QueryxContext(ctx, o.d.rebind("SELECT object_key, value FROM sandbox_objects WHERE system = ? AND kind = ? AND substr(object_key, 1, ?) = ?"),
+		system, kind, utf8.RuneCountInString(prefix), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sandbox objects %s %s* of %s: %w", kind, prefix, system, err)
+	}
+	return o.scanKeys(rows, system, kind)
+}
+
+func (o *SandboxObjects) scanKeys(rows *sqlx.Rows, system, kind string) (map[string][]byte, error) {
 	defer rows.Close()
 	out := map[string][]byte{}
 	for rows.Next() {

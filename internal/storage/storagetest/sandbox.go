@@ -44,6 +44,11 @@ func testSandboxObjects(t *testing.T, e *env) {
 	kind, err := so.Kind(ctx, "director", "runtime")
 	require.NoError(t, err)
 	assert.Equal(t, want["runtime"], kind)
+	require.NoError(t, so.Write(ctx, "director", rows{"pair": {"ü\x1fa": []byte("1"), "ü\x1fb": []byte("1"), "üx\x1fc": []byte("1"), "u\x1fd": []byte("1")}}))
+	pairs, err := so.Prefix(ctx, "director", "pair", "ü\x1f")
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]byte{"ü\x1fa": []byte("1"), "ü\x1fb": []byte("1")}, pairs)
+	require.NoError(t, so.Write(ctx, "director", rows{"pair": {"ü\x1fa": nil, "ü\x1fb": nil, "üx\x1fc": nil, "u\x1fd": nil}}))
 
 	// the rows are in the database: another store on it sees them
 	other := e.open(t, Keyring(t, e.key))
