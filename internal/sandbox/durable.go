@@ -43,7 +43,8 @@ type Persist struct {
 // served before it, so no answer is given from state that is not yet written, and a stand-in
 // serves as many requests per second as the store commits batches, not single requests.
 // When a write fails, every request it and the queue held answers 503 and the stand-in goes
-// back to the state in the store. Counters are kept with Counts.
+// back to the state in the store. Objects are kept in Tables, read from the store on demand
+// (nothing per object stays in memory), counters with Counts (Tables too).
 type Durable struct {
 	p      Persist
 	req    sync.Mutex
