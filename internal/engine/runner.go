@@ -515,10 +515,23 @@ func (b WaitBackoff) withDefaults() WaitBackoff {
 	return b
 }
 
-// stretch is the interval of a healthy wait the step asked for after waiting so far.
+// waitJitter is the largest share a stretched interval is shortened by, so that a fleet created
+// within a minute does not poll in lockstep: stretched intervals grow with the time waited, and
+// without it thousands of waits created together fall due in the same seconds (due-lag spikes).
+const waitJitter = 0.2
+
+// stretch is the interval of a healthy wait the step asked for after waiting so far. A stretched
+// interval is shortened by up to waitJitter, by the sub-second part of waited: the time a wait
+// has run is effectively random there, so waits spread without a random source, and a
+// whole-second clock (tests) gets none.
 func (b WaitBackoff) stretch(wait, waited time.Duration) time.Duration {
 	if b.WaitBackoffFraction <= 0 || wait >= b.MaxWaitInterval {
 		return wait
 	}
-	return max(wait, min(b.MaxWaitInterval, time.Duration(float64(waited)*b.WaitBackoffFraction)))
+	stretched := min(b.MaxWaitInterval, time.Duration(float64(waited)*b.WaitBackoffFraction))
+	if stretched <= wait {
+		return wait
+	}
+	share := float64(waited%time.Second) / float64(time.Second)
+	return max(wait, stretched-time.Duration(float64(stretched)*waitJitter*share))
 }

@@ -137,6 +137,11 @@ func TestWaitBackoffStretch(t *testing.T) {
 	custom := WaitBackoff{WaitBackoffFraction: 0.5, MaxWaitInterval: 20 * time.Second}
 	assert.Equal(t, 15*time.Second, custom.stretch(2*time.Second, 30*time.Second))
 	assert.Equal(t, 20*time.Second, custom.stretch(2*time.Second, time.Minute))
+	// Jitter: the sub-second part of the time waited shortens a stretched interval by up to a fifth.
+	assert.Equal(t, 54*time.Second, b.stretch(2*time.Second, time.Hour+500*time.Millisecond), "half of the jitter")
+	assert.Equal(t, 9045*time.Millisecond, b.stretch(2*time.Second, 100*time.Second+500*time.Millisecond))
+	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 20*time.Second+999*time.Millisecond), "never shorter than the step's own interval")
+	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 15*time.Second+900*time.Millisecond), "unstretched waits get no jitter")
 }
 
 // On a frozen clock: a healthy wait's due time stretches with the time waited, capped; a failing

@@ -23,11 +23,15 @@ type Persist struct {
 	// Lock is the stand-in's lock over its state; Durable holds it while calling Encode and Restore.
 	Lock sync.Locker
 	// Encode returns the current value of the object of kind with key, stored as JSON, or false
-	// when it no longer exists.
+	// when it no longer exists; nil for a stand-in that keeps every object in Tables.
 	Encode func(kind, key string) (any, bool)
-	// Restore replaces the stand-in's objects with those in rows (the kinds of Counts excluded);
-	// empty rows make the stand-in empty.
+	// Restore replaces the stand-in's objects with those in rows (the kinds of Tables and Counts
+	// excluded); empty rows make the stand-in empty. Nil for a stand-in that keeps every object
+	// in Tables: nothing is read at Load then.
 	Restore func(rows Rows) error
+	// Kinds are the kinds Restore needs, read one by one at Load; every row of the system is
+	// read when empty.
+	Kinds []string
 }
 
 // Durable writes a stand-in's state through to a Store: the stand-in marks the objects a request
@@ -39,12 +43,17 @@ type Persist struct {
 // served before it, so no answer is given from state that is not yet written, and a stand-in
 // serves as many requests per second as the store commits batches, not single requests.
 // When a write fails, every request it and the queue held answers 503 and the stand-in goes
-// back to the state in the store. Counters are kept with Counts.
+// back to the state in the store. Objects are kept in Tables, read from the store on demand
+// (nothing per object stays in memory), counters with Counts (Tables too).
 type Durable struct {
 	p      Persist
 	req    sync.Mutex
 	dirty  map[string]map[string]struct{} // guarded by p.Lock
-	counts map[string]*Counts             // registered before Load; fixed afterwards
+	tables map[string]table               // registered before Load; fixed afterwards
+	order  []table                        // tables in the order registered: a table before its lookups
+	// readErr: reading a Table failed while serving the request; it fails and the stand-in
+	// reloads. Guarded by p.Lock.
+	readErr error
 
 	// Group commit, guarded by w (taken after req and p.Lock, never before).
 	w       sync.Mutex
@@ -59,6 +68,7 @@ type Durable struct {
 // ticket is one request's changes, waiting to be written.
 type ticket struct {
 	rows Rows
+	pins []unpinner // Table entries whose value this write holds
 	done bool
 	err  error
 }
@@ -68,21 +78,33 @@ func NewDurable(p Persist) *Durable {
 	if p.Store == nil {
 		p.Store = NewMemoryStore()
 	}
-	d := &Durable{p: p, dirty: map[string]map[string]struct{}{}, counts: map[string]*Counts{}}
+	d := &Durable{p: p, dirty: map[string]map[string]struct{}{}, tables: map[string]table{}}
 	d.written = sync.NewCond(&d.w)
 	return d
 }
 
 // Counts returns the durable counters of kind, registering them; call it before Load.
 func (d *Durable) Counts(kind string) *Counts {
-	c := &Counts{kind: kind, d: d, m: map[string]int{}}
-	d.counts[kind] = c
-	return c
+	return &Counts{t: NewTable[int](d, kind, false)}
 }
 
-// Load replaces the stand-in's state with what the store holds.
+// register is called by NewTable.
+func (d *Durable) register(kind string, t table) {
+	d.tables[kind] = t
+	d.order = append(d.order, t)
+}
+
+// failed records that reading the store failed while serving a request; called with the lock held.
+func (d *Durable) failed(err error) {
+	if d.readErr == nil {
+		d.readErr = err
+	}
+}
+
+// Load replaces the stand-in's state with what the store holds: the objects it keeps in memory
+// are read, Tables forget what they cached.
 func (d *Durable) Load(ctx context.Context) error {
-	rows, err := d.p.Store.Load(ctx, d.p.System)
+	rows, err := d.read(ctx)
 	if err != nil {
 		return fmt.Errorf("loading the %s stand-in's state: %w", d.p.System, err)
 	}
@@ -94,19 +116,39 @@ func (d *Durable) Load(ctx context.Context) error {
 	return nil
 }
 
+// read reads the rows Restore needs.
+func (d *Durable) read(ctx context.Context) (Rows, error) {
+	switch {
+	case d.p.Restore == nil:
+		return Rows{}, nil
+	case len(d.p.Kinds) == 0:
+		return d.p.Store.Load(ctx, d.p.System)
+	}
+	rows := Rows{}
+	for _, kind := range d.p.Kinds {
+		keys, err := d.p.Store.Kind(ctx, d.p.System, kind)
+		if err != nil {
+			return nil, err
+		}
+		rows[kind] = keys
+	}
+	return rows, nil
+}
+
 // restore is called with the lock held.
 func (d *Durable) restore(rows Rows) error {
 	d.dirty = map[string]map[string]struct{}{}
+	d.readErr = nil
+	for _, t := range d.order {
+		t.reset()
+	}
+	if d.p.Restore == nil {
+		return nil
+	}
 	objects := Rows{}
 	for kind, keys := range rows {
-		if _, ok := d.counts[kind]; !ok {
+		if _, ok := d.tables[kind]; !ok {
 			objects[kind] = keys
-		}
-	}
-	for kind, c := range d.counts {
-		c.m = map[string]int{}
-		if err := Each(rows, kind, func(key string, n int) { c.m[key] = n }); err != nil {
-			return err
 		}
 	}
 	return d.p.Restore(objects)
@@ -121,21 +163,25 @@ func (d *Durable) Touch(kind, key string) {
 }
 
 // collect encodes the changed objects and forgets the marks; called with req held.
-func (d *Durable) collect() (Rows, error) {
+func (d *Durable) collect() (Rows, []unpinner, error) {
 	d.p.Lock.Lock()
 	defer d.p.Lock.Unlock()
 	rows := Rows{}
-	var err error
+	var pins []unpinner
+	err := d.readErr
+	d.readErr = nil
+	for _, t := range d.order {
+		if terr := t.collect(rows, &pins); terr != nil && err == nil {
+			err = terr
+		}
+	}
+	for _, t := range d.order {
+		t.trim()
+	}
 	for kind, keys := range d.dirty {
 		rows[kind] = make(map[string][]byte, len(keys))
 		for key := range keys {
-			var v any
-			var ok bool
-			if c, counter := d.counts[kind]; counter {
-				v, ok = c.m[key]
-			} else {
-				v, ok = d.p.Encode(kind, key)
-			}
+			v, ok := d.p.Encode(kind, key)
 			if !ok {
 				rows[kind][key] = nil
 				continue
@@ -148,16 +194,16 @@ func (d *Durable) collect() (Rows, error) {
 		}
 	}
 	d.dirty = map[string]map[string]struct{}{}
-	return rows, err
+	return rows, pins, err
 }
 
 // enqueue queues what the request just served changed; called with req held, so tickets are
 // queued in the order the requests were served.
 func (d *Durable) enqueue() *ticket {
-	rows, err := d.collect()
+	rows, pins, err := d.collect()
 	d.w.Lock()
 	defer d.w.Unlock()
-	t := &ticket{rows: rows}
+	t := &ticket{rows: rows, pins: pins}
 	switch {
 	case d.broken != nil:
 		t.done, t.err = true, d.broken
@@ -169,6 +215,19 @@ func (d *Durable) enqueue() *ticket {
 		d.queue = append(d.queue, t)
 	}
 	return t
+}
+
+// unpin lets the Table entries a batch held be forgotten, now that it is written (or the
+// stand-in reloads); called without any lock.
+func (d *Durable) unpin(batch []*ticket) {
+	d.p.Lock.Lock()
+	defer d.p.Lock.Unlock()
+	for _, t := range batch {
+		for _, e := range t.pins {
+			e.unpin()
+		}
+		t.pins = nil
+	}
 }
 
 // commit waits until t is written: the first waiter that finds no write going on writes every
@@ -185,6 +244,7 @@ func (d *Durable) commit(t *ticket) error {
 		d.queue, d.writing = nil, true
 		d.w.Unlock()
 		err := d.write(batch)
+		d.unpin(batch)
 		d.w.Lock()
 		d.writing = false
 		for _, b := range batch {
@@ -352,33 +412,38 @@ func each[T any](rows Rows, kind string, useNumber bool, fn func(key string, v T
 	return nil
 }
 
-// Counts are durable counters by key; use them with the stand-in's lock held.
+// Counts are durable counters by key, read on demand (a Table); use them with the stand-in's
+// lock held.
 type Counts struct {
-	kind string
-	d    *Durable
-	m    map[string]int
+	t *Table[int]
 }
 
 // Add adds n to the counter key.
 func (c *Counts) Add(key string, n int) {
-	c.m[key] += n
-	c.d.Touch(c.kind, key)
+	v := c.Get(key) + n
+	c.t.Put(key, &v)
 }
 
 // Inc adds one to the counter key and returns its new value.
 func (c *Counts) Inc(key string) int {
 	c.Add(key, 1)
-	return c.m[key]
+	return c.Get(key)
 }
 
 // Get returns the counter key.
-func (c *Counts) Get(key string) int { return c.m[key] }
+func (c *Counts) Get(key string) int {
+	if v, ok := c.t.Get(key); ok {
+		return *v
+	}
+	return 0
+}
 
 // Map returns a copy of the counters.
 func (c *Counts) Map() map[string]int {
-	out := make(map[string]int, len(c.m))
-	for k, v := range c.m {
-		out[k] = v
+	all := c.t.All()
+	out := make(map[string]int, len(all))
+	for k, v := range all {
+		out[k] = *v
 	}
 	return out
 }

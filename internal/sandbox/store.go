@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -15,6 +16,12 @@ type Rows = map[string]map[string][]byte
 type Store interface {
 	// Load returns every row of the system.
 	Load(ctx context.Context, system string) (Rows, error)
+	// Get returns the row of kind with key, nil when there is none.
+	Get(ctx context.Context, system, kind, key string) ([]byte, error)
+	// Kind returns every row of kind by key.
+	Kind(ctx context.Context, system, kind string) (map[string][]byte, error)
+	// Prefix returns the rows of kind whose key starts with prefix, by key.
+	Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error)
 	// Write applies the rows to the system's state in one transaction: a nil value deletes.
 	Write(ctx context.Context, system string, rows Rows) error
 	// Clear deletes every row of the system.
@@ -40,6 +47,40 @@ func (m *MemoryStore) Load(_ context.Context, system string) (Rows, error) {
 		out[kind] = make(map[string][]byte, len(keys))
 		for k, v := range keys {
 			out[kind][k] = append([]byte(nil), v...)
+		}
+	}
+	return out, nil
+}
+
+// Get implements Store.
+func (m *MemoryStore) Get(_ context.Context, system, kind, key string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.systems[system][kind][key]; ok {
+		return append([]byte(nil), v...), nil
+	}
+	return nil, nil
+}
+
+// Kind implements Store.
+func (m *MemoryStore) Kind(_ context.Context, system, kind string) (map[string][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string][]byte, len(m.systems[system][kind]))
+	for k, v := range m.systems[system][kind] {
+		out[k] = append([]byte(nil), v...)
+	}
+	return out, nil
+}
+
+// Prefix implements Store.
+func (m *MemoryStore) Prefix(_ context.Context, system, kind, prefix string) (map[string][]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string][]byte{}
+	for k, v := range m.systems[system][kind] {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = append([]byte(nil), v...)
 		}
 	}
 	return out, nil

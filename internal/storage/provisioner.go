@@ -106,6 +106,12 @@ type StaticAllocations interface {
 type SandboxObjects interface {
 	// Load returns every row of the system: values by kind and key.
 	Load(ctx context.Context, system string) (map[string]map[string][]byte, error)
+	// Get returns the row of kind with key (a primary-key lookup), nil when there is none.
+	Get(ctx context.Context, system, kind, key string) ([]byte, error)
+	// Kind returns every row of kind by key.
+	Kind(ctx context.Context, system, kind string) (map[string][]byte, error)
+	// Prefix returns the rows of kind whose key starts with prefix, by key.
+	Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error)
 	// Write applies the rows to the system in one transaction; a nil value deletes the row.
 	Write(ctx context.Context, system string, rows map[string]map[string][]byte) error
 	// Clear deletes every row of the system.

@@ -102,10 +102,8 @@ type StandIn struct {
 	handler http.Handler
 
 	mu            sync.Mutex
-	seq           *sandbox.Counts // the last evaluation ID given
-	evals         map[int64]*Evaluation
-	byName        map[string]map[int64]*Evaluation // evals by name (names never change): a list by name stays O(matches)
-	calls         map[int64]map[string]int
+	seq           *sandbox.Counts        // the last evaluation ID given
+	evals         *sandbox.Table[stored] // by ID; found by name too
 	createsByName *sandbox.Counts
 	deletesByName *sandbox.Counts
 	totals        *sandbox.Counts
@@ -118,6 +116,8 @@ const (
 	kindCreates    = "createsByName"
 	kindDeletes    = "deletesByName"
 	kindTotals     = "calls"
+	lookupName     = "name"
+	lookupParent   = "parent"
 
 	// firstID is the ID before the first created evaluation's.
 	firstID = 100000
@@ -148,12 +148,24 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.evals = sandbox.NewTable[stored](s.durable, kindEvaluation, false)
+	s.evals.Lookup(lookupName, func(st *stored) []string { return []string{st.Evaluation.Name} })
+	// Every internal evaluation names the configured parent: a shared lookup.
+	s.evals.SharedLookup(lookupParent, func(st *stored) []string {
+		if st.Evaluation.ParentID == 0 {
+			return nil
+		}
+		return []string{key(st.Evaluation.ParentID)}
+	})
 	s.seq = s.durable.Counts(kindSeq)
 	s.createsByName = s.durable.Counts(kindCreates)
 	s.deletesByName = s.durable.Counts(kindDeletes)
 	s.totals = s.durable.Counts(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.durable.Do(ctx, func() error { s.addParents(); return nil }); err != nil {
 		return nil, err
 	}
 	m := http.NewServeMux()
@@ -182,76 +194,59 @@ func (s *StandIn) Objects() any { return s.Snapshot() }
 
 // Reset implements sandbox.System: it forgets every evaluation and count but the configured
 // parents, durably, and keeps issued tokens valid.
-func (s *StandIn) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
-
-func (s *StandIn) encode(kind, key string) (any, bool) {
-	id, err := strconv.ParseInt(key, 10, 64)
-	e, ok := s.evals[id]
-	if kind != kindEvaluation || err != nil || !ok {
-		return nil, false
+func (s *StandIn) Reset(ctx context.Context) error {
+	if err := s.durable.Reset(ctx); err != nil {
+		return err
 	}
-	return stored{Evaluation: *e, Calls: s.calls[id]}, true
+	return s.durable.Do(ctx, func() error { s.addParents(); return nil })
 }
 
-func (s *StandIn) add(e *Evaluation) {
-	s.evals[e.ID] = e
-	if s.byName[e.Name] == nil {
-		s.byName[e.Name] = map[int64]*Evaluation{}
+// addParents gives an empty store (new or reset) the configured parents; called with the lock held.
+func (s *StandIn) addParents() {
+	if s.seq.Get(kindEvaluation) != 0 {
+		return
 	}
-	s.byName[e.Name][e.ID] = e
-}
-
-func (s *StandIn) remove(e *Evaluation) {
-	delete(s.evals, e.ID)
-	delete(s.byName[e.Name], e.ID)
-	if len(s.byName[e.Name]) == 0 {
-		delete(s.byName, e.Name)
+	s.seq.Add(kindEvaluation, firstID)
+	for _, id := range s.opts.ParentIDs {
+		s.put(&stored{Evaluation: Evaluation{ID: id, Definition: Definition{Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED", Tags: []Tag{}},
+			Status: "ACTIVE", Owner: "sandbox", CreatedAt: s.opts.Now().UnixMilli()}})
 	}
 }
 
-// restore loads the evaluations; an empty store (new or reset) gets the configured parents.
-func (s *StandIn) restore(rows sandbox.Rows) error {
-	s.evals = map[int64]*Evaluation{}
-	s.byName = map[string]map[int64]*Evaluation{}
-	s.calls = map[int64]map[string]int{}
-	if s.seq.Get(kindEvaluation) == 0 {
-		s.seq.Add(kindEvaluation, firstID)
-		for _, id := range s.opts.ParentIDs {
-			s.add(&Evaluation{ID: id, Definition: Definition{Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED", Tags: []Tag{}},
-				Status: "ACTIVE", Owner: "sandbox", CreatedAt: s.opts.Now().UnixMilli()})
-			s.touch(id)
-		}
-	}
-	return sandbox.Each(rows, kindEvaluation, func(_ string, st stored) {
-		e := st.Evaluation
-		s.add(&e)
-		if st.Calls != nil {
-			s.calls[e.ID] = st.Calls
-		}
-	})
-}
+func key(id int64) string { return strconv.FormatInt(id, 10) }
 
-// touch marks the evaluation as changed (or deleted), to be written before the answer.
-func (s *StandIn) touch(id int64) { s.durable.Touch(kindEvaluation, strconv.FormatInt(id, 10)) }
+func (s *StandIn) get(id int64) (*stored, bool) { return s.evals.Get(key(id)) }
+
+// put stores the evaluation (new or changed), to be written before the answer.
+func (s *StandIn) put(st *stored) { s.evals.Put(key(st.Evaluation.ID), st) }
+
+// sortedEvals returns the evaluations by ID.
+func sortedEvals(m map[string]*stored) []*stored {
+	out := make([]*stored, 0, len(m))
+	for _, st := range m {
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Evaluation.ID < out[j].Evaluation.ID })
+	return out
+}
 
 // Snapshot returns the inspection snapshot.
 func (s *StandIn) Snapshot() Objects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Objects{
-		Evaluations:   make([]Object, 0, len(s.evals)),
+		Evaluations:   []Object{},
 		CreatesByName: s.createsByName.Map(),
 		DeletesByName: s.deletesByName.Map(),
 		Calls:         s.totals.Map(),
 	}
-	for _, e := range s.evals {
+	for _, st := range sortedEvals(s.evals.All()) {
 		calls := map[string]int{}
-		for k, v := range s.calls[e.ID] {
+		for k, v := range st.Calls {
 			calls[k] = v
 		}
-		out.Evaluations = append(out.Evaluations, Object{Evaluation: clone(e), Calls: calls})
+		out.Evaluations = append(out.Evaluations, Object{Evaluation: clone(&st.Evaluation), Calls: calls})
 	}
-	sort.Slice(out.Evaluations, func(i, j int) bool { return out.Evaluations[i].ID < out.Evaluations[j].ID })
 	return out
 }
 
@@ -331,23 +326,23 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.ParentID != 0 {
-		if _, ok := s.evals[req.ParentID]; !ok {
+		if _, ok := s.get(req.ParentID); !ok {
 			writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("parent evaluation %d does not exist", req.ParentID)})
 			return
 		}
 	}
 	id := int64(s.seq.Inc(kindEvaluation))
-	for s.evals[id] != nil {
+	for _, taken := s.get(id); taken; _, taken = s.get(id) {
 		id = int64(s.seq.Inc(kindEvaluation))
 	}
-	e := &Evaluation{ID: id, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()}
+	st := &stored{Evaluation: Evaluation{ID: id, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()},
+		Calls: map[string]int{"create": 1}}
+	e := &st.Evaluation
 	e.Tags = []Tag{} // rebuilt below: a tag given twice is kept once
 	for _, t := range req.Tags {
 		e.Tags = addTag(e.Tags, t)
 	}
-	s.add(e)
-	s.calls[e.ID] = map[string]int{"create": 1}
-	s.touch(e.ID)
+	s.put(st)
 	s.createsByName.Inc(e.Name)
 	writeJSON(w, http.StatusOK, clone(e))
 }
@@ -360,15 +355,17 @@ func (s *StandIn) count(id int64, op string) {
 
 func (s *StandIn) countLocked(id int64, op string) {
 	s.totals.Inc(op)
-	if c, ok := s.calls[id]; ok {
-		c[op]++
-		s.touch(id)
-	}
+	s.countOn(id, op)
 }
 
-func (s *StandIn) ensureCalls(id int64) {
-	if _, ok := s.calls[id]; !ok {
-		s.calls[id] = map[string]int{}
+// countOn counts op on the evaluation id, if it exists.
+func (s *StandIn) countOn(id int64, op string) {
+	if st, ok := s.get(id); ok {
+		if st.Calls == nil {
+			st.Calls = map[string]int{}
+		}
+		st.Calls[op]++
+		s.put(st)
 	}
 }
 
@@ -378,14 +375,15 @@ func (s *StandIn) handleList(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.totals.Inc("list")
 	out := []Evaluation{}
-	all := s.evals
+	var all map[string]*stored
 	if byName {
-		all = s.byName[name[0]]
+		all = s.evals.Find(lookupName, name[0])
+	} else {
+		all = s.evals.All()
 	}
-	for _, e := range all {
-		out = append(out, clone(e))
+	for _, st := range sortedEvals(all) {
+		out = append(out, clone(&st.Evaluation))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -396,22 +394,13 @@ func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ensureCallsIfExists(id)
 	s.countLocked(id, "get")
-	e, ok := s.evals[id]
+	st, ok := s.get(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
 		return
 	}
-	writeJSON(w, http.StatusOK, clone(e))
-}
-
-func (s *StandIn) ensureCallsIfExists(ids ...int64) {
-	for _, id := range ids {
-		if _, ok := s.evals[id]; ok {
-			s.ensureCalls(id)
-		}
-	}
+	writeJSON(w, http.StatusOK, clone(&st.Evaluation))
 }
 
 func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
@@ -422,22 +411,20 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.totals.Inc("delete")
-	e, ok := s.evals[id]
+	st, ok := s.get(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
 		return
 	}
-	s.remove(e)
-	delete(s.calls, id)
-	s.touch(id)
-	for _, other := range s.evals {
-		if other.ParentID == id {
-			other.ParentID = 0
-			s.touch(other.ID)
+	s.evals.Delete(key(id))
+	for _, other := range s.evals.Find(lookupParent, key(id)) {
+		if other.Evaluation.ParentID == id {
+			other.Evaluation.ParentID = 0
+			s.put(other)
 		}
 	}
-	s.deletesByName.Inc(e.Name)
-	writeJSON(w, http.StatusOK, clone(e))
+	s.deletesByName.Inc(st.Evaluation.Name)
+	writeJSON(w, http.StatusOK, clone(&st.Evaluation))
 }
 
 func (s *StandIn) handleTag(w http.ResponseWriter, r *http.Request) {
@@ -453,9 +440,8 @@ func (s *StandIn) handleTag(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ensureCallsIfExists(id)
 	s.countLocked(id, "tag")
-	e, ok := s.evals[id]
+	st, ok := s.get(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
 		return
@@ -464,8 +450,9 @@ func (s *StandIn) handleTag(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiError{Message: msg})
 		return
 	}
-	e.Tags = addTag(e.Tags, t)
-	writeJSON(w, http.StatusOK, clone(e))
+	st.Evaluation.Tags = addTag(st.Evaluation.Tags, t)
+	s.put(st)
+	writeJSON(w, http.StatusOK, clone(&st.Evaluation))
 }
 
 // addTag adds t unless a tag with the same class and content is already there.
@@ -478,7 +465,7 @@ func addTag(tags []Tag, t Tag) []Tag {
 	return append(tags, t)
 }
 
-func (s *StandIn) linkTargets(w http.ResponseWriter, r *http.Request, op string) (parent, child *Evaluation, ok bool) {
+func (s *StandIn) linkTargets(w http.ResponseWriter, r *http.Request, op string) (parent, child *stored, ok bool) {
 	pid, ok := pathID(w, r, "id")
 	if !ok {
 		return nil, nil, false
@@ -487,14 +474,12 @@ func (s *StandIn) linkTargets(w http.ResponseWriter, r *http.Request, op string)
 	if !ok {
 		return nil, nil, false
 	}
-	s.ensureCallsIfExists(pid, cid)
 	s.countLocked(pid, op)
-	if c, exists := s.calls[cid]; exists && cid != pid {
-		c[op]++
-		s.touch(cid)
+	if cid != pid {
+		s.countOn(cid, op)
 	}
-	parent, pok := s.evals[pid]
-	child, cok := s.evals[cid]
+	parent, pok := s.get(pid)
+	child, cok := s.get(cid)
 	switch {
 	case !pok:
 		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", pid)})
@@ -516,12 +501,14 @@ func (s *StandIn) handleLink(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if child.ParentID != 0 && child.ParentID != parent.ID {
-		writeJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("evaluation %d already has parent %d", child.ID, child.ParentID)})
+	c := &child.Evaluation
+	if c.ParentID != 0 && c.ParentID != parent.Evaluation.ID {
+		writeJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("evaluation %d already has parent %d", c.ID, c.ParentID)})
 		return
 	}
-	child.ParentID = parent.ID
-	writeJSON(w, http.StatusOK, clone(child))
+	c.ParentID = parent.Evaluation.ID
+	s.put(child)
+	writeJSON(w, http.StatusOK, clone(c))
 }
 
 func (s *StandIn) handleUnlink(w http.ResponseWriter, r *http.Request) {
@@ -531,8 +518,9 @@ func (s *StandIn) handleUnlink(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if child.ParentID == parent.ID {
-		child.ParentID = 0
+	if child.Evaluation.ParentID == parent.Evaluation.ID {
+		child.Evaluation.ParentID = 0
+		s.put(child)
 	}
-	writeJSON(w, http.StatusOK, clone(child))
+	writeJSON(w, http.StatusOK, clone(&child.Evaluation))
 }

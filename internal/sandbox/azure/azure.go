@@ -154,7 +154,7 @@ type Server struct {
 	handler http.Handler
 
 	mu               sync.Mutex
-	groups           map[string]*group // by lower-cased name
+	groups           *sandbox.Table[group] // by lower-cased name; found by namespace and while deleting
 	groupPuts        *sandbox.Counts
 	groupCreates     *sandbox.Counts
 	groupDeletes     *sandbox.Counts
@@ -184,7 +184,15 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.groups = sandbox.NewTable[group](s.durable, rowGroup, false)
+	s.groups.Lookup(lookupNamespace, func(g *group) []string { return slices.Sorted(maps.Keys(g.Namespaces)) })
+	s.groups.Lookup(lookupDeleting, func(g *group) []string {
+		if g.Deleting.IsZero() {
+			return nil
+		}
+		return []string{deletingValue}
+	})
 	s.groupPuts = s.durable.Counts(rowGroupPuts)
 	s.groupCreates = s.durable.Counts(rowGroupCreates)
 	s.groupDeletes = s.durable.Counts(rowGroupDeletes)
@@ -230,31 +238,44 @@ func (s *Server) Objects() any { return s.Snapshot() }
 // issued tokens valid.
 func (s *Server) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
 
-func (s *Server) encode(kind, key string) (any, bool) {
-	g, ok := s.groups[key]
-	return g, ok && kind == rowGroup
+// Lookups of the groups table.
+const (
+	lookupNamespace = "namespace" // lower-cased namespace names: they are global (DNS) names
+	lookupDeleting  = "deleting"
+	deletingValue   = "deleting"
+)
+
+// get returns the group with the lower-cased key; change it only to put it back.
+func (s *Server) get(key string) (*group, bool) {
+	g, ok := s.groups.Get(key)
+	if !ok {
+		return nil, false
+	}
+	if g.Namespaces == nil {
+		g.Namespaces = map[string]*namespace{}
+	}
+	if g.Calls == nil {
+		g.Calls = map[string]int{}
+	}
+	for _, ns := range g.Namespaces {
+		if ns.Calls == nil {
+			ns.Calls = map[string]int{}
+		}
+	}
+	return g, true
 }
 
-func (s *Server) restore(rows sandbox.Rows) error {
-	s.groups = map[string]*group{}
-	return sandbox.Each(rows, rowGroup, func(key string, g *group) {
-		if g.Namespaces == nil {
-			g.Namespaces = map[string]*namespace{}
-		}
-		if g.Calls == nil {
-			g.Calls = map[string]int{}
-		}
-		for _, ns := range g.Namespaces {
-			if ns.Calls == nil {
-				ns.Calls = map[string]int{}
-			}
-		}
-		s.groups[key] = g
-	})
+// group returns the group name (nil when there is none) marked as changed, to be written before
+// the answer: the caller counts a call on it.
+func (s *Server) group(name string) *group {
+	key := strings.ToLower(name)
+	g, ok := s.get(key)
+	if !ok {
+		return nil
+	}
+	s.groups.Put(key, g)
+	return g
 }
-
-// touch marks the group (with its namespaces) as changed, to be written before the answer.
-func (s *Server) touch(group string) { s.durable.Touch(rowGroup, strings.ToLower(group)) }
 
 func (s *Server) countEvents(events ...string) {
 	s.mu.Lock()
@@ -268,10 +289,9 @@ func (s *Server) countEvents(events ...string) {
 // changes happen lazily, so that a test clock moves them without background goroutines.
 func (s *Server) settle() {
 	now := s.opts.Now()
-	for key, g := range s.groups {
+	for key, g := range s.groups.Find(lookupDeleting, deletingValue) {
 		if !g.Deleting.IsZero() && !now.Before(g.Deleting.Add(s.opts.DeletionTime)) {
-			delete(s.groups, key)
-			s.durable.Touch(rowGroup, key)
+			s.groups.Delete(key)
 		}
 	}
 }
@@ -296,9 +316,11 @@ func (s *Server) namespaceState(g *group, ns *namespace) string {
 
 // findNamespace finds a namespace by name in any group: namespace names are global (DNS) names.
 func (s *Server) findNamespace(name string) (*group, *namespace) {
-	for _, g := range s.groups {
-		if ns, ok := g.Namespaces[strings.ToLower(name)]; ok {
-			return g, ns
+	for key := range s.groups.Find(lookupNamespace, strings.ToLower(name)) {
+		if g, ok := s.get(key); ok {
+			if ns, ok := g.Namespaces[strings.ToLower(name)]; ok {
+				return g, ns
+			}
 		}
 	}
 	return nil, nil
@@ -311,7 +333,7 @@ func (s *Server) Snapshot() Objects {
 	s.settle()
 	out := Objects{
 		SubscriptionID:         s.opts.SubscriptionID,
-		ResourceGroups:         make([]GroupObject, 0, len(s.groups)),
+		ResourceGroups:         []GroupObject{},
 		GroupPutsByName:        s.groupPuts.Map(),
 		NamespacePutsByName:    s.namespacePuts.Map(),
 		GroupCreatesByName:     s.groupCreates.Map(),
@@ -319,8 +341,9 @@ func (s *Server) Snapshot() Objects {
 		GroupDeletesByName:     s.groupDeletes.Map(),
 		Calls:                  s.totals.Map(),
 	}
-	for _, key := range slices.Sorted(maps.Keys(s.groups)) {
-		g := s.groups[key]
+	all := s.groups.All()
+	for _, key := range slices.Sorted(maps.Keys(all)) {
+		g := all[key]
 		obj := GroupObject{Name: g.Name, Location: g.Location, Tags: maps.Clone(g.Tags), ProvisioningState: g.state(),
 			Namespaces: []NamespaceObject{}, Calls: maps.Clone(g.Calls)}
 		for _, nkey := range slices.Sorted(maps.Keys(g.Namespaces)) {

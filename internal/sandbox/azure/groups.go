@@ -44,8 +44,7 @@ func groupNotFound(w http.ResponseWriter, name string) {
 // countGroup counts an authorised call on a group, on the group itself when it exists.
 func (s *Server) countGroup(op, name string) *group {
 	s.totals.Inc("group." + op)
-	g := s.groups[strings.ToLower(name)]
-	s.touch(name)
+	g := s.group(name)
 	if g != nil {
 		g.Calls[op]++
 	}
@@ -97,7 +96,7 @@ func (s *Server) putGroup(w http.ResponseWriter, rt route, body []byte) {
 	}
 	g = &group{Name: rt.group, Location: loc, Tags: maps.Clone(req.Tags), Namespaces: map[string]*namespace{},
 		Calls: map[string]int{"put": 1}}
-	s.groups[key] = g
+	s.groups.Put(key, g)
 	s.groupCreates.Inc(key)
 	writeJSON(w, http.StatusCreated, s.groupJSON(g))
 }

@@ -73,8 +73,7 @@ func (s *Server) namespaceJSON(g *group, ns *namespace) namespaceResponse {
 // when either is missing.
 func (s *Server) lookupNamespace(w http.ResponseWriter, rt route, op string) (*group, *namespace, bool) {
 	s.totals.Inc("namespace." + op)
-	g := s.groups[strings.ToLower(rt.group)]
-	s.touch(rt.group)
+	g := s.group(rt.group)
 	if g == nil {
 		groupNotFound(w, rt.group)
 		return nil, nil, false
@@ -100,8 +99,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte) {
 	key := strings.ToLower(rt.namespace)
 	s.namespacePuts.Inc(key)
 	s.totals.Inc("namespace.put")
-	g := s.groups[strings.ToLower(rt.group)]
-	s.touch(rt.group)
+	g := s.group(rt.group)
 	if g == nil {
 		groupNotFound(w, rt.group)
 		return
@@ -124,7 +122,7 @@ func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte) {
 		writeError(w, http.StatusBadRequest, "BadRequest", "%s", msg)
 		return
 	}
-	if og, _ := s.findNamespace(rt.namespace); og != nil && og != g {
+	if og, _ := s.findNamespace(rt.namespace); og != nil && !strings.EqualFold(og.Name, g.Name) {
 		writeError(w, http.StatusBadRequest, "BadRequest", "The specified name is not available: namespace '%s' exists in another resource group.", rt.namespace)
 		return
 	}

@@ -111,7 +111,7 @@ type StandIn struct {
 	admin   http.Handler
 
 	mu       sync.Mutex
-	certs    map[string]*Certificate
+	certs    *sandbox.Table[Certificate] // by serial number in hex
 	lifetime time.Duration
 	seq      *sandbox.Counts
 	calls    *sandbox.Counts
@@ -134,7 +134,9 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		return nil, err
 	}
 	s := &StandIn{opts: opts, ca: authority, schema: gql.MustLoad("connector.graphql", schemaSDL)}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore,
+		Kinds: []string{kindSettings}})
+	s.certs = sandbox.NewTable[Certificate](s.durable, kindCertificate, false)
 	s.seq = s.durable.Counts(kindSeq)
 	s.calls = s.durable.Counts(kindCalls)
 	if err := s.durable.Load(ctx); err != nil {
@@ -176,7 +178,7 @@ func (s *StandIn) Snapshot() Objects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Objects{CertificateLifetime: s.lifetimeLocked().String(), Certificates: []Certificate{}, Calls: s.calls.Map()}
-	for _, c := range s.certs {
+	for _, c := range s.certs.All() {
 		out.Certificates = append(out.Certificates, *c)
 	}
 	sort.Slice(out.Certificates, func(i, j int) bool { return out.Certificates[i].Seq < out.Certificates[j].Seq })
@@ -280,7 +282,7 @@ func (s *StandIn) handleCertificateSecured(w http.ResponseWriter, r *http.Reques
 	}
 	serial := cert.SerialNumber.Text(16)
 	s.mu.Lock()
-	rec, issued := s.certs[serial]
+	rec, issued := s.certs.Get(serial)
 	var c caller
 	if issued {
 		c = caller{runtimeID: rec.RuntimeID, tenant: rec.Tenant, serial: serial}
@@ -385,8 +387,7 @@ func (s *StandIn) sign(c caller, encoded string) (any, error) {
 	}
 	rec := &Certificate{Seq: int64(s.seq.Inc(seqCertificates)), Serial: cert.SerialNumber.Text(16), RuntimeID: c.runtimeID, Tenant: c.tenant,
 		Subject: want, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter, RenewalOf: c.serial}
-	s.certs[rec.Serial] = rec
-	s.durable.Touch(kindCertificate, rec.Serial)
+	s.certs.Put(rec.Serial, rec)
 	enc := base64.StdEncoding.EncodeToString
 	return gql.Object{
 		"certificateChain":  enc(append(append([]byte{}, certPEM...), s.ca.pem...)),
@@ -424,13 +425,13 @@ func subjectString(csr *x509.CertificateRequest) string {
 
 // revoke revokes the calling certificate: it can no longer use this endpoint nor be renewed.
 func (s *StandIn) revoke(c caller) (any, error) {
-	rec, ok := s.certs[c.serial]
+	rec, ok := s.certs.Get(c.serial)
 	if c.serial == "" || !ok {
 		return nil, gql.Errorf(gql.KindUnauthorized, "revokeCertificate needs the certificate-secured endpoint")
 	}
 	now := s.opts.Now().UTC()
 	rec.RevokedAt = &now
-	s.durable.Touch(kindCertificate, c.serial)
+	s.certs.Put(c.serial, rec)
 	return true, nil
 }
 

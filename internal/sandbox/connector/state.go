@@ -7,7 +7,7 @@ import (
 )
 
 // The kinds of rows the stand-in keeps in its store: one per certificate it issued (key: its
-// serial number in hex), the certificate lifetime and counters.
+// serial number in hex, a Table), the certificate lifetime and counters.
 const (
 	kindCertificate = "certificate"
 	kindSettings    = "settings"
@@ -20,12 +20,6 @@ const (
 
 func (s *StandIn) encode(kind, key string) (any, bool) {
 	switch kind {
-	case kindCertificate:
-		c, ok := s.certs[key]
-		if !ok {
-			return nil, false
-		}
-		return *c, true
 	case kindSettings:
 		if key == keyLifetime && s.lifetime != 0 {
 			return s.lifetime, true
@@ -35,16 +29,10 @@ func (s *StandIn) encode(kind, key string) (any, bool) {
 }
 
 func (s *StandIn) restore(rows sandbox.Rows) error {
-	s.certs = map[string]*Certificate{}
 	s.lifetime = 0
-	if err := sandbox.Each(rows, kindSettings, func(key string, d time.Duration) {
+	return sandbox.Each(rows, kindSettings, func(key string, d time.Duration) {
 		if key == keyLifetime {
 			s.lifetime = d
 		}
-	}); err != nil {
-		return err
-	}
-	return sandbox.Each(rows, kindCertificate, func(key string, c Certificate) {
-		s.certs[key] = &c
 	})
 }

@@ -366,7 +366,7 @@ func (s *StandIn) deleteApplication(w http.ResponseWriter, _ *http.Request, a *a
 // assign assigns the application to a runtime of its tenant; assigning it again changes nothing.
 func (s *StandIn) assign(w http.ResponseWriter, r *http.Request, a *application) {
 	rt := r.PathValue("runtime")
-	if _, ok := s.tenants[a.App.Tenant][rt]; !ok {
+	if _, ok := s.get(a.App.Tenant, rt); !ok {
 		gql.WriteJSON(w, http.StatusNotFound, adminError{Message: fmt.Sprintf("tenant %s has no runtime %s", a.App.Tenant, rt)})
 		return
 	}

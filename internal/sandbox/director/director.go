@@ -138,9 +138,7 @@ type StandIn struct {
 
 	mu              sync.Mutex
 	seq             *sandbox.Counts
-	tenants         map[string]map[string]*record
-	authOwners      map[string]*record // system auth ID to its runtime
-	tokenAuths      map[string]string  // SHA-256 of a one-time token to its system auth ID
+	rts             *sandbox.Table[record] // by runtimeKey; found by system auth, token hash and runtime ID label
 	apps            map[string]*application
 	registrations   *sandbox.Counts
 	unregistrations *sandbox.Counts
@@ -177,7 +175,9 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		"runtimes":                      s.runtimes,
 		"applicationsForRuntime":        s.applicationsForRuntime,
 	}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore,
+		Kinds: []string{kindApplication}})
+	s.openRuntimes()
 	s.seq = s.durable.Counts(kindSeq)
 	s.registrations = s.durable.Counts(kindRegistrations)
 	s.unregistrations = s.durable.Counts(kindUnregistrations)
@@ -217,16 +217,20 @@ func (s *StandIn) Snapshot() Objects {
 	defer s.mu.Unlock()
 	out := Objects{
 		Applications:               apps,
-		Tenants:                    make(map[string][]Object, len(s.tenants)),
+		Tenants:                    map[string][]Object{},
 		RegistrationsByRuntimeID:   s.registrations.Map(),
 		UnregistrationsByRuntimeID: s.unregistrations.Map(),
 		Calls:                      s.totals.Map(),
 	}
 	now := s.now()
-	for tenant, rts := range s.tenants {
-		if len(rts) == 0 {
-			continue
+	tenants := map[string]map[string]*record{}
+	for key, rec := range s.rts.All() {
+		if tenants[rec.tenant] == nil {
+			tenants[rec.tenant] = map[string]*record{}
 		}
+		tenants[rec.tenant][key] = rec
+	}
+	for tenant, rts := range tenants {
 		objs := make([]Object, 0, len(rts))
 		for _, rec := range sorted(rts) {
 			objs = append(objs, Object{Runtime: rec.snapshot(), TokensIssued: rec.tokens, ValidTokens: rec.validTokens(now),

@@ -132,7 +132,7 @@ func cloneJSON(v any) any {
 
 func (s *StandIn) lookup(tenant string, id any, op string) (*record, error) {
 	sid, _ := id.(string)
-	rec, ok := s.tenants[tenant][sid]
+	rec, ok := s.get(tenant, sid)
 	if !ok {
 		return nil, notFound("object=runtime; id=%s", sid)
 	}
@@ -183,14 +183,10 @@ func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	if s.tenants[tenant] == nil {
-		s.tenants[tenant] = map[string]*record{}
-	}
 	rec := &record{
 		seq: int64(s.seq.Inc(seqRuntimes)), tenant: tenant, id: uuid.NewString(), name: in.name, description: in.description, labels: in.labels,
 		status: Status{Condition: in.condition, Timestamp: s.now()}, tokenHashes: map[string]string{}, calls: map[string]int{"registerRuntime": 1},
 	}
-	s.tenants[tenant][rec.id] = rec
 	s.touch(rec)
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
 		s.registrations.Inc(rid)
@@ -223,10 +219,7 @@ func (s *StandIn) unregisterRuntime(tenant string, args map[string]any) (any, er
 		s.forgetAuth(rec, a.ID)
 	}
 	s.unassignEverywhere(rec)
-	delete(s.tenants[tenant], rec.id)
-	if len(s.tenants[tenant]) == 0 {
-		delete(s.tenants, tenant)
-	}
+	s.rts.Delete(runtimeKey(tenant, rec.id))
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
 		s.unregistrations.Inc(rid)
 	}
@@ -261,7 +254,7 @@ func (s *StandIn) requestOneTimeToken(tenant string, args map[string]any) (any, 
 // deleteSystemAuth deletes a system auth of a runtime in the caller's tenant, revoking its token.
 func (s *StandIn) deleteSystemAuth(tenant string, args map[string]any) (any, error) {
 	id, _ := args["authID"].(string)
-	rec, ok := s.authOwners[id]
+	rec, ok := s.byLookup(lookupAuth, id)
 	if !ok || rec.tenant != tenant {
 		return nil, notFound("object=systemAuth; id=%s", id)
 	}
@@ -291,9 +284,19 @@ func (s *StandIn) runtimes(tenant string, args map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	candidates := map[string]*record(nil)
+	for _, f := range filters {
+		if f.key == RuntimeIDLabel && f.value != nil {
+			candidates = s.rts.Find(lookupRuntimeID, *f.value)
+			break
+		}
+	}
+	if candidates == nil {
+		candidates = s.rts.All()
+	}
 	var matched []*record
-	for _, rec := range sorted(s.tenants[tenant]) {
-		if matches(rec.labels, filters) {
+	for _, rec := range sorted(candidates) {
+		if rec.tenant == tenant && matches(rec.labels, filters) {
 			matched = append(matched, rec)
 		}
 	}

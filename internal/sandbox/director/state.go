@@ -1,7 +1,10 @@
 package director
 
 import (
-	"strings"
+	"bytes"
+	"encoding/json"
+	"slices"
+	"sort"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
@@ -39,56 +42,98 @@ type storedRuntime struct {
 
 func runtimeKey(tenant, id string) string { return tenant + "/" + id }
 
-// touch marks the runtime as changed, to be written before the answer.
-func (s *StandIn) touch(rec *record) { s.durable.Touch(kindRuntime, runtimeKey(rec.tenant, rec.id)) }
+// Lookups of the runtimes table.
+const (
+	lookupAuth      = "auth"      // system auth IDs
+	lookupToken     = "token"     // SHA-256 of one-time tokens
+	lookupRuntimeID = "runtimeID" // the RuntimeIDLabel's values
+)
+
+func (rec *record) MarshalJSON() ([]byte, error) {
+	return json.Marshal(storedRuntime{Seq: rec.seq, Tenant: rec.tenant, ID: rec.id, Name: rec.name, Description: rec.description,
+		Labels: rec.labels, Status: rec.status, Tokens: rec.tokens, Auths: rec.auths, TokenHashes: rec.tokenHashes, Calls: rec.calls})
+}
+
+// UnmarshalJSON decodes a runtime's row: labels were normalised with numbers as json.Number,
+// so they are decoded the same way.
+func (rec *record) UnmarshalJSON(b []byte) error {
+	var st storedRuntime
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(&st); err != nil {
+		return err
+	}
+	if st.Labels == nil {
+		st.Labels = map[string]any{}
+	}
+	if st.Calls == nil {
+		st.Calls = map[string]int{}
+	}
+	if st.TokenHashes == nil {
+		st.TokenHashes = map[string]string{}
+	}
+	*rec = record{seq: st.Seq, tenant: st.Tenant, id: st.ID, name: st.Name, description: st.Description,
+		labels: st.Labels, status: st.Status, tokens: st.Tokens, auths: st.Auths, tokenHashes: st.TokenHashes, calls: st.Calls}
+	return nil
+}
+
+// openRuntimes registers the runtimes' table and its lookups.
+func (s *StandIn) openRuntimes() {
+	s.rts = sandbox.NewTable[record](s.durable, kindRuntime, true)
+	s.rts.Lookup(lookupAuth, func(rec *record) []string {
+		ids := make([]string, 0, len(rec.auths))
+		for _, a := range rec.auths {
+			ids = append(ids, a.ID)
+		}
+		return ids
+	})
+	s.rts.Lookup(lookupToken, func(rec *record) []string {
+		hashes := make([]string, 0, len(rec.tokenHashes))
+		for _, h := range rec.tokenHashes {
+			hashes = append(hashes, h)
+		}
+		sort.Strings(hashes)
+		return hashes
+	})
+	s.rts.Lookup(lookupRuntimeID, func(rec *record) []string { return labelValues(rec.labels[RuntimeIDLabel]) })
+}
+
+// labelValues are the strings a label filter's query matches in a label's value.
+func labelValues(v any) []string {
+	switch x := v.(type) {
+	case string:
+		return []string{x}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if s, ok := e.(string); ok && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// get returns the runtime id of tenant; change it only to put it back (touch).
+func (s *StandIn) get(tenant, id string) (*record, bool) { return s.rts.Get(runtimeKey(tenant, id)) }
+
+// byLookup returns the one runtime found by lookup name with value.
+func (s *StandIn) byLookup(name, value string) (*record, bool) {
+	for _, rec := range s.rts.Find(name, value) {
+		return rec, true
+	}
+	return nil, false
+}
+
+// touch stores the runtime (new or changed), to be written before the answer.
+func (s *StandIn) touch(rec *record) { s.rts.Put(runtimeKey(rec.tenant, rec.id), rec) }
 
 func (s *StandIn) encode(kind, key string) (any, bool) {
 	if kind == kindApplication {
 		return s.encodeApplication(key)
 	}
-	// Runtime IDs are UUIDs; a tenant may contain a slash.
-	i := strings.LastIndex(key, "/")
-	if kind != kindRuntime || i < 0 {
-		return nil, false
-	}
-	rec, ok := s.tenants[key[:i]][key[i+1:]]
-	if !ok {
-		return nil, false
-	}
-	return storedRuntime{Seq: rec.seq, Tenant: rec.tenant, ID: rec.id, Name: rec.name, Description: rec.description,
-		Labels: rec.labels, Status: rec.status, Tokens: rec.tokens, Auths: rec.auths, TokenHashes: rec.tokenHashes, Calls: rec.calls}, true
+	return nil, false
 }
 
-func (s *StandIn) restore(rows sandbox.Rows) error {
-	s.tenants = map[string]map[string]*record{}
-	s.authOwners = map[string]*record{}
-	s.tokenAuths = map[string]string{}
-	// Labels were normalised with numbers as json.Number: they are decoded the same way.
-	if err := sandbox.EachExact(rows, kindRuntime, func(_ string, st storedRuntime) {
-		labels := st.Labels
-		if labels == nil {
-			labels = map[string]any{}
-		}
-		if st.Calls == nil {
-			st.Calls = map[string]int{}
-		}
-		if st.TokenHashes == nil {
-			st.TokenHashes = map[string]string{}
-		}
-		rec := &record{seq: st.Seq, tenant: st.Tenant, id: st.ID, name: st.Name, description: st.Description,
-			labels: labels, status: st.Status, tokens: st.Tokens, auths: st.Auths, tokenHashes: st.TokenHashes, calls: st.Calls}
-		if s.tenants[rec.tenant] == nil {
-			s.tenants[rec.tenant] = map[string]*record{}
-		}
-		s.tenants[rec.tenant][rec.id] = rec
-		for _, a := range rec.auths {
-			s.authOwners[a.ID] = rec
-			if h, ok := rec.tokenHashes[a.ID]; ok {
-				s.tokenAuths[h] = a.ID
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return s.restoreApplications(rows)
-}
+func (s *StandIn) restore(rows sandbox.Rows) error { return s.restoreApplications(rows) }

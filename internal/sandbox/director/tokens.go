@@ -37,20 +37,14 @@ func (s *StandIn) addToken(rec *record, token string) {
 	rec.tokens++
 	auth := SystemAuth{ID: uuid.NewString(), IssuedAt: s.now()}
 	rec.auths = append(rec.auths, auth)
-	s.authOwners[auth.ID] = rec
-	h := hashToken(token)
-	rec.tokenHashes[auth.ID] = h
-	s.tokenAuths[h] = auth.ID
+	rec.tokenHashes[auth.ID] = hashToken(token)
 	s.touch(rec)
 }
 
-// forgetAuth drops the indexes of a system auth of rec that is being deleted.
+// forgetAuth drops the token hash of a system auth of rec that is being deleted.
 func (s *StandIn) forgetAuth(rec *record, id string) {
-	delete(s.authOwners, id)
-	if h, ok := rec.tokenHashes[id]; ok {
-		delete(s.tokenAuths, h)
-		delete(rec.tokenHashes, id)
-	}
+	delete(rec.tokenHashes, id)
+	s.touch(rec)
 }
 
 // RedeemOneTimeToken is how the Connector stand-in accepts a one-time token: it finds the valid
@@ -64,10 +58,16 @@ func (s *StandIn) RedeemOneTimeToken(ctx context.Context, token string, renew bo
 		next = newToken()
 	}
 	return s.durable.Do(ctx, func() error {
-		id, ok := s.tokenAuths[hashToken(token)]
-		rec := s.authOwners[id]
-		if !ok || rec == nil {
+		h := hashToken(token)
+		rec, ok := s.byLookup(lookupToken, h)
+		if !ok {
 			return ErrInvalidToken
+		}
+		id := ""
+		for auth, have := range rec.tokenHashes {
+			if have == h {
+				id = auth
+			}
 		}
 		i := -1
 		for j, a := range rec.auths {

@@ -113,7 +113,7 @@ type StandIn struct {
 	handler http.Handler
 
 	mu              sync.Mutex
-	tenants         map[string]*tenant
+	tenants         *sandbox.Table[tenant] // by tenantKey
 	createsByTenant *sandbox.Counts
 	deletesByTenant *sandbox.Counts
 	totals          *sandbox.Counts
@@ -143,7 +143,8 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 			s.namespaces[ns] = true
 		}
 	}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.tenants = sandbox.NewTable[tenant](s.durable, kindDataTenant, false)
 	s.createsByTenant = s.durable.Counts(kindCreates)
 	s.deletesByTenant = s.durable.Counts(kindDeletes)
 	s.totals = s.durable.Counts(kindTotals)
@@ -178,22 +179,18 @@ func (s *StandIn) Objects() any { return s.Snapshot() }
 // issued tokens valid.
 func (s *StandIn) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
 
-func (s *StandIn) encode(kind, key string) (any, bool) {
-	t, ok := s.tenants[key]
-	return t, ok && kind == kindDataTenant
-}
-
-func (s *StandIn) restore(rows sandbox.Rows) error {
-	s.tenants = map[string]*tenant{}
-	return sandbox.Each(rows, kindDataTenant, func(key string, t *tenant) {
+// get returns the data tenant with key; change it only to put it back.
+func (s *StandIn) get(key string) (*tenant, bool) {
+	t, ok := s.tenants.Get(key)
+	if ok {
 		if t.Metadata == nil {
 			t.Metadata = map[string]string{}
 		}
 		if t.Calls == nil {
 			t.Calls = map[string]int{}
 		}
-		s.tenants[key] = t
-	})
+	}
+	return t, ok
 }
 
 // Snapshot returns the inspection snapshot.
@@ -201,12 +198,12 @@ func (s *StandIn) Snapshot() Objects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Objects{
-		DataTenants:     make([]Object, 0, len(s.tenants)),
+		DataTenants:     []Object{},
 		CreatesByTenant: s.createsByTenant.Map(),
 		DeletesByTenant: s.deletesByTenant.Map(),
 		Calls:           s.totals.Map(),
 	}
-	for _, t := range s.tenants {
+	for _, t := range s.tenants.All() {
 		md := make(map[string]string, len(t.Metadata))
 		for k, v := range t.Metadata {
 			md[k] = v
@@ -263,13 +260,13 @@ func (s *StandIn) lookup(w http.ResponseWriter, r *http.Request, op string) (*te
 	if !s.namespaceExists(w, ns) {
 		return nil, false
 	}
-	t, ok := s.tenants[tenantKey(ns, name, env)]
+	t, ok := s.get(tenantKey(ns, name, env))
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("data tenant %s/%s not found in namespace %q", name, env, ns)})
 		return nil, false
 	}
 	t.Calls[op]++
-	s.durable.Touch(kindDataTenant, tenantKey(ns, name, env))
+	s.tenants.Put(tenantKey(ns, name, env), t)
 	return t, true
 }
 
@@ -294,9 +291,9 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := tenantKey(ns, req.Name, req.Environment)
-	if t, ok := s.tenants[key]; ok {
+	if t, ok := s.get(key); ok {
 		t.Calls["create"]++
-		s.durable.Touch(kindDataTenant, key)
+		s.tenants.Put(key, t)
 		writeJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("data tenant %s/%s already exists in namespace %q", req.Name, req.Environment, ns)})
 		return
 	}
@@ -306,8 +303,7 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 		Metadata: map[string]string{},
 		Calls:    map[string]int{"create": 1},
 	}
-	s.tenants[key] = t
-	s.durable.Touch(kindDataTenant, key)
+	s.tenants.Put(key, t)
 	s.createsByTenant.Inc(key)
 	writeJSON(w, http.StatusCreated, t.DataTenant)
 }
@@ -330,7 +326,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := tenantKey(t.Namespace.Name, t.Name, t.Environment)
-	delete(s.tenants, key)
+	s.tenants.Delete(key)
 	s.deletesByTenant.Inc(key)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -130,6 +130,7 @@ const (
 	kindCreates         = "createsByName"
 	kindDeletes         = "deletesByName"
 	kindTotals          = "calls"
+	lookupName          = "name"
 )
 
 // StandIn is the IAS stand-in; it implements sandbox.System.
@@ -142,8 +143,7 @@ type StandIn struct {
 
 	mu            sync.Mutex
 	seq           *sandbox.Counts
-	sps           map[string]*record
-	byName        map[string]map[string]*record // sps by name (names never change): searches by name stay O(matches)
+	sps           *sandbox.Table[record] // by ID; found by name too
 	createsByName *sandbox.Counts
 	deletesByName *sandbox.Counts
 	totals        *sandbox.Counts
@@ -158,7 +158,9 @@ func New(opts Options) *StandIn {
 // Open returns a stand-in with the service providers and counts kept in opts.Store.
 func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s := &StandIn{opts: opts}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.sps = sandbox.NewTable[record](s.durable, kindServiceProvider, false)
+	s.sps.Lookup(lookupName, func(rec *record) []string { return []string{rec.SP.Name} })
 	s.seq = s.durable.Counts(kindSeq)
 	s.createsByName = s.durable.Counts(kindCreates)
 	s.deletesByName = s.durable.Counts(kindDeletes)
@@ -193,52 +195,26 @@ func (s *StandIn) Objects() any { return s.Snapshot() }
 // Reset implements sandbox.System: it forgets every service provider and count, durably.
 func (s *StandIn) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
 
-func (s *StandIn) encode(kind, key string) (any, bool) {
-	rec, ok := s.sps[key]
-	return rec, ok && kind == kindServiceProvider
-}
-
-func (s *StandIn) restore(rows sandbox.Rows) error {
-	s.sps = map[string]*record{}
-	s.byName = map[string]map[string]*record{}
-	return sandbox.Each(rows, kindServiceProvider, func(id string, rec *record) {
-		if rec.Calls == nil {
-			rec.Calls = map[string]int{}
-		}
-		s.add(id, rec)
-	})
-}
-
-func (s *StandIn) add(id string, rec *record) {
-	s.sps[id] = rec
-	if s.byName[rec.SP.Name] == nil {
-		s.byName[rec.SP.Name] = map[string]*record{}
+// get returns the service provider id; change it only to put it back.
+func (s *StandIn) get(id string) (*record, bool) {
+	rec, ok := s.sps.Get(id)
+	if ok && rec.Calls == nil {
+		rec.Calls = map[string]int{}
 	}
-	s.byName[rec.SP.Name][id] = rec
+	return rec, ok
 }
-
-func (s *StandIn) remove(id string, rec *record) {
-	delete(s.sps, id)
-	delete(s.byName[rec.SP.Name], id)
-	if len(s.byName[rec.SP.Name]) == 0 {
-		delete(s.byName, rec.SP.Name)
-	}
-}
-
-// touch marks the service provider as changed, to be written before the answer.
-func (s *StandIn) touch(id string) { s.durable.Touch(kindServiceProvider, id) }
 
 // Snapshot returns the inspection snapshot.
 func (s *StandIn) Snapshot() Objects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Objects{
-		ServiceProviders: make([]Object, 0, len(s.sps)),
+		ServiceProviders: []Object{},
 		CreatesByName:    s.createsByName.Map(),
 		DeletesByName:    s.deletesByName.Map(),
 		Calls:            s.totals.Map(),
 	}
-	for _, rec := range s.sorted(s.sps) {
+	for _, rec := range s.sorted(s.sps.All()) {
 		calls := make(map[string]int, len(rec.Calls))
 		for k, v := range rec.Calls {
 			calls[k] = v
@@ -309,12 +285,12 @@ func newID() string {
 // countLocked counts op in the totals and, when the service provider exists, on it.
 func (s *StandIn) countLocked(id, op string) *record {
 	s.totals.Inc(op)
-	rec, ok := s.sps[id]
+	rec, ok := s.get(id)
 	if !ok {
 		return nil
 	}
 	rec.Calls[op]++
-	s.touch(id)
+	s.sps.Put(id, rec)
 	return rec
 }
 
@@ -332,9 +308,11 @@ func (s *StandIn) handleSearch(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.totals.Inc("search")
 	out := SearchResult{ServiceProviders: []ServiceProvider{}}
-	all := s.sps
+	var all map[string]*record
 	if byName {
-		all = s.byName[name[0]]
+		all = s.sps.Find(lookupName, name[0])
+	} else {
+		all = s.sps.All()
 	}
 	recs := s.sorted(all)
 	for _, rec := range recs {
@@ -361,16 +339,15 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := newID()
-	for s.sps[id] != nil {
+	for _, taken := s.sps.Get(id); taken; _, taken = s.sps.Get(id) {
 		id = newID()
 	}
-	s.add(id, &record{
+	s.sps.Put(id, &record{
 		Seq: int64(s.seq.Inc(kindServiceProvider)),
 		SP: &ServiceProvider{ID: id, Name: req.Name, SSOType: SSOTypeSAML2, RedirectURIs: []string{},
 			AssertionAttributes: []AssertionAttribute{}, SubjectNameIdentifier: "uid"},
 		Calls: map[string]int{"create": 1},
 	})
-	s.touch(id)
 	s.createsByName.Inc(req.Name)
 	w.Header().Set("Location", "/service/sps/"+id)
 	w.WriteHeader(http.StatusCreated)
@@ -480,13 +457,12 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.totals.Inc("delete")
-	rec, ok := s.sps[id]
+	rec, ok := s.get(id)
 	if !ok {
 		notFound(w, id)
 		return
 	}
-	s.remove(id, rec)
-	s.touch(id)
+	s.sps.Delete(id)
 	s.deletesByName.Inc(rec.SP.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -522,7 +498,7 @@ func (s *StandIn) handleDeleteSecrets(w http.ResponseWriter, r *http.Request) {
 func (s *StandIn) HasSecret(clientID, secret string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, ok := s.sps[clientID]
+	rec, ok := s.get(clientID)
 	if !ok {
 		return false
 	}

@@ -78,17 +78,16 @@ func (s *Server) handleApply(update bool) http.HandlerFunc {
 			writeJSON(w, http.StatusBadRequest, apiError{Error: msg})
 			return
 		}
-		c, ok := s.clusters[req.RuntimeID]
+		c, ok := s.cluster(req.RuntimeID)
 		if !ok {
 			if update {
 				writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", req.RuntimeID)})
 				return
 			}
 			c = &cluster{Calls: map[string]int{}}
-			s.clusters[req.RuntimeID] = c
 		}
 		c.Calls["apply"]++
-		s.durable.Touch(kindCluster, req.RuntimeID)
+		s.clusters.Put(req.RuntimeID, c)
 		c.apply(req, s.isFailing(&req), s.opts.Now())
 		writeJSON(w, http.StatusOK, s.state(r, req.RuntimeID, c))
 	}
@@ -99,13 +98,13 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.totals.Inc("status")
 	id := r.PathValue("runtimeID")
-	c, ok := s.clusters[id]
+	c, ok := s.cluster(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", id)})
 		return
 	}
 	c.Calls["status"]++
-	s.durable.Touch(kindCluster, id)
+	s.clusters.Put(id, c)
 	writeJSON(w, http.StatusOK, s.state(r, id, c))
 }
 
@@ -115,13 +114,13 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.totals.Inc("delete")
 	id := r.PathValue("runtimeID")
-	c, ok := s.clusters[id]
+	c, ok := s.cluster(id)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", id)})
 		return
 	}
 	c.Calls["delete"]++
-	s.durable.Touch(kindCluster, id)
+	s.clusters.Put(id, c)
 	if c.DeleteAt.IsZero() {
 		c.DeleteAt = s.opts.Now()
 	}

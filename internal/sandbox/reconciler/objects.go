@@ -51,8 +51,8 @@ func (s *Server) Snapshot() Objects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.opts.Now()
-	out := Objects{Clusters: make([]Object, 0, len(s.clusters)), Calls: s.totals.Map()}
-	for id, c := range s.clusters {
+	out := Objects{Clusters: []Object{}, Calls: s.totals.Map()}
+	for id, c := range s.clusters.All() {
 		calls := make(map[string]int, len(c.Calls))
 		for k, v := range c.Calls {
 			calls[k] = v

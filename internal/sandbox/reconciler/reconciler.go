@@ -124,7 +124,7 @@ type Server struct {
 	handler http.Handler
 
 	mu       sync.Mutex
-	clusters map[string]*cluster
+	clusters *sandbox.Table[cluster] // by runtime ID; configurations keep their numbers exact, as applied
 	totals   *sandbox.Counts
 }
 
@@ -143,7 +143,8 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	for _, c := range opts.FailingComponents {
 		s.failing[c] = true
 	}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.clusters = sandbox.NewTable[cluster](s.durable, kindCluster, true)
 	s.totals = s.durable.Counts(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
@@ -170,18 +171,11 @@ func (s *Server) Objects() any { return s.Snapshot() }
 // Reset implements sandbox.System: it forgets every cluster and count, durably.
 func (s *Server) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
 
-func (s *Server) encode(kind, key string) (any, bool) {
-	c, ok := s.clusters[key]
-	return c, ok && kind == kindCluster
-}
-
-// restore loads the clusters; configurations keep their numbers exact, as applied.
-func (s *Server) restore(rows sandbox.Rows) error {
-	s.clusters = map[string]*cluster{}
-	return sandbox.EachExact(rows, kindCluster, func(id string, c *cluster) {
-		if c.Calls == nil {
-			c.Calls = map[string]int{}
-		}
-		s.clusters[id] = c
-	})
+// cluster returns the cluster of the runtime id; change it only to put it back.
+func (s *Server) cluster(id string) (*cluster, bool) {
+	c, ok := s.clusters.Get(id)
+	if ok && c.Calls == nil {
+		c.Calls = map[string]int{}
+	}
+	return c, ok
 }

@@ -28,7 +28,7 @@ func (s *Server) handleListBindings(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := List[Binding]{Items: []Binding{}}
-	for _, b := range s.bindings {
+	for _, b := range selected(s.bindings, crit, map[string]string{"service_instance_id": lookupInstance}) {
 		if matches(crit, map[string]string{"id": b.ID, "name": b.Name, "service_instance_id": b.ServiceInstanceID}) {
 			out.Items = append(out.Items, b.view())
 		}
@@ -60,13 +60,13 @@ func (s *Server) handleCreateBinding(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settle()
-	in, ok := s.instances[req.ServiceInstanceID]
+	in, ok := s.instance(req.ServiceInstanceID)
 	if !ok {
 		notFound(w, "service_instance", req.ServiceInstanceID)
 		return
 	}
 	in.Calls["bind"]++
-	s.durable.Touch(kindInstance, in.ID)
+	s.instances.Put(in.ID, in)
 	if lo := in.LastOperation; !in.Ready || lo != nil && lo.State == StateInProgress {
 		why := "it is not ready"
 		if lo != nil {
@@ -75,8 +75,8 @@ func (s *Server) handleCreateBinding(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusUnprocessableEntity, "UnprocessableEntity", "service instance %q cannot be bound: %s", in.ID, why)
 		return
 	}
-	for _, other := range s.bindings {
-		if other.ServiceInstanceID == in.ID && other.Name == req.Name {
+	for _, other := range s.bindings.Find(lookupInstance, in.ID) {
+		if other.Name == req.Name {
 			fail(w, http.StatusConflict, "Conflict", "found conflicting service binding: name %q is taken for instance %q", req.Name, in.ID)
 			return
 		}
@@ -93,8 +93,7 @@ func (s *Server) handleCreateBinding(w http.ResponseWriter, r *http.Request) {
 		Calls:   map[string]int{"create": 1},
 		creds:   creds,
 	}
-	s.bindings[id] = b
-	s.durable.Touch(kindBinding, id)
+	s.bindings.Put(id, b)
 	s.bindingCreatesByName.Inc(b.Name)
 	writeJSON(w, http.StatusCreated, b.view())
 }
@@ -116,7 +115,7 @@ func (s *Server) handleDeleteBinding(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	delete(s.bindings, b.ID)
+	s.bindings.Delete(b.ID)
 	s.bindingDeletesByName.Inc(b.Name)
 	writeJSON(w, http.StatusOK, struct{}{})
 }
@@ -126,13 +125,13 @@ func (s *Server) handleDeleteBinding(w http.ResponseWriter, r *http.Request) {
 func (s *Server) lookupBinding(w http.ResponseWriter, r *http.Request, op string) (*binding, bool) {
 	s.totals.Inc(op)
 	id := r.PathValue("id")
-	b, ok := s.bindings[id]
+	b, ok := s.binding(id)
 	if !ok {
 		notFound(w, "service_binding", id)
 		return nil, false
 	}
 	b.Calls[op]++
-	s.durable.Touch(kindBinding, id)
+	s.bindings.Put(id, b)
 	return b, true
 }
 

@@ -115,7 +115,7 @@ func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	s.settle()
 	out := List[Instance]{Items: []Instance{}}
-	for _, in := range s.instances {
+	for _, in := range selected(s.instances, crit, map[string]string{"name": lookupName}) {
 		if matches(crit, map[string]string{"id": in.ID, "name": in.Name, "service_plan_id": in.ServicePlanID}) {
 			out.Items = append(out.Items, in.view())
 		}
@@ -166,7 +166,7 @@ func (s *Server) handleCreateInstance(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.settle()
-	for _, other := range s.instances {
+	for _, other := range s.instances.Find(lookupName, req.Name) {
 		if other.Name == req.Name {
 			fail(w, http.StatusConflict, "Conflict", "found conflicting service instance: name %q is taken", req.Name)
 			return
@@ -182,13 +182,11 @@ func (s *Server) handleCreateInstance(w http.ResponseWriter, r *http.Request) {
 	op := s.newOperation(OperationCreate, in.ID, now)
 	if async && s.opts.ProvisionDelay > 0 {
 		op.State, in.DoneAt = StateInProgress, now.Add(s.opts.ProvisionDelay)
-		s.settling[in.ID] = in
 	} else {
 		in.Ready, in.Usable = true, true
 	}
 	in.LastOperation = op
-	s.instances[in.ID] = in
-	s.durable.Touch(kindInstance, in.ID)
+	s.putInstance(in)
 	s.instanceCreatesByName.Inc(in.Name)
 	if async {
 		w.Header().Set("Location", operationPath(in.ID, op.ID))
@@ -198,12 +196,11 @@ func (s *Server) handleCreateInstance(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, in.view())
 }
 
-// newOperation records a succeeded operation on an instance; s.mu must be held.
+// newOperation is a succeeded operation on an instance, stored with it (putInstance); s.mu must
+// be held.
 func (s *Server) newOperation(typ, instanceID string, now time.Time) *Operation {
 	op := &Operation{ID: uuid.NewString(), Type: typ, State: StateSucceeded, ResourceID: instanceID,
 		ResourceType: resourceInstance, CreatedAt: now, UpdatedAt: now}
-	s.operations[op.ID] = op
-	s.durable.Touch(kindOperation, op.ID)
 	return op
 }
 
@@ -217,13 +214,13 @@ func (s *Server) lookupInstance(w http.ResponseWriter, r *http.Request, op strin
 	s.totals.Inc(op)
 	s.settle()
 	id := r.PathValue("id")
-	in, ok := s.instances[id]
+	in, ok := s.instance(id)
 	if !ok {
 		notFound(w, "service_instance", id)
 		return nil, false
 	}
 	in.Calls[op]++
-	s.durable.Touch(kindInstance, id)
+	s.instances.Put(id, in)
 	return in, true
 }
 
@@ -243,11 +240,11 @@ func (s *Server) handleGetOperation(w http.ResponseWriter, r *http.Request) {
 	s.totals.Inc("getOperation")
 	s.settle()
 	id, opID := r.PathValue("id"), r.PathValue("op")
-	if in, ok := s.instances[id]; ok {
+	if in, ok := s.instance(id); ok {
 		in.Calls["getOperation"]++
-		s.durable.Touch(kindInstance, id)
+		s.instances.Put(id, in)
 	}
-	op, ok := s.operations[opID]
+	op, ok := s.operations.Get(opID)
 	if !ok || op.ResourceID != id {
 		notFound(w, "operation", opID)
 		return
@@ -281,9 +278,10 @@ func (s *Server) handleDeleteInstance(w http.ResponseWriter, r *http.Request) {
 	in.LastOperation, in.UpdatedAt = op, now
 	if async && s.opts.ProvisionDelay > 0 {
 		op.State, in.DoneAt = StateInProgress, now.Add(s.opts.ProvisionDelay)
-		s.settling[in.ID] = in
+		s.putInstance(in)
 	} else {
-		delete(s.instances, in.ID)
+		s.putInstance(in)
+		s.instances.Delete(in.ID)
 		s.instanceDeletesByName.Inc(in.Name)
 	}
 	if async {

@@ -206,6 +206,11 @@ const (
 	kindInstanceDeletes = "instanceDeletesByName"
 	kindBindingDeletes  = "bindingDeletesByName"
 	kindTotals          = "calls"
+
+	lookupName     = "name"
+	lookupSettling = "settling"
+	lookupInstance = "instance"
+	settlingValue  = "inProgress"
 )
 
 // Server is the Service Manager stand-in; it implements sandbox.System.
@@ -219,13 +224,12 @@ type Server struct {
 	durable *sandbox.Durable
 	handler http.Handler
 
-	mu        sync.Mutex
-	instances map[string]*instance
-	// settling are the instances whose last operation is in progress: settle looks only at
-	// them, not at every instance, on every request.
-	settling              map[string]*instance
-	bindings              map[string]*binding
-	operations            map[string]*Operation // by id; kept after the instance is gone
+	mu sync.Mutex
+	// instances are found by name and, when their last operation is in progress (settling), by
+	// lookupSettling: settle looks only at them, not at every instance, on every request.
+	instances             *sandbox.Table[instance]
+	bindings              *sandbox.Table[binding]   // found by instance
+	operations            *sandbox.Table[Operation] // by id; kept after the instance is gone
 	instanceCreatesByName *sandbox.Counts
 	bindingCreatesByName  *sandbox.Counts
 	instanceDeletesByName *sandbox.Counts
@@ -253,7 +257,18 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
 	s.offerings, s.plans = catalog()
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore})
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.instances = sandbox.NewTable[instance](s.durable, kindInstance, false)
+	s.instances.Lookup(lookupName, func(in *instance) []string { return []string{in.Name} })
+	s.instances.Lookup(lookupSettling, func(in *instance) []string {
+		if in.LastOperation != nil && in.LastOperation.State == StateInProgress {
+			return []string{settlingValue}
+		}
+		return nil
+	})
+	s.bindings = sandbox.NewTable[binding](s.durable, kindBinding, false)
+	s.bindings.Lookup(lookupInstance, func(b *binding) []string { return []string{b.ServiceInstanceID} })
+	s.operations = sandbox.NewTable[Operation](s.durable, kindOperation, false)
 	s.instanceCreatesByName = s.durable.Counts(kindInstanceCreates)
 	s.bindingCreatesByName = s.durable.Counts(kindBindingCreates)
 	s.instanceDeletesByName = s.durable.Counts(kindInstanceDeletes)
@@ -308,52 +323,42 @@ func (s *Server) Objects() any { return s.Snapshot() }
 // durably, and keeps the catalog and the issued tokens.
 func (s *Server) Reset(ctx context.Context) error { return s.durable.Reset(ctx) }
 
-func (s *Server) encode(kind, key string) (any, bool) {
-	var v any
-	var ok bool
-	switch kind {
-	case kindInstance:
-		v, ok = s.instances[key]
-	case kindBinding:
-		v, ok = s.bindings[key]
-	case kindOperation:
-		v, ok = s.operations[key]
+// instance returns the instance id; change it only to put it back.
+func (s *Server) instance(id string) (*instance, bool) {
+	in, ok := s.instances.Get(id)
+	if ok && in.Calls == nil {
+		in.Calls = map[string]int{}
 	}
-	return v, ok
+	return in, ok
 }
 
-// restore loads the instances, bindings and operations; an instance's last operation is the one
-// kept by ID, so that finishing it shows in both.
-func (s *Server) restore(rows sandbox.Rows) error {
-	s.instances = map[string]*instance{}
-	s.settling = map[string]*instance{}
-	s.bindings = map[string]*binding{}
-	s.operations = map[string]*Operation{}
-	err := sandbox.Each(rows, kindOperation, func(id string, op *Operation) { s.operations[id] = op })
-	if err != nil {
-		return err
+// binding returns the binding id; change it only to put it back.
+func (s *Server) binding(id string) (*binding, bool) {
+	b, ok := s.bindings.Get(id)
+	if ok && b.Calls == nil {
+		b.Calls = map[string]int{}
 	}
-	err = sandbox.Each(rows, kindInstance, func(id string, in *instance) {
-		if in.Calls == nil {
-			in.Calls = map[string]int{}
-		}
-		if in.LastOperation != nil && s.operations[in.LastOperation.ID] != nil {
-			in.LastOperation = s.operations[in.LastOperation.ID]
-		}
-		s.instances[id] = in
-		if in.LastOperation != nil && in.LastOperation.State == StateInProgress {
-			s.settling[id] = in
-		}
-	})
-	if err != nil {
-		return err
+	return b, ok
+}
+
+// putInstance stores the instance and its last operation, which is kept by ID too.
+func (s *Server) putInstance(in *instance) {
+	s.instances.Put(in.ID, in)
+	if op := in.LastOperation; op != nil {
+		c := *op
+		s.operations.Put(op.ID, &c)
 	}
-	return sandbox.Each(rows, kindBinding, func(id string, b *binding) {
-		if b.Calls == nil {
-			b.Calls = map[string]int{}
+}
+
+// selected returns the objects of t meeting crit, through the lookup of the first criterion on a
+// looked-up field, else by scanning them all.
+func selected[T any](t *sandbox.Table[T], crit []criterion, lookups map[string]string) map[string]*T {
+	for _, c := range crit {
+		if l, ok := lookups[c.field]; ok {
+			return t.Find(l, c.value)
 		}
-		s.bindings[id] = b
-	})
+	}
+	return t.All()
 }
 
 // Snapshot returns the inspection snapshot, operations due by now finished.
@@ -362,15 +367,15 @@ func (s *Server) Snapshot() Objects {
 	defer s.mu.Unlock()
 	s.settle()
 	out := Objects{
-		Instances:             make([]InstanceObject, 0, len(s.instances)),
-		Bindings:              make([]BindingObject, 0, len(s.bindings)),
+		Instances:             []InstanceObject{},
+		Bindings:              []BindingObject{},
 		InstanceCreatesByName: s.instanceCreatesByName.Map(),
 		BindingCreatesByName:  s.bindingCreatesByName.Map(),
 		InstanceDeletesByName: s.instanceDeletesByName.Map(),
 		BindingDeletesByName:  s.bindingDeletesByName.Map(),
 		Calls:                 s.totals.Map(),
 	}
-	for _, in := range s.instances {
+	for _, in := range s.instances.All() {
 		params, _ := deepCopy(in.Parameters).(map[string]any)
 		out.Instances = append(out.Instances, InstanceObject{Instance: in.view(), Parameters: params,
 			Bindings: s.bindingIDs(in.ID), Calls: copyCounts(in.Calls)})
@@ -379,7 +384,7 @@ func (s *Server) Snapshot() Objects {
 		a, b := out.Instances[i], out.Instances[j]
 		return a.Name < b.Name || a.Name == b.Name && a.ID < b.ID
 	})
-	for _, b := range s.bindings {
+	for _, b := range s.bindings.All() {
 		out.Bindings = append(out.Bindings, BindingObject{Binding: b.view(), Calls: copyCounts(b.Calls)})
 	}
 	sort.Slice(out.Bindings, func(i, j int) bool {
@@ -392,10 +397,8 @@ func (s *Server) Snapshot() Objects {
 // bindingIDs lists the ids of the instance's bindings, sorted; s.mu must be held.
 func (s *Server) bindingIDs(instanceID string) []string {
 	ids := []string{}
-	for _, b := range s.bindings {
-		if b.ServiceInstanceID == instanceID {
-			ids = append(ids, b.ID)
-		}
+	for _, b := range s.bindings.Find(lookupInstance, instanceID) {
+		ids = append(ids, b.ID)
 	}
 	sort.Strings(ids)
 	return ids
@@ -405,24 +408,19 @@ func (s *Server) bindingIDs(instanceID string) []string {
 // makes the progress follow Options.Now without a background goroutine.
 func (s *Server) settle() {
 	now := s.opts.Now()
-	for id, in := range s.settling {
+	for id, in := range s.instances.Find(lookupSettling, settlingValue) {
 		op := in.LastOperation
-		if op == nil || op.State != StateInProgress {
-			delete(s.settling, id)
+		if op == nil || op.State != StateInProgress || now.Before(in.DoneAt) {
 			continue
 		}
-		if now.Before(in.DoneAt) {
-			continue
-		}
-		delete(s.settling, id)
 		op.State, op.UpdatedAt = StateSucceeded, in.DoneAt
-		s.durable.Touch(kindOperation, op.ID)
-		s.durable.Touch(kindInstance, id)
 		switch op.Type {
 		case OperationCreate:
 			in.Ready, in.Usable, in.UpdatedAt = true, true, in.DoneAt
+			s.putInstance(in)
 		case OperationDelete:
-			delete(s.instances, id)
+			s.putInstance(in)
+			s.instances.Delete(id)
 			s.instanceDeletesByName.Inc(in.Name)
 		}
 	}

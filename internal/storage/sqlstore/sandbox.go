@@ -2,8 +2,11 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
 
@@ -44,6 +47,56 @@ func (o *SandboxObjects) Load(ctx context.Context, system string) (map[string]ma
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("loading the sandbox objects of %s: %w", system, err)
+	}
+	return out, nil
+}
+
+// Get implements storage.SandboxObjects.
+func (o *SandboxObjects) Get(ctx context.Context, system, kind, key string) ([]byte, error) {
+	var value string
+	err := o.db.QueryRowxContext(ctx, o.d.rebind("SELECT value FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key = ?"), system, kind, key).Scan(&value)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading sandbox object %s %s of %s: %w", kind, key, system, err)
+	}
+	return []byte(value), nil
+}
+
+// Kind implements storage.SandboxObjects.
+func (o *SandboxObjects) Kind(ctx context.Context, system, kind string) (map[string][]byte, error) {
+	rows, err := o.db.QueryxContext(ctx, o.d.rebind("SELECT object_key, value FROM sandbox_objects WHERE system = ? AND kind = ?"), system, kind)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sandbox objects %s of %s: %w", kind, system, err)
+	}
+	return o.scanKeys(rows, system, kind)
+}
+
+// Prefix implements storage.SandboxObjects. The prefix is compared with substr, not a range of
+// keys, so that the answer does not depend on the database's collation; the primary key still
+// narrows the read to the kind.
+func (o *SandboxObjects) Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error) {
+	rows, err := o.db.QueryxContext(ctx, o.d.rebind("SELECT object_key, value FROM sandbox_objects WHERE system = ? AND kind = ? AND substr(object_key, 1, ?) = ?"),
+		system, kind, utf8.RuneCountInString(prefix), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sandbox objects %s %s* of %s: %w", kind, prefix, system, err)
+	}
+	return o.scanKeys(rows, system, kind)
+}
+
+func (o *SandboxObjects) scanKeys(rows *sqlx.Rows, system, kind string) (map[string][]byte, error) {
+	defer rows.Close()
+	out := map[string][]byte{}
+	for rows.Next() {
+		var key, value string
+		if err := rows.Scan(&key, &value); err != nil {
+			return nil, fmt.Errorf("reading the sandbox objects %s of %s: %w", kind, system, err)
+		}
+		out[key] = []byte(value)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading the sandbox objects %s of %s: %w", kind, system, err)
 	}
 	return out, nil
 }
