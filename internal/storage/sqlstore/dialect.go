@@ -51,6 +51,10 @@ type Dialect struct {
 	// migrations (pg_advisory_lock) so concurrent replicas do not race.
 	MigrationLockSQL   string
 	MigrationUnlockSQL string
+	// ByteOrder, when set, follows a text expression to compare it byte by byte (COLLATE "C"), as an
+	// index on that expression is ordered; empty when the default collation already is (SQLite's
+	// BINARY). Key ranges then mean prefixes whatever the database's collation.
+	ByteOrder string
 }
 
 func (d Dialect) rebind(q string) string { return sqlx.Rebind(d.BindType, q) }

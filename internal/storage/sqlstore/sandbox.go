@@ -73,16 +73,35 @@ func (o *SandboxObjects) Kind(ctx context.Context, system, kind string) (map[str
 	return o.scanKeys(rows, system, kind)
 }
 
-// Prefix implements storage.SandboxObjects. The prefix is compared with substr, not a range of
-// keys, so that the answer does not depend on the database's collation; the primary key still
-// narrows the read to the kind.
+// Prefix implements storage.SandboxObjects. The keys are read as a byte-ordered range, which an
+// index serves (PostgreSQL: migration 0080, whatever the database's collation; SQLite: the primary
+// key); a prefix whose range cannot be written (it ends in a byte above 0x7e, not ASCII) is compared with
+// substr over the kind instead.
 func (o *SandboxObjects) Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error) {
-	rows, err := o.db.QueryxContext(ctx, o.d.rebind("SELECT object_key, value FROM sandbox_objects WHERE system = ? AND kind = ? AND substr(object_key, 1, ?) = ?"),
-		system, kind, utf8.RuneCountInString(prefix), prefix)
+	var rows *sqlx.Rows
+	var err error
+	if end, ok := prefixEnd(prefix); ok {
+		c := o.d.ByteOrder
+		rows, err = o.db.QueryxContext(ctx, o.d.rebind("SELECT object_key, value FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key"+c+" >= ?"+c+" AND object_key"+c+" < ?"+c),
+			system, kind, prefix, end)
+	} else {
+		rows, err = o.db.QueryxContext(ctx, o.d.rebind("SELECT object_key, value FROM sandbox_objects WHERE system = ? AND kind = ? AND substr(object_key, 1, ?) = ?"),
+			system, kind, utf8.RuneCountInString(prefix), prefix)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the sandbox objects %s %s* of %s: %w", kind, prefix, system, err)
 	}
 	return o.scanKeys(rows, system, kind)
+}
+
+// prefixEnd is the first string after every string that starts with prefix, in byte order: prefix
+// with its last byte raised by one, when that byte is ASCII below 0x7f (the result stays UTF-8).
+func prefixEnd(prefix string) (string, bool) {
+	n := len(prefix)
+	if n == 0 || prefix[n-1] >= 0x7f {
+		return "", false
+	}
+	return prefix[:n-1] + string(prefix[n-1]+1), true
 }
 
 func (o *SandboxObjects) scanKeys(rows *sqlx.Rows, system, kind string) (map[string][]byte, error) {

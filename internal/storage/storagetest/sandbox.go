@@ -48,6 +48,12 @@ func testSandboxObjects(t *testing.T, e *env) {
 	pairs, err := so.Prefix(ctx, "director", "pair", "ü\x1f")
 	require.NoError(t, err)
 	assert.Equal(t, map[string][]byte{"ü\x1fa": []byte("1"), "ü\x1fb": []byte("1")}, pairs)
+	pairs, err = so.Prefix(ctx, "director", "pair", "ü") // ends in a non-ASCII byte: no key range
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]byte{"ü\x1fa": []byte("1"), "ü\x1fb": []byte("1"), "üx\x1fc": []byte("1")}, pairs)
+	pairs, err = so.Prefix(ctx, "director", "pair", "u")
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]byte{"u\x1fd": []byte("1")}, pairs)
 	require.NoError(t, so.Write(ctx, "director", rows{"pair": {"ü\x1fa": nil, "ü\x1fb": nil, "üx\x1fc": nil, "u\x1fd": nil}}))
 
 	// the rows are in the database: another store on it sees them

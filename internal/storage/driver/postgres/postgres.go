@@ -160,6 +160,7 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 		Listen:             func(ctx context.Context) (<-chan struct{}, error) { return listen(ctx, dsn, log) },
 		MigrationLockSQL:   fmt.Sprintf("SELECT pg_advisory_lock(%d)", migrationLockID),
 		MigrationUnlockSQL: fmt.Sprintf("SELECT pg_advisory_unlock(%d)", migrationLockID),
+		ByteOrder:          ` COLLATE "C"`,
 	}
 }
 
