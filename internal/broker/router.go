@@ -95,14 +95,29 @@ func newRouter(b *Broker, rt Routes, log logrus.FieldLogger, fastLastOperation b
 	if rt.APIDoc != nil {
 		r.PathPrefix("/").Handler(rt.APIDoc)
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if _, ok := lastOperationInstance(req); ok && fastLastOperation {
-			lastOp.ServeHTTP(w, req)
-			return
-		}
-		r.ServeHTTP(w, req)
-	})
+	if !fastLastOperation {
+		lastOp = nil
+	}
+	return &Router{mux: r, lastOp: lastOp}
 }
+
+// Router is the broker's HTTP handler: gorilla/mux's routes, with last_operation polls answered
+// before them.
+type Router struct {
+	mux    *mux.Router
+	lastOp http.Handler
+}
+
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if _, ok := lastOperationInstance(req); ok && r.lastOp != nil {
+		r.lastOp.ServeHTTP(w, req)
+		return
+	}
+	r.mux.ServeHTTP(w, req)
+}
+
+// Routes are the router's mounts (what the API document must describe).
+func (r *Router) Routes() *mux.Router { return r.mux }
 
 // rejectMalformedBodies answers 400 (OSB: "the request is malformed") for a PUT or PATCH body
 // that is not the JSON object of its request, or has anything but white space after it;
