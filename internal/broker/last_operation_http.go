@@ -96,13 +96,7 @@ func (s *lastOperationServer) ServeHTTP(w http.ResponseWriter, req *http.Request
 	if logger != nil {
 		logger.WithData(lager.Data{"state": op.State}).Info("done-check-for-operation")
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	if requestID != "" {
-		h.Set("X-Broker-API-Request-Identity", requestID)
-	}
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(lastOperationBody(op))
+	respond(w, http.StatusOK, requestID, lastOperationBody(op))
 }
 
 // session is the lager session brokerapi's handler logs with.
@@ -124,27 +118,35 @@ func correlationID(req *http.Request) string {
 	return uuid.NewString()
 }
 
-// respondJSON writes an answer as brokerapi's handlers do (HTML not escaped, a final newline).
+// respondJSON writes an answer as brokerapi's handlers do.
 func respondJSON(w http.ResponseWriter, status int, requestID string, body any) {
+	respond(w, status, requestID, encodeJSON(body))
+}
+
+// respond writes an encoded answer with brokerapi's headers.
+func respond(w http.ResponseWriter, status int, requestID string, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	if requestID != "" {
 		w.Header().Set("X-Broker-API-Request-Identity", requestID)
 	}
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	_, _ = w.Write(body)
+}
+
+// encodeJSON is brokerapi's encoding: HTML not escaped, a final newline.
+func encodeJSON(body any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(body)
+	return buf.Bytes()
 }
 
 // lastOperationBody is brokerapi's encoding of the answer. Descriptions are plain text in
 // practice: those are copied as they are; anything JSON would escape goes through the encoder.
 func lastOperationBody(op domain.LastOperation) []byte {
 	if !isPlainJSONString(string(op.State)) || !isPlainJSONString(op.Description) {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(apiresponses.LastOperationResponse{State: op.State, Description: op.Description})
-		return buf.Bytes()
+		return encodeJSON(apiresponses.LastOperationResponse{State: op.State, Description: op.Description})
 	}
 	b := make([]byte, 0, len(`{"state":"","description":""}`)+len(op.State)+len(op.Description)+1)
 	b = append(b, `{"state":"`...)
