@@ -298,17 +298,9 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		due := r.capDue(now.Add(wait), st, sd)
 		// One event per change of what the step waits for: a poll that finds the same as the
 		// last one only counts as an attempt in the step's progress.
-		waitingFor := "retrying"
-		if r.op.LastError != "" {
-			waitingFor += ": " + r.op.LastError
-		}
-		if r.op.Progress.Steps[name].LastWait != waitingFor {
+		if waitingFor := withCause("retrying", r.op.LastError); r.op.Progress.Steps[name].LastWait != waitingFor {
 			r.markStep(name, func(sp *storage.StepProgress) { sp.LastWait = waitingFor })
-			msg := fmt.Sprintf("retrying in %s", wait)
-			if r.op.LastError != "" {
-				msg = fmt.Sprintf("%s: %s", msg, r.op.LastError)
-			}
-			r.event(now, name, storage.EventRetrying, msg, took, wait)
+			r.event(now, name, storage.EventRetrying, withCause("retrying in "+wait.String(), r.op.LastError), took, wait)
 		}
 		r.op.DueAt = &due
 		r.op.LeaseOwner, r.op.LeaseExpiresAt = "", nil
@@ -320,6 +312,14 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		r.stepDone(now, sd, took)
 		return true
 	}
+}
+
+// withCause appends what a step waits for or failed with, when there is something.
+func withCause(s, cause string) string {
+	if cause == "" {
+		return s
+	}
+	return s + ": " + cause
 }
 
 // stepDone records the step as done; a step given up as not completed says so with its last error.
