@@ -6,7 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -218,13 +219,7 @@ func (t *Table[T]) All() map[string]*T {
 
 // Keys returns the keys of All, sorted.
 func (t *Table[T]) Keys() []string {
-	all := t.All()
-	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(t.All()))
 }
 
 // collect encodes what the request changed into rows and pins those entries until their write
@@ -233,11 +228,7 @@ func (t *Table[T]) collect(rows Rows, pins *[]unpinner) error {
 	if len(t.dirty) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(t.dirty))
-	for k := range t.dirty {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(t.dirty))
 	t.dirty = map[string]struct{}{}
 	if rows[t.kind] == nil {
 		rows[t.kind] = map[string][]byte{}
@@ -275,20 +266,20 @@ func (t *Table[T]) collect(rows Rows, pins *[]unpinner) error {
 func (l lookup[T]) update(key string, old, now []string) {
 	if l.pairs != nil {
 		for _, v := range old {
-			if !contains(now, v) {
+			if !slices.Contains(now, v) {
 				l.pairs.Delete(v + pairSep + key)
 			}
 		}
 		yes := true
 		for _, v := range now {
-			if !contains(old, v) {
+			if !slices.Contains(old, v) {
 				l.pairs.Put(v+pairSep+key, &yes)
 			}
 		}
 		return
 	}
 	for _, v := range old {
-		if !contains(now, v) {
+		if !slices.Contains(now, v) {
 			keys, _ := l.index.Get(v)
 			if keys == nil {
 				continue
@@ -307,26 +298,17 @@ func (l lookup[T]) update(key string, old, now []string) {
 		}
 	}
 	for _, v := range now {
-		if !contains(old, v) {
+		if !slices.Contains(old, v) {
 			var keys []string
 			if have, ok := l.index.Get(v); ok {
 				keys = append(keys, *have...)
 			}
-			if !contains(keys, key) {
+			if !slices.Contains(keys, key) {
 				keys = append(keys, key)
 			}
 			l.index.Put(v, &keys)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // trim forgets the least recently used unchanged entries beyond the cache's size.
