@@ -14,42 +14,36 @@ import (
 type pgTextArray []string
 
 func (a pgTextArray) Value() (driver.Value, error) {
-	n := 2
-	for _, s := range a {
-		n += len(s) + 3
-	}
-	b := make([]byte, 0, n+n/16)
-	b = append(b, '{')
-	for i, s := range a {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendArrayElem(b, s)
-	}
-	return string(append(b, '}')), nil
+	return arrayLiteral(len(a), func(i int) (string, bool) { return a[i], true }), nil
 }
 
 // pgNullTextArray is a text[] (or timestamptz[]) parameter whose invalid elements are NULL.
 type pgNullTextArray []sql.NullString
 
 func (a pgNullTextArray) Value() (driver.Value, error) {
-	n := 2
-	for _, s := range a {
-		n += len(s.String) + 5
+	return arrayLiteral(len(a), func(i int) (string, bool) { return a[i].String, a[i].Valid }), nil
+}
+
+// arrayLiteral writes the literal of n elements; elem gives each one, false for NULL.
+func arrayLiteral(n int, elem func(int) (string, bool)) string {
+	size := 2
+	for i := range n {
+		s, _ := elem(i)
+		size += len(s) + 5
 	}
-	b := make([]byte, 0, n+n/16)
+	b := make([]byte, 0, size+size/16)
 	b = append(b, '{')
-	for i, s := range a {
+	for i := range n {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if !s.Valid {
+		if s, ok := elem(i); ok {
+			b = appendArrayElem(b, s)
+		} else {
 			b = append(b, "NULL"...)
-			continue
 		}
-		b = appendArrayElem(b, s.String)
 	}
-	return string(append(b, '}')), nil
+	return string(append(b, '}'))
 }
 
 // appendArrayElem appends s double-quoted, with backslashes and double quotes escaped.
