@@ -55,6 +55,10 @@ type Dialect struct {
 	// index on that expression is ordered; empty when the default collation already is (SQLite's
 	// BINARY). Key ranges then mean prefixes whatever the database's collation.
 	ByteOrder string
+	// LocalReads: a read is of a local file and takes microseconds (SQLite, WAL: never behind a
+	// writer); making it cancellable costs more than the read (two watcher goroutines per
+	// statement), so the hottest reads run to their end.
+	LocalReads bool
 }
 
 func (d Dialect) rebind(q string) string { return sqlx.Rebind(d.BindType, q) }

@@ -92,12 +92,10 @@ func (s *Store) readLastOperation(ctx context.Context, instanceID, operationID s
 	return out, nil
 }
 
-// readContext is the context of last_operation's statements. A SQLite read of the local file
-// (WAL: never behind a writer) takes microseconds, while a cancellable context costs two
-// goroutines per statement (database/sql's and the driver's watchers) and an interrupt
-// handler: on SQLite the read runs to its end.
+// readContext is the context of last_operation's statements: not cancellable where reads are
+// local (Dialect.LocalReads).
 func (s *Store) readContext(ctx context.Context) context.Context {
-	if s.d.Name == "sqlite" {
+	if s.d.LocalReads {
 		return context.WithoutCancel(ctx)
 	}
 	return ctx

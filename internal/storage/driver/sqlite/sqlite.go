@@ -48,6 +48,7 @@ func dialect() sqlstore.Dialect {
 		BindType:      sqlx.QUESTION,
 		TimeAsMicros:  true,
 		TimestampType: "INTEGER",
+		LocalReads:    true,
 		IsUniqueViolation: func(err error) bool {
 			var se *sqlite.Error
 			if !errors.As(err, &se) {
