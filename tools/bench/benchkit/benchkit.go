@@ -1,5 +1,5 @@
-// Package benchkit holds what the benchmarks that run the real broker binary share: a fresh
-// PostgreSQL database per run, free loopback addresses, OSB provisioning requests and the
+// Package benchkit holds what the benchmarks that run the real broker binary share: building and
+// running that binary, a fresh PostgreSQL database per run, free loopback addresses, OSB provisioning requests and the
 // broker's Prometheus metrics. Bench tooling, not part of the product.
 package benchkit
 

@@ -20,19 +20,16 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	_ "github.com/lib/pq"
@@ -102,11 +99,9 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "broker")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/broker")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building ./cmd/broker: %w", err)
+	bin, err := benchkit.BuildBroker(context.Background(), root, dir)
+	if err != nil {
+		return err
 	}
 	for _, d := range o.drivers {
 		switch d {
@@ -163,40 +158,19 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 		env = append(env, "APP_CPU_PROFILE="+o.cpuProfile+"."+driver)
 	}
 	env = append(append(env, dbEnv...), o.env...)
-	logPath := filepath.Join(dir, "broker-"+driver+".log")
-	logs, err := os.Create(logPath)
+	b, err := benchkit.StartBroker(context.Background(), bin, dir, "broker-"+driver+".log", brokerURL, env)
 	if err != nil {
 		return err
 	}
-	defer logs.Close()
-	cmd := exec.Command(bin)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, logs, logs
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	defer func() {
-		// SIGTERM: the broker shuts down and writes its CPU profile.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
+	defer b.Stop() // SIGTERM: the broker shuts down and writes its CPU profile
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.c, MaxConnsPerHost: o.c}, Timeout: 30 * time.Second}
-	if err := waitHealthy(client, brokerURL, exited); err != nil {
-		return fmt.Errorf("%w (log: %s)", err, tail(logPath))
-	}
 	before, err := benchkit.ReadMetrics(context.Background(), client, brokerURL)
 	if err != nil {
 		return err
 	}
 	res, err := load(client, brokerURL, o)
 	if err != nil {
-		return fmt.Errorf("%w (log: %s)", err, tail(logPath))
+		return fmt.Errorf("%w (log: %s)", err, b.Tail())
 	}
 	after, err := benchkit.ReadMetrics(context.Background(), client, brokerURL)
 	if err != nil {
@@ -337,32 +311,4 @@ func rowsWritten(db *sql.DB) (int64, []tableRows, error) {
 		out = append(out, t)
 	}
 	return total, out, rows.Err()
-}
-
-func waitHealthy(client *http.Client, base string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		if resp, err := client.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-exited:
-			return errors.New("the broker exited at start")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return errors.New("the broker did not answer /healthz within a minute")
-}
-
-// tail is the end of the broker's log, for errors.
-func tail(path string) string {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-	return strings.Join(lines[max(0, len(lines)-10):], "\n")
 }

@@ -19,7 +19,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -90,17 +89,15 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "broker")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/broker")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building ./cmd/broker: %w", err)
+	bin, err := benchkit.BuildBroker(ctx, "", dir)
+	if err != nil {
+		return err
 	}
 	b, err := startBroker(ctx, bin, dir, dbURL, o)
 	if err != nil {
 		return err
 	}
-	defer b.stop()
+	defer b.Stop()
 	db, err := sql.Open("postgres", dbURL)
 	if err != nil {
 		return err
@@ -223,12 +220,11 @@ func settle(ctx context.Context, o options, s *sampler) (took time.Duration, set
 
 // --- the broker ---
 
+// broker is the broker process and its addresses.
 type broker struct {
-	cmd   *exec.Cmd
+	*benchkit.Broker
 	base  string
 	pprof string
-	log   string
-	exit  chan error
 }
 
 func startBroker(ctx context.Context, bin, dir, dbURL string, o options) (*broker, error) {
@@ -257,45 +253,14 @@ func startBroker(ctx context.Context, bin, dir, dbURL string, o options) (*broke
 			env = append(env, kv)
 		}
 	}
-	logPath := filepath.Join(dir, "broker.log")
-	logFile, err := os.Create(logPath)
+	base := "http://" + net.JoinHostPort("127.0.0.1", port)
+	p, err := benchkit.StartBroker(ctx, bin, dir, "broker.log", base, env)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting the broker: %w", err)
-	}
-	b := &broker{cmd: cmd, base: "http://" + net.JoinHostPort("127.0.0.1", port), pprof: "http://" + addrs[3], log: logPath, exit: make(chan error, 1)}
-	go func() { b.exit <- cmd.Wait(); logFile.Close() }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		resp, err := http.Get(b.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return b, nil
-			}
-		}
-		select {
-		case err := <-b.exit:
-			b.exit <- err
-			return nil, fmt.Errorf("the broker exited while starting (%v):\n%s", err, b.tail())
-		case <-ctx.Done():
-			b.stop()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			b.stop()
-			return nil, fmt.Errorf("the broker was not ready within 2 minutes:\n%s", b.tail())
-		}
-	}
+	return &broker{Broker: p, base: base, pprof: "http://" + addrs[3]}, nil
 }
 
-// tail is the end of the broker's log, for errors.
 // stepRuns is the sum of the broker's keb_step_duration_seconds counts.
 func (b *broker) stepRuns(ctx context.Context) (float64, error) {
 	m, err := benchkit.ReadMetrics(ctx, http.DefaultClient, b.base)
@@ -305,27 +270,8 @@ func (b *broker) stepRuns(ctx context.Context) (float64, error) {
 	return m.Sum("keb_step_duration_seconds", nil), nil
 }
 
-func (b *broker) tail() string {
-	data, _ := os.ReadFile(b.log)
-	if len(data) > 4000 {
-		data = data[len(data)-4000:]
-	}
-	return string(data)
-}
-
-func (b *broker) stop() {
-	_ = b.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-b.exit:
-		b.exit <- err
-	case <-time.After(45 * time.Second):
-		_ = b.cmd.Process.Kill()
-		b.exit <- <-b.exit
-	}
-}
-
 func (b *broker) rss() (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", b.Pid()))
 	if err != nil {
 		return 0, fmt.Errorf("reading the broker's RSS: %w", err)
 	}
