@@ -9,12 +9,6 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-// finishedTypes are the provisioner's operations a broker operation waits for.
-var finishedTypes = map[string]bool{
-	operations.TypeProvision: true, operations.TypeDeprovision: true, operations.TypeUpgradeRuntime: true,
-	operations.TypeUpgradeShoot: true, operations.TypeHibernate: true, operations.TypeReconnect: true,
-}
-
 // WakeWaiters returns store with one addition for the engine that runs the embedded
 // provisioner's operations: once such an operation is saved finished (succeeded or failed), the
 // waiting operations of the instance whose runtime it is (the broker's provisioning,
@@ -39,7 +33,7 @@ type wakingOperations struct {
 
 func (o wakingOperations) SaveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
 	saved, err := o.Operations.SaveProgress(ctx, op, events)
-	if err != nil || !finishedTypes[saved.Type] || saved.State.Active() {
+	if err != nil || !operations.IsType(saved.Type) || saved.State.Active() {
 		return saved, err
 	}
 	woken, werr := o.Wake(ctx, storage.WakeRequest{RuntimeIDs: []string{saved.InstanceID}, Now: saved.UpdatedAt})

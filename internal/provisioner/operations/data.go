@@ -22,6 +22,15 @@ const (
 	TypeReconnect      = "provisioner_reconnect"
 )
 
+// IsType reports whether t is one of the provisioner's operation types.
+func IsType(t string) bool {
+	switch t {
+	case TypeProvision, TypeDeprovision, TypeUpgradeRuntime, TypeUpgradeShoot, TypeHibernate, TypeReconnect:
+		return true
+	}
+	return false
+}
+
 // Request kinds whose first time is remembered in Data.RequestedAt; the backend ones are
 // also the infrastructure.Request they make.
 const (

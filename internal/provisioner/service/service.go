@@ -327,7 +327,7 @@ func (s *Service) RuntimeOperationStatus(ctx context.Context, tenant, operationI
 	}
 	// Operations of deleted runtimes stay readable (a finished deprovisioning, for one).
 	rt, err := s.runtime(ctx, tenant, op.InstanceID, true)
-	if err != nil || !isProvisionerType(op.Type) {
+	if err != nil || !operations.IsType(op.Type) {
 		return nil, apperr.NotFound("operation %s not found", operationID)
 	}
 	return operationStatus(op, rt)

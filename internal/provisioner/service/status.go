@@ -25,11 +25,6 @@ var operationStates = map[storage.OperationState]gqlschema.OperationState{
 	storage.StateFailed:     gqlschema.OperationStateFailed,
 }
 
-func isProvisionerType(t string) bool {
-	_, ok := operationTypes[t]
-	return ok
-}
-
 func operationStatus(op storage.Operation, rt storage.Runtime) (*gqlschema.OperationStatus, error) {
 	typ, ok := operationTypes[op.Type]
 	if !ok {
