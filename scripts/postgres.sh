@@ -132,6 +132,9 @@ unix_socket_directories = '$sockdir'
 max_connections = 300
 shared_buffers = 256MB
 fsync = on
+# Loaded (not created) so a bench or an engineer can CREATE EXTENSION pg_stat_statements and see
+# the statements per figure; it costs nothing until then.
+shared_preload_libraries = 'pg_stat_statements'
 EOF
 
 	# Pick a random port below the kernel's ephemeral range (32768+) so outgoing

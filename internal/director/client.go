@@ -73,7 +73,7 @@ func New(cfg Config) (*Client, error) {
 	cfg.withDefaults()
 	var base http.RoundTripper
 	if cfg.SkipCertVerify {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr := httpretry.PooledTransport()
 		// Opted into with APP_SKIP_DIRECTOR_CERT_VERIFICATION, for self-signed development installations.
 		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec
 		base = tr

@@ -59,11 +59,11 @@ func (m *CallMetrics) rejected(system string) {
 	}
 }
 
-// Transport is next (http.DefaultTransport when nil) observed as system's requests. A nil
+// Transport is next (a PooledTransport when nil) observed as system's requests. A nil
 // CallMetrics observes nothing.
 func (m *CallMetrics) Transport(system string, next http.RoundTripper) http.RoundTripper {
 	if next == nil {
-		next = http.DefaultTransport
+		next = PooledTransport()
 	}
 	if m == nil {
 		return next
@@ -87,6 +87,21 @@ func (o observed) RoundTrip(req *http.Request) (*http.Response, error) {
 	o.m.requests.WithLabelValues(o.system, req.Method, outcome).Inc()
 	o.m.duration.WithLabelValues(o.system).Observe(time.Since(start).Seconds())
 	return resp, err
+}
+
+// IdleConnsPerHost is how many idle keep-alive connections a client's transport keeps to one
+// system. http.DefaultTransport keeps 2: with the engine's workers calling one system
+// concurrently every other request dialed a new connection (and left one in TIME_WAIT); the
+// embedded sandbox serves every system from one address, so 2 were shared by all of them.
+const IdleConnsPerHost = 64
+
+// PooledTransport is a new http.DefaultTransport clone that keeps IdleConnsPerHost idle
+// connections per host: a client's own pool, for callers that set TLS or dial options on it.
+func PooledTransport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = IdleConnsPerHost
+	tr.MaxIdleConns = 4 * IdleConnsPerHost
+	return tr
 }
 
 // NewHTTPClient is a client's HTTP client: each request bounded by timeout, sent through

@@ -1,9 +1,13 @@
 package httpretry_test
 
 import (
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,10 +66,50 @@ keb_external_requests_total{method="POST",outcome="503",system="avs"} 1
 
 func TestNilCallMetricsObserveNothing(t *testing.T) {
 	var m *httpretry.CallMetrics
-	assert.Equal(t, http.DefaultTransport, m.Transport("avs", nil))
+	pooled, ok := m.Transport("avs", nil).(*http.Transport)
+	require.True(t, ok, "a transport of the client's own")
+	assert.Equal(t, httpretry.IdleConnsPerHost, pooled.MaxIdleConnsPerHost)
 	custom := &http.Transport{}
 	assert.Same(t, custom, m.Transport("avs", custom))
 	c := httpretry.NewHTTPClient(3*time.Second, nil)
 	assert.Equal(t, 3*time.Second, c.Timeout)
 	assert.Nil(t, c.Transport, "the default transport")
+}
+
+// Concurrent calls to one system reuse their connections: with http.DefaultTransport (2 idle
+// per host) most of these rounds dialed anew.
+func TestConcurrentCallsToOneSystemReuseConnections(t *testing.T) {
+	var dialed atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "{}")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			dialed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+
+	m, err := httpretry.NewCallMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	c := httpretry.NewHTTPClient(5*time.Second, m.Transport("avs", nil))
+	const parallel, rounds = 32, 20
+	for range rounds {
+		var wg sync.WaitGroup
+		for range parallel {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				resp, err := c.Get(srv.URL)
+				if !assert.NoError(t, err) {
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}()
+		}
+		wg.Wait()
+	}
+	assert.LessOrEqual(t, dialed.Load(), int64(parallel), "connections dialed for %d rounds of %d concurrent calls", rounds, parallel)
 }
