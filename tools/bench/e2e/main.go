@@ -5,12 +5,15 @@
 //
 //	e2e driver=postgres n=2000 c=500 provisionings_per_s=X target=250 ratio=X/250
 //	    engine_writes_per_provisioning=W (claims=.. saves=..) events_per_provisioning=E
-//	    rows_written_per_provisioning=R (PostgreSQL: per table)
+//	    rows_written_per_provisioning=R (PostgreSQL: per table) postgres_cores=.. postgres_cpu_ms_per_provisioning=..
+//	    statements_per_provisioning=.. exec_ms_per_provisioning=.. wal_kb_per_provisioning=..
 //
 // Engine writes and events come from the broker's /metrics (keb_engine_writes_total,
 // keb_engine_events_total: the broker's and the embedded provisioner's operations); on
 // PostgreSQL, pg_stat_user_tables gives every row the run inserted, updated or deleted, per
-// table. PostgreSQL comes from KEB_TEST_DATABASE_URL (make bench-e2e starts a throwaway server;
+// table; the server's CPU time (from /proc: the benches' server runs here) and, when the server
+// preloads pg_stat_statements (scripts/postgres.sh does), the statements the broker's database
+// ran, their execution time and WAL. PostgreSQL comes from KEB_TEST_DATABASE_URL (make bench-e2e starts a throwaway server;
 // each run gets a fresh database); without it only SQLite is measured. -cpuprofile P writes the
 // broker's CPU profile of each run to P.<driver>. Every run stops by itself within -timeout.
 // -src builds the broker from another checkout (before/after; a broker without the engine's
@@ -168,7 +171,15 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 	if err != nil {
 		return err
 	}
+	var pg *benchkit.PostgresSide
+	if db != nil {
+		pg = benchkit.StartPostgresSide(context.Background(), db)
+	}
 	res, err := load(client, brokerURL, o)
+	var pgFigures benchkit.PostgresFigures
+	if pg != nil {
+		pgFigures = pg.Stop(context.Background())
+	}
 	if err != nil {
 		return fmt.Errorf("%w (log: %s)", err, b.Tail())
 	}
@@ -192,8 +203,8 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 	n := float64(o.n)
 	rate := n / res.elapsed.Seconds()
 	line := fmt.Sprintf("e2e driver=%s n=%d c=%d provisionings_per_s=%.1f target=%.0f ratio=%.2f latency_p50_s=%.2f latency_max_s=%.2f "+
-		"broker_cores=%.2f engine_writes_per_provisioning=%.1f (claims=%.1f saves=%.1f) events_per_provisioning=%.1f",
-		driver, o.n, o.c, rate, target, rate/target, res.p50.Seconds(), res.max.Seconds(), m["cpu"]/res.elapsed.Seconds(),
+		"broker_cores=%.2f broker_cpu_ms_per_provisioning=%.1f engine_writes_per_provisioning=%.1f (claims=%.1f saves=%.1f) events_per_provisioning=%.1f",
+		driver, o.n, o.c, rate, target, rate/target, res.p50.Seconds(), res.max.Seconds(), m["cpu"]/res.elapsed.Seconds(), 1000*m["cpu"]/n,
 		(m["claim"]+m["save"])/n, m["claim"]/n, m["save"]/n, m["events"]/n)
 	if db != nil {
 		rows, perTable, err := rowsWritten(db)
@@ -205,6 +216,9 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 			parts = append(parts, fmt.Sprintf("%s=%.1f", t.name, float64(t.rows)/n))
 		}
 		line += fmt.Sprintf(" rows_written_per_provisioning=%.1f (%s)", float64(rows)/n, strings.Join(parts, " "))
+		if pgLine := pgFigures.Line(n, res.elapsed.Seconds(), "provisioning"); pgLine != "" {
+			line += " " + pgLine
+		}
 	}
 	fmt.Println(line)
 	return nil
