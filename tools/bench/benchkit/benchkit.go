@@ -182,6 +182,27 @@ func (m Metrics) Sum(name string, match map[string]string) float64 {
 	return sum
 }
 
+// SumBy is Sum of name per value of label (metrics without it under "").
+func (m Metrics) SumBy(name, label string) map[string]float64 {
+	out := map[string]float64{}
+	f, ok := m[name]
+	if !ok {
+		return out
+	}
+	for _, metric := range f.GetMetric() {
+		v := ""
+		for _, l := range metric.GetLabel() {
+			if l.GetName() == label {
+				v = l.GetValue()
+			}
+		}
+		if _, seen := out[v]; !seen {
+			out[v] = m.Sum(name, map[string]string{label: v})
+		}
+	}
+	return out
+}
+
 func hasLabels(metric *dto.Metric, match map[string]string) bool {
 	found := 0
 	for _, l := range metric.GetLabel() {

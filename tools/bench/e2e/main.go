@@ -25,11 +25,13 @@ import (
 	"database/sql"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -196,16 +198,22 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 			return x.Sum("keb_engine_writes_total", map[string]string{"kind": "save"})
 		},
 		"events": func(x benchkit.Metrics) float64 { return x.Sum("keb_engine_events_total", nil) },
+		"calls":  func(x benchkit.Metrics) float64 { return x.Sum("keb_external_requests_total", nil) },
 		"cpu":    func(x benchkit.Metrics) float64 { return x.Sum("process_cpu_seconds_total", nil) },
 	} {
 		m[key] = sum(after) - sum(before)
 	}
 	n := float64(o.n)
+	var calls []string
+	bySystem, beforeBySystem := after.SumBy("keb_external_requests_total", "system"), before.SumBy("keb_external_requests_total", "system")
+	for _, system := range slices.Sorted(maps.Keys(bySystem)) {
+		calls = append(calls, fmt.Sprintf("%s=%.1f", system, (bySystem[system]-beforeBySystem[system])/n))
+	}
 	rate := n / res.elapsed.Seconds()
 	line := fmt.Sprintf("e2e driver=%s n=%d c=%d provisionings_per_s=%.1f target=%.0f ratio=%.2f latency_p50_s=%.2f latency_max_s=%.2f "+
-		"broker_cores=%.2f broker_cpu_ms_per_provisioning=%.1f engine_writes_per_provisioning=%.1f (claims=%.1f saves=%.1f) events_per_provisioning=%.1f",
+		"broker_cores=%.2f broker_cpu_ms_per_provisioning=%.1f engine_writes_per_provisioning=%.1f (claims=%.1f saves=%.1f) events_per_provisioning=%.1f external_requests_per_provisioning=%.1f (%s)",
 		driver, o.n, o.c, rate, target, rate/target, res.p50.Seconds(), res.max.Seconds(), m["cpu"]/res.elapsed.Seconds(), 1000*m["cpu"]/n,
-		(m["claim"]+m["save"])/n, m["claim"]/n, m["save"]/n, m["events"]/n)
+		(m["claim"]+m["save"])/n, m["claim"]/n, m["save"]/n, m["events"]/n, m["calls"]/n, strings.Join(calls, " "))
 	if db != nil {
 		rows, perTable, err := rowsWritten(db)
 		if err != nil {
