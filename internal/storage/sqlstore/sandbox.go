@@ -73,10 +73,10 @@ func (o *SandboxObjects) Kind(ctx context.Context, system, kind string) (map[str
 	return o.scanKeys(rows, system, kind)
 }
 
-// Prefix implements storage.SandboxObjects. The keys are read as a byte-ordered range, which an
-// index serves (PostgreSQL: migration 0080, whatever the database's collation; SQLite: the primary
-// key); a prefix whose range cannot be written (it ends in a byte above 0x7e, not ASCII) is compared with
-// substr over the kind instead.
+// Prefix implements storage.SandboxObjects. The keys are read as a byte-ordered range, which the
+// primary key serves (PostgreSQL: its key column is byte-ordered since migration 0090, whatever the
+// database's collation; SQLite: BINARY); a prefix whose range cannot be written (it ends in a byte
+// above 0x7e, not ASCII) is compared with substr over the kind instead.
 func (o *SandboxObjects) Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error) {
 	var rows *sqlx.Rows
 	var err error
