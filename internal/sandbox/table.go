@@ -134,15 +134,46 @@ func (t *Table[T]) lookupValues(v *T) map[string][]string {
 	return out
 }
 
-// Put stores v under key (new or changed), to be written before the request's answer.
+// Put stores v under key (new or changed), to be written before the request's answer. The row is
+// read first only when the table has lookups (to move the object's old values).
 func (t *Table[T]) Put(key string, v *T) {
+	if len(t.lookups) == 0 {
+		t.set(key, v)
+		return
+	}
 	e := t.load(key)
+	e.v = v
+	t.dirty[key] = struct{}{}
+}
+
+// Create stores v under key, which no object has: a random key (a UUID) or one given by a durable
+// sequence. Nothing is read from the store, as Put would to learn the object's lookup values;
+// the row is written as it is, replacing any.
+func (t *Table[T]) Create(key string, v *T) {
+	t.set(key, v)
+}
+
+// set makes v (nil: none) the object with key without reading the store: for a new key, or in a
+// table without lookups (a row says nothing beyond its value, so writing it blindly is right).
+func (t *Table[T]) set(key string, v *T) {
+	e, ok := t.entries[key]
+	if !ok {
+		e = &row[T]{t: t, key: key}
+		t.entries[key] = e
+		e.elem = t.lru.PushFront(e)
+	} else if e.elem != nil {
+		t.lru.MoveToFront(e.elem)
+	}
 	e.v = v
 	t.dirty[key] = struct{}{}
 }
 
 // Delete deletes the object with key, if any.
 func (t *Table[T]) Delete(key string) {
+	if len(t.lookups) == 0 {
+		t.set(key, nil)
+		return
+	}
 	e := t.load(key)
 	e.v = nil
 	t.dirty[key] = struct{}{}
@@ -265,15 +296,16 @@ func (t *Table[T]) collect(rows Rows, pins *[]unpinner) error {
 // update moves key from the lookup's old values to its new ones.
 func (l lookup[T]) update(key string, old, now []string) {
 	if l.pairs != nil {
+		// A pair's row is all it says: written and deleted without reading it first.
 		for _, v := range old {
 			if !slices.Contains(now, v) {
-				l.pairs.Delete(v + pairSep + key)
+				l.pairs.set(v+pairSep+key, nil)
 			}
 		}
 		yes := true
 		for _, v := range now {
 			if !slices.Contains(old, v) {
-				l.pairs.Put(v+pairSep+key, &yes)
+				l.pairs.set(v+pairSep+key, &yes)
 			}
 		}
 		return

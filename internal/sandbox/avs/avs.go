@@ -331,10 +331,8 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The durable sequence is written with every evaluation: an ID it gives is never taken.
 	id := int64(s.seq.Inc(kindEvaluation))
-	for _, taken := s.get(id); taken; _, taken = s.get(id) {
-		id = int64(s.seq.Inc(kindEvaluation))
-	}
 	st := &stored{Evaluation: Evaluation{ID: id, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()},
 		Calls: map[string]int{"create": 1}}
 	e := &st.Evaluation
@@ -342,7 +340,7 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	for _, t := range req.Tags {
 		e.Tags = addTag(e.Tags, t)
 	}
-	s.put(st)
+	s.evals.Create(key(id), st)
 	s.createsByName.Inc(e.Name)
 	writeJSON(w, http.StatusOK, clone(e))
 }

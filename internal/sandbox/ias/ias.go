@@ -338,11 +338,8 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiError{Message: "sp_name is longer than 255 characters"})
 		return
 	}
-	id := newID()
-	for _, taken := s.sps.Get(id); taken; _, taken = s.sps.Get(id) {
-		id = newID()
-	}
-	s.sps.Put(id, &record{
+	id := newID() // 122 random bits: never taken, so nothing is read
+	s.sps.Create(id, &record{
 		Seq: int64(s.seq.Inc(kindServiceProvider)),
 		SP: &ServiceProvider{ID: id, Name: req.Name, SSOType: SSOTypeSAML2, RedirectURIs: []string{},
 			AssertionAttributes: []AssertionAttribute{}, SubjectNameIdentifier: "uid"},

@@ -186,6 +186,7 @@ func (s *Server) handleCreateInstance(w http.ResponseWriter, r *http.Request) {
 		in.Ready, in.Usable = true, true
 	}
 	in.LastOperation = op
+	s.instances.Create(in.ID, in) // a new UUID: nothing to read
 	s.putInstance(in)
 	s.instanceCreatesByName.Inc(in.Name)
 	if async {
