@@ -181,7 +181,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s.seq = s.durable.Counts(kindSeq)
 	s.registrations = s.durable.Counts(kindRegistrations)
 	s.unregistrations = s.durable.Counts(kindUnregistrations)
-	s.totals = s.durable.Counts(kindTotals)
+	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}

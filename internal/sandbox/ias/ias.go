@@ -164,7 +164,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s.seq = s.durable.Counts(kindSeq)
 	s.createsByName = s.durable.Counts(kindCreates)
 	s.deletesByName = s.durable.Counts(kindDeletes)
-	s.totals = s.durable.Counts(kindTotals)
+	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}

@@ -273,7 +273,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.bindingCreatesByName = s.durable.Counts(kindBindingCreates)
 	s.instanceDeletesByName = s.durable.Counts(kindInstanceDeletes)
 	s.bindingDeletesByName = s.durable.Counts(kindBindingDeletes)
-	s.totals = s.durable.Counts(kindTotals)
+	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}
