@@ -416,8 +416,16 @@ func each[T any](rows Rows, kind string, useNumber bool, fn func(key string, v T
 // Counts are durable counters by key, read on demand (a Table); use them with the stand-in's
 // lock held.
 type Counts struct {
-	t   *Table[int]
-	one *Table[tallyRow] // or, for a Tally, every counter in one row
+	t       *Table[int]
+	one     *Table[tallyRow] // or, for a Tally, every counter in one row
+	byValue *valueCounts     // or, Table.Counts, in a lookup's rows (t: the former rows)
+}
+
+// valueCounts are Table.Counts' counters in a lookup's rows.
+type valueCounts struct {
+	add func(value string, n int)
+	get func(value string) int
+	all func() map[string]int
 }
 
 // Tally returns the durable counters of kind kept in one row (key ""), registering them; call it
@@ -470,6 +478,10 @@ func (c *Counts) Add(key string, n int) {
 		c.one.Put("", &tallyRow{m: m})
 		return
 	}
+	if c.byValue != nil {
+		c.byValue.add(key, n)
+		return
+	}
 	v := c.Get(key) + n
 	c.t.Put(key, &v)
 }
@@ -485,6 +497,14 @@ func (c *Counts) Get(key string) int {
 	if c.one != nil {
 		return c.tally(false)[key]
 	}
+	if c.byValue != nil {
+		return c.byValue.get(key) + c.former(key)
+	}
+	return c.former(key)
+}
+
+// former is the counter key of c.t.
+func (c *Counts) former(key string) int {
 	if v, ok := c.t.Get(key); ok {
 		return *v
 	}
@@ -496,10 +516,12 @@ func (c *Counts) Map() map[string]int {
 	if c.one != nil {
 		return c.tally(false)
 	}
-	all := c.t.All()
-	out := make(map[string]int, len(all))
-	for k, v := range all {
-		out[k] = *v
+	out := map[string]int{}
+	if c.byValue != nil {
+		out = c.byValue.all()
+	}
+	for k, v := range c.t.All() {
+		out[k] += *v
 	}
 	return out
 }

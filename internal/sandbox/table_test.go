@@ -290,3 +290,33 @@ func TestTableWritesWithoutReading(t *testing.T) {
 		"plain":      {"p": []byte(`{"color":"","n":2}`)},
 	}, rows)
 }
+
+// Counters by a lookup's value live in the lookup's rows and outlive the objects; rows of the
+// Counts they replace still count; a lookup row without counters stays a list of keys.
+func TestTableCountsByLookupValue(t *testing.T) {
+	ctx := context.Background()
+	store := &countingReads{Store: NewMemoryStore(), gets: map[string]int{}}
+	require.NoError(t, store.Write(ctx, "shelf", Rows{"createsByColor": {"red": []byte("2")}}))
+	s := &shelf{}
+	s.d = NewDurable(Persist{Store: store, System: "shelf", Lock: &s.mu})
+	s.items = NewTable[item](s.d, "item", false)
+	s.items.Lookup("color", func(it *item) []string { return []string{it.Color} })
+	creates := s.items.Counts("color", "creates", "createsByColor")
+	require.NoError(t, s.d.Load(ctx))
+	s.do(t, func() {
+		s.items.Create("a", &item{Color: "red"})
+		creates.Add("red", 1)
+		s.items.Create("b", &item{Color: "blue"})
+	})
+	assert.Equal(t, map[string]int{"item/color": 2}, store.gets, "the lookup rows only")
+	s.do(t, func() {
+		s.items.Delete("a")
+		assert.Equal(t, 3, creates.Get("red"))
+	})
+	assert.Empty(t, s.find(t, "red"))
+	rows, err := store.Load(ctx, "shelf")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"keys":[],"counts":{"creates":1}}`, string(rows["item/color"]["red"]), "the row outlives its objects")
+	assert.Equal(t, `["b"]`, string(rows["item/color"]["blue"]))
+	s.do(t, func() { assert.Equal(t, map[string]int{"red": 3}, creates.Map()) })
+}

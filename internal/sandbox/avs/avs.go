@@ -159,8 +159,8 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		return []string{key(st.Evaluation.ParentID)}
 	})
 	s.seq = s.durable.Counts(kindSeq)
-	s.createsByName = s.durable.Counts(kindCreates)
-	s.deletesByName = s.durable.Counts(kindDeletes)
+	s.createsByName = s.evals.Counts(lookupName, "creates", kindCreates)
+	s.deletesByName = s.evals.Counts(lookupName, "deletes", kindDeletes)
 	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
@@ -341,7 +341,7 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 		e.Tags = addTag(e.Tags, t)
 	}
 	s.evals.Create(key(id), st)
-	s.createsByName.Inc(e.Name)
+	s.createsByName.Add(e.Name, 1)
 	writeJSON(w, http.StatusOK, clone(e))
 }
 
@@ -421,7 +421,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 			s.put(other)
 		}
 	}
-	s.deletesByName.Inc(st.Evaluation.Name)
+	s.deletesByName.Add(st.Evaluation.Name, 1)
 	writeJSON(w, http.StatusOK, clone(&st.Evaluation))
 }
 

@@ -189,7 +189,7 @@ func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, erro
 	}
 	s.rts.Create(runtimeKey(rec.tenant, rec.id), rec) // a new UUID: nothing to read
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
-		s.registrations.Inc(rid)
+		s.registrations.Add(rid, 1)
 	}
 	return rec.object(), nil
 }
@@ -221,7 +221,7 @@ func (s *StandIn) unregisterRuntime(tenant string, args map[string]any) (any, er
 	s.unassignEverywhere(rec)
 	s.rts.Delete(runtimeKey(tenant, rec.id))
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
-		s.unregistrations.Inc(rid)
+		s.unregistrations.Add(rid, 1)
 	}
 	return rec.object(), nil
 }
