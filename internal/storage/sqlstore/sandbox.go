@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
@@ -121,22 +122,26 @@ func (o *SandboxObjects) scanKeys(rows *sqlx.Rows, system, kind string) (map[str
 }
 
 // Write implements storage.SandboxObjects. Rows are written in (kind, key) order, so concurrent
-// writers on PostgreSQL lock them in one order. On PostgreSQL a batch without deletes (a stand-in's
-// usual one) is one upsert of every row from arrays: one round trip and one statement instead of
-// one per row.
+// writers on PostgreSQL lock them in one order. A batch without deletes (a stand-in's usual one)
+// is one upsert of every row (PostgreSQL: from arrays; SQLite: a VALUES list per sandboxChunk rows)
+// instead of one statement per row.
 func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[string]map[string][]byte) error {
 	all, deletes := sortedSandboxRows(rows)
-	if len(all) == 0 {
+	switch {
+	case len(all) == 0:
 		return nil
-	}
-	if o.d.Array != nil && deletes == 0 {
+	case deletes == 0 && o.d.Array != nil:
 		kinds, keys, values := make(pgTextArray, len(all)), make(pgTextArray, len(all)), make(pgTextArray, len(all))
 		for i, r := range all {
 			kinds[i], keys[i], values[i] = r.kind, r.key, string(r.value)
 		}
 		if _, err := o.db.ExecContext(ctx, o.d.rebind(`INSERT INTO sandbox_objects (system, kind, object_key, value)
-			SELECT ?, * FROM unnest(?::text[], ?::text[], ?::text[])
-			ON CONFLICT (system, kind, object_key) DO UPDATE SET value = excluded.value`), system, kinds, keys, values); err != nil {
+			SELECT ?, * FROM unnest(?::text[], ?::text[], ?::text[])`+sandboxUpsert), system, kinds, keys, values); err != nil {
+			return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
+		}
+		return nil
+	case deletes == 0 && len(all) <= sandboxChunk:
+		if err := o.upsertValues(ctx, o.db, system, all); err != nil {
 			return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
 		}
 		return nil
@@ -146,8 +151,7 @@ func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[stri
 		return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
 	}
 	defer rollback(tx)
-	upsert := o.d.rebind(`INSERT INTO sandbox_objects (system, kind, object_key, value) VALUES (?, ?, ?, ?)
-		ON CONFLICT (system, kind, object_key) DO UPDATE SET value = excluded.value`)
+	upsert := o.d.rebind(`INSERT INTO sandbox_objects (system, kind, object_key, value) VALUES (?, ?, ?, ?)` + sandboxUpsert)
 	del := o.d.rebind("DELETE FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key = ?")
 	for _, r := range all {
 		if r.value == nil {
@@ -163,6 +167,28 @@ func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[stri
 		return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
 	}
 	return nil
+}
+
+const sandboxUpsert = ` ON CONFLICT (system, kind, object_key) DO UPDATE SET value = excluded.value`
+
+// sandboxChunk bounds the rows of one VALUES upsert (4 parameters each: SQLite allows 32,766).
+const sandboxChunk = 500
+
+// upsertValues writes rows (no deletes) in one statement with a VALUES list.
+func (o *SandboxObjects) upsertValues(ctx context.Context, db sqlx.ExecerContext, system string, rows []sandboxRow) error {
+	var q strings.Builder
+	q.WriteString("INSERT INTO sandbox_objects (system, kind, object_key, value) VALUES ")
+	args := make([]any, 0, 4*len(rows))
+	for i, r := range rows {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?)")
+		args = append(args, system, r.kind, r.key, string(r.value))
+	}
+	q.WriteString(sandboxUpsert)
+	_, err := db.ExecContext(ctx, o.d.rebind(q.String()), args...)
+	return err
 }
 
 type sandboxRow struct {
