@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -331,8 +332,12 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// The durable sequence is written with every evaluation: an ID it gives is never taken.
+	// The durable sequence is written with every evaluation: an ID it gives is taken only by a
+	// configured parent (added with the sequence), so nothing is read to find a free one.
 	id := int64(s.seq.Inc(kindEvaluation))
+	for slices.Contains(s.opts.ParentIDs, id) {
+		id = int64(s.seq.Inc(kindEvaluation))
+	}
 	st := &stored{Evaluation: Evaluation{ID: id, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()},
 		Calls: map[string]int{"create": 1}}
 	e := &st.Evaluation
