@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -415,11 +416,72 @@ func each[T any](rows Rows, kind string, useNumber bool, fn func(key string, v T
 // Counts are durable counters by key, read on demand (a Table); use them with the stand-in's
 // lock held.
 type Counts struct {
-	t *Table[int]
+	t       *Table[int]
+	one     *Table[tallyRow] // or, for a Tally, every counter in one row
+	byValue *valueCounts     // or, Table.Counts, in a lookup's rows (t: the former rows)
+}
+
+// valueCounts are Table.Counts' counters in a lookup's rows.
+type valueCounts struct {
+	add func(value string, n int)
+	get func(value string) int
+	all func() map[string]int
+}
+
+// Tally returns the durable counters of kind kept in one row (key ""), registering them; call it
+// before Load. For few counters that nearly every request changes (a stand-in's calls by
+// operation): a batch of requests writes one row, not one per counter it touched.
+func (d *Durable) Tally(kind string) *Counts {
+	return &Counts{one: NewTable[tallyRow](d, kind, false)}
+}
+
+// tallyRow is a Tally's row: the counters by key. A stand-in that kept them as Counts has a row
+// per counter (a number); the first change folds them into the tally's row.
+type tallyRow struct {
+	m map[string]int
+	n int // a row of Counts
+}
+
+func (r tallyRow) MarshalJSON() ([]byte, error) { return json.Marshal(r.m) }
+
+func (r *tallyRow) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '{' {
+		return json.Unmarshal(b, &r.m)
+	}
+	return json.Unmarshal(b, &r.n)
+}
+
+// tally returns a copy of the Tally's counters. Until the tally's row exists, the rows of former
+// Counts are its counters (a scan of the kind); fold, for a change, deletes them, as the tally's
+// row written with the change takes them in.
+func (c *Counts) tally(fold bool) map[string]int {
+	if r, ok := c.one.Get(""); ok {
+		return maps.Clone(r.m)
+	}
+	m := map[string]int{}
+	for key, r := range c.one.All() {
+		if key != "" {
+			m[key] += r.n
+			if fold {
+				c.one.Delete(key)
+			}
+		}
+	}
+	return m
 }
 
 // Add adds n to the counter key.
 func (c *Counts) Add(key string, n int) {
+	if c.one != nil {
+		m := c.tally(true)
+		m[key] += n
+		c.one.Put("", &tallyRow{m: m})
+		return
+	}
+	if c.byValue != nil {
+		c.byValue.add(key, n)
+		return
+	}
 	v := c.Get(key) + n
 	c.t.Put(key, &v)
 }
@@ -432,6 +494,17 @@ func (c *Counts) Inc(key string) int {
 
 // Get returns the counter key.
 func (c *Counts) Get(key string) int {
+	if c.one != nil {
+		return c.tally(false)[key]
+	}
+	if c.byValue != nil {
+		return c.byValue.get(key) + c.former(key)
+	}
+	return c.former(key)
+}
+
+// former is the counter key of c.t.
+func (c *Counts) former(key string) int {
 	if v, ok := c.t.Get(key); ok {
 		return *v
 	}
@@ -440,10 +513,15 @@ func (c *Counts) Get(key string) int {
 
 // Map returns a copy of the counters.
 func (c *Counts) Map() map[string]int {
-	all := c.t.All()
-	out := make(map[string]int, len(all))
-	for k, v := range all {
-		out[k] = *v
+	if c.one != nil {
+		return c.tally(false)
+	}
+	out := map[string]int{}
+	if c.byValue != nil {
+		out = c.byValue.all()
+	}
+	for k, v := range c.t.All() {
+		out[k] += *v
 	}
 	return out
 }

@@ -188,3 +188,38 @@ func TestDurableGroupCommits(t *testing.T) {
 	defer store.mu.Unlock()
 	assert.LessOrEqual(t, store.writes, 3, "the %d requests served during the first write are written in one or two transactions", queued)
 }
+
+// A Tally keeps its counters in one row; counters a stand-in kept as Counts (a row each) are
+// its counters until the first change folds them into that row.
+func TestTallyKeepsOneRow(t *testing.T) {
+	ctx := context.Background()
+	store := sandbox.NewMemoryStore()
+	require.NoError(t, store.Write(ctx, "tally", sandbox.Rows{"calls": {"get": []byte("2"), "put": []byte("1")}}))
+	var mu sync.Mutex
+	open := func() (*sandbox.Durable, *sandbox.Counts) {
+		d := sandbox.NewDurable(sandbox.Persist{Store: store, System: "tally", Lock: &mu})
+		c := d.Tally("calls")
+		require.NoError(t, d.Load(ctx))
+		return d, c
+	}
+	d, calls := open()
+	require.NoError(t, d.Do(ctx, func() error {
+		assert.Equal(t, map[string]int{"get": 2, "put": 1}, calls.Map(), "the former rows, before any change")
+		assert.Equal(t, 2, calls.Get("get"))
+		return nil
+	}))
+	require.NoError(t, d.Do(ctx, func() error {
+		calls.Inc("get")
+		calls.Inc("list")
+		return nil
+	}))
+	rows, err := store.Load(ctx, "tally")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"get":3,"put":1,"list":1}`, string(rows["calls"][""]))
+	assert.Len(t, rows["calls"], 1, "one row")
+	d, calls = open() // as after a restart
+	require.NoError(t, d.Do(ctx, func() error {
+		assert.Equal(t, map[string]int{"get": 3, "put": 1, "list": 1}, calls.Map())
+		return nil
+	}))
+}

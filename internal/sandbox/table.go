@@ -34,9 +34,36 @@ type Table[T any] struct {
 
 type lookup[T any] struct {
 	values func(*T) []string
-	index  *Table[[]string] // one row per value listing its keys
-	pairs  *Table[bool]     // or, for a shared lookup, one row per value and key
+	index  *Table[lookupRow] // one row per value listing its keys
+	pairs  *Table[bool]      // or, for a shared lookup, one row per value and key
 }
+
+// lookupRow is a lookup's row for one value: the keys of the objects that have it, and the
+// counters kept by the value (Table.Count), which outlive the objects. Without counters it is
+// written as the list of keys alone.
+type lookupRow struct {
+	Keys   []string       `json:"keys"`
+	Counts map[string]int `json:"counts,omitempty"`
+}
+
+type plainLookupRow lookupRow
+
+func (r lookupRow) MarshalJSON() ([]byte, error) {
+	if len(r.Counts) == 0 {
+		return json.Marshal(r.Keys)
+	}
+	return json.Marshal(plainLookupRow(r))
+}
+
+func (r *lookupRow) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '[' {
+		return json.Unmarshal(b, &r.Keys)
+	}
+	return json.Unmarshal(b, (*plainLookupRow)(r))
+}
+
+// empty: the row can go.
+func (r *lookupRow) empty() bool { return len(r.Keys) == 0 && len(r.Counts) == 0 }
 
 // pairSep separates a value from a key in a shared lookup's rows: it is in neither.
 const pairSep = "\x1f"
@@ -63,7 +90,7 @@ func NewTable[T any](d *Durable, kind string, exact bool) *Table[T] {
 // Lookup registers a lookup of the table: values gives the values an object is found by with
 // Find(name, value). Call it before Load.
 func (t *Table[T]) Lookup(name string, values func(*T) []string) {
-	t.lookups[name] = lookup[T]{values: values, index: NewTable[[]string](t.d, t.kind+"/"+name, false)}
+	t.lookups[name] = lookup[T]{values: values, index: NewTable[lookupRow](t.d, t.kind+"/"+name, false)}
 }
 
 // SharedLookup is Lookup for values that many objects share (a parent every object names): a
@@ -134,15 +161,46 @@ func (t *Table[T]) lookupValues(v *T) map[string][]string {
 	return out
 }
 
-// Put stores v under key (new or changed), to be written before the request's answer.
+// Put stores v under key (new or changed), to be written before the request's answer. The row is
+// read first only when the table has lookups (to move the object's old values).
 func (t *Table[T]) Put(key string, v *T) {
+	if len(t.lookups) == 0 {
+		t.set(key, v)
+		return
+	}
 	e := t.load(key)
+	e.v = v
+	t.dirty[key] = struct{}{}
+}
+
+// Create stores v under key, which no object has: a random key (a UUID) or one given by a durable
+// sequence. Nothing is read from the store, as Put would to learn the object's lookup values;
+// the row is written as it is, replacing any.
+func (t *Table[T]) Create(key string, v *T) {
+	t.set(key, v)
+}
+
+// set makes v (nil: none) the object with key without reading the store: for a new key, or in a
+// table without lookups (a row says nothing beyond its value, so writing it blindly is right).
+func (t *Table[T]) set(key string, v *T) {
+	e, ok := t.entries[key]
+	if !ok {
+		e = &row[T]{t: t, key: key}
+		t.entries[key] = e
+		e.elem = t.lru.PushFront(e)
+	} else if e.elem != nil {
+		t.lru.MoveToFront(e.elem)
+	}
 	e.v = v
 	t.dirty[key] = struct{}{}
 }
 
 // Delete deletes the object with key, if any.
 func (t *Table[T]) Delete(key string) {
+	if len(t.lookups) == 0 {
+		t.set(key, nil)
+		return
+	}
 	e := t.load(key)
 	e.v = nil
 	t.dirty[key] = struct{}{}
@@ -158,8 +216,8 @@ func (t *Table[T]) Find(name, value string) map[string]*T {
 		for pair := range l.pairs.prefix(value + pairSep) {
 			keys = append(keys, strings.TrimPrefix(pair, value+pairSep))
 		}
-	} else if list, ok := l.index.Get(value); ok {
-		keys = *list
+	} else if row, ok := l.index.Get(value); ok {
+		keys = row.Keys
 	}
 	out := map[string]*T{}
 	for _, k := range keys {
@@ -168,6 +226,42 @@ func (t *Table[T]) Find(name, value string) map[string]*T {
 		}
 	}
 	return out
+}
+
+// Counts returns counters by the values of the lookup name (a Lookup's, not a SharedLookup's),
+// kept in the lookup's rows: counters by a name objects are found by (creations by name, which
+// outlive the objects) need no row, nor read, of their own. former is the kind of the rows in
+// which a stand-in kept them as Counts, a row each; they still count. Call it before Load; use
+// Add rather than Inc (which reads the former row).
+func (t *Table[T]) Counts(name, counter, former string) *Counts {
+	index := t.lookups[name].index
+	return &Counts{t: NewTable[int](t.d, former, false), byValue: &valueCounts{
+		add: func(value string, n int) {
+			row := lookupRow{Counts: map[string]int{}}
+			if have, ok := index.Get(value); ok {
+				row.Keys = have.Keys
+				maps.Copy(row.Counts, have.Counts)
+			}
+			row.Counts[counter] += n
+			index.Put(value, &row)
+		},
+		get: func(value string) int {
+			row, _ := index.Get(value)
+			if row == nil {
+				return 0
+			}
+			return row.Counts[counter]
+		},
+		all: func() map[string]int {
+			out := map[string]int{}
+			for value, row := range index.All() {
+				if n := row.Counts[counter]; n != 0 {
+					out[value] = n
+				}
+			}
+			return out
+		},
+	}}
 }
 
 // prefix returns the objects whose key starts with p, by key: the store's rows merged with what
@@ -265,32 +359,33 @@ func (t *Table[T]) collect(rows Rows, pins *[]unpinner) error {
 // update moves key from the lookup's old values to its new ones.
 func (l lookup[T]) update(key string, old, now []string) {
 	if l.pairs != nil {
+		// A pair's row is all it says: written and deleted without reading it first.
 		for _, v := range old {
 			if !slices.Contains(now, v) {
-				l.pairs.Delete(v + pairSep + key)
+				l.pairs.set(v+pairSep+key, nil)
 			}
 		}
 		yes := true
 		for _, v := range now {
 			if !slices.Contains(old, v) {
-				l.pairs.Put(v+pairSep+key, &yes)
+				l.pairs.set(v+pairSep+key, &yes)
 			}
 		}
 		return
 	}
 	for _, v := range old {
 		if !slices.Contains(now, v) {
-			keys, _ := l.index.Get(v)
-			if keys == nil {
+			row, _ := l.index.Get(v)
+			if row == nil {
 				continue
 			}
-			rest := make([]string, 0, len(*keys))
-			for _, k := range *keys {
+			rest := lookupRow{Keys: make([]string, 0, len(row.Keys)), Counts: row.Counts}
+			for _, k := range row.Keys {
 				if k != key {
-					rest = append(rest, k)
+					rest.Keys = append(rest.Keys, k)
 				}
 			}
-			if len(rest) == 0 {
+			if rest.empty() {
 				l.index.Delete(v)
 			} else {
 				l.index.Put(v, &rest)
@@ -299,14 +394,14 @@ func (l lookup[T]) update(key string, old, now []string) {
 	}
 	for _, v := range now {
 		if !slices.Contains(old, v) {
-			var keys []string
+			var row lookupRow
 			if have, ok := l.index.Get(v); ok {
-				keys = append(keys, *have...)
+				row.Keys, row.Counts = append(row.Keys, have.Keys...), have.Counts
 			}
-			if !slices.Contains(keys, key) {
-				keys = append(keys, key)
+			if !slices.Contains(row.Keys, key) {
+				row.Keys = append(row.Keys, key)
 			}
-			l.index.Put(v, &keys)
+			l.index.Put(v, &row)
 		}
 	}
 }

@@ -238,3 +238,85 @@ func TestTableSharedLookup(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string][]byte{"blue\x1fa": []byte("true"), "redder\x1fc": []byte("true")}, rows["item/color"])
 }
+
+// countingReads counts point reads by kind.
+type countingReads struct {
+	Store
+	gets map[string]int
+}
+
+func (c *countingReads) Get(ctx context.Context, system, kind, key string) ([]byte, error) {
+	c.gets[kind]++
+	return c.Store.Get(ctx, system, kind, key)
+}
+
+// Rows whose previous value does not matter are written without reading them: an object created
+// under a new key, a shared lookup's pairs, and any row of a table without lookups. What is
+// written is what a read-first write would have written.
+func TestTableWritesWithoutReading(t *testing.T) {
+	store := &countingReads{Store: NewMemoryStore(), gets: map[string]int{}}
+	s := &shelf{}
+	s.d = NewDurable(Persist{Store: store, System: "shelf", Lock: &s.mu})
+	s.items = NewTable[item](s.d, "item", false)
+	s.items.SharedLookup("color", func(it *item) []string { return []string{it.Color} })
+	plain := NewTable[item](s.d, "plain", false)
+	require.NoError(t, s.d.Load(context.Background()))
+	s.do(t, func() {
+		s.items.Create("a", &item{Color: "red", N: 1})
+		plain.Put("p", &item{N: 1})
+	})
+	s.mu.Lock()
+	s.items.reset() // as after a restart: nothing cached
+	plain.reset()
+	s.mu.Unlock()
+	s.do(t, func() {
+		plain.Put("p", &item{N: 2})
+		plain.Delete("q")
+	})
+	assert.Empty(t, store.gets, "nothing was read")
+	assert.Equal(t, []string{"a"}, s.find(t, "red"))
+	s.do(t, func() {
+		it, _ := s.items.Get("a")
+		it.Color = "blue"
+		s.items.Put("a", it)
+	})
+	assert.Equal(t, map[string]int{"item": 1}, store.gets, "a change of an object with lookups reads it once")
+	assert.Empty(t, s.find(t, "red"))
+	rows, err := store.Load(context.Background(), "shelf")
+	require.NoError(t, err)
+	assert.Equal(t, Rows{
+		"item":       {"a": []byte(`{"color":"blue","n":1}`)},
+		"item/color": {"blue\x1fa": []byte("true")},
+		"plain":      {"p": []byte(`{"color":"","n":2}`)},
+	}, rows)
+}
+
+// Counters by a lookup's value live in the lookup's rows and outlive the objects; rows of the
+// Counts they replace still count; a lookup row without counters stays a list of keys.
+func TestTableCountsByLookupValue(t *testing.T) {
+	ctx := context.Background()
+	store := &countingReads{Store: NewMemoryStore(), gets: map[string]int{}}
+	require.NoError(t, store.Write(ctx, "shelf", Rows{"createsByColor": {"red": []byte("2")}}))
+	s := &shelf{}
+	s.d = NewDurable(Persist{Store: store, System: "shelf", Lock: &s.mu})
+	s.items = NewTable[item](s.d, "item", false)
+	s.items.Lookup("color", func(it *item) []string { return []string{it.Color} })
+	creates := s.items.Counts("color", "creates", "createsByColor")
+	require.NoError(t, s.d.Load(ctx))
+	s.do(t, func() {
+		s.items.Create("a", &item{Color: "red"})
+		creates.Add("red", 1)
+		s.items.Create("b", &item{Color: "blue"})
+	})
+	assert.Equal(t, map[string]int{"item/color": 2}, store.gets, "the lookup rows only")
+	s.do(t, func() {
+		s.items.Delete("a")
+		assert.Equal(t, 3, creates.Get("red"))
+	})
+	assert.Empty(t, s.find(t, "red"))
+	rows, err := store.Load(ctx, "shelf")
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"keys":[],"counts":{"creates":1}}`, string(rows["item/color"]["red"]), "the row outlives its objects")
+	assert.Equal(t, `["b"]`, string(rows["item/color"]["blue"]))
+	s.do(t, func() { assert.Equal(t, map[string]int{"red": 3}, creates.Map()) })
+}

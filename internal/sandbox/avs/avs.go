@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -159,9 +160,9 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		return []string{key(st.Evaluation.ParentID)}
 	})
 	s.seq = s.durable.Counts(kindSeq)
-	s.createsByName = s.durable.Counts(kindCreates)
-	s.deletesByName = s.durable.Counts(kindDeletes)
-	s.totals = s.durable.Counts(kindTotals)
+	s.createsByName = s.evals.Counts(lookupName, "creates", kindCreates)
+	s.deletesByName = s.evals.Counts(lookupName, "deletes", kindDeletes)
+	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}
@@ -331,8 +332,10 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The durable sequence is written with every evaluation: an ID it gives is taken only by a
+	// configured parent (added with the sequence), so nothing is read to find a free one.
 	id := int64(s.seq.Inc(kindEvaluation))
-	for _, taken := s.get(id); taken; _, taken = s.get(id) {
+	for slices.Contains(s.opts.ParentIDs, id) {
 		id = int64(s.seq.Inc(kindEvaluation))
 	}
 	st := &stored{Evaluation: Evaluation{ID: id, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()},
@@ -342,8 +345,8 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	for _, t := range req.Tags {
 		e.Tags = addTag(e.Tags, t)
 	}
-	s.put(st)
-	s.createsByName.Inc(e.Name)
+	s.evals.Create(key(id), st)
+	s.createsByName.Add(e.Name, 1)
 	writeJSON(w, http.StatusOK, clone(e))
 }
 
@@ -423,7 +426,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 			s.put(other)
 		}
 	}
-	s.deletesByName.Inc(st.Evaluation.Name)
+	s.deletesByName.Add(st.Evaluation.Name, 1)
 	writeJSON(w, http.StatusOK, clone(&st.Evaluation))
 }
 

@@ -243,3 +243,17 @@ func TestStateSurvivesARestart(t *testing.T) {
 	require.Len(t, parents, 1)
 	assert.Equal(t, int64(7), parents[0].ID, "the parents are back after a reset")
 }
+
+// New evaluations take the sequence's next IDs without reading them first; a configured parent
+// whose ID the sequence reaches is skipped, not overwritten.
+func TestNewIDsSkipConfiguredParents(t *testing.T) {
+	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	opts := options(clock)
+	opts.ParentIDs = []int64{100001, 100002}
+	e := serve(t, clock, avs.New(opts))
+	ev := e.create("child", "")
+	assert.Equal(t, int64(100003), ev.ID)
+	code, body := e.api(http.MethodGet, "/100001", "")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `"name":"parent-100001"`)
+}

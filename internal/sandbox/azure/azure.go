@@ -198,7 +198,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.groupDeletes = s.durable.Counts(rowGroupDeletes)
 	s.namespacePuts = s.durable.Counts(rowNamespacePuts)
 	s.namespaceCreates = s.durable.Counts(rowNamespaceCreates)
-	s.totals = s.durable.Counts(rowTotals)
+	s.totals = s.durable.Tally(rowTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}

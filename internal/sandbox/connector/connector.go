@@ -138,7 +138,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		Kinds: []string{kindSettings}})
 	s.certs = sandbox.NewTable[Certificate](s.durable, kindCertificate, false)
 	s.seq = s.durable.Counts(kindSeq)
-	s.calls = s.durable.Counts(kindCalls)
+	s.calls = s.durable.Tally(kindCalls)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}

@@ -179,9 +179,9 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		Kinds: []string{kindApplication}})
 	s.openRuntimes()
 	s.seq = s.durable.Counts(kindSeq)
-	s.registrations = s.durable.Counts(kindRegistrations)
-	s.unregistrations = s.durable.Counts(kindUnregistrations)
-	s.totals = s.durable.Counts(kindTotals)
+	s.registrations = s.rts.Counts(lookupRuntimeID, "registrations", kindRegistrations)
+	s.unregistrations = s.rts.Counts(lookupRuntimeID, "unregistrations", kindUnregistrations)
+	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}

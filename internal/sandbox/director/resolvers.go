@@ -187,9 +187,9 @@ func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, erro
 		seq: int64(s.seq.Inc(seqRuntimes)), tenant: tenant, id: uuid.NewString(), name: in.name, description: in.description, labels: in.labels,
 		status: Status{Condition: in.condition, Timestamp: s.now()}, tokenHashes: map[string]string{}, calls: map[string]int{"registerRuntime": 1},
 	}
-	s.touch(rec)
+	s.rts.Create(runtimeKey(rec.tenant, rec.id), rec) // a new UUID: nothing to read
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
-		s.registrations.Inc(rid)
+		s.registrations.Add(rid, 1)
 	}
 	return rec.object(), nil
 }
@@ -221,7 +221,7 @@ func (s *StandIn) unregisterRuntime(tenant string, args map[string]any) (any, er
 	s.unassignEverywhere(rec)
 	s.rts.Delete(runtimeKey(tenant, rec.id))
 	if rid, ok := rec.labels[RuntimeIDLabel].(string); ok {
-		s.unregistrations.Inc(rid)
+		s.unregistrations.Add(rid, 1)
 	}
 	return rec.object(), nil
 }

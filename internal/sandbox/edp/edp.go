@@ -147,7 +147,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s.tenants = sandbox.NewTable[tenant](s.durable, kindDataTenant, false)
 	s.createsByTenant = s.durable.Counts(kindCreates)
 	s.deletesByTenant = s.durable.Counts(kindDeletes)
-	s.totals = s.durable.Counts(kindTotals)
+	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -74,12 +75,53 @@ type Request struct {
 }
 
 // Schema is a parsed schema.
-type Schema struct{ s *ast.Schema }
+type Schema struct {
+	s *ast.Schema
+	// Queries that parsed and validated, by text, as gqlgen's query cache keeps them: clients
+	// send a few constant queries with variables, and parsing and validating each request was
+	// most of a GraphQL stand-in's CPU. Bounded by queryCache; read-only once stored.
+	mu   sync.Mutex
+	docs map[string]*ast.QueryDocument
+}
+
+// queryCache bounds the validated queries a Schema keeps.
+const queryCache = 256
 
 // MustLoad parses the schema; the schemas are constants of the stand-ins, so failing is a
 // programming error.
 func MustLoad(name, sdl string) *Schema {
-	return &Schema{s: gqlparser.MustLoadSchema(&ast.Source{Name: name, Input: sdl})}
+	return &Schema{s: gqlparser.MustLoadSchema(&ast.Source{Name: name, Input: sdl}), docs: map[string]*ast.QueryDocument{}}
+}
+
+// document returns the query parsed and validated, from the cache when it was seen before.
+func (s *Schema) document(query string) (*ast.QueryDocument, []Error) {
+	s.mu.Lock()
+	doc := s.docs[query]
+	s.mu.Unlock()
+	if doc != nil {
+		return doc, nil
+	}
+	doc, err := parser.ParseQuery(&ast.Source{Input: query})
+	if err != nil {
+		return nil, []Error{protocolError(CodeParseFailed, message(err), nil)}
+	}
+	if errs := validator.ValidateWithRules(s.s, doc, nil); len(errs) > 0 {
+		out := make([]Error, 0, len(errs))
+		for _, e := range errs {
+			out = append(out, protocolError(CodeValidationFailed, e.Message, e.Path))
+		}
+		return nil, out
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.docs) >= queryCache {
+		for q := range s.docs { // any one: the few constant queries come back at once
+			delete(s.docs, q)
+			break
+		}
+	}
+	s.docs[query] = doc
+	return doc, nil
 }
 
 // Operation is a validated operation with its coerced variables.
@@ -127,16 +169,9 @@ func (s *Schema) Prepare(req Request) (*Operation, []Error) {
 	if strings.TrimSpace(req.Query) == "" {
 		return nil, []Error{protocolError(CodeValidationFailed, "no operation provided", nil)}
 	}
-	doc, err := parser.ParseQuery(&ast.Source{Input: req.Query})
-	if err != nil {
-		return nil, []Error{protocolError(CodeParseFailed, message(err), nil)}
-	}
-	if errs := validator.ValidateWithRules(s.s, doc, nil); len(errs) > 0 {
-		out := make([]Error, 0, len(errs))
-		for _, e := range errs {
-			out = append(out, protocolError(CodeValidationFailed, e.Message, e.Path))
-		}
-		return nil, out
+	doc, errs := s.document(req.Query)
+	if errs != nil {
+		return nil, errs
 	}
 	var op *ast.OperationDefinition
 	switch {

@@ -162,9 +162,9 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s.sps = sandbox.NewTable[record](s.durable, kindServiceProvider, false)
 	s.sps.Lookup(lookupName, func(rec *record) []string { return []string{rec.SP.Name} })
 	s.seq = s.durable.Counts(kindSeq)
-	s.createsByName = s.durable.Counts(kindCreates)
-	s.deletesByName = s.durable.Counts(kindDeletes)
-	s.totals = s.durable.Counts(kindTotals)
+	s.createsByName = s.sps.Counts(lookupName, "creates", kindCreates)
+	s.deletesByName = s.sps.Counts(lookupName, "deletes", kindDeletes)
+	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}
@@ -338,17 +338,14 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiError{Message: "sp_name is longer than 255 characters"})
 		return
 	}
-	id := newID()
-	for _, taken := s.sps.Get(id); taken; _, taken = s.sps.Get(id) {
-		id = newID()
-	}
-	s.sps.Put(id, &record{
+	id := newID() // 122 random bits: never taken, so nothing is read
+	s.sps.Create(id, &record{
 		Seq: int64(s.seq.Inc(kindServiceProvider)),
 		SP: &ServiceProvider{ID: id, Name: req.Name, SSOType: SSOTypeSAML2, RedirectURIs: []string{},
 			AssertionAttributes: []AssertionAttribute{}, SubjectNameIdentifier: "uid"},
 		Calls: map[string]int{"create": 1},
 	})
-	s.createsByName.Inc(req.Name)
+	s.createsByName.Add(req.Name, 1)
 	w.Header().Set("Location", "/service/sps/"+id)
 	w.WriteHeader(http.StatusCreated)
 }
@@ -463,7 +460,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.sps.Delete(id)
-	s.deletesByName.Inc(rec.SP.Name)
+	s.deletesByName.Add(rec.SP.Name, 1)
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -145,7 +145,7 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
 	s.clusters = sandbox.NewTable[cluster](s.durable, kindCluster, true)
-	s.totals = s.durable.Counts(kindTotals)
+	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}

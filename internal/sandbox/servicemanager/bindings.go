@@ -93,7 +93,7 @@ func (s *Server) handleCreateBinding(w http.ResponseWriter, r *http.Request) {
 		Calls:   map[string]int{"create": 1},
 		creds:   creds,
 	}
-	s.bindings.Put(id, b)
+	s.bindings.Create(id, b) // a new UUID: nothing to read
 	s.bindingCreatesByName.Inc(b.Name)
 	writeJSON(w, http.StatusCreated, b.view())
 }

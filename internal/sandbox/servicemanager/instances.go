@@ -186,8 +186,9 @@ func (s *Server) handleCreateInstance(w http.ResponseWriter, r *http.Request) {
 		in.Ready, in.Usable = true, true
 	}
 	in.LastOperation = op
+	s.instances.Create(in.ID, in) // a new UUID: nothing to read
 	s.putInstance(in)
-	s.instanceCreatesByName.Inc(in.Name)
+	s.instanceCreatesByName.Add(in.Name, 1)
 	if async {
 		w.Header().Set("Location", operationPath(in.ID, op.ID))
 		writeJSON(w, http.StatusAccepted, struct{}{})
@@ -282,7 +283,7 @@ func (s *Server) handleDeleteInstance(w http.ResponseWriter, r *http.Request) {
 	} else {
 		s.putInstance(in)
 		s.instances.Delete(in.ID)
-		s.instanceDeletesByName.Inc(in.Name)
+		s.instanceDeletesByName.Add(in.Name, 1)
 	}
 	if async {
 		w.Header().Set("Location", operationPath(in.ID, op.ID))

@@ -269,11 +269,11 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.bindings = sandbox.NewTable[binding](s.durable, kindBinding, false)
 	s.bindings.Lookup(lookupInstance, func(b *binding) []string { return []string{b.ServiceInstanceID} })
 	s.operations = sandbox.NewTable[Operation](s.durable, kindOperation, false)
-	s.instanceCreatesByName = s.durable.Counts(kindInstanceCreates)
+	s.instanceCreatesByName = s.instances.Counts(lookupName, "creates", kindInstanceCreates)
 	s.bindingCreatesByName = s.durable.Counts(kindBindingCreates)
-	s.instanceDeletesByName = s.durable.Counts(kindInstanceDeletes)
+	s.instanceDeletesByName = s.instances.Counts(lookupName, "deletes", kindInstanceDeletes)
 	s.bindingDeletesByName = s.durable.Counts(kindBindingDeletes)
-	s.totals = s.durable.Counts(kindTotals)
+	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err
 	}
@@ -421,7 +421,7 @@ func (s *Server) settle() {
 		case OperationDelete:
 			s.putInstance(in)
 			s.instances.Delete(id)
-			s.instanceDeletesByName.Inc(in.Name)
+			s.instanceDeletesByName.Add(in.Name, 1)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/jmoiron/sqlx"
@@ -73,10 +74,10 @@ func (o *SandboxObjects) Kind(ctx context.Context, system, kind string) (map[str
 	return o.scanKeys(rows, system, kind)
 }
 
-// Prefix implements storage.SandboxObjects. The keys are read as a byte-ordered range, which an
-// index serves (PostgreSQL: migration 0080, whatever the database's collation; SQLite: the primary
-// key); a prefix whose range cannot be written (it ends in a byte above 0x7e, not ASCII) is compared with
-// substr over the kind instead.
+// Prefix implements storage.SandboxObjects. The keys are read as a byte-ordered range, which the
+// primary key serves (PostgreSQL: its key column is byte-ordered since migration 0090, whatever the
+// database's collation; SQLite: BINARY); a prefix whose range cannot be written (it ends in a byte
+// above 0x7e, not ASCII) is compared with substr over the kind instead.
 func (o *SandboxObjects) Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error) {
 	var rows *sqlx.Rows
 	var err error
@@ -121,28 +122,36 @@ func (o *SandboxObjects) scanKeys(rows *sqlx.Rows, system, kind string) (map[str
 }
 
 // Write implements storage.SandboxObjects. Rows are written in (kind, key) order, so concurrent
-// writers on PostgreSQL lock them in one order.
+// writers on PostgreSQL lock them in one order. A batch without deletes (a stand-in's usual one)
+// is one upsert of every row (PostgreSQL: from arrays; SQLite: a VALUES list per sandboxChunk rows)
+// instead of one statement per row.
 func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[string]map[string][]byte) error {
-	type row struct {
-		kind, key string
-		value     []byte
-	}
-	var all []row
-	for kind, keys := range rows {
-		for key, v := range keys {
-			all = append(all, row{kind, key, v})
+	all, deletes := sortedSandboxRows(rows)
+	switch {
+	case len(all) == 0:
+		return nil
+	case deletes == 0 && o.d.Array != nil:
+		kinds, keys, values := make(pgTextArray, len(all)), make(pgTextArray, len(all)), make(pgTextArray, len(all))
+		for i, r := range all {
+			kinds[i], keys[i], values[i] = r.kind, r.key, string(r.value)
 		}
+		if _, err := o.db.ExecContext(ctx, o.d.rebind(`INSERT INTO sandbox_objects (system, kind, object_key, value)
+			SELECT ?, * FROM unnest(?::text[], ?::text[], ?::text[])`+sandboxUpsert), system, kinds, keys, values); err != nil {
+			return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
+		}
+		return nil
+	case deletes == 0 && len(all) <= sandboxChunk:
+		if err := o.upsertValues(ctx, o.db, system, all); err != nil {
+			return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
+		}
+		return nil
 	}
-	sort.Slice(all, func(i, j int) bool {
-		return all[i].kind < all[j].kind || all[i].kind == all[j].kind && all[i].key < all[j].key
-	})
 	tx, err := o.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
 	}
 	defer rollback(tx)
-	upsert := o.d.rebind(`INSERT INTO sandbox_objects (system, kind, object_key, value) VALUES (?, ?, ?, ?)
-		ON CONFLICT (system, kind, object_key) DO UPDATE SET value = excluded.value`)
+	upsert := o.d.rebind(`INSERT INTO sandbox_objects (system, kind, object_key, value) VALUES (?, ?, ?, ?)` + sandboxUpsert)
 	del := o.d.rebind("DELETE FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key = ?")
 	for _, r := range all {
 		if r.value == nil {
@@ -158,6 +167,51 @@ func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[stri
 		return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
 	}
 	return nil
+}
+
+const sandboxUpsert = ` ON CONFLICT (system, kind, object_key) DO UPDATE SET value = excluded.value`
+
+// sandboxChunk bounds the rows of one VALUES upsert (4 parameters each: SQLite allows 32,766).
+const sandboxChunk = 500
+
+// upsertValues writes rows (no deletes) in one statement with a VALUES list.
+func (o *SandboxObjects) upsertValues(ctx context.Context, db sqlx.ExecerContext, system string, rows []sandboxRow) error {
+	var q strings.Builder
+	q.WriteString("INSERT INTO sandbox_objects (system, kind, object_key, value) VALUES ")
+	args := make([]any, 0, 4*len(rows))
+	for i, r := range rows {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?)")
+		args = append(args, system, r.kind, r.key, string(r.value))
+	}
+	q.WriteString(sandboxUpsert)
+	_, err := db.ExecContext(ctx, o.d.rebind(q.String()), args...)
+	return err
+}
+
+type sandboxRow struct {
+	kind, key string
+	value     []byte // nil: delete
+}
+
+// sortedSandboxRows returns the rows in (kind, key) order and how many are deletes.
+func sortedSandboxRows(rows map[string]map[string][]byte) ([]sandboxRow, int) {
+	var all []sandboxRow
+	deletes := 0
+	for kind, keys := range rows {
+		for key, v := range keys {
+			all = append(all, sandboxRow{kind, key, v})
+			if v == nil {
+				deletes++
+			}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		return all[i].kind < all[j].kind || all[i].kind == all[j].kind && all[i].key < all[j].key
+	})
+	return all, deletes
 }
 
 // Clear implements storage.SandboxObjects.
