@@ -51,8 +51,8 @@ type saveBatch = []*pending[saveCall, storage.Operation]
 // call and are inserted only for calls whose update matched.
 var saveProgressBatchSQL = `WITH x AS (
 	SELECT * FROM unnest(?::int[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::timestamptz[],
-		?::timestamptz[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[])
-	AS x(req, id, version, owner, state, description, due_at, lease_expires_at, deadline, stage, progress, last_error, data, secrets)
+		?::timestamptz[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[], ?::int[])
+	AS x(req, id, version, owner, state, description, due_at, lease_expires_at, deadline, stage, progress, last_error, data, secrets, kept)
 ), l AS MATERIALIZED (
 	-- Row locks in ID order, as every other multi-row writer takes them (see lockedInIDOrder):
 	-- the update below would otherwise lock in the batch's order and deadlock with them. The
@@ -63,8 +63,10 @@ var saveProgressBatchSQL = `WITH x AS (
 	UPDATE operations o SET state = x.state, description = x.description, updated_at = ?, version = o.version + 1,
 		due_at = x.due_at, lease_owner = NULLIF(x.owner, ''),
 		lease_expires_at = CASE WHEN x.owner = '' THEN NULL WHEN x.lease_expires_at > o.lease_expires_at THEN x.lease_expires_at ELSE o.lease_expires_at END,
-		deadline = x.deadline, stage = x.stage, progress = x.progress, last_error = x.last_error, data = x.data,
-		secrets = NULLIF(x.secrets, ''::bytea)
+		deadline = x.deadline, stage = x.stage, progress = x.progress, last_error = x.last_error,
+		-- A kept payload column (storage.Kept bits) is set to itself: its stored value and TOAST stay.
+		data = CASE WHEN x.kept & 1 <> 0 THEN o.data ELSE x.data END,
+		secrets = CASE WHEN x.kept & 2 <> 0 THEN o.secrets ELSE NULLIF(x.secrets, ''::bytea) END
 	FROM l x
 	WHERE o.id = x.id AND o.version = x.version AND (x.owner = '' OR o.lease_owner = x.owner)
 	RETURNING x.req, o.version, o.updated_at, o.lease_expires_at
@@ -157,6 +159,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		versions                                             = make([]int64, n)
 		dues, leases, deadlines, data                        = make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n)
 		secrets                                              = make([][]byte, n)
+		kept                                                 = make([]int32, n)
 		evReq                                                []int32
 		evOp, evInst, evStep, evStage, evType, evMsg, evTime []string
 		evDur, evWait                                        []int64
@@ -180,6 +183,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		if sec, ok := r.w.secrets.([]byte); ok {
 			secrets[i] = sec
 		}
+		kept[i] = int32(op.Kept)
 		for _, e := range r.events {
 			e = defaultEvent(e, op, now)
 			evReq = append(evReq, int32(i))
@@ -196,7 +200,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 	)
 	args := []any{
 		a(reqs), text(ids), a(versions), text(owners), text(states), text(descs), nullText(dues), nullText(leases), nullText(deadlines), text(stages),
-		text(progress), text(lasts), nullText(data), a(secrets),
+		text(progress), text(lasts), nullText(data), a(secrets), a(kept),
 		s.d.timeArg(now),
 		a(evReq), text(evOp), text(evInst), text(evStep), text(evStage), text(evType), text(evMsg), a(evDur), a(evWait), text(evTime),
 	}
@@ -231,6 +235,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 // lease expiry from the database, times at the database's microsecond precision.
 func written(op storage.Operation, version int64, updatedAt time.Time, leaseExp *time.Time) storage.Operation {
 	op.Version, op.UpdatedAt, op.LeaseExpiresAt = version, micro(updatedAt), leaseExp
+	op.Kept = 0
 	op.CreatedAt, op.Deadline = micro(op.CreatedAt), micro(op.Deadline)
 	if op.DueAt != nil {
 		due := micro(*op.DueAt)
