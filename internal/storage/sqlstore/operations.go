@@ -40,7 +40,8 @@ func (s *Store) scanOperation(r rowScanner) (storage.Operation, error) {
 		op.Data = json.RawMessage(data.String)
 	}
 	if progress != "" {
-		if err := json.Unmarshal([]byte(progress), &op.Progress); err != nil {
+		var err error
+		if op.Progress, err = decodeProgress([]byte(progress)); err != nil {
 			return storage.Operation{}, fmt.Errorf("operation %s: decoding progress: %w", op.ID, err)
 		}
 	}
@@ -73,7 +74,7 @@ type opWrite struct {
 }
 
 func (s *Store) encodeOperation(op storage.Operation) (opWrite, error) {
-	progress, err := appendProgress(make([]byte, 0, 128+128*len(op.Progress.Steps)), op.Progress)
+	progress, err := encodeProgress(make([]byte, 0, 64+64*len(op.Progress.Steps)), op.Progress)
 	if err != nil {
 		return opWrite{}, fmt.Errorf("encoding progress: %w", err)
 	}
