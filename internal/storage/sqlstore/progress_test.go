@@ -156,7 +156,7 @@ func TestProgressRoundTrip(t *testing.T) {
 func TestProgressReadsVersion1(t *testing.T) {
 	at := time.Date(2026, 11, 24, 2, 10, 0, 123456789, time.UTC)
 	p := storage.Progress{FinishedStages: []string{"s"}, StageStartedAt: map[string]time.Time{"s": at},
-		Steps: map[string]storage.StepProgress{"a": {FirstAttempt: at, Attempts: 2, Done: true, LastError: "e"}},
+		Steps:                   map[string]storage.StepProgress{"a": {FirstAttempt: at, Attempts: 2, Done: true, LastError: "e"}},
 		ExecutedButNotCompleted: []string{"a"}}
 	v1, err := json.Marshal(p)
 	require.NoError(t, err)
