@@ -48,33 +48,29 @@ func encodeProgress(b []byte, p storage.Progress) ([]byte, error) {
 		b = appendStrings(append(b, `,"finished_stages":`...), p.FinishedStages)
 	}
 	if len(p.StageStartedAt) > 0 {
-		b = append(b, `,"stage_started_at":{`...)
-		i := 0
-		for k, t := range p.StageStartedAt {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			i++
-			b = appendDelta(append(appendJSONString(b, k), ':'), t, base)
-		}
-		b = append(b, '}')
+		b = appendObject(append(b, `,"stage_started_at":`...), p.StageStartedAt, func(b []byte, t time.Time) []byte { return appendDelta(b, t, base) })
 	}
 	if len(p.Steps) > 0 {
-		b = append(b, `,"steps":{`...)
-		i := 0
-		for k, sp := range p.Steps {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			i++
-			b = appendStepV2(append(appendJSONString(b, k), ':'), sp, base)
-		}
-		b = append(b, '}')
+		b = appendObject(append(b, `,"steps":`...), p.Steps, func(b []byte, sp storage.StepProgress) []byte { return appendStepV2(b, sp, base) })
 	}
 	if len(p.ExecutedButNotCompleted) > 0 {
 		b = appendStrings(append(b, `,"executed_but_not_completed":`...), p.ExecutedButNotCompleted)
 	}
 	return append(b, '}'), nil
+}
+
+// appendObject writes m as a JSON object, in map order (readers do not depend on it).
+func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte) []byte {
+	b = append(b, '{')
+	first := true
+	for k, v := range m {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = value(append(appendJSONString(b, k), ':'), v)
+	}
+	return append(b, '}')
 }
 
 func appendStepV2(b []byte, sp storage.StepProgress, base int64) []byte {
