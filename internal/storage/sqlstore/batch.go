@@ -85,6 +85,14 @@ func prefixed(prefix, cols string) string {
 	return prefix + strings.ReplaceAll(cols, ", ", ", "+prefix)
 }
 
+// startTxBatcher starts SQLite's group commit: one executor (SQLite has one writer connection)
+// writes the saves waiting together in one transaction (saveProgressTx), so several workers'
+// transitions share one commit and the pages they all touch (the events table's last page and
+// its indexes) are written to the WAL once.
+func (s *Store) startTxBatcher() {
+	s.saves = startCoalescer(1, maxSaveBatch, s.writeCalls)
+}
+
 func (s *Store) startBatcher(ctx context.Context) error {
 	stmt, err := s.w.PreparexContext(ctx, s.d.rebind(saveProgressBatchSQL))
 	if err != nil {
@@ -123,7 +131,11 @@ func (s *Store) writeBatch(batch saveBatch) {
 		c.answer(s.saveProgressOne(ctx, c.req.op, c.req.w, c.req.events))
 		return
 	}
-	results, err := s.saveProgressBatch(ctx, batch)
+	write := s.saveProgressBatch
+	if s.saveBatchStmt == nil {
+		write = s.saveProgressTx
+	}
+	results, err := write(ctx, batch)
 	if err != nil {
 		s.log.WithError(err).WithField("calls", len(batch)).Debug("batched save progress failed; writing the calls one by one")
 		for _, c := range batch {
@@ -229,6 +241,31 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		out[req] = &op
 	}
 	return out, rows.Err()
+}
+
+// saveProgressTx writes all calls in one transaction (dialects without arrays); results[i] is
+// nil where call i matched no row (it wrote nothing; the others' writes stand).
+func (s *Store) saveProgressTx(ctx context.Context, batch saveBatch) ([]*storage.Operation, error) {
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rollback(tx)
+	now := time.Now()
+	out := make([]*storage.Operation, len(batch))
+	for i, c := range batch {
+		saved, ok, err := s.saveInTx(ctx, tx, c.req.op, s.saveProgressArgs(c.req.op, c.req.w), c.req.events, now)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[i] = &saved
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // written is op as a read would return it after the save: the new version, update time and

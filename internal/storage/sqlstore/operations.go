@@ -385,30 +385,43 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 		return storage.Operation{}, err
 	}
 	defer rollback(tx)
+	out, ok, err := s.saveInTx(ctx, tx, op, args, events, now)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	if !ok {
+		rollback(tx)
+		return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
+	}
+	if err := tx.Commit(); err != nil {
+		return storage.Operation{}, err
+	}
+	return out, nil
+}
+
+// saveInTx is one save in the transaction form (dialects without arrays): the update and, if
+// it matched (ok), the events. A save that matched no row wrote nothing.
+func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation, args []any, events []storage.Event, now time.Time) (out storage.Operation, ok bool, err error) {
 	var (
 		version           int64
 		updated, leaseExp dbTime
 	)
 	err = tx.StmtxContext(ctx, s.updateStmt).QueryRowxContext(ctx, args...).Scan(&version, &updated, &leaseExp)
 	if errors.Is(err, sql.ErrNoRows) {
-		rollback(tx)
-		return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
+		return storage.Operation{}, false, nil
 	}
 	if err != nil {
-		return storage.Operation{}, err
+		return storage.Operation{}, false, err
 	}
 	insert := tx.StmtxContext(ctx, s.eventStmt)
 	for _, e := range events {
 		e = defaultEvent(e, op, now)
 		if _, err := insert.ExecContext(ctx, e.OperationID, e.InstanceID, e.Step, e.Stage, string(e.Type), e.Message,
 			e.Duration.Microseconds(), e.Wait.Microseconds(), s.d.timeArg(e.CreatedAt)); err != nil {
-			return storage.Operation{}, err
+			return storage.Operation{}, false, err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return storage.Operation{}, err
-	}
-	return written(op, version, updated.Time, leaseExp.ptr()), nil
+	return written(op, version, updated.Time, leaseExp.ptr()), true, nil
 }
 
 // saveProgressUpdate is SaveProgress's update in the transaction form; it returns only what
