@@ -33,6 +33,9 @@ import (
 const (
 	saveExecutors = 2
 	maxSaveBatch  = 256
+	// maxTxSaveBatch bounds SQLite's batch: the transaction holds the one writer connection
+	// while it runs, and every other write (claims, instances, the sandbox) waits behind it.
+	maxTxSaveBatch = 16
 	// saveTimeout bounds one batch write; the callers' contexts are checked before it starts.
 	saveTimeout = time.Minute
 )
@@ -90,7 +93,7 @@ func prefixed(prefix, cols string) string {
 // transitions share one commit and the pages they all touch (the events table's last page and
 // its indexes) are written to the WAL once.
 func (s *Store) startTxBatcher() {
-	s.saves = startCoalescer(1, maxSaveBatch, s.writeCalls)
+	s.saves = startCoalescer(1, maxTxSaveBatch, s.writeCalls)
 }
 
 func (s *Store) startBatcher(ctx context.Context) error {
