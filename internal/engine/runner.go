@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -50,10 +52,13 @@ type run[T any] struct {
 	// unsaved: a non-local step finished since the last durable write; its outcome (the IDs of
 	// what it created) is written before the next step runs.
 	unsaved bool
+	// savedSecrets is a copy of the secrets the row holds (steps may change the map in place):
+	// a save whose secrets equal it leaves the column as it is (storage.KeepSecrets).
+	savedSecrets storage.Secrets
 }
 
 func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Operation) {
-	r := &run[T]{p: p, x: x, op: Operation[T]{Operation: raw}}
+	r := &run[T]{p: p, x: x, op: Operation[T]{Operation: raw}, savedSecrets: maps.Clone(raw.Secrets)}
 	// Every run starts with the claim that gave the operation to this worker.
 	x.metrics.wrote(raw.Type, "claim", 0)
 	r.log = x.log.WithFields(logrus.Fields{"operation_id": raw.ID, "instance_id": raw.InstanceID, "operation_type": raw.Type})
@@ -453,6 +458,15 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 		r.log.WithError(err).Error("encoding operation data; operation left to its lease expiry")
 		return false
 	}
+	// Payload the steps left as the row holds it is not written again (most steps change
+	// neither; a rewrite copies kilobytes of data and encrypted secrets per step).
+	r.op.Kept = 0
+	if bytes.Equal(raw, r.op.Operation.Data) {
+		r.op.Kept |= storage.KeepData
+	}
+	if maps.Equal(r.op.Secrets, r.savedSecrets) {
+		r.op.Kept |= storage.KeepSecrets
+	}
 	r.op.Operation.Data = raw
 	switch {
 	case keepLease && leaseFresh(r.op.LeaseExpiresAt, now, r.x.lease):
@@ -480,6 +494,9 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 			r.log.WithError(err).Error("saving operation progress; it continues after its lease expires")
 		}
 		return false
+	}
+	if r.op.Kept&storage.KeepSecrets == 0 {
+		r.savedSecrets = maps.Clone(saved.Secrets)
 	}
 	r.op.Operation = saved
 	r.x.metrics.wrote(r.op.Type, "save", events)

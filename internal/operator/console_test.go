@@ -95,6 +95,12 @@ func TestRuntimesInProgressOperationTellsItsStep(t *testing.T) {
 func TestEventsFeed(t *testing.T) {
 	t.Parallel()
 	b := bt.Start(t, bt.Options{NoEngine: true})
+	// An instance's events are its operations' (the store finds them through operations).
+	for i := 0; i < 3; i++ {
+		_, err := b.Store.Operations().InsertOperation(ctx, storage.Operation{ID: fmt.Sprint("op-", i), InstanceID: fmt.Sprint("inst-", i),
+			Type: "provision", State: storage.StateSucceeded})
+		require.NoError(t, err)
+	}
 	var in []storage.Event
 	types := []storage.EventType{storage.EventSucceeded, storage.EventRetrying, storage.EventFailed, storage.EventSkipped}
 	for i := 0; i < 10; i++ {

@@ -66,7 +66,22 @@ type Operation struct {
 
 	Data    json.RawMessage
 	Secrets Secrets
+
+	// Kept (read by SaveProgress only) names payload columns the caller has not changed since
+	// it read or last wrote the row at Version: the save leaves them as the row holds them
+	// instead of writing a copy (PostgreSQL writes a large value whole, TOAST included, on
+	// every write that sets it, even to the same bytes). A bit set for a value that did change
+	// loses that change. Reads and writes return 0.
+	Kept Kept
 }
+
+// Kept is a set of an operation's payload columns (Data, Secrets).
+type Kept uint8
+
+const (
+	KeepData Kept = 1 << iota
+	KeepSecrets
+)
 
 // Progress is everything the engine needs to continue an operation after a restart.
 type Progress struct {
@@ -223,6 +238,8 @@ type OperationFilter struct {
 // EventFilter: empty slices and zero IDs do not filter. Results are ordered by ID (insertion
 // order), newest first when Descending.
 type EventFilter struct {
+	// InstanceIDs keeps the events of these instances' operations (an event's instance is its
+	// operation's).
 	InstanceIDs  []string
 	OperationIDs []string
 	Types        []EventType

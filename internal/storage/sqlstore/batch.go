@@ -33,6 +33,9 @@ import (
 const (
 	saveExecutors = 2
 	maxSaveBatch  = 256
+	// maxTxSaveBatch bounds SQLite's batch: the transaction holds the one writer connection
+	// while it runs, and every other write (claims, instances, the sandbox) waits behind it.
+	maxTxSaveBatch = 16
 	// saveTimeout bounds one batch write; the callers' contexts are checked before it starts.
 	saveTimeout = time.Minute
 )
@@ -51,8 +54,8 @@ type saveBatch = []*pending[saveCall, storage.Operation]
 // call and are inserted only for calls whose update matched.
 var saveProgressBatchSQL = `WITH x AS (
 	SELECT * FROM unnest(?::int[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::timestamptz[],
-		?::timestamptz[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[])
-	AS x(req, id, version, owner, state, description, due_at, lease_expires_at, deadline, stage, progress, last_error, data, secrets)
+		?::timestamptz[], ?::timestamptz[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bytea[], ?::int[])
+	AS x(req, id, version, owner, state, description, due_at, lease_expires_at, deadline, stage, progress, last_error, data, secrets, kept)
 ), l AS MATERIALIZED (
 	-- Row locks in ID order, as every other multi-row writer takes them (see lockedInIDOrder):
 	-- the update below would otherwise lock in the batch's order and deadlock with them. The
@@ -63,8 +66,10 @@ var saveProgressBatchSQL = `WITH x AS (
 	UPDATE operations o SET state = x.state, description = x.description, updated_at = ?, version = o.version + 1,
 		due_at = x.due_at, lease_owner = NULLIF(x.owner, ''),
 		lease_expires_at = CASE WHEN x.owner = '' THEN NULL WHEN x.lease_expires_at > o.lease_expires_at THEN x.lease_expires_at ELSE o.lease_expires_at END,
-		deadline = x.deadline, stage = x.stage, progress = x.progress, last_error = x.last_error, data = x.data,
-		secrets = NULLIF(x.secrets, ''::bytea)
+		deadline = x.deadline, stage = x.stage, progress = x.progress, last_error = x.last_error,
+		-- A kept payload column (storage.Kept bits) is set to itself: its stored value and TOAST stay.
+		data = CASE WHEN x.kept & 1 <> 0 THEN o.data ELSE x.data END,
+		secrets = CASE WHEN x.kept & 2 <> 0 THEN o.secrets ELSE NULLIF(x.secrets, ''::bytea) END
 	FROM l x
 	WHERE o.id = x.id AND o.version = x.version AND (x.owner = '' OR o.lease_owner = x.owner)
 	RETURNING x.req, o.version, o.updated_at, o.lease_expires_at
@@ -81,6 +86,14 @@ SELECT * FROM u`
 // columns would otherwise clash).
 func prefixed(prefix, cols string) string {
 	return prefix + strings.ReplaceAll(cols, ", ", ", "+prefix)
+}
+
+// startTxBatcher starts SQLite's group commit: one executor (SQLite has one writer connection)
+// writes the saves waiting together in one transaction (saveProgressTx), so several workers'
+// transitions share one commit and the pages they all touch (the events table's last page and
+// its indexes) are written to the WAL once.
+func (s *Store) startTxBatcher() {
+	s.saves = startCoalescer(1, maxTxSaveBatch, s.writeCalls)
 }
 
 func (s *Store) startBatcher(ctx context.Context) error {
@@ -121,7 +134,11 @@ func (s *Store) writeBatch(batch saveBatch) {
 		c.answer(s.saveProgressOne(ctx, c.req.op, c.req.w, c.req.events))
 		return
 	}
-	results, err := s.saveProgressBatch(ctx, batch)
+	write := s.saveProgressBatch
+	if s.saveBatchStmt == nil {
+		write = s.saveProgressTx
+	}
+	results, err := write(ctx, batch)
 	if err != nil {
 		s.log.WithError(err).WithField("calls", len(batch)).Debug("batched save progress failed; writing the calls one by one")
 		for _, c := range batch {
@@ -157,6 +174,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		versions                                             = make([]int64, n)
 		dues, leases, deadlines, data                        = make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n), make([]sql.NullString, n)
 		secrets                                              = make([][]byte, n)
+		kept                                                 = make([]int32, n)
 		evReq                                                []int32
 		evOp, evInst, evStep, evStage, evType, evMsg, evTime []string
 		evDur, evWait                                        []int64
@@ -180,6 +198,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		if sec, ok := r.w.secrets.([]byte); ok {
 			secrets[i] = sec
 		}
+		kept[i] = int32(op.Kept)
 		for _, e := range r.events {
 			e = defaultEvent(e, op, now)
 			evReq = append(evReq, int32(i))
@@ -196,7 +215,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 	)
 	args := []any{
 		a(reqs), text(ids), a(versions), text(owners), text(states), text(descs), nullText(dues), nullText(leases), nullText(deadlines), text(stages),
-		text(progress), text(lasts), nullText(data), a(secrets),
+		text(progress), text(lasts), nullText(data), a(secrets), a(kept),
 		s.d.timeArg(now),
 		a(evReq), text(evOp), text(evInst), text(evStep), text(evStage), text(evType), text(evMsg), a(evDur), a(evWait), text(evTime),
 	}
@@ -227,10 +246,36 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 	return out, rows.Err()
 }
 
+// saveProgressTx writes all calls in one transaction (dialects without arrays); results[i] is
+// nil where call i matched no row (it wrote nothing; the others' writes stand).
+func (s *Store) saveProgressTx(ctx context.Context, batch saveBatch) ([]*storage.Operation, error) {
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rollback(tx)
+	now := time.Now()
+	out := make([]*storage.Operation, len(batch))
+	for i, c := range batch {
+		saved, ok, err := s.saveInTx(ctx, tx, c.req.op, s.saveProgressArgs(c.req.op, c.req.w), c.req.events, now)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[i] = &saved
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // written is op as a read would return it after the save: the new version, update time and
 // lease expiry from the database, times at the database's microsecond precision.
 func written(op storage.Operation, version int64, updatedAt time.Time, leaseExp *time.Time) storage.Operation {
 	op.Version, op.UpdatedAt, op.LeaseExpiresAt = version, micro(updatedAt), leaseExp
+	op.Kept = 0
 	op.CreatedAt, op.Deadline = micro(op.CreatedAt), micro(op.Deadline)
 	if op.DueAt != nil {
 		due := micro(*op.DueAt)

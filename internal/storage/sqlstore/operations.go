@@ -40,7 +40,8 @@ func (s *Store) scanOperation(r rowScanner) (storage.Operation, error) {
 		op.Data = json.RawMessage(data.String)
 	}
 	if progress != "" {
-		if err := json.Unmarshal([]byte(progress), &op.Progress); err != nil {
+		var err error
+		if op.Progress, err = decodeProgress([]byte(progress)); err != nil {
 			return storage.Operation{}, fmt.Errorf("operation %s: decoding progress: %w", op.ID, err)
 		}
 	}
@@ -73,7 +74,7 @@ type opWrite struct {
 }
 
 func (s *Store) encodeOperation(op storage.Operation) (opWrite, error) {
-	progress, err := appendProgress(make([]byte, 0, 128+128*len(op.Progress.Steps)), op.Progress)
+	progress, err := encodeProgress(make([]byte, 0, 64+64*len(op.Progress.Steps)), op.Progress)
 	if err != nil {
 		return opWrite{}, fmt.Errorf("encoding progress: %w", err)
 	}
@@ -82,6 +83,19 @@ func (s *Store) encodeOperation(op storage.Operation) (opWrite, error) {
 		return opWrite{}, err
 	}
 	return opWrite{progress: string(progress), data: nullJSON(op.Data), secrets: sec}, nil
+}
+
+// encodeSave is encodeOperation for SaveProgress: kept columns are neither encoded nor
+// encrypted (they are not written).
+func (s *Store) encodeSave(op storage.Operation) (opWrite, error) {
+	kept := op.Kept
+	if kept&storage.KeepData != 0 {
+		op.Data = nil
+	}
+	if kept&storage.KeepSecrets != 0 {
+		op.Secrets = nil
+	}
+	return s.encodeOperation(op)
 }
 
 func (s *Store) InsertOperation(ctx context.Context, op storage.Operation) (storage.Operation, error) {
@@ -264,13 +278,15 @@ func (s *Store) claimOperations(ctx context.Context, r storage.ClaimRequest) ([]
 
 // saveProgressSet is the SET list shared by both SaveProgress forms. Arguments, in order:
 // state, description, updated_at, due_at, owner (NULL releases), owner (again), lease_expires_at
-// (twice), deadline, stage, progress, last_error, data, secrets. The lease expiry never moves
-// backwards while the lease is kept (ExtendLeases does not bump the version, so op may carry an
-// older expiry than the row).
+// (twice), deadline, stage, progress, last_error, keep data, data, keep secrets, secrets. The
+// lease expiry never moves backwards while the lease is kept (ExtendLeases does not bump the
+// version, so op may carry an older expiry than the row). A kept payload column is set to itself:
+// PostgreSQL then keeps its stored value (and TOAST) instead of writing a copy.
 const saveProgressSet = `state = ?, description = ?, updated_at = ?, version = version + 1, due_at = ?,
 	lease_owner = ?,
 	lease_expires_at = CASE WHEN CAST(? AS INTEGER) IS NULL THEN NULL WHEN ? > lease_expires_at THEN ? ELSE lease_expires_at END,
-	deadline = ?, stage = ?, progress = ?, last_error = ?, data = ?, secrets = ?`
+	deadline = ?, stage = ?, progress = ?, last_error = ?,
+	data = CASE WHEN ? THEN data ELSE ? END, secrets = CASE WHEN ? THEN secrets ELSE ? END`
 
 // saveProgressWhere: id, version, owner, owner. An empty owner in op means the caller releases
 // the lease; then the version alone guards the write (claims bump the version).
@@ -281,7 +297,7 @@ const saveProgressWhere = `id = ? AND version = ? AND (? = '' OR lease_owner = ?
 const saveProgressCTE = `WITH u AS (
 	UPDATE operations SET ` + saveProgressSet + `
 	WHERE ` + saveProgressWhere + `
-	RETURNING ` + opCols + `
+	RETURNING version, updated_at, lease_expires_at
 ), e AS (
 	INSERT INTO events (` + eventWriteCols + `)
 	SELECT ` + eventWriteCols + `
@@ -289,7 +305,7 @@ const saveProgressCTE = `WITH u AS (
 		AS ev(` + eventWriteCols + `)
 	WHERE EXISTS (SELECT 1 FROM u)
 )
-SELECT ` + opCols + ` FROM u`
+SELECT version, updated_at, lease_expires_at FROM u`
 
 func (s *Store) saveProgressArgs(op storage.Operation, w opWrite) []any {
 	owner := nullString(op.LeaseOwner)
@@ -305,7 +321,8 @@ func (s *Store) saveProgressArgs(op storage.Operation, w opWrite) []any {
 	return []any{
 		string(op.State), op.Description, s.d.timeArg(time.Now()), s.d.nullTimeArg(op.DueAt),
 		owner, releasing, exp, exp,
-		s.d.zeroNullTimeArg(op.Deadline), op.Stage, w.progress, op.LastError, w.data, w.secrets,
+		s.d.zeroNullTimeArg(op.Deadline), op.Stage, w.progress, op.LastError,
+		op.Kept&storage.KeepData != 0, w.data, op.Kept&storage.KeepSecrets != 0, w.secrets,
 		op.ID, op.Version, op.LeaseOwner, op.LeaseOwner,
 	}
 }
@@ -321,7 +338,7 @@ func (s *Store) SaveProgress(ctx context.Context, op storage.Operation, events [
 }
 
 func (s *Store) saveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
-	w, err := s.encodeOperation(op)
+	w, err := s.encodeSave(op)
 	if err != nil {
 		return storage.Operation{}, err
 	}
@@ -348,11 +365,19 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 		}
 		a := s.d.Array
 		args = append(args, a(opIDs), a(instIDs), a(steps), a(stages), a(types), a(msgs), a(durs), a(waits), a(created))
-		out, err := s.scanOperation(s.saveProgressStmt.QueryRowxContext(ctx, args...))
+		// Only what the database decides comes back: the rest is what the caller wrote.
+		var (
+			version           int64
+			updated, leaseExp dbTime
+		)
+		err := s.saveProgressStmt.QueryRowxContext(ctx, args...).Scan(&version, &updated, &leaseExp)
 		if errors.Is(err, sql.ErrNoRows) {
 			return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
 		}
-		return out, err
+		if err != nil {
+			return storage.Operation{}, err
+		}
+		return written(op, version, updated.Time, leaseExp.ptr()), nil
 	}
 
 	tx, err := s.w.BeginTxx(ctx, nil)
@@ -360,30 +385,43 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 		return storage.Operation{}, err
 	}
 	defer rollback(tx)
+	out, ok, err := s.saveInTx(ctx, tx, op, args, events, now)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	if !ok {
+		rollback(tx)
+		return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
+	}
+	if err := tx.Commit(); err != nil {
+		return storage.Operation{}, err
+	}
+	return out, nil
+}
+
+// saveInTx is one save in the transaction form (dialects without arrays): the update and, if
+// it matched (ok), the events. A save that matched no row wrote nothing.
+func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation, args []any, events []storage.Event, now time.Time) (out storage.Operation, ok bool, err error) {
 	var (
 		version           int64
 		updated, leaseExp dbTime
 	)
 	err = tx.StmtxContext(ctx, s.updateStmt).QueryRowxContext(ctx, args...).Scan(&version, &updated, &leaseExp)
 	if errors.Is(err, sql.ErrNoRows) {
-		rollback(tx)
-		return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
+		return storage.Operation{}, false, nil
 	}
 	if err != nil {
-		return storage.Operation{}, err
+		return storage.Operation{}, false, err
 	}
 	insert := tx.StmtxContext(ctx, s.eventStmt)
 	for _, e := range events {
 		e = defaultEvent(e, op, now)
 		if _, err := insert.ExecContext(ctx, e.OperationID, e.InstanceID, e.Step, e.Stage, string(e.Type), e.Message,
 			e.Duration.Microseconds(), e.Wait.Microseconds(), s.d.timeArg(e.CreatedAt)); err != nil {
-			return storage.Operation{}, err
+			return storage.Operation{}, false, err
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return storage.Operation{}, err
-	}
-	return written(op, version, updated.Time, leaseExp.ptr()), nil
+	return written(op, version, updated.Time, leaseExp.ptr()), true, nil
 }
 
 // saveProgressUpdate is SaveProgress's update in the transaction form; it returns only what

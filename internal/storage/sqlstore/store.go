@@ -51,8 +51,8 @@ type Store struct {
 	// updateStmt and eventStmt are the prepared transaction form (dialects without Array):
 	// parsed once instead of on every step transition.
 	updateStmt, eventStmt *sqlx.Stmt
-	// saves writes concurrent SaveProgress calls together with saveBatchStmt (dialects with
-	// Array only).
+	// saves writes concurrent SaveProgress calls together: with saveBatchStmt (dialects with
+	// Array), else in one transaction.
 	saves         *coalescer[saveCall, storage.Operation]
 	saveBatchStmt *sqlx.Stmt
 	// lastOpStmts are ReadLastOperation's prepared statements by number of types (on r).
@@ -117,6 +117,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		_ = s.updateStmt.Close()
 		return nil, fmt.Errorf("preparing event statement: %w", err)
 	}
+	s.startTxBatcher()
 	return s, nil
 }
 

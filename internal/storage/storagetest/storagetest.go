@@ -87,6 +87,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"SaveProgressConflictWritesNoEvents", testSaveProgressConflict},
 		{"SaveProgressRelease", testSaveProgressRelease},
 		{"SaveProgressConcurrent", testSaveProgressConcurrent},
+		{"SaveProgressKeptColumns", testSaveProgressKept},
 		{"ExtendAndReleaseLeases", testLeases},
 		{"ReclaimLeases", testReclaimLeases},
 		{"LeaseExtensionAndSavesNeverDeadlock", testLeasesAndSavesNoDeadlock},
@@ -546,9 +547,13 @@ func testListOperations(t *testing.T, e *env) {
 
 func testEvents(t *testing.T, e *env) {
 	ev := e.s.Events()
+	// An event's instance is its operation's: op0 and op2 are i0's, op1 is i1's.
+	for i := 0; i < 3; i++ {
+		mustInsertOp(t, e.s, newOp(fmt.Sprint("op", i), fmt.Sprint("i", i%2), "provision", storage.StatePending, nil))
+	}
 	var in []storage.Event
 	for i := 0; i < 7; i++ {
-		in = append(in, storage.Event{OperationID: fmt.Sprint("op", i%2), InstanceID: fmt.Sprint("i", i%3),
+		in = append(in, storage.Event{OperationID: fmt.Sprint("op", i%3), InstanceID: fmt.Sprint("i", i%3%2),
 			Step: fmt.Sprint("step", i), Type: storage.EventSucceeded, Message: fmt.Sprint("m", i),
 			Duration: time.Duration(i) * time.Millisecond, Wait: time.Duration(i) * time.Second})
 	}
@@ -579,13 +584,20 @@ func testEvents(t *testing.T, e *env) {
 	}
 	p, err := ev.ListEvents(ctx, storage.EventFilter{OperationIDs: []string{"op1"}})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"step1", "step3", "step5"}, steps(p))
+	assert.Equal(t, []string{"step1", "step4"}, steps(p))
 	p, err = ev.ListEvents(ctx, storage.EventFilter{InstanceIDs: []string{"i0"}})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"step0", "step3", "step6"}, steps(p))
+	assert.Equal(t, []string{"step0", "step2", "step3", "step5", "step6"}, steps(p), "the events of all the instance's operations")
+	assert.Equal(t, 5, p.TotalCount)
+	p, err = ev.ListEvents(ctx, storage.EventFilter{InstanceIDs: []string{"i1", "nobody"}, Descending: true, Paging: storage.Paging{PageSize: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"step4"}, steps(p))
 	p, err = ev.ListEvents(ctx, storage.EventFilter{InstanceIDs: []string{"i0"}, OperationIDs: []string{"op0"}})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"step0", "step6"}, steps(p))
+	assert.Equal(t, []string{"step0", "step3", "step6"}, steps(p))
+	p, err = ev.ListEvents(ctx, storage.EventFilter{InstanceIDs: []string{"i1"}, OperationIDs: []string{"op0"}})
+	require.NoError(t, err)
+	assert.Empty(t, p.Items)
 	p, err = ev.ListEvents(ctx, storage.EventFilter{Paging: storage.Paging{Page: 2, PageSize: 3}})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"step3", "step4", "step5"}, steps(p))
@@ -820,6 +832,67 @@ func testSaveProgress(t *testing.T, e *env) {
 	saved4, err := ops.SaveProgress(ctx, saved3, nil)
 	require.NoError(t, err)
 	assert.Equal(t, later.Add(2*time.Hour), *saved4.LeaseExpiresAt)
+}
+
+// testSaveProgressKept: a save leaves the payload columns op.Kept names as the row holds them
+// (whatever op carries) and writes the others, in concurrent saves (which PostgreSQL batches)
+// and alone; what it returns has no Kept bits.
+func testSaveProgressKept(t *testing.T, e *env) {
+	ops := e.s.Operations()
+	n := now()
+	const count = 16
+	for i := 0; i < count; i++ {
+		op := newOp(fmt.Sprint("op", i), "inst", "provision", storage.StatePending, ptr(n))
+		op.Data, op.Secrets = json.RawMessage(`{"v":"stored"}`), storage.Secrets{"k": "stored"}
+		mustInsertOp(t, e.s, op)
+	}
+	claimed, err := ops.ClaimOperations(ctx, storage.ClaimRequest{Owner: "w", Now: n, LeaseUntil: n.Add(time.Minute), Limit: count})
+	require.NoError(t, err)
+	require.Len(t, claimed, count)
+	kinds := []storage.Kept{0, storage.KeepData, storage.KeepSecrets, storage.KeepData | storage.KeepSecrets}
+	saved := make([]storage.Operation, count)
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for i, op := range claimed {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op.Kept = kinds[i%len(kinds)]
+			op.Data, op.Secrets = json.RawMessage(`{"v":"new"}`), storage.Secrets{"k": "new"}
+			op.Description = "saved"
+			saved[i], errs[i] = ops.SaveProgress(ctx, op, []storage.Event{{Step: "s", Type: storage.EventSucceeded}})
+		}()
+	}
+	wg.Wait()
+	check := func(op storage.Operation, kept storage.Kept, data, secret string) {
+		t.Helper()
+		read, err := ops.GetOperation(ctx, op.ID)
+		require.NoError(t, err)
+		assert.Equal(t, op.Version, read.Version)
+		assert.Equal(t, "saved", read.Description, "the other columns are written")
+		assert.JSONEq(t, `{"v":"`+data+`"}`, string(read.Data), "data of %s (kept %d)", op.ID, kept)
+		assert.Equal(t, storage.Secrets{"k": secret}, read.Secrets, "secrets of %s (kept %d)", op.ID, kept)
+		assert.Zero(t, op.Kept, "a written operation has no kept columns")
+	}
+	for i := range claimed {
+		require.NoError(t, errs[i])
+		kept := kinds[i%len(kinds)]
+		data, secret := "new", "new"
+		if kept&storage.KeepData != 0 {
+			data = "stored"
+		}
+		if kept&storage.KeepSecrets != 0 {
+			secret = "stored"
+		}
+		check(saved[i], kept, data, secret)
+	}
+	// Alone: the unkept op0 now holds "new"; a save keeping both leaves them, whatever it carries.
+	op := saved[0]
+	op.Kept = storage.KeepData | storage.KeepSecrets
+	op.Data, op.Secrets = json.RawMessage(`{"v":"ignored"}`), nil
+	again, err := ops.SaveProgress(ctx, op, nil)
+	require.NoError(t, err)
+	check(again, op.Kept, "new", "new")
 }
 
 func testSaveProgressConflict(t *testing.T, e *env) {
