@@ -103,6 +103,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"InsertOperationExclusive", testInsertOperationExclusive},
 		{"InsertUniqueInstance", testInsertUniqueInstance},
 		{"RuntimeOperationsOneAtATime", testRuntimeOperationsOneAtATime},
+		{"RuntimeOperationStatus", testRuntimeOperationStatus},
 		{"StaticAllocations", testStaticAllocations},
 		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},
 		{"StaticRelease", testStaticRelease},
