@@ -50,7 +50,7 @@ func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (O
 		dashboard = console
 		op.Data.ShootDomain = strings.TrimPrefix(console, consolePrefix)
 	}
-	if _, err := storage.ModifyInstance(ctx, s.Instances, op.InstanceID, func(i *storage.Instance) { i.DashboardURL = dashboard }); err != nil {
+	if err := s.Instances.SetInstanceFields(ctx, op.InstanceID, storage.InstanceFields{DashboardURL: &dashboard}); err != nil {
 		op.LastError = fmt.Sprintf("storing the dashboard URL: %v", err)
 		return op, s.PollInterval, nil
 	}

@@ -276,3 +276,20 @@ func TestCreateRuntime_InstanceWriteFailureIsRetried(t *testing.T) {
 	assert.Equal(t, "rt-1", getInstance(t, e.store).RuntimeID)
 	assert.Empty(t, out.LastError, "no stale error once the step succeeded")
 }
+
+// A rerun that finds the runtime ID stored writes nothing to the instance.
+func TestCreateRuntime_RerunWritesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
+	op := initialized(t, e)
+	out, _, err := runCreate(e, op, t0)
+	require.NoError(t, err)
+	stored := getInstance(t, e.store)
+	assert.Equal(t, "rt-1", stored.RuntimeID)
+
+	_, wait, err := runCreate(e, out, t0.Add(testPoll))
+	require.NoError(t, err)
+	assert.Zero(t, wait)
+	assert.Equal(t, stored.Version, getInstance(t, e.store).Version)
+	assert.Len(t, e.prov.Calls(), 1)
+}

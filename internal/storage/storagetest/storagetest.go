@@ -104,6 +104,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"InsertUniqueInstance", testInsertUniqueInstance},
 		{"RuntimeOperationsOneAtATime", testRuntimeOperationsOneAtATime},
 		{"RuntimeOperationStatus", testRuntimeOperationStatus},
+		{"SetInstanceFields", testSetInstanceFields},
+		{"SetCompassRuntimeID", testSetCompassRuntimeID},
 		{"StaticAllocations", testStaticAllocations},
 		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},
 		{"StaticRelease", testStaticRelease},
