@@ -64,7 +64,7 @@ func (s CreateRuntime) request(op Op) (gqlschema.ProvisionRuntimeInput, error) {
 		cluster.GardenerConfig = &gardener
 		in.ClusterConfig = &cluster
 	}
-	if Kyma2(op.Data.KymaVersion) && s.Systems.Reconciler != nil {
+	if s.ReconcilerInstalls(op) {
 		return in, nil
 	}
 	resolved, err := op.Data.Overrides.Resolve(op.Secrets)
