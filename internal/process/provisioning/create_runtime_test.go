@@ -76,6 +76,13 @@ func TestCreateRuntime_Success(t *testing.T) {
 	assert.Equal(t, "rt-1", inst.RuntimeID)
 	assert.Nil(t, inst.DeletedAt)
 	assert.Empty(t, inst.DashboardURL)
+
+	// A rerun that finds the runtime ID stored writes nothing to the instance.
+	_, wait, err = runCreate(e, out, t0.Add(testPoll))
+	require.NoError(t, err)
+	assert.Zero(t, wait)
+	assert.Equal(t, inst.Version, getInstance(t, e.store).Version)
+	assert.Len(t, e.prov.Calls(), 1)
 }
 
 // The provisioner installs Kyma 1.x with the overrides the earlier steps collected; their secret
@@ -275,21 +282,4 @@ func TestCreateRuntime_InstanceWriteFailureIsRetried(t *testing.T) {
 	assert.Len(t, e.prov.Calls(), 1, "the runtime is not requested twice")
 	assert.Equal(t, "rt-1", getInstance(t, e.store).RuntimeID)
 	assert.Empty(t, out.LastError, "no stale error once the step succeeded")
-}
-
-// A rerun that finds the runtime ID stored writes nothing to the instance.
-func TestCreateRuntime_RerunWritesNothing(t *testing.T) {
-	e := newEnv(t)
-	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
-	op := initialized(t, e)
-	out, _, err := runCreate(e, op, t0)
-	require.NoError(t, err)
-	stored := getInstance(t, e.store)
-	assert.Equal(t, "rt-1", stored.RuntimeID)
-
-	_, wait, err := runCreate(e, out, t0.Add(testPoll))
-	require.NoError(t, err)
-	assert.Zero(t, wait)
-	assert.Equal(t, stored.Version, getInstance(t, e.store).Version)
-	assert.Len(t, e.prov.Calls(), 1)
 }

@@ -31,24 +31,15 @@ func (s *Store) setColumns(ctx context.Context, table, idCol, id string, cols []
 		upd = upd.Set(c.name, c.value)
 		changed = append(changed, sq.NotEq{c.name: c.value})
 	}
-	q, args, err := upd.Set("updated_at", s.d.timeArg(time.Now())).Set("version", sq.Expr("version + 1")).
-		Where(sq.And{sq.Eq{idCol: id}, changed}).ToSql()
-	if err != nil {
-		return err
-	}
-	res, err := s.w.ExecContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil || n > 0 {
-		return err
-	}
-	// Nothing written: the row has these values already, or there is none.
-	if err := s.missingOrConflict(ctx, table, idCol, id); !errors.Is(err, storage.ErrConflict) {
-		return err
-	}
-	return nil
+	upd = upd.Set("updated_at", s.d.timeArg(time.Now())).Set("version", sq.Expr("version + 1")).
+		Where(sq.And{sq.Eq{idCol: id}, changed})
+	return s.updateOne(ctx, upd, func() error {
+		// Nothing written: the row has these values already, or there is none.
+		if err := s.missingOrConflict(ctx, table, idCol, id); !errors.Is(err, storage.ErrConflict) {
+			return err
+		}
+		return nil
+	})
 }
 
 func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.InstanceFields) error {
