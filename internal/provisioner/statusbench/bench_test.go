@@ -11,8 +11,10 @@ package statusbench
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -32,7 +34,15 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain starts PostgreSQL (when KEB_TEST_DATABASE_URL names none) only for a benchmark run:
+// the package has nothing else to run.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	pgtest.Main(m)
+}
 
 const (
 	tenant   = "tenant-a"
