@@ -67,11 +67,32 @@ type Runtimes interface {
 	GetRuntime(ctx context.Context, id string) (Runtime, error)
 	// UpdateRuntime writes rt if rt.Version is current (ErrConflict otherwise).
 	UpdateRuntime(ctx context.Context, rt Runtime) (Runtime, error)
+	// SetCompassRuntimeID writes the runtime's Compass ID as Instances.SetInstanceFields writes
+	// an instance's fields: one statement, no read, nothing written when it is already set.
+	SetCompassRuntimeID(ctx context.Context, id, compassID string) error
 	ListRuntimes(ctx context.Context, f RuntimeFilter) (Page[Runtime], error)
 	// StartRuntimeOperation inserts op for the runtime op.InstanceID unless that runtime has an
 	// active operation (ErrOperationInProgress) or does not exist (ErrNotFound); the check and
 	// the insert are atomic, so two concurrent calls never both succeed.
 	StartRuntimeOperation(ctx context.Context, op Operation) (Operation, error)
+	// ReadRuntimeOperationStatus reads what the provisioner's status API reports of an operation
+	// and its runtime (ErrNotFound when there is no such operation), without the operation's
+	// progress and secrets or the runtime's configuration and secrets: the broker's waits poll it.
+	ReadRuntimeOperationStatus(ctx context.Context, operationID string) (RuntimeOperationStatus, error)
+}
+
+// RuntimeOperationStatus is an operation's status and stage, whether its data configures Kyma,
+// and its runtime's tenant, Compass ID and deletion (RuntimeFound false when the operation's
+// instance is no runtime).
+type RuntimeOperationStatus struct {
+	OperationStatus
+	Stage string
+	// Kyma: the operation's data has a Kyma configuration (data.config.kyma is set and not null).
+	Kyma             bool
+	RuntimeFound     bool
+	Tenant           string
+	CompassRuntimeID string
+	Deleted          bool
 }
 
 // StaticHost is one host of a static pool and its capacity in slots.

@@ -305,8 +305,19 @@ type Instances interface {
 	GetInstance(ctx context.Context, id string) (Instance, error)
 	// UpdateInstance writes inst if inst.Version is current and returns it with the new version.
 	UpdateInstance(ctx context.Context, inst Instance) (Instance, error)
+	// SetInstanceFields writes the fields f sets in one statement, without reading the instance
+	// and whatever its version; nothing is written when they already have these values.
+	// Otherwise the version goes up as with UpdateInstance, so a writer of the old version
+	// conflicts and re-reads. ErrNotFound when there is no such instance.
+	SetInstanceFields(ctx context.Context, id string, f InstanceFields) error
 	DeleteInstance(ctx context.Context, id string) error
 	ListInstances(ctx context.Context, f InstanceFilter) (Page[Instance], error)
+}
+
+// InstanceFields are the instance's columns a step sets alone; nil leaves one as it is.
+type InstanceFields struct {
+	RuntimeID    *string
+	DashboardURL *string
 }
 
 type Operations interface {

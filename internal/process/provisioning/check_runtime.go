@@ -8,6 +8,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -35,6 +36,7 @@ func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (O
 		if rc := rs.RuntimeConfiguration; rc != nil && rc.ClusterConfig != nil && rc.ClusterConfig.Name != nil {
 			op.Data.ShootName = *rc.ClusterConfig.Name
 		}
+		keepKubeconfig(s.Deps, &op, rs)
 	}
 	dashboard := fmt.Sprintf("%s/?kubeconfigID=%s", s.Defaults.DashboardURL, op.InstanceID)
 	if s.Systems.Director != nil {
@@ -50,11 +52,25 @@ func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (O
 		dashboard = console
 		op.Data.ShootDomain = strings.TrimPrefix(console, consolePrefix)
 	}
-	if _, err := storage.ModifyInstance(ctx, s.Instances, op.InstanceID, func(i *storage.Instance) { i.DashboardURL = dashboard }); err != nil {
+	if err := s.Instances.SetInstanceFields(ctx, op.InstanceID, storage.InstanceFields{DashboardURL: &dashboard}); err != nil {
 		op.LastError = fmt.Sprintf("storing the dashboard URL: %v", err)
 		return op, s.PollInterval, nil
 	}
 	log.WithField("dashboard_url", dashboard).Info("runtime ready")
 	op.LastError = ""
 	return op, 0, nil
+}
+
+// keepKubeconfig keeps the kubeconfig of the runtime's status in the operation's secrets when
+// Get_Kubeconfig runs next (the reconciler installs Kyma): it then finds it there instead of
+// reading the same status again.
+func keepKubeconfig(d Deps, op *Op, rs *gqlschema.RuntimeStatus) {
+	rc := rs.RuntimeConfiguration
+	if !d.ReconcilerInstalls(*op) || rc == nil || rc.Kubeconfig == nil || *rc.Kubeconfig == "" || op.Secrets[KubeconfigSecret] != "" {
+		return
+	}
+	if op.Secrets == nil {
+		op.Secrets = map[string]string{}
+	}
+	op.Secrets[KubeconfigSecret] = *rc.Kubeconfig
 }

@@ -225,3 +225,33 @@ func TestCheckRuntime_DirectorDownRetriesThenFails(t *testing.T) {
 	assert.Zero(t, wait)
 	assert.Equal(t, consoleURL, getInstance(t, e.store).DashboardURL)
 }
+
+// With the reconciler installing Kyma, Get_Kubeconfig runs next and needs the runtime's kubeconfig:
+// Check_Runtime keeps it from the status it reads anyway, and Get_Kubeconfig asks nothing more.
+func TestCheckRuntime_KeepsTheKubeconfigForTheReconciler(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	provisioned(e)
+	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", testKubeconfig)
+	registerInDirector(t, e, map[string]any{director.ConsoleURLLabel: consoleURL})
+
+	out, wait, err := runCheck(e, requested())
+	require.NoError(t, err)
+	assert.Zero(t, wait)
+	assert.Equal(t, testKubeconfig, out.Secrets[provisioning.KubeconfigSecret])
+	assertNotInData(t, out, "kubeconfig-t0ken")
+	calls := len(e.prov.Calls())
+
+	next := e.mustRun(t, kubeconfigStep(e), out, t0)
+	assert.Equal(t, testKubeconfig, next.Secrets[provisioning.KubeconfigSecret])
+	assert.Len(t, e.prov.Calls(), calls, "Get_Kubeconfig reads no status again")
+}
+
+// Without the reconciler no kubeconfig is kept in the operation.
+func TestCheckRuntime_KeepsNoKubeconfigWithoutTheReconciler(t *testing.T) {
+	e := newEnv(t)
+	provisioned(e)
+	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", testKubeconfig)
+	out, _, err := runCheck(e, requested())
+	require.NoError(t, err)
+	assert.Empty(t, out.Secrets[provisioning.KubeconfigSecret])
+}

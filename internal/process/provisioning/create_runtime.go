@@ -42,7 +42,10 @@ func (s CreateRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (
 	}
 	// Also on a rerun after the request was accepted: the previous run may have failed to store
 	// the runtime ID, and without it deprovisioning would not remove the runtime.
-	if _, err := storage.ModifyInstance(ctx, s.Instances, op.InstanceID, func(i *storage.Instance) { i.RuntimeID = op.Data.RuntimeID }); err != nil {
+	// Kept on the instance before Check_Runtime waits: the provisioner wakes the operations of
+	// the instance whose runtime it finished, and deprovisioning removes the instance's runtime.
+	// One column, no read; nothing is written on a rerun that finds it stored.
+	if err := s.Instances.SetInstanceFields(ctx, op.InstanceID, storage.InstanceFields{RuntimeID: &op.Data.RuntimeID}); err != nil {
 		return op.RetryOperation(fmt.Sprintf("storing the runtime ID: %v", err), s.PollInterval, s.RetryTime)
 	}
 	op.LastError = ""
@@ -61,7 +64,7 @@ func (s CreateRuntime) request(op Op) (gqlschema.ProvisionRuntimeInput, error) {
 		cluster.GardenerConfig = &gardener
 		in.ClusterConfig = &cluster
 	}
-	if Kyma2(op.Data.KymaVersion) && s.Systems.Reconciler != nil {
+	if s.ReconcilerInstalls(op) {
 		return in, nil
 	}
 	resolved, err := op.Data.Overrides.Resolve(op.Secrets)

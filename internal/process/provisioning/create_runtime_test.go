@@ -76,6 +76,13 @@ func TestCreateRuntime_Success(t *testing.T) {
 	assert.Equal(t, "rt-1", inst.RuntimeID)
 	assert.Nil(t, inst.DeletedAt)
 	assert.Empty(t, inst.DashboardURL)
+
+	// A rerun that finds the runtime ID stored writes nothing to the instance.
+	_, wait, err = runCreate(e, out, t0.Add(testPoll))
+	require.NoError(t, err)
+	assert.Zero(t, wait)
+	assert.Equal(t, inst.Version, getInstance(t, e.store).Version)
+	assert.Len(t, e.prov.Calls(), 1)
 }
 
 // The provisioner installs Kyma 1.x with the overrides the earlier steps collected; their secret

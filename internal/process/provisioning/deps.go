@@ -51,3 +51,9 @@ func Kyma2(version string) bool {
 	n, err := strconv.Atoi(major)
 	return err != nil || n >= 2 // unparsable versions (e.g. "main-abc") are development builds of 2.x
 }
+
+// ReconcilerInstalls: the reconciler installs the runtime's Kyma (2.x with a reconciler), so the
+// create_kyma stage runs and the provisioner installs none.
+func (d Deps) ReconcilerInstalls(op Op) bool {
+	return d.Systems.Reconciler != nil && Kyma2(op.Data.KymaVersion)
+}

@@ -38,7 +38,7 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 		_, ok := sys.SMCredentials(op.Secrets)
 		return ok
 	}
-	kyma2 := func(op Op) bool { return sys.Reconciler != nil && Kyma2(op.Data.KymaVersion) }
+	kyma2 := d.ReconcilerInstalls
 	// Local steps only compute from the operation and the configuration: no durable write of
 	// their own (engine.StepDef.Local).
 	local := func(s engine.Step[instance.ProvisioningData], cond func(Op) bool) def {

@@ -66,7 +66,8 @@ func GetInstance(t testing.TB, store storage.Store, instanceID string) storage.I
 	return must(store.Instances().GetInstance(context.Background(), instanceID))(t)
 }
 
-// FailingInstances fails UpdateInstance the first Fails times (a database error).
+// FailingInstances fails UpdateInstance and SetInstanceFields the first Fails times (a database
+// error).
 type FailingInstances struct {
 	storage.Instances
 	Fails int
@@ -74,14 +75,27 @@ type FailingInstances struct {
 }
 
 func (f *FailingInstances) UpdateInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
+	if err := f.fail(); err != nil {
+		return storage.Instance{}, err
+	}
+	return f.Instances.UpdateInstance(ctx, inst)
+}
+
+func (f *FailingInstances) SetInstanceFields(ctx context.Context, id string, fields storage.InstanceFields) error {
+	if err := f.fail(); err != nil {
+		return err
+	}
+	return f.Instances.SetInstanceFields(ctx, id, fields)
+}
+
+func (f *FailingInstances) fail() error {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.Fails > 0 {
 		f.Fails--
-		f.mu.Unlock()
-		return storage.Instance{}, errors.New("database is down")
+		return errors.New("database is down")
 	}
-	f.mu.Unlock()
-	return f.Instances.UpdateInstance(ctx, inst)
+	return nil
 }
 
 // StatusReturning is a fake provisioner's RuntimeOperationStatus (clienttest.Fake) that answers

@@ -2,8 +2,10 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -54,4 +56,44 @@ func TestLeftBehind(t *testing.T) {
 		client.LeftBehind(status(gqlschema.OperationStateSucceeded, "operation succeeded; not completed: Wait_For_Cluster_Deletion (Director: HTTP 500)")))
 	assert.Equal(t, "", client.LeftBehind(status(gqlschema.OperationStateFailed, "operation succeeded; not completed: X")), "only a success")
 	assert.Equal(t, "", client.LeftBehind(&gqlschema.OperationStatus{State: gqlschema.OperationStateSucceeded}))
+}
+
+// statusService answers RuntimeOperationStatus with st.
+type statusService struct {
+	client.Client
+	st *gqlschema.OperationStatus
+}
+
+func (s statusService) RuntimeOperationStatus(context.Context, string, string) (*gqlschema.OperationStatus, error) {
+	return s.st, nil
+}
+
+// The operation status is copied field by field (it is polled): the copy is what a JSON round trip
+// gives, and shares no pointer with the service's answer.
+func TestInProcessOperationStatusCopy(t *testing.T) {
+	str := func(s string) *string { return &s }
+	st := &gqlschema.OperationStatus{ID: str("op-1"), Operation: gqlschema.OperationTypeProvision, State: gqlschema.OperationStateFailed,
+		Message: str("failed"), RuntimeID: str("rt-1"), CompassRuntimeID: str("c-1"),
+		LastError: &gqlschema.LastError{ErrMessage: "boom", Reason: "WaitingForClusterCreation", Component: "provisioner"}}
+	require.Equal(t, 7, reflect.TypeOf(*st).NumField(), "every field is set here and copied by copyOperationStatus")
+	require.Equal(t, 3, reflect.TypeOf(*st.LastError).NumField())
+	raw, err := json.Marshal(st)
+	require.NoError(t, err)
+	var viaJSON gqlschema.OperationStatus
+	require.NoError(t, json.Unmarshal(raw, &viaJSON))
+
+	got, err := client.NewInProcess(statusService{st: st}).RuntimeOperationStatus(context.Background(), "t", "op-1")
+	require.NoError(t, err)
+	assert.Equal(t, &viaJSON, got)
+	*got.ID, *got.Message, *got.RuntimeID, *got.CompassRuntimeID, got.LastError.ErrMessage = "x", "x", "x", "x", "x"
+	assert.Equal(t, "op-1", *st.ID)
+	assert.Equal(t, "failed", *st.Message)
+	assert.Equal(t, "rt-1", *st.RuntimeID)
+	assert.Equal(t, "c-1", *st.CompassRuntimeID)
+	assert.Equal(t, "boom", st.LastError.ErrMessage)
+
+	nilFields, err := client.NewInProcess(statusService{st: &gqlschema.OperationStatus{State: gqlschema.OperationStatePending}}).
+		RuntimeOperationStatus(context.Background(), "t", "op-1")
+	require.NoError(t, err)
+	assert.Equal(t, &gqlschema.OperationStatus{State: gqlschema.OperationStatePending}, nilFields)
 }

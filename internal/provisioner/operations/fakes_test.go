@@ -370,8 +370,8 @@ func (d *fakeDirector) SetRuntimeStatusCondition(_ context.Context, tenant, comp
 
 // --- storage.Runtimes with injected faults -----------------------------------
 
-// faultyRuntimes is the real store with UpdateRuntime failing: with updateErr for the next
-// failUpdates calls (negative: always).
+// faultyRuntimes is the real store with its writes (UpdateRuntime, SetCompassRuntimeID) failing:
+// with updateErr for the next failUpdates calls (negative: always).
 type faultyRuntimes struct {
 	storage.Runtimes
 	mu          sync.Mutex
@@ -381,18 +381,31 @@ type faultyRuntimes struct {
 }
 
 func (f *faultyRuntimes) UpdateRuntime(ctx context.Context, rt storage.Runtime) (storage.Runtime, error) {
-	f.mu.Lock()
-	f.updates++
-	fail := f.failUpdates != 0
-	if f.failUpdates > 0 {
-		f.failUpdates--
-	}
-	err := f.updateErr
-	f.mu.Unlock()
-	if fail {
+	if err := f.write(); err != nil {
 		return storage.Runtime{}, err
 	}
 	return f.Runtimes.UpdateRuntime(ctx, rt)
+}
+
+func (f *faultyRuntimes) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
+	if err := f.write(); err != nil {
+		return err
+	}
+	return f.Runtimes.SetCompassRuntimeID(ctx, id, compassID)
+}
+
+// write counts a write and returns its injected failure.
+func (f *faultyRuntimes) write() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updates++
+	if f.failUpdates == 0 {
+		return nil
+	}
+	if f.failUpdates > 0 {
+		f.failUpdates--
+	}
+	return f.updateErr
 }
 
 // --- environment ---------------------------------------------------------------

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
 
@@ -29,10 +28,7 @@ func (s RegisterRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (
 	if err := s.Director.SetRuntimeStatusCondition(ctx, op.Data.Tenant, id, director.ConditionProvisioning); err != nil {
 		return s.directorFailed(op, "setting the runtime's status condition", err)
 	}
-	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
-		rt.CompassRuntimeID = id
-		return nil
-	}); err != nil {
+	if err := s.Runtimes.SetCompassRuntimeID(ctx, op.Data.RuntimeID, id); err != nil {
 		return s.waitFor(op, fmt.Sprintf("storing the Compass runtime ID: %v", err))
 	}
 	op.Data.CompassRuntimeID = id

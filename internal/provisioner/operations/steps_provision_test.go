@@ -91,17 +91,23 @@ func TestRegisterRuntime(t *testing.T) {
 		assert.Len(t, e.director.snapshot().conditions, 2)
 	})
 
-	t.Run("a version conflict is retried once against the re-read runtime", func(t *testing.T) {
+	t.Run("the ID is stored in one write, whatever the runtime's version, keeping its secrets", func(t *testing.T) {
 		e := newEnv(t)
 		data := e.runtimeData("rt-1", true, false)
-		faulty := &faultyRuntimes{Runtimes: e.store.Runtimes(), updateErr: fmt.Errorf("stale: %w", storage.ErrConflict), failUpdates: 1}
+		_, err := storage.ModifyRuntime(e.ctx, e.store.Runtimes(), "rt-1", func(rt *storage.Runtime) error {
+			rt.Secrets = storage.Secrets{operations.KubeconfigKey: "kc"}
+			return nil
+		})
+		require.NoError(t, err)
+		faulty := &faultyRuntimes{Runtimes: e.store.Runtimes()}
 		e.deps.Runtimes = faulty
 		op, wait, err := step(e).Run(e.ctx, stepOp("Register_Runtime", t0, data), testLog())
 		require.NoError(t, err)
 		assert.Zero(t, wait)
 		assert.Equal(t, "compass-1", op.Data.CompassRuntimeID)
 		assert.Equal(t, "compass-1", e.runtime("rt-1").CompassRuntimeID)
-		assert.Equal(t, 2, faulty.updates)
+		assert.Equal(t, "kc", e.runtime("rt-1").Secrets[operations.KubeconfigKey])
+		assert.Equal(t, 1, faulty.updates)
 	})
 
 	t.Run("storing the ID fails: retry, the data keeps no ID so the next run stores it", func(t *testing.T) {
@@ -314,6 +320,24 @@ func TestWaitForClusterCreation(t *testing.T) {
 		rt := e.runtime("rt-3")
 		assert.NotContains(t, rt.Secrets, operations.KubeconfigKey)
 		assert.JSONEq(t, `{"host": "http://localhost:9091", "audienceURL": "http://localhost:8081", "dataDir": "/mnt/data", "slots": 1}`, string(rt.Allocation))
+	})
+
+	t.Run("neither a kubeconfig nor an allocation: nothing is written", func(t *testing.T) {
+		e := newEnv(t)
+		e.insertRuntime("rt-4", testConfig(false), nil)
+		before := e.runtime("rt-4")
+		data := operations.Data{RuntimeID: "rt-4", Tenant: tenant, Backend: backendName, Config: testConfig(false)}
+		e.backend.set(func(b *fakeBackend) {
+			b.kubeconfig = ""
+			b.status = infrastructure.Status{Phase: infrastructure.PhaseSucceeded, Domain: "localhost"}
+		})
+		faulty := &faultyRuntimes{Runtimes: e.store.Runtimes()}
+		e.deps.Runtimes = faulty
+		_, wait, err := step(e).Run(e.ctx, stepOp("Wait_For_Cluster_Creation", t0, data), testLog())
+		require.NoError(t, err)
+		assert.Zero(t, wait)
+		assert.Zero(t, faulty.updates)
+		assert.Equal(t, before.Version, e.runtime("rt-4").Version)
 	})
 
 	t.Run("in progress: retry, no kubeconfig stored", func(t *testing.T) {

@@ -47,6 +47,9 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 		}
 		op.Data.Allocated = true
 	}
+	if kc == "" && alloc == nil {
+		return op, 0, nil // nothing to store
+	}
 	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
 		if kc != "" {
 			if rt.Secrets == nil {

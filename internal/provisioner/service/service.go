@@ -317,8 +317,10 @@ func (s *Service) ReconnectRuntimeAgent(ctx context.Context, tenant, runtimeID s
 	return op.ID, nil
 }
 
+// RuntimeOperationStatus reads only what the answer needs (the broker's waits poll it): not the
+// operation's progress, data and secrets nor the runtime's configuration and secrets.
 func (s *Service) RuntimeOperationStatus(ctx context.Context, tenant, operationID string) (*gqlschema.OperationStatus, error) {
-	op, err := s.store.Operations().GetOperation(ctx, operationID)
+	st, err := s.store.Runtimes().ReadRuntimeOperationStatus(ctx, operationID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, apperr.NotFound("operation %s not found", operationID)
 	}
@@ -326,11 +328,10 @@ func (s *Service) RuntimeOperationStatus(ctx context.Context, tenant, operationI
 		return nil, fmt.Errorf("reading operation %s: %w", operationID, err)
 	}
 	// Operations of deleted runtimes stay readable (a finished deprovisioning, for one).
-	rt, err := s.runtime(ctx, tenant, op.InstanceID, true)
-	if err != nil || !operations.IsType(op.Type) {
+	if !st.RuntimeFound || st.Tenant != tenant || !operations.IsType(st.Type) {
 		return nil, apperr.NotFound("operation %s not found", operationID)
 	}
-	return operationStatus(op, rt)
+	return statusOf(st)
 }
 
 func (s *Service) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeStatus, error) {

@@ -25,31 +25,52 @@ var operationStates = map[storage.OperationState]gqlschema.OperationState{
 	storage.StateFailed:     gqlschema.OperationStateFailed,
 }
 
+// operationStatus is the status of op (of runtime rt) read whole.
 func operationStatus(op storage.Operation, rt storage.Runtime) (*gqlschema.OperationStatus, error) {
-	typ, ok := operationTypes[op.Type]
-	if !ok {
-		return nil, fmt.Errorf("operation %s has type %q, not a provisioner operation", op.ID, op.Type)
+	st := storage.RuntimeOperationStatus{
+		OperationStatus: storage.OperationStatus{ID: op.ID, InstanceID: rt.ID, Type: op.Type, State: op.State, Description: op.Description, LastError: op.LastError},
+		Stage:           op.Stage, RuntimeFound: true, Tenant: rt.Tenant, CompassRuntimeID: rt.CompassRuntimeID, Deleted: rt.Deleted,
 	}
-	if typ == gqlschema.OperationTypeProvision || typ == gqlschema.OperationTypeDeprovision {
+	if noInstall(op.Type) != "" {
 		var data operations.Data
 		if err := json.Unmarshal(op.Data, &data); err != nil {
 			return nil, fmt.Errorf("decoding operation %s: %w", op.ID, err)
 		}
-		if data.Config.Kyma == nil {
-			typ = map[gqlschema.OperationType]gqlschema.OperationType{
-				gqlschema.OperationTypeProvision:   gqlschema.OperationTypeProvisionNoInstall,
-				gqlschema.OperationTypeDeprovision: gqlschema.OperationTypeDeprovisionNoInstall,
-			}[typ]
-		}
+		st.Kyma = data.Config.Kyma != nil
 	}
-	id, runtimeID, msg := op.ID, rt.ID, op.Description
-	out := &gqlschema.OperationStatus{ID: &id, Operation: typ, State: operationStates[op.State], Message: &msg, RuntimeID: &runtimeID}
-	if rt.CompassRuntimeID != "" {
-		cid := rt.CompassRuntimeID
+	return statusOf(st)
+}
+
+// noInstall is the type a provisioning or deprovisioning without Kyma is reported as; empty for
+// the other types, which are reported as they are.
+func noInstall(opType string) gqlschema.OperationType {
+	switch opType {
+	case operations.TypeProvision:
+		return gqlschema.OperationTypeProvisionNoInstall
+	case operations.TypeDeprovision:
+		return gqlschema.OperationTypeDeprovisionNoInstall
+	}
+	return ""
+}
+
+// statusOf is the API's status of an operation (storage.Runtimes.ReadRuntimeOperationStatus, or
+// operationStatus from the whole operation): its runtime is st.InstanceID.
+func statusOf(st storage.RuntimeOperationStatus) (*gqlschema.OperationStatus, error) {
+	typ, ok := operationTypes[st.Type]
+	if !ok {
+		return nil, fmt.Errorf("operation %s has type %q, not a provisioner operation", st.ID, st.Type)
+	}
+	if alt := noInstall(st.Type); alt != "" && !st.Kyma {
+		typ = alt
+	}
+	id, runtimeID, msg := st.ID, st.InstanceID, st.Description
+	out := &gqlschema.OperationStatus{ID: &id, Operation: typ, State: operationStates[st.State], Message: &msg, RuntimeID: &runtimeID}
+	if st.CompassRuntimeID != "" {
+		cid := st.CompassRuntimeID
 		out.CompassRuntimeID = &cid
 	}
-	if op.State == storage.StateFailed {
-		out.LastError = &gqlschema.LastError{ErrMessage: op.LastError, Reason: op.Stage, Component: "provisioner"}
+	if st.State == storage.StateFailed {
+		out.LastError = &gqlschema.LastError{ErrMessage: st.LastError, Reason: st.Stage, Component: "provisioner"}
 	}
 	return out, nil
 }

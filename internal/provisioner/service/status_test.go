@@ -2,6 +2,7 @@ package service
 
 import (
 	"testing"
+	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
@@ -235,4 +236,51 @@ func TestConnectionStatus(t *testing.T) {
 		require.NotNil(t, s.RuntimeConfiguration.Kubeconfig)
 		assert.Equal(t, "apiVersion: v1\nkind: Config\n", *s.RuntimeConfiguration.Kubeconfig)
 	})
+}
+
+// The light status read (RuntimeOperationStatus) answers exactly what the status built from the
+// whole operation and runtime does, for every type, state, with and without Kyma, with and
+// without a Compass ID, for live and deleted runtimes.
+func TestLightStatusEqualsFull(t *testing.T) {
+	e := newTestEnv(t)
+	states := []storage.OperationState{storage.StatePending, storage.StateInProgress, storage.StateSucceeded, storage.StateFailed}
+	types := []string{operations.TypeProvision, operations.TypeDeprovision, operations.TypeUpgradeRuntime, operations.TypeUpgradeShoot,
+		operations.TypeHibernate, operations.TypeReconnect}
+	compared := 0
+	for _, in := range []gqlschema.ProvisionRuntimeInput{validInput(), noKyma()} {
+		for _, compassID := range []string{"", "compass-1"} {
+			for _, deleted := range []bool{false, true} {
+				id := e.provision(in)
+				_, err := storage.ModifyRuntime(e.ctx, e.store.Runtimes(), id, func(rt *storage.Runtime) error {
+					rt.CompassRuntimeID, rt.Deleted = compassID, deleted
+					return nil
+				})
+				require.NoError(t, err)
+				rt := e.runtime(id)
+				cfg, err := operations.DecodeRuntimeConfig(rt)
+				require.NoError(t, err)
+				for _, typ := range types {
+					for _, state := range states {
+						op, err := engine.NewOperation(typ, id, operations.Data{RuntimeID: id, Tenant: testTenant, Config: cfg}, time.Hour, e.svc.now())
+						require.NoError(t, err)
+						op.State, op.Description, op.Stage = state, "at "+string(state), "Stage-"+typ
+						if state == storage.StateFailed {
+							op.LastError = "failed in " + typ
+						}
+						_, err = e.store.Operations().InsertOperation(e.ctx, op)
+						require.NoError(t, err)
+						full, err := e.store.Operations().GetOperation(e.ctx, op.ID)
+						require.NoError(t, err)
+						want, err := operationStatus(full, rt)
+						require.NoError(t, err)
+						got, err := e.svc.RuntimeOperationStatus(e.ctx, testTenant, op.ID)
+						require.NoError(t, err)
+						assert.Equal(t, want, got, "%s %s kyma=%v compass=%q deleted=%v", typ, state, cfg.Kyma != nil, compassID, deleted)
+						compared++
+					}
+				}
+			}
+		}
+	}
+	assert.Equal(t, 2*2*2*6*4, compared)
 }

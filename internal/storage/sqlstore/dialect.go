@@ -55,6 +55,9 @@ type Dialect struct {
 	// index on that expression is ordered; empty when the default collation already is (SQLite's
 	// BINARY). Key ranges then mean prefixes whatever the database's collation.
 	ByteOrder string
+	// JSONCast, when set, follows a text expression to read it as JSON for the -> operator
+	// (::json); empty where -> reads JSON text itself (SQLite).
+	JSONCast string
 	// LocalReads: a read is of a local file and takes microseconds (SQLite, WAL: never behind a
 	// writer); making it cancellable costs more than the read (two watcher goroutines per
 	// statement), so the hottest reads run to their end.

@@ -58,6 +58,8 @@ type Store struct {
 	// lastOpStmts are ReadLastOperation's prepared statements by number of types (on r).
 	stmtMu      sync.Mutex
 	lastOpStmts map[int]*sqlx.Stmt
+	// runtimeOpStatusStmt is ReadRuntimeOperationStatus's prepared statement (on r).
+	runtimeOpStatusStmt *sqlx.Stmt
 	// lastOps reads concurrent named last_operation calls together with lastOpBatchStmt
 	// (dialects with Array only).
 	lastOps         *coalescer[lastOpCall, storage.LastOperationRead]
@@ -153,7 +155,7 @@ func (s *Store) Close() error {
 		s.lastOps.stop()
 	}
 	s.stmtMu.Lock()
-	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
+	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt, s.runtimeOpStatusStmt}
 	for _, st := range s.lastOpStmts {
 		stmts = append(stmts, st)
 	}

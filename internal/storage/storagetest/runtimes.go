@@ -107,3 +107,53 @@ func testRuntimeOperationsOneAtATime(t *testing.T, e *env) {
 	assert.Equal(t, 1, wins)
 	assert.Equal(t, 9, busy)
 }
+
+func testRuntimeOperationStatus(t *testing.T, e *env) {
+	rts, ops := e.s.Runtimes(), e.s.Operations()
+	rt := newRuntime("rt", "tenant-a")
+	rt.CompassRuntimeID = "compass-1"
+	rt.Secrets = storage.Secrets{"kubeconfig": "kc"}
+	prov := newOp("prov", "rt", "provisioner_provision", storage.StateFailed, nil)
+	prov.Stage, prov.LastError = "WaitingForClusterCreation", "the cluster failed"
+	prov.Data = []byte(`{"runtimeID":"rt","config":{"labels":{"kyma":"label"},"kyma":{"version":"2.0","components":[]}}}`)
+	_, _, err := rts.InsertRuntimeWithOperation(ctx, rt, prov)
+	require.NoError(t, err)
+
+	got, err := rts.ReadRuntimeOperationStatus(ctx, "prov")
+	require.NoError(t, err)
+	assert.Equal(t, storage.RuntimeOperationStatus{
+		OperationStatus: storage.OperationStatus{ID: "prov", InstanceID: "rt", Type: "provisioner_provision", State: storage.StateFailed,
+			Description: "d prov", LastError: "the cluster failed"},
+		Stage: "WaitingForClusterCreation", Kyma: true, RuntimeFound: true, Tenant: "tenant-a", CompassRuntimeID: "compass-1",
+	}, got)
+
+	for data, kyma := range map[string]bool{`{"config":{}}`: false, `{"config":{"kyma":null}}`: false, `{"kyma":{}}`: false, `{"config":{"kyma":{}}}`: true} {
+		op := newOp("op-"+data, "rt", "provisioner_deprovision", storage.StateSucceeded, nil)
+		op.Data = []byte(data)
+		mustInsertOp(t, e.s, op)
+		got, err := rts.ReadRuntimeOperationStatus(ctx, op.ID)
+		require.NoError(t, err)
+		assert.Equal(t, kyma, got.Kyma, "data %s", data)
+		assert.Equal(t, storage.StateSucceeded, got.State)
+	}
+
+	cur, err := rts.GetRuntime(ctx, "rt")
+	require.NoError(t, err)
+	cur.Deleted = true
+	_, err = rts.UpdateRuntime(ctx, cur)
+	require.NoError(t, err)
+	got, err = rts.ReadRuntimeOperationStatus(ctx, "prov")
+	require.NoError(t, err)
+	assert.True(t, got.Deleted, "a deleted runtime's operations stay readable")
+
+	mustInsertOp(t, e.s, newOp("broker-op", "instance-1", "provision", storage.StateInProgress, nil))
+	got, err = rts.ReadRuntimeOperationStatus(ctx, "broker-op")
+	require.NoError(t, err)
+	assert.False(t, got.RuntimeFound, "an operation of an instance that is no runtime")
+	assert.Equal(t, storage.StateInProgress, got.State)
+
+	_, err = rts.ReadRuntimeOperationStatus(ctx, "missing")
+	assert.ErrorIs(t, err, storage.ErrNotFound)
+	_, err = ops.GetOperation(ctx, "prov")
+	require.NoError(t, err)
+}

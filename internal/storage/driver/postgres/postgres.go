@@ -161,6 +161,7 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 		MigrationLockSQL:   fmt.Sprintf("SELECT pg_advisory_lock(%d)", migrationLockID),
 		MigrationUnlockSQL: fmt.Sprintf("SELECT pg_advisory_unlock(%d)", migrationLockID),
 		ByteOrder:          ` COLLATE "C"`,
+		JSONCast:           "::json",
 	}
 }
 

@@ -1,0 +1,70 @@
+package storagetest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+func sp(s string) *string { return &s }
+
+func testSetInstanceFields(t *testing.T, e *env) {
+	insts := e.s.Instances()
+	in := newInstance("i1")
+	in.RuntimeID, in.Secrets = "", storage.Secrets{"sm": "credentials"}
+	stored, err := insts.InsertInstance(ctx, in)
+	require.NoError(t, err)
+
+	require.NoError(t, insts.SetInstanceFields(ctx, "i1", storage.InstanceFields{RuntimeID: sp("rt-1")}))
+	got, err := insts.GetInstance(ctx, "i1")
+	require.NoError(t, err)
+	assert.Equal(t, "rt-1", got.RuntimeID)
+	assert.Equal(t, stored.Version+1, got.Version)
+	assert.Equal(t, "https://dash/i1", got.DashboardURL, "a field not set is left as it is")
+	assert.Equal(t, storage.Secrets{"sm": "credentials"}, got.Secrets)
+	assert.JSONEq(t, `{"name":"i1"}`, string(got.Parameters))
+
+	require.NoError(t, insts.SetInstanceFields(ctx, "i1", storage.InstanceFields{RuntimeID: sp("rt-1")}))
+	again, err := insts.GetInstance(ctx, "i1")
+	require.NoError(t, err)
+	assert.Equal(t, got.Version, again.Version, "values the instance already has are not written")
+
+	require.NoError(t, insts.SetInstanceFields(ctx, "i1", storage.InstanceFields{RuntimeID: sp("rt-1"), DashboardURL: sp("https://console.x")}))
+	both, err := insts.GetInstance(ctx, "i1")
+	require.NoError(t, err)
+	assert.Equal(t, "https://console.x", both.DashboardURL)
+	assert.Equal(t, "rt-1", both.RuntimeID)
+	assert.Equal(t, got.Version+1, both.Version)
+
+	_, err = insts.UpdateInstance(ctx, got)
+	assert.ErrorIs(t, err, storage.ErrConflict, "a writer of the version before conflicts")
+	require.NoError(t, insts.SetInstanceFields(ctx, "i1", storage.InstanceFields{}))
+	assert.ErrorIs(t, insts.SetInstanceFields(ctx, "missing", storage.InstanceFields{RuntimeID: sp("x")}), storage.ErrNotFound)
+}
+
+func testSetCompassRuntimeID(t *testing.T, e *env) {
+	rts := e.s.Runtimes()
+	rt := newRuntime("rt1", "tenant-a")
+	rt.Secrets = storage.Secrets{"kubeconfig": "kc"}
+	stored, _, err := rts.InsertRuntimeWithOperation(ctx, rt, newOp("op1", "rt1", "provisioner_provision", storage.StatePending, nil))
+	require.NoError(t, err)
+
+	require.NoError(t, rts.SetCompassRuntimeID(ctx, "rt1", "compass-1"))
+	got, err := rts.GetRuntime(ctx, "rt1")
+	require.NoError(t, err)
+	assert.Equal(t, "compass-1", got.CompassRuntimeID)
+	assert.Equal(t, stored.Version+1, got.Version)
+	assert.Equal(t, storage.Secrets{"kubeconfig": "kc"}, got.Secrets)
+	assert.JSONEq(t, string(stored.Config), string(got.Config))
+
+	require.NoError(t, rts.SetCompassRuntimeID(ctx, "rt1", "compass-1"))
+	again, err := rts.GetRuntime(ctx, "rt1")
+	require.NoError(t, err)
+	assert.Equal(t, got.Version, again.Version, "an ID the runtime already has is not written")
+	_, err = rts.UpdateRuntime(ctx, stored)
+	assert.ErrorIs(t, err, storage.ErrConflict)
+	assert.ErrorIs(t, rts.SetCompassRuntimeID(ctx, "missing", "x"), storage.ErrNotFound)
+}
