@@ -15,6 +15,9 @@ type coalescer[Req, Res any] struct {
 	calls chan *pending[Req, Res]
 	quit  chan struct{}
 	wg    sync.WaitGroup
+	// stopped makes stop safe to repeat: a Store may be closed twice (e.g. by a test's cleanup
+	// and by its owner).
+	stopped sync.Once
 }
 
 // pending is one call waiting for its answer.
@@ -43,7 +46,7 @@ func startCoalescer[Req, Res any](executors, max int, serve func([]*pending[Req,
 }
 
 func (c *coalescer[Req, Res]) stop() {
-	close(c.quit)
+	c.stopped.Do(func() { close(c.quit) })
 	c.wg.Wait()
 }
 
