@@ -13,8 +13,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -80,8 +80,7 @@ type Schema struct {
 	// Queries that parsed and validated, by text, as gqlgen's query cache keeps them: clients
 	// send a few constant queries with variables, and parsing and validating each request was
 	// most of a GraphQL stand-in's CPU. Bounded by queryCache; read-only once stored.
-	mu   sync.Mutex
-	docs map[string]*ast.QueryDocument
+	docs *lru.Cache[string, *ast.QueryDocument]
 }
 
 // queryCache bounds the validated queries a Schema keeps.
@@ -90,15 +89,16 @@ const queryCache = 256
 // MustLoad parses the schema; the schemas are constants of the stand-ins, so failing is a
 // programming error.
 func MustLoad(name, sdl string) *Schema {
-	return &Schema{s: gqlparser.MustLoadSchema(&ast.Source{Name: name, Input: sdl}), docs: map[string]*ast.QueryDocument{}}
+	docs, err := lru.New[string, *ast.QueryDocument](queryCache)
+	if err != nil {
+		panic(fmt.Sprintf("gql: query cache: %v", err)) // only for a size below 1
+	}
+	return &Schema{s: gqlparser.MustLoadSchema(&ast.Source{Name: name, Input: sdl}), docs: docs}
 }
 
 // document returns the query parsed and validated, from the cache when it was seen before.
 func (s *Schema) document(query string) (*ast.QueryDocument, []Error) {
-	s.mu.Lock()
-	doc := s.docs[query]
-	s.mu.Unlock()
-	if doc != nil {
+	if doc, ok := s.docs.Get(query); ok {
 		return doc, nil
 	}
 	doc, err := parser.ParseQuery(&ast.Source{Input: query})
@@ -112,15 +112,7 @@ func (s *Schema) document(query string) (*ast.QueryDocument, []Error) {
 		}
 		return nil, out
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.docs) >= queryCache {
-		for q := range s.docs { // any one: the few constant queries come back at once
-			delete(s.docs, q)
-			break
-		}
-	}
-	s.docs[query] = doc
+	s.docs.Add(query, doc)
 	return doc, nil
 }
 

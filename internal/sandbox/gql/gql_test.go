@@ -18,11 +18,11 @@ func TestPrepareKeepsValidatedQueries(t *testing.T) {
 		got := op.Execute(func(_ string, args map[string]any) (any, error) { return args["v"], nil })
 		assert.Equal(t, map[string]any{"echo": v}, got.Data)
 	}
-	assert.Len(t, s.docs, 1)
+	assert.Equal(t, 1, s.docs.Len(), "queries kept")
 	for range 2 {
 		_, errs := s.Prepare(Request{Query: `{ nope }`})
 		require.Len(t, errs, 1)
 		assert.Equal(t, CodeValidationFailed, errs[0].Extensions["code"])
 	}
-	assert.Len(t, s.docs, 1)
+	assert.Equal(t, 1, s.docs.Len(), "queries kept")
 }
