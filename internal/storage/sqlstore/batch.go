@@ -93,7 +93,7 @@ func prefixed(prefix, cols string) string {
 // transitions share one commit and the pages they all touch (the events table's last page and
 // its indexes) are written to the WAL once.
 func (s *Store) startTxBatcher() {
-	s.saves = startCoalescer(1, maxTxSaveBatch, s.writeCalls)
+	s.saves = startCoalescer(1, maxTxSaveBatch, func(calls saveBatch) { s.writeCalls(calls, s.saveProgressTx) })
 }
 
 func (s *Store) startBatcher(ctx context.Context) error {
@@ -102,13 +102,17 @@ func (s *Store) startBatcher(ctx context.Context) error {
 		return fmt.Errorf("preparing batched save progress statement: %w", err)
 	}
 	s.saveBatchStmt = stmt
-	s.saves = startCoalescer(saveExecutors, maxSaveBatch, s.writeCalls)
+	s.saves = startCoalescer(saveExecutors, maxSaveBatch, func(calls saveBatch) { s.writeCalls(calls, s.saveProgressBatch) })
 	return nil
 }
 
-// writeCalls writes a batch of calls; a second call for an operation already in it is written
-// after it, on its own (its version follows the first's write).
-func (s *Store) writeCalls(calls saveBatch) {
+// batchWriter writes several calls at once (one statement, or one transaction); a nil result
+// is a call that matched no row.
+type batchWriter func(context.Context, saveBatch) ([]*storage.Operation, error)
+
+// writeCalls writes a batch of calls with write; a second call for an operation already in it
+// is written after it, on its own (its version follows the first's write).
+func (s *Store) writeCalls(calls saveBatch, write batchWriter) {
 	batch := calls[:0:0]
 	var later saveBatch
 	ids := map[string]bool{}
@@ -120,23 +124,19 @@ func (s *Store) writeCalls(calls saveBatch) {
 		ids[c.req.op.ID] = true
 		batch = append(batch, c)
 	}
-	s.writeBatch(batch)
+	s.writeBatch(batch, write)
 	for _, c := range later {
-		s.writeBatch(saveBatch{c})
+		s.writeBatch(saveBatch{c}, write)
 	}
 }
 
-func (s *Store) writeBatch(batch saveBatch) {
+func (s *Store) writeBatch(batch saveBatch, write batchWriter) {
 	ctx, cancel := context.WithTimeout(context.Background(), saveTimeout)
 	defer cancel()
 	if len(batch) == 1 {
 		c := batch[0]
 		c.answer(s.saveProgressOne(ctx, c.req.op, c.req.w, c.req.events))
 		return
-	}
-	write := s.saveProgressBatch
-	if s.saveBatchStmt == nil {
-		write = s.saveProgressTx
 	}
 	results, err := write(ctx, batch)
 	if err != nil {
