@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"unicode/utf8"
 
+	sq "github.com/Masterminds/squirrel"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -176,18 +176,16 @@ const sandboxChunk = 500
 
 // upsertValues writes rows (no deletes) in one statement with a VALUES list.
 func (o *SandboxObjects) upsertValues(ctx context.Context, db sqlx.ExecerContext, system string, rows []sandboxRow) error {
-	var q strings.Builder
-	q.WriteString("INSERT INTO sandbox_objects (system, kind, object_key, value) VALUES ")
-	args := make([]any, 0, 4*len(rows))
-	for i, r := range rows {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?, ?, ?)")
-		args = append(args, system, r.kind, r.key, string(r.value))
+	ins := sq.StatementBuilder.PlaceholderFormat(o.d.Placeholder).
+		Insert("sandbox_objects").Columns("system", "kind", "object_key", "value")
+	for _, r := range rows {
+		ins = ins.Values(system, r.kind, r.key, string(r.value))
 	}
-	q.WriteString(sandboxUpsert)
-	_, err := db.ExecContext(ctx, o.d.rebind(q.String()), args...)
+	q, args, err := ins.Suffix(sandboxUpsert).ToSql()
+	if err != nil {
+		return fmt.Errorf("building the sandbox upsert: %w", err)
+	}
+	_, err = db.ExecContext(ctx, q, args...)
 	return err
 }
 
