@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -32,24 +33,10 @@ func newestOperationSQL(types int) string {
 // read of that many types: platforms poll last_operation, so parsing the SQL once matters
 // (SQLite re-parsed it on every call).
 func (s *Store) lastOperationStmt(ctx context.Context, types int) (*sqlx.Stmt, error) {
-	s.stmtMu.Lock()
-	defer s.stmtMu.Unlock()
-	if st, ok := s.lastOpStmts[types]; ok {
-		return st, nil
+	if types == 0 { // the platforms' usual poll: a constant key, nothing built per call
+		return s.preparedRead(ctx, "last_operation", func() string { return namedOperationSQL })
 	}
-	query := namedOperationSQL
-	if types > 0 {
-		query = newestOperationSQL(types)
-	}
-	st, err := s.r.PreparexContext(ctx, s.d.rebind(query))
-	if err != nil {
-		return nil, fmt.Errorf("preparing: %w", err)
-	}
-	if s.lastOpStmts == nil {
-		s.lastOpStmts = map[int]*sqlx.Stmt{}
-	}
-	s.lastOpStmts[types] = st
-	return st, nil
+	return s.preparedRead(ctx, "last_operation/"+strconv.Itoa(types), func() string { return newestOperationSQL(types) })
 }
 
 func (s *Store) ReadLastOperation(ctx context.Context, instanceID, operationID string, types []string) (storage.LastOperationRead, error) {

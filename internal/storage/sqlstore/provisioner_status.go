@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
@@ -22,21 +20,6 @@ func runtimeOperationStatusSQL(d Dialect) string {
 		" FROM operations o LEFT JOIN runtimes r ON r.id = o.instance_id WHERE o.id = ?"
 }
 
-// runtimeOperationStatusStmt prepares the status read once (on r).
-func (s *Store) runtimeOperationStatusStmt(ctx context.Context) (*sqlx.Stmt, error) {
-	s.stmtMu.Lock()
-	defer s.stmtMu.Unlock()
-	if s.runtimeOpStatusStmt != nil {
-		return s.runtimeOpStatusStmt, nil
-	}
-	st, err := s.r.PreparexContext(ctx, s.d.rebind(runtimeOperationStatusSQL(s.d)))
-	if err != nil {
-		return nil, fmt.Errorf("preparing: %w", err)
-	}
-	s.runtimeOpStatusStmt = st
-	return st, nil
-}
-
 func (s *Store) ReadRuntimeOperationStatus(ctx context.Context, operationID string) (storage.RuntimeOperationStatus, error) {
 	out, err := s.readRuntimeOperationStatus(ctx, operationID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -49,7 +32,7 @@ func (s *Store) ReadRuntimeOperationStatus(ctx context.Context, operationID stri
 }
 
 func (s *Store) readRuntimeOperationStatus(ctx context.Context, operationID string) (storage.RuntimeOperationStatus, error) {
-	st, err := s.runtimeOperationStatusStmt(ctx)
+	st, err := s.preparedRead(ctx, "runtime_operation_status", func() string { return runtimeOperationStatusSQL(s.d) })
 	if err != nil {
 		return storage.RuntimeOperationStatus{}, err
 	}

@@ -55,11 +55,9 @@ type Store struct {
 	// Array), else in one transaction.
 	saves         *coalescer[saveCall, storage.Operation]
 	saveBatchStmt *sqlx.Stmt
-	// lastOpStmts are ReadLastOperation's prepared statements by number of types (on r).
-	stmtMu      sync.Mutex
-	lastOpStmts map[int]*sqlx.Stmt
-	// runtimeOpStatusStmt is ReadRuntimeOperationStatus's prepared statement (on r).
-	runtimeOpStatusStmt *sqlx.Stmt
+	// readStmts are the polled reads' statements, prepared once on r (preparedRead).
+	stmtMu    sync.Mutex
+	readStmts map[string]*sqlx.Stmt
 	// lastOps reads concurrent named last_operation calls together with lastOpBatchStmt
 	// (dialects with Array only).
 	lastOps         *coalescer[lastOpCall, storage.LastOperationRead]
@@ -155,8 +153,8 @@ func (s *Store) Close() error {
 		s.lastOps.stop()
 	}
 	s.stmtMu.Lock()
-	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt, s.runtimeOpStatusStmt}
-	for _, st := range s.lastOpStmts {
+	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
+	for _, st := range s.readStmts {
 		stmts = append(stmts, st)
 	}
 	s.stmtMu.Unlock()
@@ -309,6 +307,26 @@ func (s *Store) decryptSecrets(ct []byte) (storage.Secrets, error) {
 }
 
 // --- helpers ---
+
+// preparedRead is the statement of query (built only the first time key is asked for), prepared
+// once on the readers: the reads platforms and waits poll would otherwise be parsed per call
+// (SQLite re-parsed them every time).
+func (s *Store) preparedRead(ctx context.Context, key string, query func() string) (*sqlx.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st, ok := s.readStmts[key]; ok {
+		return st, nil
+	}
+	st, err := s.r.PreparexContext(ctx, s.d.rebind(query()))
+	if err != nil {
+		return nil, fmt.Errorf("preparing: %w", err)
+	}
+	if s.readStmts == nil {
+		s.readStmts = map[string]*sqlx.Stmt{}
+	}
+	s.readStmts[key] = st
+	return st, nil
+}
 
 func (s *Store) sb() sq.StatementBuilderType {
 	return sq.StatementBuilder.PlaceholderFormat(s.d.Placeholder)
