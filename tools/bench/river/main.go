@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,6 +39,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine/bench/enginebench"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
+	"github.com/kyma-project/kyma-environment-broker/tools/bench/benchkit"
 )
 
 type options struct {
@@ -75,7 +77,7 @@ func run(o options, cpuProfile string) error {
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
-	var engineRates, riverRates, sqliteRates []float64
+	var engineRates, riverRates, sqliteRates, engineCPU, riverCPU []float64
 	for round := 0; round < o.rounds; round++ {
 		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 		if round == 0 && cpuProfile != "" {
@@ -93,15 +95,18 @@ func run(o options, cpuProfile string) error {
 			return fmt.Errorf("round %d, engine: %w", round+1, err)
 		}
 		engineRates = append(engineRates, res.PerSec())
+		engineCPU = append(engineCPU, res.CPU.Total()*1e6/float64(res.Transitions))
 		jobs := o.operations * o.steps
-		elapsed, err := riverRound(ctx, server, jobs, o)
+		elapsed, used, err := riverRound(ctx, server, jobs, o)
 		if err != nil {
 			cancel()
 			return fmt.Errorf("round %d, River: %w", round+1, err)
 		}
 		riverRates = append(riverRates, float64(jobs)/elapsed.Seconds())
-		fmt.Fprintf(os.Stderr, "round %d: engine %.0f transitions/s (%.2fs), River %.0f jobs/s (%.2fs), ratio %.2f\n",
-			round+1, res.PerSec(), res.Elapsed.Seconds(), float64(jobs)/elapsed.Seconds(), elapsed.Seconds(), res.PerSec()*elapsed.Seconds()/float64(jobs))
+		riverCPU = append(riverCPU, used.Total()*1e6/float64(jobs))
+		fmt.Fprintf(os.Stderr, "round %d: engine %.0f transitions/s (%.2fs, %s), River %.0f jobs/s (%.2fs, %s), ratio %.2f\n",
+			round+1, res.PerSec(), res.Elapsed.Seconds(), res.CPU.PerUnit(res.Transitions, "transition"),
+			float64(jobs)/elapsed.Seconds(), elapsed.Seconds(), used.PerUnit(jobs, "job"), res.PerSec()*elapsed.Seconds()/float64(jobs))
 		if o.sqlite {
 			res, err := enginebench.Run(ctx, log, driver.SQLite, "", o.operations, o.steps, o.engineWorkers)
 			if err != nil {
@@ -113,8 +118,9 @@ func run(o options, cpuProfile string) error {
 		cancel()
 	}
 	e, r := median(engineRates), median(riverRates)
-	fmt.Printf("engine-vs-river driver=postgres operations=%d steps=%d rounds=%d workers=%d river_workers=%d engine_transitions_per_sec=%.0f river_jobs_per_sec=%.0f ratio=%.2f\n",
-		o.operations, o.steps, o.rounds, o.engineWorkers, o.riverWorkers, e, r, e/r)
+	ec, rc := median(engineCPU), median(riverCPU)
+	fmt.Printf("engine-vs-river driver=postgres operations=%d steps=%d rounds=%d workers=%d river_workers=%d engine_transitions_per_sec=%.0f river_jobs_per_sec=%.0f ratio=%.2f engine_cpu_us_per_transition=%.1f river_cpu_us_per_job=%.1f cpu_ratio=%.2f\n",
+		o.operations, o.steps, o.rounds, o.engineWorkers, o.riverWorkers, e, r, e/r, ec, rc, rc/ec)
 	if o.sqlite {
 		fmt.Printf("engine driver=sqlite operations=%d steps=%d rounds=%d transitions_per_sec=%.0f\n",
 			o.operations, o.steps, o.rounds, median(sqliteRates))
@@ -172,29 +178,35 @@ func riverConfig(o options) *river.Config {
 }
 
 // riverRound inserts jobs into a fresh database, starts a client and returns the time from its
-// start to the last committed completion.
-func riverRound(ctx context.Context, server string, jobs int, o options) (time.Duration, error) {
+// start to the last committed completion, and the CPU time spent meanwhile.
+func riverRound(ctx context.Context, server string, jobs int, o options) (time.Duration, benchkit.CPU, error) {
+	var none benchkit.CPU
 	dbURL, drop, err := enginebench.FreshPostgres(server)
 	if err != nil {
-		return 0, err
+		return 0, none, err
 	}
 	defer drop()
+	db, err := sql.Open("postgres", dbURL)
+	if err != nil {
+		return 0, none, err
+	}
+	defer db.Close()
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
-		return 0, fmt.Errorf("connecting: %w", err)
+		return 0, none, fmt.Errorf("connecting: %w", err)
 	}
 	defer pool.Close()
 	drv := riverpgxv5.New(pool)
 	migrator, err := rivermigrate.New(drv, nil)
 	if err != nil {
-		return 0, err
+		return 0, none, err
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return 0, fmt.Errorf("migrating River's schema: %w", err)
+		return 0, none, fmt.Errorf("migrating River's schema: %w", err)
 	}
 	client, err := river.NewClient(drv, riverConfig(o))
 	if err != nil {
-		return 0, fmt.Errorf("creating the River client: %w", err)
+		return 0, none, fmt.Errorf("creating the River client: %w", err)
 	}
 	const chunk = 5000
 	for i := 0; i < jobs; i += chunk {
@@ -203,20 +215,21 @@ func riverRound(ctx context.Context, server string, jobs int, o options) (time.D
 			params[j] = river.InsertManyParams{Args: noopArgs{}}
 		}
 		if _, err := client.InsertMany(ctx, params); err != nil {
-			return 0, fmt.Errorf("inserting jobs: %w", err)
+			return 0, none, fmt.Errorf("inserting jobs: %w", err)
 		}
 	}
 	events, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: jobs + 1, Kinds: []river.EventKind{river.EventKindJobCompleted}})
 	defer unsubscribe()
 	completed := 0
+	cpu := benchkit.StartCPUWindow(ctx, db)
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
-		return 0, fmt.Errorf("starting the River client: %w", err)
+		return 0, none, fmt.Errorf("starting the River client: %w", err)
 	}
 	for completed < jobs {
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("%d of %d jobs completed: %w", completed, jobs, ctx.Err())
+			return 0, none, fmt.Errorf("%d of %d jobs completed: %w", completed, jobs, ctx.Err())
 		case ev := <-events:
 			if ev.Kind == river.EventKindJobCompleted {
 				completed++
@@ -224,10 +237,11 @@ func riverRound(ctx context.Context, server string, jobs int, o options) (time.D
 		}
 	}
 	elapsed := time.Since(start)
+	used := cpu.Stop(ctx)
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := client.Stop(stopCtx); err != nil {
-		return 0, fmt.Errorf("stopping the River client: %w", err)
+		return 0, none, fmt.Errorf("stopping the River client: %w", err)
 	}
-	return elapsed, nil
+	return elapsed, used, nil
 }

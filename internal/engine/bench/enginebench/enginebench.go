@@ -6,6 +6,7 @@ package enginebench
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"strings"
@@ -28,14 +29,17 @@ type Result struct {
 	Transitions int
 	// Elapsed runs from the engine's start to the last operation's final save.
 	Elapsed time.Duration
+	// CPU is what the same window cost this process and (PostgreSQL) the server.
+	CPU benchkit.CPU
 }
 
 // PerSec is transitions per second.
 func (r Result) PerSec() float64 { return float64(r.Transitions) / r.Elapsed.Seconds() }
 
 func (r Result) String() string {
-	return fmt.Sprintf("engine driver=%s operations=%d steps=%d seconds=%.2f ops_per_sec=%.0f transitions_per_sec=%.0f",
-		r.Driver, r.Operations, r.Transitions, r.Elapsed.Seconds(), float64(r.Operations)/r.Elapsed.Seconds(), r.PerSec())
+	return fmt.Sprintf("engine driver=%s operations=%d steps=%d seconds=%.2f ops_per_sec=%.0f transitions_per_sec=%.0f %s",
+		r.Driver, r.Operations, r.Transitions, r.Elapsed.Seconds(), float64(r.Operations)/r.Elapsed.Seconds(), r.PerSec(),
+		r.CPU.PerUnit(r.Transitions, "transition"))
 }
 
 // noop does nothing; the last step of an operation counts it, so the bench needs no polling
@@ -98,9 +102,17 @@ func Run(ctx context.Context, log logrus.FieldLogger, drv, serverURL string, ope
 	if err := eng.Register(def); err != nil {
 		return Result{}, err
 	}
+	var pg *sql.DB
+	if cfg.Driver == driver.Postgres {
+		if pg, err = sql.Open("postgres", cfg.URL); err != nil {
+			return Result{}, err
+		}
+		defer pg.Close()
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan error, 1)
+	cpu := benchkit.StartCPUWindow(ctx, pg)
 	start := time.Now()
 	go func() { done <- eng.Run(runCtx) }()
 	for lastSteps.Load() < int64(operations) {
@@ -121,6 +133,7 @@ func Run(ctx context.Context, log logrus.FieldLogger, drv, serverURL string, ope
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	used := cpu.Stop(ctx)
 	stop()
 	if err := <-done; err != nil {
 		return Result{}, err
@@ -134,7 +147,7 @@ func Run(ctx context.Context, log logrus.FieldLogger, drv, serverURL string, ope
 			return Result{}, fmt.Errorf("%d operations ended %s", c.Count, c.State)
 		}
 	}
-	return Result{Driver: drv, Operations: operations, Transitions: operations * steps, Elapsed: elapsed}, nil
+	return Result{Driver: drv, Operations: operations, Transitions: operations * steps, Elapsed: elapsed, CPU: used}, nil
 }
 
 func finished(ctx context.Context, store storage.Store) (int, error) {
