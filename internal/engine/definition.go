@@ -57,6 +57,8 @@ type Process[T any] struct {
 	opType  string
 	timeout time.Duration
 	stages  []Stage[T]
+	// steps counts the steps of all stages.
+	steps int
 }
 
 // Staged defines a process by named stages (provisioning).
@@ -143,5 +145,6 @@ func (p *Process[T]) validate() error {
 			steps[sd.Step.Name()] = true
 		}
 	}
+	p.steps = len(steps)
 	return nil
 }

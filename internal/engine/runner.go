@@ -71,6 +71,10 @@ func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Opera
 	if r.op.Deadline.IsZero() {
 		r.op.Deadline = r.op.CreatedAt.Add(p.timeout)
 	}
+	if r.op.Progress.Steps == nil {
+		// Sized for the whole process: the map would otherwise grow while the steps run.
+		r.op.Progress.Steps = make(map[string]storage.StepProgress, p.steps)
+	}
 	r.loop(ctx)
 }
 
@@ -180,28 +184,38 @@ func (l limit) reason() string {
 	return fmt.Sprintf("operation exceeded its deadline %s", l.at.Format(time.RFC3339))
 }
 
+// limitSet holds a step's limits by value: they are looked at several times per step run, and
+// a slice of them was an allocation each time.
+type limitSet struct {
+	n int
+	l [4]limit
+}
+
+func (s *limitSet) add(l limit) { s.l[s.n] = l; s.n++ }
+
 // limits are the step's limits in the order a verdict names them: the operation deadline, the
 // stage limit, the step limit, the end of the step's retry window.
-func (r *run[T]) limits(st Stage[T], sd StepDef[T]) []limit {
+func (r *run[T]) limits(st Stage[T], sd StepDef[T]) limitSet {
 	sp := r.op.Progress.Steps[sd.Step.Name()]
-	out := make([]limit, 1, 4)
-	out[0] = limit{at: r.op.Deadline, kind: deadlineLimit}
+	var out limitSet
+	out.add(limit{at: r.op.Deadline, kind: deadlineLimit})
 	if started, ok := r.op.Progress.StageStartedAt[st.Name]; ok && st.Timeout > 0 {
-		out = append(out, limit{at: started.Add(st.Timeout), kind: stageLimit, of: st.Name, d: st.Timeout})
+		out.add(limit{at: started.Add(st.Timeout), kind: stageLimit, of: st.Name, d: st.Timeout})
 	}
 	if sd.Timeout > 0 && !sp.FirstAttempt.IsZero() {
-		out = append(out, limit{at: sp.FirstAttempt.Add(sd.Timeout), kind: stepLimit, d: sd.Timeout})
+		out.add(limit{at: sp.FirstAttempt.Add(sd.Timeout), kind: stepLimit, d: sd.Timeout})
 	}
 	if sp.RetryUntil != nil {
 		window := sp.RetryUntil.Sub(retryWindowStart(sp, *sp.RetryUntil))
-		out = append(out, limit{at: *sp.RetryUntil, kind: windowLimit, d: window})
+		out.add(limit{at: *sp.RetryUntil, kind: windowLimit, d: window})
 	}
 	return out
 }
 
 // reached returns the first of the step's limits that now has reached.
 func (r *run[T]) reached(now time.Time, st Stage[T], sd StepDef[T]) (limit, bool) {
-	for _, l := range r.limits(st, sd) {
+	ls := r.limits(st, sd)
+	for _, l := range ls.l[:ls.n] {
 		if !now.Before(l.at) {
 			return l, true
 		}
@@ -238,7 +252,8 @@ func (r *run[T]) runContext(ctx context.Context, now time.Time, st Stage[T], sd 
 		timeout = sd.RunTimeout
 	}
 	end := now.Add(timeout)
-	for _, l := range r.limits(st, sd) {
+	ls := r.limits(st, sd)
+	for _, l := range ls.l[:ls.n] {
 		if l.at.Before(end) {
 			end = l.at
 		}
@@ -254,7 +269,7 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	defer cancel()
 	in := r.op
 	in.step, in.now, in.clock = name, started, r.x.clock
-	out, wait, err := callStep(stepCtx, sd.Step, in, r.log.WithField("step", name))
+	out, wait, err := callStep(stepCtx, sd.Step, in, newStepLogger(r.log, name))
 	now := r.x.clock.Now().UTC()
 	took := now.Sub(started)
 	r.adopt(out)
@@ -362,7 +377,8 @@ func (r *run[T]) adopt(out Operation[T]) {
 
 // capDue schedules no run past one of the step's limits, so a limit fires on time.
 func (r *run[T]) capDue(due time.Time, st Stage[T], sd StepDef[T]) time.Time {
-	for _, l := range r.limits(st, sd) {
+	ls := r.limits(st, sd)
+	for _, l := range ls.l[:ls.n] {
 		if l.at.Before(due) {
 			due = l.at
 		}

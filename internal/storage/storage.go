@@ -334,6 +334,7 @@ type Operations interface {
 	ClaimOperations(ctx context.Context, r ClaimRequest) ([]Operation, error)
 	// SaveProgress writes op and appends events in one transaction, only if op.Version is current
 	// and op.LeaseOwner still holds the lease (else ErrConflict). Clearing LeaseOwner releases it.
+	// The events are op's own: they are written with op's operation and instance IDs.
 	SaveProgress(ctx context.Context, op Operation, events []Event) (Operation, error)
 	// ExtendLeases moves the lease expiry (and DueAt) of the owner's active operations; returns
 	// the IDs still held. It does not change Version.

@@ -27,6 +27,7 @@ func main() {
 	steps := flag.Int("steps", 10, "no-op steps per operation (two stages)")
 	workers := flag.Int("workers", 0, "engine workers (0: the engine's default)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the runs to this file")
+	memProfile := flag.String("memprofile", "", "write an allocation profile of the runs to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -50,4 +51,24 @@ func main() {
 		}
 		fmt.Println(res)
 	}
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			fmt.Fprintf(os.Stderr, "memory profile: %v\n", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// writeHeapProfile writes the allocations of the whole run (pprof's alloc_space and
+// alloc_objects sample types).
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -15,7 +15,9 @@ import (
 const (
 	// eventWriteCols are what every insert of events writes (InsertEvents, SaveProgress in its
 	// three forms), in this order: one list, so a new column cannot miss one of them.
-	eventWriteCols = "operation_id, instance_id, step, stage, type, message, duration_us, wait_us, created_at"
+	eventWriteCols = "operation_id, instance_id, " + eventOwnCols
+	// eventOwnCols are an event's columns other than its operation's and instance's IDs.
+	eventOwnCols = "step, stage, type, message, duration_us, wait_us, created_at"
 	eventCols      = "id, " + eventWriteCols
 	// eventsPerInsert keeps one INSERT below SQLite's and PostgreSQL's bind parameter limits.
 	eventsPerInsert = 500

@@ -68,7 +68,9 @@ func (s *Store) scanOperations(rows *sqlx.Rows) ([]storage.Operation, error) {
 
 // opWrite holds an operation's encoded column values.
 type opWrite struct {
-	progress string
+	// progress is the encoded document; the batched save sends it as it is (a byte array
+	// element), the other statements as a string.
+	progress []byte
 	data     any
 	secrets  any
 }
@@ -82,7 +84,7 @@ func (s *Store) encodeOperation(op storage.Operation) (opWrite, error) {
 	if err != nil {
 		return opWrite{}, err
 	}
-	return opWrite{progress: string(progress), data: nullJSON(op.Data), secrets: sec}, nil
+	return opWrite{progress: progress, data: nullJSON(op.Data), secrets: sec}, nil
 }
 
 // encodeSave is encodeOperation for SaveProgress: kept columns are neither encoded nor
@@ -126,7 +128,7 @@ func (s *Store) insertOperation(ctx context.Context, q sqlx.QueryerContext, op s
 			"lease_owner", "lease_expires_at", "deadline", "stage", "progress", "last_error", "data", "secrets").
 		Values(op.ID, op.InstanceID, op.Type, string(op.State), op.Description, s.d.timeArg(created), s.d.timeArg(now), 1,
 			s.d.nullTimeArg(op.DueAt), nullString(op.LeaseOwner), s.d.nullTimeArg(op.LeaseExpiresAt),
-			s.d.zeroNullTimeArg(op.Deadline), op.Stage, w.progress, op.LastError, w.data, w.secrets).
+			s.d.zeroNullTimeArg(op.Deadline), op.Stage, string(w.progress), op.LastError, w.data, w.secrets).
 		Suffix("RETURNING " + opCols).ToSql()
 	if err != nil {
 		return storage.Operation{}, err
@@ -177,7 +179,7 @@ func (s *Store) updateOperation(ctx context.Context, op storage.Operation) (stor
 		Set("lease_expires_at", s.d.nullTimeArg(op.LeaseExpiresAt)).
 		Set("deadline", s.d.zeroNullTimeArg(op.Deadline)).
 		Set("stage", op.Stage).
-		Set("progress", w.progress).
+		Set("progress", string(w.progress)).
 		Set("last_error", op.LastError).
 		Set("data", w.data).
 		Set("secrets", w.secrets).
@@ -321,7 +323,7 @@ func (s *Store) saveProgressArgs(op storage.Operation, w opWrite) []any {
 	return []any{
 		string(op.State), op.Description, s.d.timeArg(time.Now()), s.d.nullTimeArg(op.DueAt),
 		owner, releasing, exp, exp,
-		s.d.zeroNullTimeArg(op.Deadline), op.Stage, w.progress, op.LastError,
+		s.d.zeroNullTimeArg(op.Deadline), op.Stage, string(w.progress), op.LastError,
 		op.Kept&storage.KeepData != 0, w.data, op.Kept&storage.KeepSecrets != 0, w.secrets,
 		op.ID, op.Version, op.LeaseOwner, op.LeaseOwner,
 	}
@@ -343,7 +345,11 @@ func (s *Store) saveProgress(ctx context.Context, op storage.Operation, events [
 		return storage.Operation{}, err
 	}
 	if s.saves != nil {
-		return s.saves.submit(ctx, saveCall{op: op, w: w, events: events})
+		saved, err := s.saves.submit(ctx, saveCall{op: op, w: w, events: events})
+		if err != nil {
+			return storage.Operation{}, err
+		}
+		return *saved, nil
 	}
 	return s.saveProgressOne(ctx, op, w, events)
 }
@@ -431,14 +437,10 @@ const saveProgressUpdate = "UPDATE operations SET " + saveProgressSet + " WHERE 
 // insertEventSQL inserts one event.
 const insertEventSQL = "INSERT INTO events (" + eventWriteCols + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
-// defaultEvent fills an event's operation, instance and time from op and now when unset.
+// defaultEvent is a saved event as written: its operation and instance are op's (SaveProgress
+// appends the operation's own events), its time now when unset.
 func defaultEvent(e storage.Event, op storage.Operation, now time.Time) storage.Event {
-	if e.OperationID == "" {
-		e.OperationID = op.ID
-	}
-	if e.InstanceID == "" {
-		e.InstanceID = op.InstanceID
-	}
+	e.OperationID, e.InstanceID = op.ID, op.InstanceID
 	if e.CreatedAt.IsZero() {
 		e.CreatedAt = now
 	}

@@ -17,12 +17,19 @@ func TestPGArraysMatchLibPQ(t *testing.T) {
 		require.NoError(t, err)
 		got, err := pgTextArray(in).Value()
 		require.NoError(t, err)
+		asBytes := make(pgByteTextArray, len(in))
+		for i, v := range in {
+			asBytes[i] = []byte(v)
+		}
+		gotBytes, err := asBytes.Value()
+		require.NoError(t, err)
+		assert.Equal(t, got, gotBytes)
 		if in == nil {
 			// lib/pq sends a nil slice as NULL; the batch never passes one (it makes its slices).
-			assert.Equal(t, "{}", got)
+			assert.Equal(t, "{}", string(got.([]byte)))
 			continue
 		}
-		assert.Equal(t, want, got)
+		assert.Equal(t, want, string(got.([]byte)))
 	}
 
 	nulls := []sql.NullString{{String: "2026-11-24T04:00:00Z", Valid: true}, {}, {String: `x"y`, Valid: true}, {String: "", Valid: true}}
@@ -30,5 +37,5 @@ func TestPGArraysMatchLibPQ(t *testing.T) {
 	require.NoError(t, err)
 	got, err := pgNullTextArray(nulls).Value()
 	require.NoError(t, err)
-	assert.Equal(t, want, got)
+	assert.Equal(t, want, string(got.([]byte)))
 }

@@ -53,7 +53,7 @@ type Store struct {
 	updateStmt, eventStmt *sqlx.Stmt
 	// saves writes concurrent SaveProgress calls together: with saveBatchStmt (dialects with
 	// Array), else in one transaction.
-	saves         *coalescer[saveCall, storage.Operation]
+	saves         *coalescer[saveCall, *storage.Operation]
 	saveBatchStmt *sqlx.Stmt
 	// readStmts are the polled reads' statements, prepared once on r (preparedRead).
 	stmtMu    sync.Mutex
