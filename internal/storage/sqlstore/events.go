@@ -18,7 +18,7 @@ const (
 	eventWriteCols = "operation_id, instance_id, " + eventOwnCols
 	// eventOwnCols are an event's columns other than its operation's and instance's IDs.
 	eventOwnCols = "step, stage, type, message, duration_us, wait_us, created_at"
-	eventCols      = "id, " + eventWriteCols
+	eventCols    = "id, " + eventWriteCols
 	// eventsPerInsert keeps one INSERT below SQLite's and PostgreSQL's bind parameter limits.
 	eventsPerInsert = 500
 )
