@@ -296,16 +296,17 @@ const saveProgressWhere = `id = ? AND version = ? AND (? = '' OR lease_owner = ?
 
 // saveProgressCTE writes the operation and its events in one statement (PostgreSQL). Events are
 // passed as arrays and only inserted if the update matched.
-const saveProgressCTE = `WITH u AS (
+var saveProgressCTE = `WITH u AS (
 	UPDATE operations SET ` + saveProgressSet + `
 	WHERE ` + saveProgressWhere + `
-	RETURNING version, updated_at, lease_expires_at
+	RETURNING version, updated_at, lease_expires_at, id, instance_id
 ), e AS (
+	-- The events are the operation's own (see the batched save): their IDs come from the row.
 	INSERT INTO events (` + eventWriteCols + `)
-	SELECT ` + eventWriteCols + `
-	FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
-		AS ev(` + eventWriteCols + `)
-	WHERE EXISTS (SELECT 1 FROM u)
+	SELECT u.id, u.instance_id, ` + prefixed("ev.", eventOwnCols) + `
+	FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
+		AS ev(` + eventOwnCols + `)
+	CROSS JOIN u
 )
 SELECT version, updated_at, lease_expires_at FROM u`
 
@@ -361,16 +362,16 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 	now := time.Now()
 	if s.saveProgressStmt != nil {
 		n := len(events)
-		opIDs, instIDs, steps, stages, types, msgs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		durs, waits, created := make([]int64, n), make([]int64, n), make([]string, n)
+		steps, stages, types, msgs := make(pgTextArray, n), make(pgTextArray, n), make(pgTextArray, n), make(pgTextArray, n)
+		durs, waits, created := make([]int64, n), make([]int64, n), make(pgTextArray, n)
 		for i, e := range events {
 			e = defaultEvent(e, op, now)
-			opIDs[i], instIDs[i], steps[i], stages[i], types[i], msgs[i] = e.OperationID, e.InstanceID, e.Step, e.Stage, string(e.Type), e.Message
+			steps[i], stages[i], types[i], msgs[i] = e.Step, e.Stage, string(e.Type), e.Message
 			durs[i], waits[i] = e.Duration.Microseconds(), e.Wait.Microseconds()
 			created[i] = e.CreatedAt.Format(time.RFC3339Nano)
 		}
 		a := s.d.Array
-		args = append(args, a(opIDs), a(instIDs), a(steps), a(stages), a(types), a(msgs), a(durs), a(waits), a(created))
+		args = append(args, steps, stages, types, msgs, a(durs), a(waits), created)
 		// Only what the database decides comes back: the rest is what the caller wrote.
 		var (
 			version           int64
