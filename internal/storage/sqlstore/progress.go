@@ -3,12 +3,15 @@ package sqlstore
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
@@ -176,56 +179,162 @@ func decodeProgress(b []byte) (storage.Progress, error) {
 		err := json.Unmarshal(b, &p)
 		return p, err
 	}
-	var doc struct {
-		Base           int64                        `json:"t"`
-		FinishedStages []string                     `json:"finished_stages"`
-		StageStartedAt map[string]*int64            `json:"stage_started_at"`
-		Steps          map[string][]json.RawMessage `json:"steps"`
-		NotCompleted   []string                     `json:"executed_but_not_completed"`
+	// Read with gjson, without reflection: decoding with encoding/json (a map of raw fields, then
+	// a json.Unmarshal per field) made reading operations' progress a tenth of the broker's CPU
+	// at 100,000 operations in flight (claims read it for every operation they lease).
+	if !gjson.ValidBytes(b) {
+		return p, errors.New("progress is not valid JSON")
 	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return p, err
+	doc := gjson.ParseBytes(b)
+	baseField := doc.Get("t")
+	if baseField.Type != gjson.Number {
+		return p, errors.New("progress has no base time")
 	}
-	at := func(d *int64) time.Time {
-		if d == nil {
-			return time.Time{}
-		}
-		return time.Unix(0, doc.Base+*d).UTC()
+	base, err := strconv.ParseInt(baseField.Raw, 10, 64)
+	if err != nil {
+		return p, fmt.Errorf("base time: %w", err)
 	}
-	p.FinishedStages, p.ExecutedButNotCompleted = doc.FinishedStages, doc.NotCompleted
-	if len(doc.StageStartedAt) > 0 {
-		p.StageStartedAt = make(map[string]time.Time, len(doc.StageStartedAt))
-		for k, d := range doc.StageStartedAt {
-			p.StageStartedAt[k] = at(d)
-		}
-	}
-	if len(doc.Steps) > 0 {
-		p.Steps = make(map[string]storage.StepProgress, len(doc.Steps))
-	}
-	for name, fields := range doc.Steps {
-		if len(fields) < 3 || len(fields) > 7 {
-			return p, fmt.Errorf("step %q: %d fields", name, len(fields))
-		}
-		var (
-			first, healthy, until *int64
-			flags                 int
-			sp                    storage.StepProgress
-		)
-		targets := []any{&first, &sp.Attempts, &flags, &healthy, &until, &sp.LastError, &sp.LastWait}
-		for i, f := range fields {
-			if err := json.Unmarshal(f, targets[i]); err != nil {
-				return p, fmt.Errorf("step %q, field %d: %w", name, i, err)
+	at := func(f gjson.Result) (time.Time, error) {
+		switch f.Type {
+		case gjson.Null:
+			return time.Time{}, nil
+		case gjson.Number:
+			d, err := strconv.ParseInt(f.Raw, 10, 64)
+			if err != nil {
+				return time.Time{}, err
 			}
+			return time.Unix(0, base+d).UTC(), nil
 		}
-		sp.FirstAttempt, sp.LastHealthy = at(first), at(healthy)
-		if until != nil {
-			t := at(until)
-			sp.RetryUntil = &t
+		return time.Time{}, fmt.Errorf("a time is a number or null, not %s", f.Type)
+	}
+	if p.FinishedStages, err = stringList(doc.Get("finished_stages")); err != nil {
+		return p, fmt.Errorf("finished stages: %w", err)
+	}
+	if p.ExecutedButNotCompleted, err = stringList(doc.Get("executed_but_not_completed")); err != nil {
+		return p, fmt.Errorf("steps not completed: %w", err)
+	}
+	if started := doc.Get("stage_started_at"); started.IsObject() {
+		p.StageStartedAt = map[string]time.Time{}
+		started.ForEach(func(k, v gjson.Result) bool {
+			p.StageStartedAt[k.String()], err = at(v)
+			if err != nil {
+				err = fmt.Errorf("stage %q: %w", k.String(), err)
+			}
+			return err == nil
+		})
+		if err != nil {
+			return p, err
 		}
-		sp.Done, sp.Skipped, sp.RetryWithoutFail = flags&stepDone != 0, flags&stepSkipped != 0, flags&stepRetryWithoutFail != 0
-		p.Steps[name] = sp
+		if len(p.StageStartedAt) == 0 {
+			p.StageStartedAt = nil
+		}
+	}
+	if steps := doc.Get("steps"); steps.IsObject() {
+		p.Steps = map[string]storage.StepProgress{}
+		steps.ForEach(func(k, v gjson.Result) bool {
+			var sp storage.StepProgress
+			if sp, err = decodeStepV2(v, at); err != nil {
+				err = fmt.Errorf("step %q: %w", k.String(), err)
+				return false
+			}
+			p.Steps[k.String()] = sp
+			return true
+		})
+		if err != nil {
+			return p, err
+		}
+		if len(p.Steps) == 0 {
+			p.Steps = nil
+		}
 	}
 	return p, nil
+}
+
+// stringList reads an array of strings (absent or null: nil).
+func stringList(f gjson.Result) ([]string, error) {
+	switch {
+	case !f.Exists() || f.Type == gjson.Null:
+		return nil, nil
+	case !f.IsArray():
+		return nil, fmt.Errorf("not an array: %s", f.Raw)
+	}
+	var out []string
+	var err error
+	f.ForEach(func(_, v gjson.Result) bool {
+		if v.Type != gjson.String {
+			err = fmt.Errorf("not a string: %s", v.Raw)
+			return false
+		}
+		out = append(out, v.String())
+		return true
+	})
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, err
+}
+
+// decodeStepV2 reads a step's fields (see appendStepV2).
+func decodeStepV2(v gjson.Result, at func(gjson.Result) (time.Time, error)) (storage.StepProgress, error) {
+	var sp storage.StepProgress
+	if !v.IsArray() {
+		return sp, fmt.Errorf("not an array: %s", v.Raw)
+	}
+	i := 0
+	var err error
+	v.ForEach(func(_, f gjson.Result) bool {
+		switch i {
+		case 0:
+			sp.FirstAttempt, err = at(f)
+		case 1, 2:
+			var n int64
+			if n, err = stepInt(f); i == 1 {
+				sp.Attempts = int(n)
+			} else {
+				sp.Done, sp.Skipped, sp.RetryWithoutFail = n&stepDone != 0, n&stepSkipped != 0, n&stepRetryWithoutFail != 0
+			}
+		case 3:
+			sp.LastHealthy, err = at(f)
+		case 4:
+			if f.Type != gjson.Null {
+				var until time.Time
+				until, err = at(f)
+				sp.RetryUntil = &until
+			}
+		case 5:
+			sp.LastError, err = stepString(f)
+		case 6:
+			sp.LastWait, err = stepString(f)
+		default:
+			err = errors.New("more than 7 fields")
+		}
+		if err != nil {
+			err = fmt.Errorf("field %d: %w", i, err)
+		}
+		i++
+		return err == nil
+	})
+	if err == nil && i < 3 {
+		err = fmt.Errorf("%d fields", i)
+	}
+	if err != nil {
+		return storage.StepProgress{}, err
+	}
+	return sp, nil
+}
+
+func stepInt(f gjson.Result) (int64, error) {
+	if f.Type != gjson.Number {
+		return 0, fmt.Errorf("not a number: %s", f.Raw)
+	}
+	return strconv.ParseInt(f.Raw, 10, strconv.IntSize)
+}
+
+func stepString(f gjson.Result) (string, error) {
+	if f.Type != gjson.String {
+		return "", fmt.Errorf("not a string: %s", f.Raw)
+	}
+	return f.String(), nil
 }
 
 // appendProgress (version 1) encodes p exactly as encoding/json does (same fields, omissions, sorted map

@@ -204,3 +204,48 @@ func TestProgressIsCompact(t *testing.T) {
 	assert.Less(t, len(v2), len(v1)/2)
 	assert.Less(t, len(v2), 1024)
 }
+
+// A version 2 document whose fields have the wrong shape is refused, naming the step.
+func TestProgressRefusesMalformedSteps(t *testing.T) {
+	for name, steps := range map[string]string{
+		"too few fields":      `{"s":[0,1]}`,
+		"too many fields":     `{"s":[0,1,0,null,null,"","",1]}`,
+		"time as a string":    `{"s":["0",1,0]}`,
+		"attempts fractional": `{"s":[0,1.5,0]}`,
+		"flags null":          `{"s":[0,1,null]}`,
+		"error as a number":   `{"s":[0,1,0,null,null,5]}`,
+		"time fractional":     `{"s":[0,1,0,2.5]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := decodeProgress([]byte(`{"v":2,"t":1764000000000000000,"steps":` + steps + `}`))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `step "s"`)
+		})
+	}
+	_, err := decodeProgress([]byte(`{"v":2,"t":"x"}`))
+	assert.Error(t, err)
+}
+
+// A provisioning's progress after its 20 steps, as a claim reads it.
+func BenchmarkDecodeProgress(b *testing.B) {
+	at := time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC)
+	p := storage.Progress{StageStartedAt: map[string]time.Time{}, Steps: map[string]storage.StepProgress{}}
+	for i := range 20 {
+		stage := fmt.Sprint("stage_", i/5)
+		p.StageStartedAt[stage] = at
+		p.Steps[fmt.Sprint("Step_Number_", i)] = storage.StepProgress{FirstAttempt: at.Add(time.Duration(i) * time.Second),
+			LastHealthy: at.Add(time.Duration(i) * time.Second), Attempts: 1 + i%3, Done: true, LastWait: "retrying: cluster creating"}
+		if i%5 == 4 {
+			p.FinishedStages = append(p.FinishedStages, stage)
+		}
+	}
+	doc, err := encodeProgress(nil, p)
+	require.NoError(b, err)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := decodeProgress(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
