@@ -39,7 +39,7 @@ func provisioned(e *env) {
 // with labels.
 func registerInDirector(t *testing.T, e *env, labels map[string]any) {
 	t.Helper()
-	_, err := e.sb.Built.Director.RegisterRuntime(context.Background(), testGA, "rt-1", "c1", labels)
+	_, err := e.sb.Built.Director.RegisterRuntime(context.Background(), testGA, "rt-1", "c1", "", labels)
 	require.NoError(t, err)
 }
 
