@@ -65,10 +65,7 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 		}},
 		engine.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []def{step(CheckRuntime{d}, nil)}},
 		engine.Stage[instance.ProvisioningData]{Name: StageCreateKyma, Steps: []def{
-			// Check_Runtime keeps the kubeconfig it reads: Get_Kubeconfig then has nothing to do,
-			// and skipping it spares its durable write.
-			step(GetKubeconfig{d}, func(op Op) bool { return kyma2(op) && op.Secrets[KubeconfigSecret] == "" }),
-			step(CreateClusterConfiguration{d}, kyma2), checkCluster,
+			step(GetKubeconfig{d}, kyma2), step(CreateClusterConfiguration{d}, kyma2), checkCluster,
 		}},
 		engine.Stage[instance.ProvisioningData]{Name: StagePostActions, Steps: []def{
 			step(AVSExternalEval{d}, avsOn), step(AVSTags{d}, avsOn), step(IASType{d}, iasOn),

@@ -123,8 +123,7 @@ func TestProcess_AllSystems(t *testing.T) {
 
 	op := runProcess(t, e, provData("azure", "westeurope"))
 	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
-	assert.ElementsMatch(t, []string{"Provision Azure Event Hubs", "Get_Kubeconfig"}, steptest.Skipped(op),
-		"Kyma 2.x eventing needs no Event Hubs; Check_Runtime kept the kubeconfig")
+	assert.Equal(t, []string{"Provision Azure Event Hubs"}, steptest.Skipped(op), "Kyma 2.x eventing needs no Event Hubs")
 	assert.Empty(t, op.Progress.ExecutedButNotCompleted)
 
 	var data instance.ProvisioningData
@@ -175,29 +174,6 @@ func TestProcess_AllSystems(t *testing.T) {
 		assert.NotContains(t, string(op.Data), value, "secret %s is in the operation's data", key)
 	}
 	assert.NotEmpty(t, op.Secrets[overrides.SecretKey(provisioning.MonitoringComponent, provisioning.GrafanaClientSecretK)])
-}
-
-// When Check_Runtime could not keep the kubeconfig (the status it read had none yet),
-// Get_Kubeconfig runs and reads it from the provisioner.
-func TestProcess_GetKubeconfigRunsWithoutAKeptKubeconfig(t *testing.T) {
-	e := newSystemsEnv(t, standins.Options{})
-	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
-	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
-	reads := 0
-	e.prov.runtimeStatus = func(tenant, runtimeID string) (*gqlschema.RuntimeStatus, error) {
-		reads++
-		if reads == 1 {
-			return runtimeStatusOf("c-1a2b3c", "")(tenant, runtimeID)
-		}
-		return runtimeStatusOf("c-1a2b3c", testKubeconfig)(tenant, runtimeID)
-	}
-	registerInDirector(t, e, map[string]any{director.ConsoleURLLabel: consoleURL})
-
-	op := runProcess(t, e, provData("azure", "westeurope"))
-	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
-	assert.Equal(t, []string{"Provision Azure Event Hubs"}, steptest.Skipped(op), "Get_Kubeconfig ran")
-	assert.Equal(t, 2, reads)
-	assert.Equal(t, testKubeconfig, op.Secrets[provisioning.KubeconfigSecret])
 }
 
 // TestProcess_Kyma1OnAzure provisions a Kyma 1.x runtime: Event Hubs give eventing its Kafka, the
