@@ -44,14 +44,14 @@ func TestEmbeddedSandboxKeepsItsStateInTheDatabase(t *testing.T) {
 	}
 
 	dir, stop := start()
-	id, err := dir.RegisterRuntime(ctx, "tenant", "rt-1", "c-1", nil)
+	id, err := dir.RegisterRuntime(ctx, "tenant", "rt-1", "c-1", "", nil)
 	require.NoError(t, err)
 	require.NoError(t, dir.UpdateRuntimeLabels(ctx, "tenant", id, map[string]string{director.ConsoleURLLabel: "https://console.c-1"}))
 	stop()
 
 	dir, stop = start()
 	defer stop()
-	again, err := dir.RegisterRuntime(ctx, "tenant", "rt-1", "c-1", nil)
+	again, err := dir.RegisterRuntime(ctx, "tenant", "rt-1", "c-1", "", nil)
 	require.NoError(t, err)
 	assert.Equal(t, id, again, "the Director found the runtime it registered before the restart")
 	url, err := dir.GetConsoleURL(ctx, "tenant", "rt-1")

@@ -30,7 +30,7 @@ const (
 
 const (
 	queryRuntimeByLabel = `query RuntimeByLabel($filter: [LabelFilter!]) {
-	result: runtimes(filter: $filter, first: 1) { data { id labels } }
+	result: runtimes(filter: $filter, first: 1) { data { id name description labels status { condition } } }
 }`
 	queryRuntime = `query Runtime($id: ID!) {
 	result: runtime(id: $id) { id name description labels status { condition } }
@@ -100,13 +100,17 @@ type runtime struct {
 	} `json:"status"`
 }
 
-// RegisterRuntime registers the runtime labelled RuntimeIDLabel=runtimeID, with labels, and
-// returns its Compass ID. Each attempt first looks for a runtime with that label and returns it if
-// there is one, so a retry after a lost answer does not register a duplicate.
-func (c *Client) RegisterRuntime(ctx context.Context, tenant, runtimeID, name string, labels map[string]any) (string, error) {
+// RegisterRuntime registers the runtime labelled RuntimeIDLabel=runtimeID, with labels and the
+// status condition (empty: Compass's INITIAL), and returns its Compass ID. Each attempt first looks
+// for a runtime with that label and returns it if there is one, so a retry after a lost answer does
+// not register a duplicate; a runtime found with another condition gets the condition set.
+func (c *Client) RegisterRuntime(ctx context.Context, tenant, runtimeID, name, condition string, labels map[string]any) (string, error) {
 	op := fmt.Sprintf("registering runtime %s in the Director", runtimeID)
 	if err := required(op, "tenant", tenant, "runtime ID", runtimeID, "runtime name", name); err != nil {
 		return "", err
+	}
+	if condition != "" && !conditions[condition] {
+		return "", &Error{Op: op, Err: fmt.Errorf("unknown status condition %q", condition)}
 	}
 	all := make(map[string]any, len(labels)+1)
 	for k, v := range labels {
@@ -114,6 +118,9 @@ func (c *Client) RegisterRuntime(ctx context.Context, tenant, runtimeID, name st
 	}
 	all[RuntimeIDLabel] = runtimeID
 	in := map[string]any{"name": name, "labels": all}
+	if condition != "" {
+		in["statusCondition"] = condition
+	}
 	var id string
 	err := c.retry(ctx, op, func(ctx context.Context) error {
 		found, err := c.findByRuntimeID(ctx, tenant, runtimeID)
@@ -122,7 +129,10 @@ func (c *Client) RegisterRuntime(ctx context.Context, tenant, runtimeID, name st
 		}
 		if found != nil {
 			id = found.ID
-			return nil
+			if condition == "" || (found.Status != nil && found.Status.Condition == condition) {
+				return nil
+			}
+			return c.updateCondition(ctx, tenant, found, condition)
 		}
 		var out struct {
 			Result *runtime `json:"result"`
@@ -304,12 +314,17 @@ func (c *Client) SetRuntimeStatusCondition(ctx context.Context, tenant, compassI
 		if rt.Status != nil && rt.Status.Condition == condition {
 			return nil
 		}
-		in := map[string]any{"name": rt.Name, "labels": rt.Labels, "statusCondition": condition}
-		if rt.Description != nil {
-			in["description"] = *rt.Description
-		}
-		return c.call(ctx, tenant, mutationUpdate, map[string]any{"id": compassID, "in": in}, nil)
+		return c.updateCondition(ctx, tenant, rt, condition)
 	})
+}
+
+// updateCondition writes rt back, as just read, with the condition.
+func (c *Client) updateCondition(ctx context.Context, tenant string, rt *runtime, condition string) error {
+	in := map[string]any{"name": rt.Name, "labels": rt.Labels, "statusCondition": condition}
+	if rt.Description != nil {
+		in["description"] = *rt.Description
+	}
+	return c.call(ctx, tenant, mutationUpdate, map[string]any{"id": rt.ID, "in": in}, nil)
 }
 
 // GetConsoleURL returns the console URL of the runtime labelled RuntimeIDLabel=runtimeID; the error

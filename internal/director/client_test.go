@@ -76,14 +76,58 @@ func TestConfigFromEnvironment(t *testing.T) {
 	assert.ErrorContains(t, err, "APP_DIRECTOR_OAUTH_CLIENT_ID is required")
 }
 
+// A registration with a condition is one look-up and one registration; a runtime found by its
+// runtime ID gets the condition when it has another one, and is left alone when it has it.
+func TestRegisterWithCondition(t *testing.T) {
+	e := newEnv(t, 1)
+	c := e.client(t)
+	ctx := sandboxtest.Context(t, 10*time.Second)
+	requests := func() int {
+		st, err := e.sb.Stats(standin.Name)
+		require.NoError(t, err)
+		return st.Requests
+	}
+	condition := func(id string) string {
+		for _, rt := range e.st.Snapshot().Tenants[tenant] {
+			if rt.ID == id {
+				return rt.Status.Condition
+			}
+		}
+		t.Fatalf("runtime %s not registered", id)
+		return ""
+	}
+
+	id, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", pdirector.ConditionProvisioning, map[string]any{"subaccount": "sub-1"})
+	require.NoError(t, err)
+	assert.Equal(t, 1+2, requests(), "a token, the look-up and the registration")
+	assert.Equal(t, pdirector.ConditionProvisioning, condition(id))
+
+	before := requests()
+	again, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", pdirector.ConditionProvisioning, nil)
+	require.NoError(t, err)
+	assert.Equal(t, id, again)
+	assert.Equal(t, 1, requests()-before, "found with the condition: the look-up only")
+
+	require.NoError(t, c.SetRuntimeStatusCondition(ctx, tenant, id, pdirector.ConditionInitial))
+	_, err = c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", pdirector.ConditionProvisioning, nil)
+	require.NoError(t, err)
+	assert.Equal(t, pdirector.ConditionProvisioning, condition(id), "found with another condition: set")
+	snap := e.st.Snapshot()
+	assert.Equal(t, map[string]int{"rt-1": 1}, snap.RegistrationsByRuntimeID)
+	assert.Equal(t, map[string]any{director.RuntimeIDLabel: "rt-1", "subaccount": "sub-1"}, snap.Tenants[tenant][0].Labels, "labels kept")
+
+	_, err = c.RegisterRuntime(ctx, tenant, "rt-2", "c-2", "RUNNING", nil)
+	assert.ErrorContains(t, err, `unknown status condition "RUNNING"`)
+}
+
 func TestRuntimeLifecycle(t *testing.T) {
 	e := newEnv(t, 1)
 	c := e.client(t)
 	ctx := sandboxtest.Context(t, 10*time.Second)
 
-	id, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", map[string]any{"subaccount": "sub-1", "global": true})
+	id, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", "", map[string]any{"subaccount": "sub-1", "global": true})
 	require.NoError(t, err)
-	again, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", nil)
+	again, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", "", nil)
 	require.NoError(t, err)
 	assert.Equal(t, id, again, "the runtime labelled with the runtime ID is returned")
 
@@ -138,7 +182,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	assert.True(t, director.IsNotFound(err))
 	err = c.UpdateRuntimeLabels(ctx, "other-tenant", id, map[string]string{"a": "b"})
 	assert.True(t, director.IsNotFound(err), "%v", err)
-	otherID, err := c.RegisterRuntime(ctx, "other-tenant", "rt-1", "c-1", nil)
+	otherID, err := c.RegisterRuntime(ctx, "other-tenant", "rt-1", "c-1", "", nil)
 	require.NoError(t, err)
 	assert.NotEqual(t, id, otherID)
 
@@ -172,7 +216,7 @@ func TestIdempotentRegistrationUnderInjectedErrors(t *testing.T) {
 	ids := map[string]string{}
 	for i := range 30 {
 		rid := fmt.Sprintf("rt-%02d", i)
-		id, err := c.RegisterRuntime(ctx, tenant, rid, "c-"+rid, map[string]any{"subaccount": "sub"})
+		id, err := c.RegisterRuntime(ctx, tenant, rid, "c-"+rid, "", map[string]any{"subaccount": "sub"})
 		require.NoError(t, err, rid)
 		require.NoError(t, c.SetRuntimeStatusCondition(ctx, tenant, id, pdirector.ConditionProvisioning), rid)
 		require.NoError(t, c.UpdateRuntimeLabels(ctx, tenant, id, map[string]string{director.ConsoleURLLabel: "https://console." + rid}), rid)
@@ -219,7 +263,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	c := e.client(t)
 	ctx := sandboxtest.Context(t, 10*time.Second)
 
-	_, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", map[string]any{"not a key": "x"})
+	_, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", "", map[string]any{"not a key": "x"})
 	require.Error(t, err)
 	assert.False(t, director.IsTemporary(err))
 	assert.False(t, director.IsNotFound(err))
@@ -235,7 +279,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	assert.Equal(t, 1, snap.Calls["registerRuntime"])
 	assert.Equal(t, 1, snap.Calls["runtimes"])
 
-	_, err = c.RegisterRuntime(ctx, "", "rt-1", "", nil)
+	_, err = c.RegisterRuntime(ctx, "", "rt-1", "", "", nil)
 	assert.ErrorContains(t, err, "tenant, runtime name required")
 	assert.False(t, director.IsTemporary(err))
 	err = c.SetRuntimeStatusCondition(ctx, tenant, "id", "RUNNING")
@@ -244,7 +288,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 
 	e.cfg.OAuthClientSecret = "wrong"
 	wrong := e.client(t)
-	_, err = wrong.RegisterRuntime(ctx, tenant, "rt-1", "c-1", nil)
+	_, err = wrong.RegisterRuntime(ctx, tenant, "rt-1", "c-1", "", nil)
 	require.Error(t, err)
 	assert.False(t, director.IsTemporary(err))
 	require.ErrorAs(t, err, &de)
@@ -259,13 +303,13 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	c := e.client(t)
 
 	start := time.Now()
-	_, err := c.RegisterRuntime(sandboxtest.Context(t, 300*time.Millisecond), tenant, "rt-1", "c-1", nil)
+	_, err := c.RegisterRuntime(sandboxtest.Context(t, 300*time.Millisecond), tenant, "rt-1", "c-1", "", nil)
 	httpretrytest.RequireGaveUp(t, err, start, 3)
 	assert.True(t, director.IsTemporary(err), "%v", err)
 	assert.Empty(t, e.st.Snapshot().RegistrationsByRuntimeID)
 
 	require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{}))
-	_, err = c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), tenant, "rt-1", "c-1", nil)
+	_, err = c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), tenant, "rt-1", "c-1", "", nil)
 	require.NoError(t, err)
 }
 
@@ -318,7 +362,7 @@ func TestSkipCertVerify(t *testing.T) {
 
 	c, err := director.New(cfg)
 	require.NoError(t, err)
-	_, err = c.RegisterRuntime(sandboxtest.Context(t, 200*time.Millisecond), tenant, "rt-1", "c-1", nil)
+	_, err = c.RegisterRuntime(sandboxtest.Context(t, 200*time.Millisecond), tenant, "rt-1", "c-1", "", nil)
 	require.Error(t, err, "a self-signed certificate is rejected by default")
 	assert.True(t, director.IsTemporary(err), "like any failure to connect: %v", err)
 	assert.Zero(t, st.Snapshot().Calls["token"], "no request got through")
@@ -326,6 +370,6 @@ func TestSkipCertVerify(t *testing.T) {
 	cfg.SkipCertVerify = true
 	c, err = director.New(cfg)
 	require.NoError(t, err)
-	_, err = c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), tenant, "rt-1", "c-1", nil)
+	_, err = c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), tenant, "rt-1", "c-1", "", nil)
 	require.NoError(t, err)
 }

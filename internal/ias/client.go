@@ -59,6 +59,9 @@ type ServiceProvider struct {
 	SubjectNameIdentifier      string               `json:"subject_name_identifier"`
 	AssertionAttributes        []AssertionAttribute `json:"assertion_attributes"`
 	DefaultAuthenticatingIDP   string               `json:"default_authenticating_idp"`
+	// Created is true when CreateServiceProvider created it (it then has no client secret) and
+	// false when it found one of the name.
+	Created bool `json:"-"`
 }
 
 type searchResult struct {
@@ -116,9 +119,11 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) Config() Config { return c.cfg }
 
 // CreateServiceProvider creates a service provider of the given name unless one exists, in which case
-// it returns that one (the oldest, if IAS holds several). Each attempt looks the name up before
-// creating, so a retry after a lost response does not create a duplicate. Two concurrent callers
-// creating the same name can still race; the broker creates a given name from one operation only.
+// it returns that one (the oldest, if IAS holds several) as IAS lists it. Each attempt looks the name
+// up before creating, so a retry after a lost response does not create a duplicate. Two concurrent
+// callers creating the same name can still race; the broker creates a given name from one operation
+// only. A created one is returned as the creation's answer tells it (ID and name, Created set):
+// callers need its ID, so it is not read back.
 func (c *Client) CreateServiceProvider(ctx context.Context, name string) (*ServiceProvider, error) {
 	op := fmt.Sprintf("creating IAS service provider %q", name)
 	if strings.TrimSpace(name) == "" {
@@ -142,11 +147,7 @@ func (c *Client) CreateServiceProvider(ctx context.Context, name string) (*Servi
 		if err != nil {
 			return err
 		}
-		var created ServiceProvider
-		if _, err := c.do(ctx, http.MethodGet, "/"+url.PathEscape(id), nil, nil, &created); err != nil {
-			return fmt.Errorf("reading the created service provider %s: %w", id, err)
-		}
-		out = &created
+		out = &ServiceProvider{ID: id, Name: name, Created: true}
 		return nil
 	})
 	return out, err
@@ -248,15 +249,23 @@ func (c *Client) ConfigureOIDC(ctx context.Context, id string, redirectURIs []st
 // has, so exactly one valid secret exists however often this runs: after a crash before the caller
 // kept the secret, or an answer lost on the way (a secret generated that nobody knows).
 func (c *Client) GenerateSecret(ctx context.Context, id string) (clientID, clientSecret string, err error) {
+	return c.generateSecret(ctx, id, true)
+}
+
+func (c *Client) generateSecret(ctx context.Context, id string, mayHaveSecrets bool) (clientID, clientSecret string, err error) {
 	op := fmt.Sprintf("generating a client secret for IAS service provider %q", id)
 	if err := checkID(op, id); err != nil {
 		return "", "", err
 	}
 	var out secretResponse
 	err = c.retry(ctx, op, func(ctx context.Context) error {
-		if _, err := c.do(ctx, http.MethodDelete, c.secretsPath(id), nil, nil, nil); err != nil {
-			return fmt.Errorf("deleting earlier secrets: %w", err)
+		if mayHaveSecrets {
+			if _, err := c.do(ctx, http.MethodDelete, c.secretsPath(id), nil, nil, nil); err != nil {
+				return fmt.Errorf("deleting earlier secrets: %w", err)
+			}
 		}
+		// An attempt that fails may have generated a secret whose answer was lost.
+		mayHaveSecrets = true
 		if _, err := c.do(ctx, http.MethodPost, c.secretsPath(id), nil, nil, &out); err != nil {
 			return err
 		}
@@ -269,6 +278,14 @@ func (c *Client) GenerateSecret(ctx context.Context, id string) (clientID, clien
 		return "", "", err
 	}
 	return out.ClientID, out.ClientSecret, nil
+}
+
+// GenerateFirstSecret generates the first client secret of a service provider that
+// CreateServiceProvider has just created (Created): it has none, so the first attempt sends no
+// deletion. Should an attempt's answer be lost, the next ones delete first, as GenerateSecret does,
+// so that exactly one valid secret exists. For any other service provider use GenerateSecret.
+func (c *Client) GenerateFirstSecret(ctx context.Context, id string) (clientID, clientSecret string, err error) {
+	return c.generateSecret(ctx, id, false)
 }
 
 func (c *Client) secretsPath(id string) string { return "/" + url.PathEscape(id) + "/client-secrets" }

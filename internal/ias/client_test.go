@@ -73,11 +73,13 @@ func TestServiceProviderFlow(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, sp.ID)
 	assert.Equal(t, "rt-1", sp.Name)
-	assert.Equal(t, ias.SSOTypeSAML2, sp.SSOType)
+	assert.True(t, sp.Created)
 
 	again, err := c.CreateServiceProvider(ctx, "rt-1")
 	require.NoError(t, err)
-	assert.Equal(t, sp, again, "an existing service provider of the same name is returned")
+	assert.Equal(t, sp.ID, again.ID, "an existing service provider of the same name is returned")
+	assert.False(t, again.Created)
+	assert.Equal(t, ias.SSOTypeSAML2, again.SSOType, "as IAS lists it")
 	found, ok, err := c.FindServiceProvider(ctx, "rt-1")
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -129,6 +131,42 @@ func TestServiceProviderFlow(t *testing.T) {
 	assert.Empty(t, snap.ServiceProviders)
 	assert.Equal(t, map[string]int{"rt-1": 1}, snap.CreatesByName)
 	assert.Equal(t, map[string]int{"rt-1": 1}, snap.DeletesByName)
+}
+
+// The first secret of a service provider just created is generated without a deletion first;
+// lost answers still leave exactly one valid secret.
+func TestGenerateFirstSecret(t *testing.T) {
+	e := newEnv(t, 3)
+	c := e.client(t)
+	ctx := sandboxtest.Context(t, 10*time.Second)
+	sp, err := c.CreateServiceProvider(ctx, "rt-first")
+	require.NoError(t, err)
+	before, err := e.sb.Stats("ias")
+	require.NoError(t, err)
+	clientID, secret, err := c.GenerateFirstSecret(ctx, sp.ID)
+	require.NoError(t, err)
+	after, err := e.sb.Stats("ias")
+	require.NoError(t, err)
+	assert.Equal(t, 1, after.Requests-before.Requests, "one request")
+	assert.True(t, e.st.HasSecret(clientID, secret))
+
+	e.cfg.Calls.Attempts, e.cfg.Calls.BreakerThreshold = 100, -1
+	c = e.client(t)
+	require.NoError(t, e.sb.SetFaults("ias", sandbox.Faults{LostResponseRate: 0.5}))
+	for i := range 10 {
+		sp, err := c.CreateServiceProvider(ctx, fmt.Sprintf("rt-lost-%d", i))
+		require.NoError(t, err)
+		clientID, secret, err := c.GenerateFirstSecret(ctx, sp.ID)
+		require.NoError(t, err)
+		assert.True(t, e.st.HasSecret(clientID, secret))
+	}
+	require.NoError(t, e.sb.SetFaults("ias", sandbox.Faults{}))
+	for _, sp := range e.st.Snapshot().ServiceProviders {
+		assert.Equal(t, 1, sp.Secrets, "exactly one valid secret for %s", sp.Name)
+	}
+	st, err := e.sb.Stats("ias")
+	require.NoError(t, err)
+	assert.Positive(t, st.LostResponses)
 }
 
 func TestIdentityProviderIsOptional(t *testing.T) {

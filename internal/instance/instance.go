@@ -88,7 +88,8 @@ type ProvisioningData struct {
 	PlatformRegion string     `json:"platform_region"`
 	Parameters     Parameters `json:"parameters"`
 	Context        Context    `json:"context"`
-	// RuntimeInput is what Create_Runtime sends to the provisioner (built by Initialization).
+	// RuntimeInput is what Create_Runtime sends to the provisioner (built by Initialization);
+	// Create_Runtime drops it once the provisioner accepted the runtime.
 	RuntimeInput *gqlschema.ProvisionRuntimeInput `json:"runtime_input,omitempty"`
 	// RuntimeID and ProvisionerOperationID are set once the provisioner accepted the runtime.
 	RuntimeID              string `json:"runtime_id,omitempty"`

@@ -55,6 +55,10 @@ type Provisioner struct {
 	log         logrus.FieldLogger
 }
 
+// openedClusters bounds the runtimes' clusters kept open by their kubeconfig (runtimeclient.Cached):
+// those of the operations in flight.
+const openedClusters = 1024
+
 // New assembles the provisioner on store.
 func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, error) {
 	if o.Log == nil {
@@ -67,7 +71,7 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 		o.PollInterval = 2 * time.Second
 	}
 	if o.Clusters == nil {
-		o.Clusters = runtimeclient.Clusters{}
+		o.Clusters = runtimeclient.Cached(runtimeclient.Clusters{}, openedClusters)
 	}
 	if o.Director == nil {
 		o.Director = director.Local{ConnectorURL: o.Config.ConnectorURL}

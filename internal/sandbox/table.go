@@ -36,6 +36,9 @@ type lookup[T any] struct {
 	values func(*T) []string
 	index  *Table[lookupRow] // one row per value listing its keys
 	pairs  *Table[bool]      // or, for a shared lookup, one row per value and key
+	// unique: no two objects share a value, nor does a value come back (random tokens, fresh
+	// UUIDs), so a value's row lists its one object and is written without reading it.
+	unique bool
 }
 
 // lookupRow is a lookup's row for one value: the keys of the objects that have it, and the
@@ -91,6 +94,13 @@ func NewTable[T any](d *Durable, kind string, exact bool) *Table[T] {
 // Find(name, value). Call it before Load.
 func (t *Table[T]) Lookup(name string, values func(*T) []string) {
 	t.lookups[name] = lookup[T]{values: values, index: NewTable[lookupRow](t.d, t.kind+"/"+name, false)}
+}
+
+// UniqueLookup is Lookup for values that no two objects share and that no earlier object had
+// (random tokens, fresh UUIDs): a value's row, which can only list the one object, is written and
+// deleted without reading it first. It keeps no Counts.
+func (t *Table[T]) UniqueLookup(name string, values func(*T) []string) {
+	t.lookups[name] = lookup[T]{values: values, index: NewTable[lookupRow](t.d, t.kind+"/"+name, false), unique: true}
 }
 
 // SharedLookup is Lookup for values that many objects share (a parent every object names): a
@@ -234,6 +244,9 @@ func (t *Table[T]) Find(name, value string) map[string]*T {
 // which a stand-in kept them as Counts, a row each; they still count. Call it before Load; use
 // Add rather than Inc (which reads the former row).
 func (t *Table[T]) Counts(name, counter, former string) *Counts {
+	if t.lookups[name].unique {
+		panic(fmt.Sprintf("sandbox: counts by the unique lookup %s of %s", name, t.kind))
+	}
 	index := t.lookups[name].index
 	return &Counts{t: NewTable[int](t.d, former, false), byValue: &valueCounts{
 		add: func(value string, n int) {
@@ -369,6 +382,19 @@ func (l lookup[T]) update(key string, old, now []string) {
 		for _, v := range now {
 			if !slices.Contains(old, v) {
 				l.pairs.set(v+pairSep+key, &yes)
+			}
+		}
+		return
+	}
+	if l.unique {
+		for _, v := range old {
+			if !slices.Contains(now, v) {
+				l.index.set(v, nil)
+			}
+		}
+		for _, v := range now {
+			if !slices.Contains(old, v) {
+				l.index.set(v, &lookupRow{Keys: []string{key}})
 			}
 		}
 		return

@@ -291,6 +291,40 @@ func TestTableWritesWithoutReading(t *testing.T) {
 	}, rows)
 }
 
+// A unique lookup's rows are written and deleted without reading them, in the form a Lookup
+// writes (a list of keys), and lookups find through them.
+func TestTableUniqueLookup(t *testing.T) {
+	store := &countingReads{Store: NewMemoryStore(), gets: map[string]int{}}
+	s := &shelf{}
+	s.d = NewDurable(Persist{Store: store, System: "shelf", Lock: &s.mu})
+	s.items = NewTable[item](s.d, "item", false)
+	s.items.UniqueLookup("color", func(it *item) []string { return []string{it.Color} })
+	require.NoError(t, s.d.Load(context.Background()))
+	s.do(t, func() {
+		s.items.Create("a", &item{Color: "token-1"})
+		s.items.Create("b", &item{Color: "token-2"})
+	})
+	assert.Empty(t, store.gets, "nothing was read")
+	s.mu.Lock()
+	s.items.reset() // as after a restart: nothing cached
+	s.mu.Unlock()
+	assert.Equal(t, []string{"a"}, s.find(t, "token-1"))
+	s.do(t, func() {
+		it, _ := s.items.Get("a")
+		it.Color = "token-3"
+		s.items.Put("a", it)
+		s.items.Delete("b")
+	})
+	assert.Empty(t, s.find(t, "token-1"))
+	assert.Empty(t, s.find(t, "token-2"))
+	assert.Equal(t, []string{"a"}, s.find(t, "token-3"))
+	assert.Zero(t, store.gets["item/color"], "the changes read no lookup row")
+	rows, err := store.Load(context.Background(), "shelf")
+	require.NoError(t, err)
+	assert.Equal(t, map[string][]byte{"token-3": []byte(`["a"]`)}, rows["item/color"])
+	assert.Panics(t, func() { s.items.Counts("color", "creates", "former") }, "a unique lookup keeps no counts")
+}
+
 // Counters by a lookup's value live in the lookup's rows and outlive the objects; rows of the
 // Counts they replace still count; a lookup row without counters stays a list of keys.
 func TestTableCountsByLookupValue(t *testing.T) {

@@ -3,8 +3,10 @@
 // catalog name, and unbinds and deprovisions it. Calls authenticate with OAuth2 client credentials,
 // either the default ones of the configuration or those an instance's context brings
 // (sm_operator_credentials), are retried with backoff on transient failures only (network errors, 429,
-// 5xx) a few times within a call's budget (httpretry.Calls), and are idempotent: creation first looks the object up by name,
-// deletion of a missing object succeeds.
+// 5xx) a few times within a call's budget (httpretry.Calls), and are idempotent: creation relies on
+// Service Manager refusing a second object of a name (409) and then looks the object up by name,
+// deletion of a missing object succeeds. Plan IDs resolved from catalog names are kept for
+// Config.PlanCacheTTL.
 package servicemanager
 
 import (
@@ -15,6 +17,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"golang.org/x/oauth2"
@@ -88,6 +91,7 @@ type Client struct {
 
 	mu     sync.Mutex
 	tokens map[tokenKey]*httpretry.Tokens // one token source per distinct credentials
+	plans  *planCache                     // plan IDs by credentials and catalog names
 }
 
 type tokenKey struct{ tokenURL, clientID, clientSecret string }
@@ -98,7 +102,8 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("configuring the Service Manager client: %w", err)
 	}
 	cfg.withDefaults()
-	return &Client{cfg: cfg, caller: newCaller(cfg), http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("servicemanager", nil)), tokens: map[tokenKey]*httpretry.Tokens{}}, nil
+	return &Client{cfg: cfg, caller: newCaller(cfg), http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("servicemanager", nil)), tokens: map[tokenKey]*httpretry.Tokens{},
+		plans: newPlanCache(cfg.PlanCacheTTL, time.Now)}, nil
 }
 
 // Config returns the configuration in use, defaults applied.
@@ -112,9 +117,11 @@ func (c *Client) DefaultCredentials() (Credentials, bool) {
 	return Credentials{ClientID: c.cfg.ClientID, ClientSecret: c.cfg.ClientSecret, URL: c.cfg.URL, TokenURL: c.cfg.TokenURL}, true
 }
 
-// ProvisionInstance finds the instance by name or creates it (resolving offering and plan by catalog
-// name) and returns it; it does not wait for it to be ready. Each attempt looks the name up before
-// creating, so a retry after a lost response does not create a second instance.
+// ProvisionInstance creates the instance (resolving offering and plan by catalog name) or, when one
+// of that name exists, returns that one; it does not wait for it to be ready. Service Manager
+// refuses a second instance of a name (409), so each attempt creates first and looks the name up
+// only when refused: a retry after a lost response or a crash finds the first one, and the usual
+// creation costs no look-up.
 func (c *Client) ProvisionInstance(ctx context.Context, creds Credentials, req InstanceRequest) (*Instance, error) {
 	op := fmt.Sprintf("provisioning Service Manager instance %q", req.Name)
 	if err := check(creds, required{"the instance name", req.Name}, required{"the offering name", req.OfferingName},
@@ -123,26 +130,27 @@ func (c *Client) ProvisionInstance(ctx context.Context, creds Credentials, req I
 	}
 	var out *Instance
 	err := c.retry(ctx, op, func(ctx context.Context) error {
-		found, err := c.findInstance(ctx, creds, req.Name)
-		if err != nil {
-			return fmt.Errorf("looking up by name: %w", err)
-		}
-		if found != nil {
-			out = found
-			return nil
-		}
 		planID, err := c.planID(ctx, creds, req.OfferingName, req.PlanName)
 		if err != nil {
 			return err
 		}
 		out, err = c.createInstance(ctx, creds, req, planID)
-		if httpretry.StatusOf(err) == http.StatusConflict {
-			// Someone created it in between: it is the one we want.
-			if found, ferr := c.findInstance(ctx, creds, req.Name); ferr == nil && found != nil {
-				out = found
-				return nil
-			}
+		if err == nil {
+			return nil
 		}
+		if httpretry.StatusOf(err) == http.StatusConflict {
+			found, ferr := c.findInstance(ctx, creds, req.Name)
+			if ferr != nil {
+				return fmt.Errorf("looking up by name: %w", ferr)
+			}
+			if found == nil {
+				return err // the conflict is not the name's (or the instance went meanwhile)
+			}
+			out = found
+			return nil
+		}
+		// The cached plan may be gone: resolve it again on the next attempt.
+		c.plans.forget(creds, req.OfferingName, req.PlanName)
 		return err
 	})
 	if err != nil {
@@ -177,20 +185,18 @@ func (c *Client) Bind(ctx context.Context, creds Credentials, req BindingRequest
 		return nil, &Error{Op: op, Err: err}
 	}
 	var out *Binding
+	// Service Manager refuses a second binding of a name for an instance (409): create first, and
+	// look the name up only when refused (a retry after a lost response or a crash).
 	err := c.retry(ctx, op, func(ctx context.Context) error {
-		found, err := c.findBinding(ctx, creds, req.Name, req.InstanceID)
-		if err != nil {
-			return fmt.Errorf("looking up by name: %w", err)
-		}
-		if found != nil {
-			out = found
-			return nil
-		}
 		var created bindingJSON
 		body := bindingRequestJSON{Name: req.Name, ServiceInstanceID: req.InstanceID, Parameters: req.Parameters}
-		_, err = c.call(ctx, creds, http.MethodPost, bindingsPath, url.Values{"async": {"false"}}, body, &created)
+		_, err := c.call(ctx, creds, http.MethodPost, bindingsPath, url.Values{"async": {"false"}}, body, &created)
 		if httpretry.StatusOf(err) == http.StatusConflict {
-			if found, ferr := c.findBinding(ctx, creds, req.Name, req.InstanceID); ferr == nil && found != nil {
+			found, ferr := c.findBinding(ctx, creds, req.Name, req.InstanceID)
+			if ferr != nil {
+				return fmt.Errorf("looking up by name: %w", ferr)
+			}
+			if found != nil {
 				out = found
 				return nil
 			}
@@ -303,9 +309,22 @@ func (c *Client) findBinding(ctx context.Context, creds Credentials, name, insta
 	return nil, nil
 }
 
-// planID resolves a plan by the catalog names of its offering and itself. Several offerings may share
-// a catalog name (one per broker): the first with such a plan wins.
+// planID resolves a plan by the catalog names of its offering and itself, from the cache while
+// the last resolution is fresh. Several offerings may share a catalog name (one per broker): the
+// first with such a plan wins.
 func (c *Client) planID(ctx context.Context, creds Credentials, offering, plan string) (string, error) {
+	if id, ok := c.plans.get(creds, offering, plan); ok {
+		return id, nil
+	}
+	id, err := c.resolvePlan(ctx, creds, offering, plan)
+	if err != nil {
+		return "", err
+	}
+	c.plans.put(creds, offering, plan, id)
+	return id, nil
+}
+
+func (c *Client) resolvePlan(ctx context.Context, creds Credentials, offering, plan string) (string, error) {
 	var offerings listJSON[offeringJSON]
 	if _, err := c.call(ctx, creds, http.MethodGet, offeringsPath, fieldQuery(eq("catalog_name", offering)), nil, &offerings); err != nil {
 		return "", fmt.Errorf("looking up service offering %q: %w", offering, err)

@@ -51,7 +51,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	var cfg servicemanager.Config
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, servicemanager.Config{Timeout: 10 * time.Second, Calls: httpretrytest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond,
-		RetryMaxBackoff: 10 * time.Second}, cfg, "everything is optional")
+		RetryMaxBackoff: 10 * time.Second, PlanCacheTTL: 5 * time.Minute}, cfg, "everything is optional")
 	c, err := servicemanager.New(cfg)
 	require.NoError(t, err)
 	_, ok := c.DefaultCredentials()
@@ -65,7 +65,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, servicemanager.Config{URL: "https://service-manager.example", TokenURL: "https://uaa.example",
 		ClientID: "id", ClientSecret: "secret", Timeout: 5 * time.Second, Calls: httpretrytest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond,
-		RetryMaxBackoff: 10 * time.Second}, cfg)
+		RetryMaxBackoff: 10 * time.Second, PlanCacheTTL: 5 * time.Minute}, cfg)
 	c, err = servicemanager.New(cfg)
 	require.NoError(t, err)
 	creds, ok := c.DefaultCredentials()
@@ -154,6 +154,28 @@ func TestProvisionBindDeprovision(t *testing.T) {
 	assert.Equal(t, map[string]int{"ems-1": 1}, snap.BindingDeletesByName)
 	assert.Equal(t, 1, snap.Calls["token"], "the token is reused")
 	assert.Equal(t, 1, snap.Calls["deleteInstance"], "no delete is sent during the creation or a deletion")
+}
+
+// The offering and plan are read once per credentials while the cache is fresh, and every
+// provisioning when it is off.
+func TestPlanIDsAreCached(t *testing.T) {
+	for _, tc := range []struct {
+		ttl     time.Duration
+		catalog int
+	}{{5 * time.Minute, 2}, {-1, 6}} {
+		e := newEnv(t, 1, 0)
+		e.cfg.PlanCacheTTL = tc.ttl
+		c := e.client(t)
+		ctx := sandboxtest.Context(t, 10*time.Second)
+		for i := range 3 {
+			_, err := c.ProvisionInstance(ctx, e.creds, emsRequest(fmt.Sprintf("ems-%d", i)))
+			require.NoError(t, err)
+		}
+		st, err := e.sb.Stats(smstandin.Name)
+		require.NoError(t, err)
+		// a token, then per instance its creation and the creation's answer read back
+		assert.Equal(t, 1+tc.catalog+3*2, st.Requests, "ttl %v", tc.ttl)
+	}
 }
 
 func TestIdempotentUnderInjectedErrors(t *testing.T) {

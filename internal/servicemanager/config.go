@@ -29,6 +29,9 @@ type Config struct {
 	// transient failures.
 	RetryInitialBackoff time.Duration `envconfig:"SERVICE_MANAGER_RETRY_INITIAL_BACKOFF" default:"200ms"`
 	RetryMaxBackoff     time.Duration `envconfig:"SERVICE_MANAGER_RETRY_MAX_BACKOFF" default:"10s"`
+	// PlanCacheTTL is how long a plan ID resolved from the offering's and plan's catalog names is
+	// used without asking again; 0 or less resolves it on every provisioning.
+	PlanCacheTTL time.Duration `envconfig:"SERVICE_MANAGER_PLAN_CACHE_TTL" default:"5m"`
 }
 
 func (c *Config) withDefaults() {

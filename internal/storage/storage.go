@@ -318,6 +318,9 @@ type Instances interface {
 type InstanceFields struct {
 	RuntimeID    *string
 	DashboardURL *string
+	// ShootName is the runtime's cluster name (RuntimeQuery.ShootNames). A provisioning's saved
+	// data sets it too; set here beside another field, it spares that its own row write.
+	ShootName *string
 }
 
 type Operations interface {

@@ -32,6 +32,8 @@ func (s AVSInternalEval) Run(ctx context.Context, op Op, log logrus.FieldLogger)
 		DefinitionType: "BASIC", CheckType: "HTTPSGET", Interval: 180, Timeout: 30000, Threshold: 30000,
 		URL:            fmt.Sprintf("%s/?kubeconfigID=%s", s.Defaults.DashboardURL, op.InstanceID),
 		TesterAccessID: set.InternalTesterAccessID, GroupID: set.GroupID, ParentID: set.ParentID, Visibility: "PUBLIC",
+		// The instance's tag is known now: AVS_Tags then adds only what the runtime brings.
+		Tags: []avs.Tag{InstanceIDTag(set, op.InstanceID)},
 	})
 	if err != nil {
 		wait, err := s.Systems.Retry(&op, "AVS", "creating the internal evaluation", err, s.PollInterval)

@@ -1,8 +1,10 @@
 package provisioning_test
 
 import (
+	"context"
 	"testing"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
@@ -39,6 +41,35 @@ func TestAVSTags_TagsTheInternalEvaluation(t *testing.T) {
 		{Content: testInstanceID, TagClassID: set.InstanceIDTagClassID, TagClassName: "InstanceID"},
 		{Content: "c-1a2b3c", TagClassID: set.ShootNameTagClassID, TagClassName: "ShootName"},
 	}, internalEvalTags(t, e))
+}
+
+// The instance's tag comes with the evaluation's creation: tagging sends the runtime's two.
+func TestAVSTags_SendsOnlyTheMissingTags(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	op := monitored(t, e)
+	set := e.deps.Systems.AVSSettings
+	assert.Equal(t, []sbavs.Tag{{Content: testInstanceID, TagClassID: set.InstanceIDTagClassID, TagClassName: "InstanceID"}},
+		internalEvalTags(t, e), "tagged at its creation")
+	before, err := e.sb.Sandbox.Stats("avs")
+	require.NoError(t, err)
+	e.mustRun(t, tagsStep(e), op, t0)
+	after, err := e.sb.Sandbox.Stats("avs")
+	require.NoError(t, err)
+	assert.Equal(t, 2, after.Requests-before.Requests, "the runtime ID and the shoot name")
+	assert.Len(t, internalEvalTags(t, e), 3)
+}
+
+// An evaluation created without the instance's tag (by an earlier version) gets it.
+func TestAVSTags_AddsTheInstanceTagWhenMissing(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	ev, err := e.sb.Systems.AVS.CreateEvaluation(context.Background(), &avs.EvaluationRequest{
+		Name: provisioning.InternalEvaluationName(testInstanceID), DefinitionType: "BASIC", CheckType: "HTTPSGET",
+		URL: "https://dash.example", Interval: 180, Timeout: 30000, Threshold: 30000, Visibility: "PUBLIC"})
+	require.NoError(t, err)
+	op := ready()
+	op.Data.Resources.AVSInternalEvaluationID = ev.ID
+	e.mustRun(t, tagsStep(e), op, t0)
+	assert.Len(t, internalEvalTags(t, e), 3)
 }
 
 func TestAVSTags_NoShootNoShootTag(t *testing.T) {

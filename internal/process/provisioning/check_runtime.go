@@ -52,7 +52,13 @@ func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (O
 		dashboard = console
 		op.Data.ShootDomain = strings.TrimPrefix(console, consolePrefix)
 	}
-	if err := s.Instances.SetInstanceFields(ctx, op.InstanceID, storage.InstanceFields{DashboardURL: &dashboard}); err != nil {
+	fields := storage.InstanceFields{DashboardURL: &dashboard}
+	if op.Data.ShootName != "" {
+		// With the dashboard URL: the save of the data with the shoot name then finds the
+		// instance up to date (a row write fewer).
+		fields.ShootName = &op.Data.ShootName
+	}
+	if err := s.Instances.SetInstanceFields(ctx, op.InstanceID, fields); err != nil {
 		op.LastError = fmt.Sprintf("storing the dashboard URL: %v", err)
 		return op, s.PollInterval, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	sbdirector "github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -39,7 +40,7 @@ func provisioned(e *env) {
 // with labels.
 func registerInDirector(t *testing.T, e *env, labels map[string]any) {
 	t.Helper()
-	_, err := e.sb.Built.Director.RegisterRuntime(context.Background(), testGA, "rt-1", "c1", labels)
+	_, err := e.sb.Built.Director.RegisterRuntime(context.Background(), testGA, "rt-1", "c1", "", labels)
 	require.NoError(t, err)
 }
 
@@ -66,6 +67,9 @@ func TestCheckRuntime_SucceededSetsDashboardURL(t *testing.T) {
 	inst := getInstance(t, e.store)
 	assert.Equal(t, "https://dash.example/?kubeconfigID="+testInstanceID, inst.DashboardURL)
 	assert.Nil(t, inst.DeletedAt)
+	page, err := e.store.Lifecycle().FindRuntimes(context.Background(), storage.RuntimeQuery{ShootNames: []string{"c-1a2b3c"}})
+	require.NoError(t, err)
+	assert.Len(t, page.Items, 1, "the instance has the shoot name with its dashboard URL")
 }
 
 func TestCheckRuntime_KnownShootIsNotReadAgain(t *testing.T) {

@@ -48,6 +48,9 @@ func (s CreateRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (
 	if err := s.Instances.SetInstanceFields(ctx, op.InstanceID, storage.InstanceFields{RuntimeID: &op.Data.RuntimeID}); err != nil {
 		return op.RetryOperation(fmt.Sprintf("storing the runtime ID: %v", err), s.PollInterval, s.RetryTime)
 	}
+	// The request is with the provisioner now: not carried in the data of every later save
+	// (~0.8 KB each). A rerun of this step finds the provisioner's operation ID and builds none.
+	op.Data.RuntimeInput = nil
 	op.LastError = ""
 	return op, 0, nil
 }

@@ -68,9 +68,11 @@ func TestCreateRuntime_Success(t *testing.T) {
 		{Component: "serverless", Namespace: "kyma-system"},
 	}, req.KymaConfig.Components)
 
-	// The request is built on every call, never stored.
-	assert.Empty(t, out.Data.RuntimeInput.ClusterConfig.GardenerConfig.TargetSecret)
-	assert.Nil(t, out.Data.RuntimeInput.KymaConfig)
+	// The request is built on every call, never stored; once accepted, what Initialization
+	// prepared is dropped from the data.
+	assert.Empty(t, op.Data.RuntimeInput.ClusterConfig.GardenerConfig.TargetSecret)
+	assert.Nil(t, op.Data.RuntimeInput.KymaConfig)
+	assert.Nil(t, out.Data.RuntimeInput, "not carried by later saves")
 
 	inst := getInstance(t, e.store)
 	assert.Equal(t, "rt-1", inst.RuntimeID)

@@ -1,6 +1,7 @@
 package provisioning_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -30,16 +31,23 @@ func serviceProvider(t *testing.T, objs sbias.Objects) sbias.Object {
 	return found[0]
 }
 
-// registerIAS runs IAS_Registration to the end: it registers the service provider, asks to run
-// again at once (so that the ID is stored before a secret is generated), then generates the secret.
+// registerIAS runs IAS_Registration to the end: one run registers the service provider and
+// generates its secret.
 func registerIAS(t *testing.T, e *env, op Op) Op {
 	t.Helper()
-	out, wait, err := e.run(iasRegistrationStep(e), op, t0)
-	require.NoError(t, err)
-	require.Equal(t, time.Millisecond, wait, "run again once the service provider's ID is stored")
+	out := e.mustRun(t, iasRegistrationStep(e), op, t0)
 	require.NotEmpty(t, out.Data.Resources.IASServiceProviderID)
-	require.Empty(t, out.Data.Resources.IASClientID, "no secret generated yet")
-	return e.mustRun(t, iasRegistrationStep(e), out, t0.Add(wait))
+	return out
+}
+
+// registeredOnly is op after an earlier run registered the service provider and failed to
+// generate its secret (the ID is saved with the retry).
+func registeredOnly(t *testing.T, e *env, op Op) Op {
+	t.Helper()
+	sp, err := e.sb.Systems.IAS.CreateServiceProvider(context.Background(), spName)
+	require.NoError(t, err)
+	op.Data.Resources.IASServiceProviderID = sp.ID
+	return op
 }
 
 func TestIASRegistration_Name(t *testing.T) {
@@ -89,37 +97,83 @@ func TestIASRegistration_Idempotent(t *testing.T) {
 	assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "exactly one client secret")
 }
 
+// A registration costs the look-up by name, the creation and the first secret: nothing is read
+// back, and a service provider just created has no secret to revoke.
+func TestIASRegistration_Requests(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	registerIAS(t, e, newOp(provData("azure", "westeurope")))
+	st, err := e.sb.Sandbox.Stats("ias")
+	require.NoError(t, err)
+	assert.Equal(t, 3, st.Requests)
+}
+
 // A crash after IAS generated a secret but before the operation kept it, and answers lost on the way,
 // leave exactly one valid secret: the one Grafana gets.
 func TestIASRegistration_OneSecretAfterCrashesAndLostAnswers(t *testing.T) {
-	e := newSystemsEnv(t, standins.Options{Seed: 11})
-	op := newOp(provData("azure", "westeurope"))
-	registered, _, err := e.run(iasRegistrationStep(e), op, t0)
-	require.NoError(t, err)
-	// the secret is generated twice whose outcome is lost (the process died before saving)
-	for range 2 {
-		lost := e.mustRun(t, iasRegistrationStep(e), registered, t0)
-		require.NotEmpty(t, lost.Data.Resources.IASClientID)
+	for _, tc := range []struct {
+		name  string
+		start func(*testing.T, *env, Op) Op
+	}{
+		{"from the start", func(_ *testing.T, _ *env, op Op) Op { return op }},
+		{"with the service provider's ID saved", registeredOnly},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newSystemsEnv(t, standins.Options{Seed: 11})
+			op := tc.start(t, e, newOp(provData("azure", "westeurope")))
+			// two runs whose outcome is lost (the process died before saving)
+			for range 2 {
+				lost := e.mustRun(t, iasRegistrationStep(e), op, t0)
+				require.NotEmpty(t, lost.Data.Resources.IASClientID)
+			}
+			e.sb.Faults(t, "ias", sandbox.Faults{LostResponseRate: 0.5})
+			out := op
+			for i := 0; ; i++ {
+				require.Less(t, i, 20, "IAS_Registration did not finish: %s", out.LastError)
+				next, wait, err := e.run(iasRegistrationStep(e), out, t0.Add(time.Duration(i)*testPoll))
+				require.NoError(t, err)
+				out = next
+				if wait == 0 {
+					break
+				}
+			}
+			require.NotEmpty(t, out.Data.Resources.IASClientID)
+			st, err := e.sb.Sandbox.Stats("ias")
+			require.NoError(t, err)
+			assert.Positive(t, st.LostResponses, "answers were lost")
+			objs := objects[sbias.Objects](t, e, "ias")
+			assert.Equal(t, 1, objs.CreatesByName[spName], "exactly one service provider")
+			assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "exactly one valid client secret")
+			assert.NotEmpty(t, out.Secrets[overrides.SecretKey(provisioning.MonitoringComponent, provisioning.GrafanaClientSecretK)])
+		})
 	}
-	e.sb.Faults(t, "ias", sandbox.Faults{LostResponseRate: 0.5})
-	out := registered
-	for i := 0; out.Data.Resources.IASClientID == ""; i++ {
-		require.Less(t, i, 20, "IAS_Registration did not finish: %s", out.LastError)
-		next, wait, err := e.run(iasRegistrationStep(e), out, t0.Add(time.Duration(i)*testPoll))
-		require.NoError(t, err)
-		if wait == 0 {
+}
+
+// Answers lost in the run that creates the service provider leave one service provider with one
+// valid secret.
+func TestIASRegistration_LostAnswersInTheCreatingRun(t *testing.T) {
+	lostAnswers := 0
+	for seed := range uint64(8) {
+		e := newSystemsEnv(t, standins.Options{Seed: seed})
+		e.sb.Faults(t, "ias", sandbox.Faults{LostResponseRate: 0.3})
+		out := newOp(provData("azure", "westeurope"))
+		for i := 0; ; i++ {
+			require.Less(t, i, 20, "IAS_Registration did not finish: %s", out.LastError)
+			next, wait, err := e.run(iasRegistrationStep(e), out, t0)
+			require.NoError(t, err)
 			out = next
-			break
+			if wait == 0 {
+				break
+			}
 		}
-		out = next
+		objs := objects[sbias.Objects](t, e, "ias")
+		assert.Equal(t, 1, objs.CreatesByName[spName], "seed %d: exactly one service provider", seed)
+		assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "seed %d: exactly one valid client secret", seed)
+		assert.Equal(t, serviceProvider(t, objs).ID, out.Data.Resources.IASClientID)
+		st, err := e.sb.Sandbox.Stats("ias")
+		require.NoError(t, err)
+		lostAnswers += st.LostResponses
 	}
-	st, err := e.sb.Sandbox.Stats("ias")
-	require.NoError(t, err)
-	assert.Positive(t, st.LostResponses, "answers were lost")
-	objs := objects[sbias.Objects](t, e, "ias")
-	assert.Equal(t, 1, objs.CreatesByName[spName], "exactly one service provider")
-	assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "exactly one valid client secret")
-	assert.NotEmpty(t, out.Secrets[overrides.SecretKey(provisioning.MonitoringComponent, provisioning.GrafanaClientSecretK)])
+	assert.Greater(t, lostAnswers, 4, "answers were lost")
 }
 
 func TestIASRegistration_DownRetriesThenFails(t *testing.T) {
@@ -132,8 +186,7 @@ func TestIASRegistration_DownRetriesThenFails(t *testing.T) {
 	})
 	t.Run("generating the secret", func(t *testing.T) {
 		e := newSystemsEnv(t, standins.Options{})
-		registered, _, err := e.run(iasRegistrationStep(e), newOp(provData("azure", "westeurope")), t0)
-		require.NoError(t, err)
+		registered := registeredOnly(t, e, newOp(provData("azure", "westeurope")))
 		out := e.downThenGiveUp(t, iasRegistrationStep(e), registered, "ias", "IAS")
 		assert.Contains(t, out.LastError, "generating the client secret")
 		assert.Empty(t, out.Data.Resources.IASClientID)

@@ -64,8 +64,12 @@ func EnsureEMS(ctx context.Context, sys systems.Systems, op systems.Step, poll t
 }
 
 func ensureEMS(ctx context.Context, sm systems.ServiceManager, creds servicemanager.Credentials, res *instance.Resources, o *overrides.Overrides, secrets *storage.Secrets, name, instanceID string, log logrus.FieldLogger) (time.Duration, error) {
+	// The instance as ProvisionInstance answered: read just now, so it tells readiness as a
+	// GetInstance would.
+	var inst *servicemanager.Instance
 	if res.EMSInstanceID == "" {
-		inst, err := sm.ProvisionInstance(ctx, creds, servicemanager.InstanceRequest{
+		var err error
+		inst, err = sm.ProvisionInstance(ctx, creds, servicemanager.InstanceRequest{
 			Name: name, OfferingName: EMSOffering, PlanName: EMSPlan,
 			Labels: map[string][]string{"instance_id": {instanceID}},
 		})
@@ -76,9 +80,11 @@ func ensureEMS(ctx context.Context, sm systems.ServiceManager, creds servicemana
 		log.WithField("ems_instance_id", inst.ID).Info("EMS instance requested")
 	}
 	if res.EMSBindingID == "" {
-		inst, err := sm.GetInstance(ctx, creds, res.EMSInstanceID)
-		if err != nil {
-			return 0, fmt.Errorf("reading the service instance: %w", err)
+		if inst == nil {
+			var err error
+			if inst, err = sm.GetInstance(ctx, creds, res.EMSInstanceID); err != nil {
+				return 0, fmt.Errorf("reading the service instance: %w", err)
+			}
 		}
 		if lo := inst.LastOperation; lo != nil && lo.State == servicemanager.StateFailed {
 			return 0, httpretry.Permanent(fmt.Errorf("the service instance failed: %s", lo.Description))

@@ -89,6 +89,26 @@ func TestProvisionEMS_Idempotent(t *testing.T) {
 	assert.Equal(t, 1, objs.BindingCreatesByName[name], "exactly one binding")
 }
 
+// A ready instance costs its creation, the creation's answer read back and the binding: no
+// look-ups by name (Service Manager refuses a second object of a name) and, after the first,
+// no catalog reads (the plan ID is cached).
+func TestProvisionEMS_Requests(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	requests := func() int {
+		st, err := e.sb.Sandbox.Stats("servicemanager")
+		require.NoError(t, err)
+		return st.Requests
+	}
+	e.mustRun(t, emsStep(e), newOp(provData("azure", "westeurope")), t0)
+	first := requests()
+	assert.Equal(t, 1+2+3, first, "token, offering and plan, then instance, its read-back and the binding")
+
+	op := newOp(provData("azure", "westeurope"))
+	op.ID = "op-2"
+	e.mustRun(t, emsStep(e), op, t0)
+	assert.Equal(t, 3, requests()-first, "instance, its read-back and the binding")
+}
+
 func TestProvisionEMS_DownRetriesThenFails(t *testing.T) {
 	t.Run("provisioning", func(t *testing.T) {
 		e := newSystemsEnv(t, standins.Options{})

@@ -43,6 +43,7 @@ type AVSSettings struct {
 type IAS interface {
 	CreateServiceProvider(ctx context.Context, name string) (*ias.ServiceProvider, error)
 	GenerateSecret(ctx context.Context, id string) (clientID, clientSecret string, err error)
+	GenerateFirstSecret(ctx context.Context, id string) (clientID, clientSecret string, err error)
 	ConfigureOIDC(ctx context.Context, id string, redirectURIs []string) (*ias.ServiceProvider, error)
 	DeleteServiceProvider(ctx context.Context, id string) error
 }

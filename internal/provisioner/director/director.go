@@ -31,9 +31,10 @@ type Token struct {
 
 // Client is the Director API the provisioner uses. Every call is scoped by tenant.
 type Client interface {
-	// RegisterRuntime registers the runtime and returns its Compass ID. runtimeID is the
-	// provisioner's ID, used as an idempotency key.
-	RegisterRuntime(ctx context.Context, tenant, runtimeID, name string, labels map[string]any) (string, error)
+	// RegisterRuntime registers the runtime with the status condition (one of the Condition*
+	// constants; empty for the Director's default) and returns its Compass ID. runtimeID is the
+	// provisioner's ID, used as an idempotency key; a runtime registered before gets the condition.
+	RegisterRuntime(ctx context.Context, tenant, runtimeID, name, condition string, labels map[string]any) (string, error)
 	UpdateRuntimeLabels(ctx context.Context, tenant, compassID string, labels map[string]string) error
 	// RequestOneTimeToken returns a new one-time token for the runtime's agent and revokes every
 	// earlier one, so that repeating it leaves one valid token.
@@ -52,7 +53,7 @@ type Local struct {
 
 var _ Client = Local{}
 
-func (l Local) RegisterRuntime(_ context.Context, tenant, runtimeID, _ string, _ map[string]any) (string, error) {
+func (l Local) RegisterRuntime(_ context.Context, tenant, runtimeID, _, _ string, _ map[string]any) (string, error) {
 	if tenant == "" || runtimeID == "" {
 		return "", fmt.Errorf("registering runtime: tenant and runtime ID are required")
 	}

@@ -280,8 +280,8 @@ func (f *fakeClusters) Opened() []string {
 // --- director.Client ---------------------------------------------------------
 
 type registerCall struct {
-	Tenant, RuntimeID, Name string
-	Labels                  map[string]any
+	Tenant, RuntimeID, Name, Condition string
+	Labels                             map[string]any
 }
 
 type labelsCall struct {
@@ -330,10 +330,10 @@ func (d *fakeDirector) snapshot() fakeDirector {
 	}
 }
 
-func (d *fakeDirector) RegisterRuntime(_ context.Context, tenant, runtimeID, name string, labels map[string]any) (string, error) {
+func (d *fakeDirector) RegisterRuntime(_ context.Context, tenant, runtimeID, name, condition string, labels map[string]any) (string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.registered = append(d.registered, registerCall{tenant, runtimeID, name, labels})
+	d.registered = append(d.registered, registerCall{tenant, runtimeID, name, condition, labels})
 	if d.registerErr != nil {
 		return "", d.registerErr
 	}

@@ -333,7 +333,8 @@ func TestProvisionWithKymaRunsEveryStageInOrder(t *testing.T) {
 	rt := e.runtime("rt-1")
 	assert.Equal(t, "compass-1", rt.CompassRuntimeID)
 	assert.Equal(t, kubeconfig, rt.Secrets[operations.KubeconfigKey])
-	assert.Equal(t, []conditionCall{{tenant, "compass-1", "PROVISIONING"}, {tenant, "compass-1", "CONNECTED"}},
+	assert.Equal(t, "PROVISIONING", e.director.snapshot().registered[0].Condition, "registered provisioning")
+	assert.Equal(t, []conditionCall{{tenant, "compass-1", "CONNECTED"}},
 		e.director.snapshot().conditions, "the Director sees the runtime provisioning, then connected")
 	data := decodeData(t, op)
 	assert.Equal(t, "d.example", data.ClusterDomain)

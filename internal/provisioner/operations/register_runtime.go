@@ -19,14 +19,11 @@ func (s RegisterRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (
 	if op.Data.CompassRuntimeID != "" {
 		return op, 0, nil
 	}
-	id, err := s.Director.RegisterRuntime(ctx, op.Data.Tenant, op.Data.RuntimeID, op.Data.Config.Cluster.Name, op.Data.Config.Labels)
+	// Registered with its condition in one request; a rerun finds it (the Director is asked for
+	// the runtime with this runtime ID first) and sets the condition if it differs.
+	id, err := s.Director.RegisterRuntime(ctx, op.Data.Tenant, op.Data.RuntimeID, op.Data.Config.Cluster.Name, director.ConditionProvisioning, op.Data.Config.Labels)
 	if err != nil {
 		return s.directorFailed(op, "registering the runtime", err)
-	}
-	// Before the ID is kept, so that a failure runs the whole step again: registration is
-	// idempotent (the Director is asked for the runtime with this runtime ID first).
-	if err := s.Director.SetRuntimeStatusCondition(ctx, op.Data.Tenant, id, director.ConditionProvisioning); err != nil {
-		return s.directorFailed(op, "setting the runtime's status condition", err)
 	}
 	if err := s.Runtimes.SetCompassRuntimeID(ctx, op.Data.RuntimeID, id); err != nil {
 		return s.waitFor(op, fmt.Sprintf("storing the Compass runtime ID: %v", err))

@@ -41,8 +41,9 @@ func TestRegisterRuntime(t *testing.T) {
 		assert.Equal(t, "compass-1", e.runtime("rt-1").CompassRuntimeID)
 		calls := e.director.snapshot().registered
 		require.Len(t, calls, 1)
-		assert.Equal(t, registerCall{Tenant: tenant, RuntimeID: "rt-1", Name: "c-test", Labels: map[string]any{"subaccount": "sub-1"}}, calls[0])
-		assert.Equal(t, []conditionCall{{Tenant: tenant, CompassID: "compass-1", Condition: "PROVISIONING"}}, e.director.snapshot().conditions)
+		assert.Equal(t, registerCall{Tenant: tenant, RuntimeID: "rt-1", Name: "c-test", Condition: "PROVISIONING",
+			Labels: map[string]any{"subaccount": "sub-1"}}, calls[0], "registered with its condition")
+		assert.Empty(t, e.director.snapshot().conditions, "in the registration")
 	})
 
 	t.Run("already registered: the Director is not asked again", func(t *testing.T) {
@@ -68,27 +69,6 @@ func TestRegisterRuntime(t *testing.T) {
 		assert.Contains(t, op.LastError, errTransient.Error())
 		assert.Empty(t, op.Data.CompassRuntimeID)
 		assert.Empty(t, e.runtime("rt-1").CompassRuntimeID)
-	})
-
-	t.Run("setting the condition fails: retry, nothing stored, the next run registers again", func(t *testing.T) {
-		e := newEnv(t)
-		data := e.runtimeData("rt-1", true, false)
-		e.director.set(func(d *fakeDirector) { d.conditionErr = errTransient })
-		op, wait, err := step(e).Run(e.ctx, stepOp("Register_Runtime", t0, data), testLog())
-		require.NoError(t, err)
-		assert.Equal(t, pollInterval, wait)
-		assert.Contains(t, op.LastError, "Director: setting the runtime's status condition: "+errTransient.Error())
-		assert.Empty(t, op.Data.CompassRuntimeID)
-		assert.Empty(t, e.runtime("rt-1").CompassRuntimeID)
-
-		e.director.set(func(d *fakeDirector) { d.conditionErr = nil })
-		op, wait, err = step(e).Run(e.ctx, op.ForStep("Register_Runtime", t0.Add(pollInterval)), testLog())
-		require.NoError(t, err)
-		assert.Zero(t, wait)
-		assert.Equal(t, "compass-1", op.Data.CompassRuntimeID)
-		assert.Equal(t, "compass-1", e.runtime("rt-1").CompassRuntimeID)
-		assert.Len(t, e.director.snapshot().registered, 2, "registration is idempotent in the Director")
-		assert.Len(t, e.director.snapshot().conditions, 2)
 	})
 
 	t.Run("the ID is stored in one write, whatever the runtime's version, keeping its secrets", func(t *testing.T) {

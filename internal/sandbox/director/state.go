@@ -80,14 +80,16 @@ func (rec *record) UnmarshalJSON(b []byte) error {
 // openRuntimes registers the runtimes' table and its lookups.
 func (s *StandIn) openRuntimes() {
 	s.rts = sandbox.NewTable[record](s.durable, kindRuntime, true)
-	s.rts.Lookup(lookupAuth, func(rec *record) []string {
+	// System auth IDs are fresh UUIDs and token hashes those of random tokens: unique lookups,
+	// written without reading a row that cannot exist.
+	s.rts.UniqueLookup(lookupAuth, func(rec *record) []string {
 		ids := make([]string, 0, len(rec.auths))
 		for _, a := range rec.auths {
 			ids = append(ids, a.ID)
 		}
 		return ids
 	})
-	s.rts.Lookup(lookupToken, func(rec *record) []string {
+	s.rts.UniqueLookup(lookupToken, func(rec *record) []string {
 		hashes := make([]string, 0, len(rec.tokenHashes))
 		for _, h := range rec.tokenHashes {
 			hashes = append(hashes, h)

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"time"
 )
@@ -9,8 +10,8 @@ import (
 // cluster is what the stand-in knows of one runtime's cluster; it is also its row in the store.
 type cluster struct {
 	Config     Cluster        `json:"config"`
-	ConfigKey  []byte         `json:"configKey"`  // canonical JSON of the whole configuration
-	ClusterKey []byte         `json:"clusterKey"` // canonical JSON of what makes a cluster version: all but kymaConfig
+	ConfigKey  []byte         `json:"configKey"`  // digest of the canonical JSON of the whole configuration
+	ClusterKey []byte         `json:"clusterKey"` // digest of what makes a cluster version: all but kymaConfig
 	ClusterVer int64          `json:"clusterVersion"`
 	ConfigVer  int64          `json:"configurationVersion"`
 	AppliedAt  time.Time      `json:"appliedAt"` // when the current configuration version was created
@@ -46,14 +47,27 @@ func phase(elapsed, d time.Duration, first, second, final string) string {
 	}
 }
 
-// keys returns the canonical encodings configurations are compared by. Empty and missing lists are
-// the same configuration.
+// keys returns the SHA-256 digests of the canonical encodings configurations are compared by.
+// Empty and missing lists are the same configuration. Digests, not the encodings, are kept: the
+// cluster's row is rewritten on every request about it, and the encodings tripled its size.
 func keys(c Cluster) (configKey, clusterKey []byte) {
 	c = normalized(c)
-	configKey, _ = json.Marshal(c)
+	b, _ := json.Marshal(c)
+	whole := sha256.Sum256(b)
 	c.KymaConfig = KymaConfig{}
-	clusterKey, _ = json.Marshal(c)
-	return configKey, clusterKey
+	b, _ = json.Marshal(c)
+	cl := sha256.Sum256(b)
+	return whole[:], cl[:]
+}
+
+// sameKey tells whether a kept key is the digest key; a cluster kept before digests holds the
+// canonical encoding itself, compared by its digest.
+func sameKey(kept, key []byte) bool {
+	if len(kept) != sha256.Size {
+		d := sha256.Sum256(kept)
+		kept = d[:]
+	}
+	return bytes.Equal(kept, key)
 }
 
 func normalized(c Cluster) Cluster {
@@ -76,13 +90,13 @@ func normalized(c Cluster) Cluster {
 func (c *cluster) apply(cfg Cluster, failing bool, now time.Time) {
 	configKey, clusterKey := keys(cfg)
 	restart := !c.DeleteAt.IsZero()
-	if !restart && c.ConfigVer > 0 && bytes.Equal(configKey, c.ConfigKey) {
+	if !restart && c.ConfigVer > 0 && sameKey(c.ConfigKey, configKey) {
 		return
 	}
 	if restart || c.ConfigVer == 0 {
 		c.Creations++
 	}
-	if restart || c.ClusterVer == 0 || !bytes.Equal(clusterKey, c.ClusterKey) {
+	if restart || c.ClusterVer == 0 || !sameKey(c.ClusterKey, clusterKey) {
 		c.ClusterVer++
 	}
 	c.ConfigVer++

@@ -147,7 +147,12 @@ func (s *Store) insertInstance(ctx context.Context, q sqlx.QueryerContext, inst 
 }
 
 func (s *Store) GetInstance(ctx context.Context, id string) (storage.Instance, error) {
-	inst, err := s.scanInstance(s.r.QueryRowxContext(ctx, s.d.rebind("SELECT "+instanceCols+" FROM instances WHERE instance_id = ?"), id))
+	// Prepared once: the broker's PUT and steps read the instance on every provisioning.
+	st, err := s.preparedRead(ctx, "get_instance", func() string { return "SELECT " + instanceCols + " FROM instances WHERE instance_id = ?" })
+	if err != nil {
+		return storage.Instance{}, fmt.Errorf("getting instance %s: %w", id, err)
+	}
+	inst, err := s.scanInstance(st.QueryRowxContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = storage.ErrNotFound
 	}

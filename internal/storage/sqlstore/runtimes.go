@@ -100,7 +100,12 @@ func (s *Store) insertRuntimeWithOperation(ctx context.Context, rt storage.Runti
 }
 
 func (s *Store) GetRuntime(ctx context.Context, id string) (storage.Runtime, error) {
-	rt, err := s.scanRuntime(s.r.QueryRowxContext(ctx, s.d.rebind("SELECT "+runtimeCols+" FROM runtimes WHERE id = ?"), id))
+	// Prepared once: the provisioner's steps read their runtime several times per operation.
+	st, err := s.preparedRead(ctx, "get_runtime", func() string { return "SELECT " + runtimeCols + " FROM runtimes WHERE id = ?" })
+	if err != nil {
+		return storage.Runtime{}, fmt.Errorf("getting runtime %s: %w", id, err)
+	}
+	rt, err := s.scanRuntime(st.QueryRowxContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = storage.ErrNotFound
 	}

@@ -18,6 +18,9 @@ import (
 type SandboxObjects struct {
 	db *sqlx.DB
 	d  Dialect
+	// prepare, when set, returns the statement of a query prepared once (Store.preparedWrite):
+	// a stand-in reads and writes on every request.
+	prepare func(ctx context.Context, key, query string) (*sqlx.Stmt, error)
 }
 
 var _ storage.SandboxObjects = (*SandboxObjects)(nil)
@@ -26,7 +29,40 @@ var _ storage.SandboxObjects = (*SandboxObjects)(nil)
 func NewSandboxObjects(db *sqlx.DB, d Dialect) *SandboxObjects { return &SandboxObjects{db: db, d: d} }
 
 // SandboxObjects are kept in the store's database.
-func (s *Store) SandboxObjects() storage.SandboxObjects { return NewSandboxObjects(s.w, s.d) }
+func (s *Store) SandboxObjects() storage.SandboxObjects {
+	o := NewSandboxObjects(s.w, s.d)
+	o.prepare = s.preparedWrite
+	return o
+}
+
+// Statements of the point read and the arrays' upsert, run on nearly every stand-in request.
+const (
+	sandboxGetSQL   = "SELECT value FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key = ?"
+	sandboxArraySQL = `INSERT INTO sandbox_objects (system, kind, object_key, value)
+			SELECT ?, * FROM unnest(?::text[], ?::text[], ?::text[])` + sandboxUpsert
+)
+
+// queryRow runs query, prepared once when the objects come from a Store.
+func (o *SandboxObjects) queryRow(ctx context.Context, key, query string, args ...any) *sqlx.Row {
+	if o.prepare != nil {
+		if st, err := o.prepare(ctx, key, query); err == nil {
+			return st.QueryRowxContext(ctx, args...)
+		}
+	}
+	return o.db.QueryRowxContext(ctx, o.d.rebind(query), args...)
+}
+
+// exec runs query, prepared once when the objects come from a Store.
+func (o *SandboxObjects) exec(ctx context.Context, key, query string, args ...any) error {
+	if o.prepare != nil {
+		if st, err := o.prepare(ctx, key, query); err == nil {
+			_, err = st.ExecContext(ctx, args...)
+			return err
+		}
+	}
+	_, err := o.db.ExecContext(ctx, o.d.rebind(query), args...)
+	return err
+}
 
 // Load implements storage.SandboxObjects.
 func (o *SandboxObjects) Load(ctx context.Context, system string) (map[string]map[string][]byte, error) {
@@ -55,7 +91,7 @@ func (o *SandboxObjects) Load(ctx context.Context, system string) (map[string]ma
 // Get implements storage.SandboxObjects.
 func (o *SandboxObjects) Get(ctx context.Context, system, kind, key string) ([]byte, error) {
 	var value string
-	err := o.db.QueryRowxContext(ctx, o.d.rebind("SELECT value FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key = ?"), system, kind, key).Scan(&value)
+	err := o.queryRow(ctx, "sandbox_get", sandboxGetSQL, system, kind, key).Scan(&value)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil
@@ -135,8 +171,7 @@ func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[stri
 		for i, r := range all {
 			kinds[i], keys[i], values[i] = r.kind, r.key, string(r.value)
 		}
-		if _, err := o.db.ExecContext(ctx, o.d.rebind(`INSERT INTO sandbox_objects (system, kind, object_key, value)
-			SELECT ?, * FROM unnest(?::text[], ?::text[], ?::text[])`+sandboxUpsert), system, kinds, keys, values); err != nil {
+		if err := o.exec(ctx, "sandbox_upsert_arrays", sandboxArraySQL, system, kinds, keys, values); err != nil {
 			return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
 		}
 		return nil

@@ -50,6 +50,9 @@ func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.Inst
 	if f.DashboardURL != nil {
 		cols = append(cols, column{"dashboard_url", *f.DashboardURL})
 	}
+	if f.ShootName != nil {
+		cols = append(cols, column{"shoot_name", *f.ShootName})
+	}
 	if err := s.setColumns(ctx, "instances", "instance_id", id, cols); err != nil {
 		return fmt.Errorf("setting fields of instance %s: %w", id, err)
 	}

@@ -58,6 +58,8 @@ type Store struct {
 	// readStmts are the polled reads' statements, prepared once on r (preparedRead).
 	stmtMu    sync.Mutex
 	readStmts map[string]*sqlx.Stmt
+	// writeStmts are statements prepared once on w (preparedWrite).
+	writeStmts map[string]*sqlx.Stmt
 	// lastOps reads concurrent named last_operation calls together with lastOpBatchStmt
 	// (dialects with Array only).
 	lastOps         *coalescer[lastOpCall, storage.LastOperationRead]
@@ -155,6 +157,9 @@ func (s *Store) Close() error {
 	s.stmtMu.Lock()
 	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
 	for _, st := range s.readStmts {
+		stmts = append(stmts, st)
+	}
+	for _, st := range s.writeStmts {
 		stmts = append(stmts, st)
 	}
 	s.stmtMu.Unlock()
@@ -325,6 +330,26 @@ func (s *Store) preparedRead(ctx context.Context, key string, query func() strin
 		s.readStmts = map[string]*sqlx.Stmt{}
 	}
 	s.readStmts[key] = st
+	return st, nil
+}
+
+// preparedWrite is the statement of query, prepared once on the writer under key: for the
+// statements the embedded sandbox runs on every request, which lib/pq would otherwise parse and
+// describe in a round trip of its own before each execution.
+func (s *Store) preparedWrite(ctx context.Context, key, query string) (*sqlx.Stmt, error) {
+	s.stmtMu.Lock()
+	defer s.stmtMu.Unlock()
+	if st, ok := s.writeStmts[key]; ok {
+		return st, nil
+	}
+	st, err := s.w.PreparexContext(ctx, s.d.rebind(query))
+	if err != nil {
+		return nil, fmt.Errorf("preparing: %w", err)
+	}
+	if s.writeStmts == nil {
+		s.writeStmts = map[string]*sqlx.Stmt{}
+	}
+	s.writeStmts[key] = st
 	return st, nil
 }
 

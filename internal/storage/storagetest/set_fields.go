@@ -39,6 +39,15 @@ func testSetInstanceFields(t *testing.T, e *env) {
 	assert.Equal(t, "rt-1", both.RuntimeID)
 	assert.Equal(t, got.Version+1, both.Version)
 
+	require.NoError(t, insts.SetInstanceFields(ctx, "i1", storage.InstanceFields{DashboardURL: sp("https://console.x"), ShootName: sp("c-1")}))
+	page, err := e.s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{ShootNames: []string{"c-1"}})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1, "found by the shoot name")
+	shoot, err := insts.GetInstance(ctx, "i1")
+	require.NoError(t, err)
+	assert.Equal(t, both.Version+1, shoot.Version)
+	got = both
+
 	_, err = insts.UpdateInstance(ctx, got)
 	assert.ErrorIs(t, err, storage.ErrConflict, "a writer of the version before conflicts")
 	require.NoError(t, insts.SetInstanceFields(ctx, "i1", storage.InstanceFields{}))

@@ -142,12 +142,12 @@ func (c *Client) client() (*director.Client, error) {
 	return s.client, nil
 }
 
-func (c *Client) RegisterRuntime(ctx context.Context, tenant, runtimeID, name string, labels map[string]any) (string, error) {
+func (c *Client) RegisterRuntime(ctx context.Context, tenant, runtimeID, name, condition string, labels map[string]any) (string, error) {
 	dc, err := c.client()
 	if err != nil {
 		return "", err
 	}
-	return dc.RegisterRuntime(ctx, tenant, runtimeID, name, labels)
+	return dc.RegisterRuntime(ctx, tenant, runtimeID, name, condition, labels)
 }
 
 func (c *Client) UpdateRuntimeLabels(ctx context.Context, tenant, compassID string, labels map[string]string) error {
