@@ -317,39 +317,31 @@ func (s *Store) decryptSecrets(ct []byte) (storage.Secrets, error) {
 // once on the readers: the reads platforms and waits poll would otherwise be parsed per call
 // (SQLite re-parsed them every time).
 func (s *Store) preparedRead(ctx context.Context, key string, query func() string) (*sqlx.Stmt, error) {
-	s.stmtMu.Lock()
-	defer s.stmtMu.Unlock()
-	if st, ok := s.readStmts[key]; ok {
-		return st, nil
-	}
-	st, err := s.r.PreparexContext(ctx, s.d.rebind(query()))
-	if err != nil {
-		return nil, fmt.Errorf("preparing: %w", err)
-	}
-	if s.readStmts == nil {
-		s.readStmts = map[string]*sqlx.Stmt{}
-	}
-	s.readStmts[key] = st
-	return st, nil
+	return s.prepared(ctx, s.r, &s.readStmts, key, query)
 }
 
 // preparedWrite is the statement of query, prepared once on the writer under key: for the
 // statements the embedded sandbox runs on every request, which lib/pq would otherwise parse and
 // describe in a round trip of its own before each execution.
 func (s *Store) preparedWrite(ctx context.Context, key, query string) (*sqlx.Stmt, error) {
+	return s.prepared(ctx, s.w, &s.writeStmts, key, func() string { return query })
+}
+
+// prepared looks key up in stmts, preparing query on db the first time.
+func (s *Store) prepared(ctx context.Context, db *sqlx.DB, stmts *map[string]*sqlx.Stmt, key string, query func() string) (*sqlx.Stmt, error) {
 	s.stmtMu.Lock()
 	defer s.stmtMu.Unlock()
-	if st, ok := s.writeStmts[key]; ok {
+	if st, ok := (*stmts)[key]; ok {
 		return st, nil
 	}
-	st, err := s.w.PreparexContext(ctx, s.d.rebind(query))
+	st, err := db.PreparexContext(ctx, s.d.rebind(query()))
 	if err != nil {
 		return nil, fmt.Errorf("preparing: %w", err)
 	}
-	if s.writeStmts == nil {
-		s.writeStmts = map[string]*sqlx.Stmt{}
+	if *stmts == nil {
+		*stmts = map[string]*sqlx.Stmt{}
 	}
-	s.writeStmts[key] = st
+	(*stmts)[key] = st
 	return st, nil
 }
 

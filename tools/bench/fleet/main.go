@@ -79,6 +79,12 @@ func run(ctx context.Context, o options) error {
 	if server == "" {
 		return errors.New("KEB_TEST_DATABASE_URL is not set (make bench-fleet starts a throwaway PostgreSQL)")
 	}
+	if o.pprofDir != "" {
+		// Made now: a run learning at its end that it cannot write its profiles loses its figures.
+		if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
+			return fmt.Errorf("-pprof: %w", err)
+		}
+	}
 	dbURL, drop, err := benchkit.FreshDatabase(ctx, server, "keb_fleet")
 	if err != nil {
 		return err
