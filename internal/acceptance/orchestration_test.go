@@ -9,6 +9,7 @@ import (
 
 	dto "github.com/kyma-project/kyma-environment-broker/common/orchestration"
 	ot "github.com/kyma-project/kyma-environment-broker/internal/orchestration/orchestrationtest"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // The broker is killed (SIGKILL) twice while an orchestration's upgrades run: the restarted
@@ -22,18 +23,32 @@ func TestOrchestrationSurvivesKills(t *testing.T) {
 	ids, ops := provisionMany(t, b, n, "orch")
 	waitAll(t, b, ids, ops, 5*time.Minute)
 
+	// Each upgrade's reconciler calls take a while, so that upgrades are running when the broker
+	// is killed: without it the engine takes an upgrade through in milliseconds, and the
+	// kill points (below) rarely found one running.
+	c.setFaults("reconciler", sandbox.Faults{Latency: 150 * time.Millisecond})
 	id := ot.UpgradeKyma(t, b, "2.21.0", workers, map[string]any{"target": "all"})
 	check := func(st dto.StatusResponse) {
 		assert.LessOrEqual(t, st.OperationStats[dto.InProgress], workers, "%v", st.OperationStats)
 	}
+	// Each kill comes once enough upgrades succeeded while one is running. An orchestration that
+	// finishes before a kill point is logged rather than waited for until the timeout (the
+	// restarted broker may go through the rest between two polls); the first kill must happen.
+	kills := 0
 	for _, done := range []int{3, 9} {
 		at := ot.Wait(t, b, id, 2*time.Minute, func(st dto.StatusResponse) bool {
-			return st.OperationStats[dto.Succeeded] >= done && st.OperationStats[dto.InProgress] > 0
+			return (st.OperationStats[dto.Succeeded] >= done && st.OperationStats[dto.InProgress] > 0) || ot.Finished(st.State)
 		}, check)
+		if ot.Finished(at.State) {
+			t.Logf("the orchestration finished before the kill point at %d succeeded: %v", done, at.OperationStats)
+			break
+		}
 		c.kill()
+		kills++
 		t.Logf("killed the broker at %v", at.OperationStats)
 		c.start()
 	}
+	require.Positive(t, kills, "the broker was never killed while upgrades remained")
 	st := ot.Wait(t, b, id, 5*time.Minute, nil, check)
 	require.Equal(t, dto.Succeeded, st.State, st.Description)
 	assert.Equal(t, n, st.OperationStats[dto.Succeeded])
