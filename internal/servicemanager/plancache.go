@@ -2,12 +2,13 @@ package servicemanager
 
 import (
 	"strings"
-	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// maxCachedPlans bounds the plan cache: one entry per distinct credentials and plan, and beyond
-// that many the cache starts over rather than growing with the number of subaccounts.
+// maxCachedPlans bounds the plan cache: one entry per distinct credentials and plan; beyond that
+// many the least recently used goes, rather than the cache growing with the number of subaccounts.
 const maxCachedPlans = 1024
 
 // planCache keeps plan IDs resolved from catalog names, so that provisioning an instance does not
@@ -15,11 +16,9 @@ const maxCachedPlans = 1024
 // visibility and plan IDs may differ between subaccounts) and expire after ttl; a ttl <= 0 turns
 // the cache off. A creation that fails forgets its entry.
 type planCache struct {
-	ttl time.Duration
-	now func() time.Time
-
-	mu      sync.Mutex
-	entries map[planKey]cachedPlan
+	ttl     time.Duration
+	now     func() time.Time
+	entries *lru.Cache[planKey, cachedPlan] // safe for concurrent use
 }
 
 type planKey struct{ url, clientID, offering, plan string }
@@ -30,7 +29,8 @@ type cachedPlan struct {
 }
 
 func newPlanCache(ttl time.Duration, now func() time.Time) *planCache {
-	return &planCache{ttl: ttl, now: now, entries: map[planKey]cachedPlan{}}
+	entries, _ := lru.New[planKey, cachedPlan](maxCachedPlans) // a positive size never fails
+	return &planCache{ttl: ttl, now: now, entries: entries}
 }
 
 func keyOf(creds Credentials, offering, plan string) planKey {
@@ -41,9 +41,7 @@ func (p *planCache) get(creds Credentials, offering, plan string) (string, bool)
 	if p.ttl <= 0 {
 		return "", false
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	e, ok := p.entries[keyOf(creds, offering, plan)]
+	e, ok := p.entries.Get(keyOf(creds, offering, plan))
 	if !ok || !p.now().Before(e.expires) {
 		return "", false
 	}
@@ -54,16 +52,9 @@ func (p *planCache) put(creds Credentials, offering, plan, id string) {
 	if p.ttl <= 0 {
 		return
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.entries) >= maxCachedPlans {
-		clear(p.entries)
-	}
-	p.entries[keyOf(creds, offering, plan)] = cachedPlan{id: id, expires: p.now().Add(p.ttl)}
+	p.entries.Add(keyOf(creds, offering, plan), cachedPlan{id: id, expires: p.now().Add(p.ttl)})
 }
 
 func (p *planCache) forget(creds Credentials, offering, plan string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.entries, keyOf(creds, offering, plan))
+	p.entries.Remove(keyOf(creds, offering, plan))
 }

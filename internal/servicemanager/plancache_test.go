@@ -32,7 +32,7 @@ func TestPlanCacheExpiresAndForgets(t *testing.T) {
 	for i := range maxCachedPlans + 1 {
 		p.put(Credentials{ClientID: string(rune('a' + i))}, "ems", "default", "x")
 	}
-	assert.LessOrEqual(t, len(p.entries), maxCachedPlans, "bounded")
+	assert.LessOrEqual(t, p.entries.Len(), maxCachedPlans, "bounded")
 
 	off := newPlanCache(0, time.Now)
 	off.put(a, "ems", "default", "plan-1")
