@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"bytes"
 	"database/sql"
 	"database/sql/driver"
 )
@@ -30,31 +29,22 @@ func (a pgNullTextArray) Value() (driver.Value, error) {
 type pgByteTextArray [][]byte
 
 func (a pgByteTextArray) Value() (driver.Value, error) {
-	// Exact: the documents are JSON, full of quotes that escaping doubles (an estimate made
-	// the buffer grow, a copy of the whole literal each time).
-	size := 2
-	for _, e := range a {
-		size += 3 + len(e) + escapes(e)
-	}
-	b := make([]byte, 0, size)
-	b = append(b, '{')
-	for i, e := range a {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendArrayElem(b, e)
-	}
-	return append(b, '}'), nil
+	return arrayLiteral(len(a), func(i int) ([]byte, bool) { return a[i], true }), nil
 }
 
-// arrayLiteral writes the literal of n elements; elem gives each one, false for NULL.
-func arrayLiteral(n int, elem func(int) (string, bool)) []byte {
+// arrayLiteral writes the literal of n elements; elem gives each one, false for NULL. The buffer
+// is sized exactly: progress documents are JSON, full of quotes that escaping doubles, and an
+// estimate made it grow (a copy of the whole literal each time).
+func arrayLiteral[S string | []byte](n int, elem func(int) (S, bool)) []byte {
 	size := 2
 	for i := range n {
-		s, _ := elem(i)
-		size += len(s) + 5
+		if s, ok := elem(i); ok {
+			size += 3 + len(s) + escapes(s)
+		} else {
+			size += 5
+		}
 	}
-	b := make([]byte, 0, size+size/16)
+	b := make([]byte, 0, size)
 	b = append(b, '{')
 	for i := range n {
 		if i > 0 {
@@ -70,8 +60,14 @@ func arrayLiteral(n int, elem func(int) (string, bool)) []byte {
 }
 
 // escapes counts the bytes of s that an array element escapes.
-func escapes(s []byte) int {
-	return bytes.Count(s, []byte{'"'}) + bytes.Count(s, []byte{'\\'})
+func escapes[S string | []byte](s S) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			n++
+		}
+	}
+	return n
 }
 
 // appendArrayElem appends s double-quoted, with backslashes and double quotes escaped.
