@@ -95,8 +95,16 @@ func Run(ctx context.Context, log logrus.FieldLogger, drv, serverURL string, ope
 	if err := insert(ctx, store, operations); err != nil {
 		return Result{}, err
 	}
-	if err := analyze(ctx, cfg); err != nil {
-		return Result{}, err
+	// PostgreSQL: one connection for the planner's statistics and the server's CPU time.
+	var pg *sql.DB
+	if cfg.Driver == driver.Postgres {
+		if pg, err = sql.Open("postgres", cfg.URL); err != nil {
+			return Result{}, err
+		}
+		defer pg.Close()
+		if err := analyze(ctx, pg); err != nil {
+			return Result{}, err
+		}
 	}
 	eng, err := engine.New(store, engine.Config{Workers: workers}, log)
 	if err != nil {
@@ -104,13 +112,6 @@ func Run(ctx context.Context, log logrus.FieldLogger, drv, serverURL string, ope
 	}
 	if err := eng.Register(def); err != nil {
 		return Result{}, err
-	}
-	var pg *sql.DB
-	if cfg.Driver == driver.Postgres {
-		if pg, err = sql.Open("postgres", cfg.URL); err != nil {
-			return Result{}, err
-		}
-		defer pg.Close()
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -158,15 +159,7 @@ func Run(ctx context.Context, log logrus.FieldLogger, drv, serverURL string, ope
 // planner takes the (state, type) index for every claim of a fresh table, reads and sorts all
 // 5,000 waiting operations per claim (~10 ms each; auto_explain), and the bench measures that
 // rather than the engine: PostgreSQL CPU per transition ~60 µs against ~45 µs with statistics.
-func analyze(ctx context.Context, cfg driver.Config) error {
-	if cfg.Driver != driver.Postgres {
-		return nil
-	}
-	db, err := sql.Open("postgres", cfg.URL)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func analyze(ctx context.Context, db *sql.DB) error {
 	if _, err := db.ExecContext(ctx, "ANALYZE operations"); err != nil {
 		return fmt.Errorf("analyzing operations: %w", err)
 	}
