@@ -237,3 +237,76 @@ func TestNotCompletedAtOnce(t *testing.T) {
 	assert.Equal(t, 1, edp.Runs())
 	assert.Equal(t, 1, last.Runs())
 }
+
+// Time a waiting step's runs spend past their due time, waiting for a worker (a backlog, or
+// no broker running), does not count against its stage's limit: at 100,000 in flight polls ran
+// minutes late and provisionings failed with "exceeded its time limit" while their clusters
+// were on time. The limit still ends a wait that is really too long, and says what it did not
+// count.
+func TestStageLimitDoesNotCountTimeWaitingForAWorker(t *testing.T) {
+	var h *harness
+	polls := 0
+	ready := 0 // the poll that finds the domain; 0: never
+	wait := step("Check_Cluster_Domain", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		polls++
+		if polls == ready {
+			return op, 0, nil
+		}
+		return op, time.Minute, nil
+	})
+	p, err := Staged("provision", 24*time.Hour, Stage[testData]{
+		Name: "WaitingForClusterDomain", Timeout: 10 * time.Minute, Steps: []StepDef[testData]{def(wait)},
+	})
+	require.NoError(t, err)
+
+	t.Run("a late poll finds the domain", func(t *testing.T) {
+		h, polls, ready = newHarness(t, p), 0, 4
+		op := h.insert("provision", 24*time.Hour)
+		h.runDue()
+		h.clock.Advance(time.Minute)
+		h.runDue()
+		// The engine falls 15 minutes behind before the third poll.
+		h.clock.Advance(16 * time.Minute)
+		h.runDue()
+		got, _ := h.get(op.ID)
+		require.Equal(t, storage.StateInProgress, got.State, got.Description)
+		assert.Equal(t, 15*time.Minute, got.Progress.Steps["Check_Cluster_Domain"].Late)
+		h.clock.Advance(time.Minute)
+		h.runDue()
+		got, _ = h.get(op.ID)
+		assert.Equal(t, storage.StateSucceeded, got.State, got.Description)
+		assert.Equal(t, 4, polls)
+	})
+
+	t.Run("a domain that never comes", func(t *testing.T) {
+		h, polls, ready = newHarness(t, p), 0, 0
+		op := h.insert("provision", 24*time.Hour)
+		start := h.clock.Now()
+		h.runDue()
+		h.clock.Advance(3 * time.Minute) // 2 minutes late
+		h.runDue()
+		got, _ := h.get(op.ID)
+		require.Equal(t, storage.StateInProgress, got.State)
+		assert.Equal(t, 2*time.Minute, got.Progress.Steps["Check_Cluster_Domain"].Late)
+		for got.State == storage.StateInProgress && h.clock.Now().Before(start.Add(time.Hour)) {
+			require.NotNil(t, got.DueAt)
+			h.clock.Advance(got.DueAt.Sub(h.clock.Now())) // on time from here on
+			h.runDue()
+			got, _ = h.get(op.ID)
+		}
+		assert.Equal(t, storage.StateFailed, got.State)
+		assert.Equal(t, start.Add(12*time.Minute), h.clock.Now(), "the 10-minute limit moved by the 2 minutes late")
+		assert.Equal(t, "step Check_Cluster_Domain: stage WaitingForClusterDomain exceeded its time limit of 10m0s "+
+			"(not counting 2m0s its runs waited for a worker)", got.Description)
+	})
+
+	t.Run("a poll a moment late is on time", func(t *testing.T) {
+		h, polls, ready = newHarness(t, p), 0, 0
+		op := h.insert("provision", 24*time.Hour)
+		h.runDue()
+		h.clock.Advance(time.Minute + 500*time.Millisecond)
+		h.runDue()
+		got, _ := h.get(op.ID)
+		assert.Zero(t, got.Progress.Steps["Check_Cluster_Domain"].Late)
+	})
+}

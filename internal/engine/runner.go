@@ -97,6 +97,7 @@ func (r *run[T]) loop(ctx context.Context) {
 			r.x.metrics.stepFinished(r.op.Type, name, "skipped", 0)
 			continue
 		}
+		r.creditLate(now, name)
 		if l, over := r.reached(now, stage, sd); over {
 			if r.verdict(now, sd, l, "", 0) {
 				continue
@@ -151,6 +152,35 @@ func (r *run[T]) next(now time.Time) (Stage[T], StepDef[T], bool) {
 	return Stage[T]{}, StepDef[T]{}, false
 }
 
+// minLate is the least delay past a run's due time that counts as the engine's: a worker taking
+// a due operation within it is normal dispatch.
+const minLate = time.Second
+
+// creditLate records how late this run of the step starts after the end of its last wait
+// (StepProgress.Late). Under a backlog of due operations (100,000 in flight on two cores) polls
+// ran minutes late, and that time counted against stage limits: provisionings failed with
+// "exceeded its time limit" while their clusters were fine.
+func (r *run[T]) creditLate(now time.Time, name string) {
+	if r.op.Progress.Steps[name].Due.IsZero() {
+		return
+	}
+	r.markStep(name, func(sp *storage.StepProgress) {
+		if late := now.Sub(sp.Due); late >= minLate {
+			sp.Late += late
+		}
+		sp.Due = time.Time{}
+	})
+}
+
+// stageLate is the delay credited to the stage's steps.
+func (r *run[T]) stageLate(st Stage[T]) time.Duration {
+	var late time.Duration
+	for _, sd := range st.Steps {
+		late += r.op.Progress.Steps[sd.Step.Name()].Late
+	}
+	return late
+}
+
 // limit is a time by which a step must be done, and what passing it means.
 type limit struct {
 	at   time.Time
@@ -158,6 +188,8 @@ type limit struct {
 	// of: the stage's name (stage limit); d: the limit's duration (stage, step, retry window).
 	of string
 	d  time.Duration
+	// late: the engine's delay the limit was moved by (stage and step limits).
+	late time.Duration
 }
 
 type limitKind int
@@ -175,13 +207,20 @@ const (
 func (l limit) reason() string {
 	switch l.kind {
 	case stageLimit:
-		return fmt.Sprintf("stage %s exceeded its time limit of %s", l.of, l.d)
+		return fmt.Sprintf("stage %s exceeded its time limit of %s", l.of, l.d) + l.lateNote()
 	case stepLimit:
-		return fmt.Sprintf("exceeded its time limit of %s", l.d)
+		return fmt.Sprintf("exceeded its time limit of %s", l.d) + l.lateNote()
 	case windowLimit:
 		return fmt.Sprintf("gave up after its retry window of %s", l.d)
 	}
 	return fmt.Sprintf("operation exceeded its deadline %s", l.at.Format(time.RFC3339))
+}
+
+func (l limit) lateNote() string {
+	if l.late == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (not counting %s its runs waited for a worker)", l.late.Round(time.Millisecond))
 }
 
 // limitSet holds a step's limits by value: they are looked at several times per step run, and
@@ -199,11 +238,14 @@ func (r *run[T]) limits(st Stage[T], sd StepDef[T]) limitSet {
 	sp := r.op.Progress.Steps[sd.Step.Name()]
 	var out limitSet
 	out.add(limit{at: r.op.Deadline, kind: deadlineLimit})
+	// Stage and step limits do not count the time runs waited for a worker (creditLate); the
+	// operation deadline is absolute, and a retry window measures the system being retried.
 	if started, ok := r.op.Progress.StageStartedAt[st.Name]; ok && st.Timeout > 0 {
-		out.add(limit{at: started.Add(st.Timeout), kind: stageLimit, of: st.Name, d: st.Timeout})
+		late := r.stageLate(st)
+		out.add(limit{at: started.Add(st.Timeout + late), kind: stageLimit, of: st.Name, d: st.Timeout, late: late})
 	}
 	if sd.Timeout > 0 && !sp.FirstAttempt.IsZero() {
-		out.add(limit{at: sp.FirstAttempt.Add(sd.Timeout), kind: stepLimit, d: sd.Timeout})
+		out.add(limit{at: sp.FirstAttempt.Add(sd.Timeout + sp.Late), kind: stepLimit, d: sd.Timeout, late: sp.Late})
 	}
 	if sp.RetryUntil != nil {
 		window := sp.RetryUntil.Sub(retryWindowStart(sp, *sp.RetryUntil))
@@ -316,6 +358,7 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		r.x.metrics.stepFinished(r.op.Type, name, "retrying", took)
 		r.x.metrics.retry(r.op.Type, name)
 		due := r.capDue(now.Add(wait), st, sd)
+		r.markStep(name, func(sp *storage.StepProgress) { sp.Due = due })
 		// One event per change of what the step waits for: a poll that finds the same as the
 		// last one only counts as an attempt in the step's progress.
 		if waitingFor := withCause("retrying", r.op.LastError); r.op.Progress.Steps[name].LastWait != waitingFor {

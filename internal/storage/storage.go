@@ -86,7 +86,8 @@ const (
 // Progress is everything the engine needs to continue an operation after a restart.
 type Progress struct {
 	FinishedStages []string `json:"finished_stages,omitempty"`
-	// StageStartedAt: when each stage first started; per-stage time limits are measured from it.
+	// StageStartedAt: when each stage first started; per-stage time limits are measured from it
+	// (plus the Late of the stage's steps).
 	StageStartedAt map[string]time.Time `json:"stage_started_at,omitempty"`
 	// Steps: per step name, attempts and completion.
 	Steps map[string]StepProgress `json:"steps,omitempty"`
@@ -118,6 +119,14 @@ type StepProgress struct {
 	// LastWait is what the step's last wait said it waited for: a wait that says the same again
 	// writes no event (identical polls are not events), and the rule survives restarts.
 	LastWait string `json:"last_wait,omitempty"`
+	// Due is when the step's current wait ends; the run after the wait takes it to measure how
+	// late that run started, and clears it.
+	Due time.Time `json:"due,omitzero"`
+	// Late is how long the step's runs started after they were due (waiting for a worker, in a
+	// backlog of due operations, or while no broker ran): the engine's delay, not the step's, so
+	// the step's and its stage's time limits are moved by it. Delays under a second are normal
+	// dispatch and not counted.
+	Late time.Duration `json:"late,omitempty"`
 }
 
 // CurrentStep is the step an unfinished operation was last running: of the steps started and

@@ -23,11 +23,12 @@ import (
 // top-level keys (a LIKE on "executed_but_not_completed" still finds it):
 //
 //	{"v":2,"t":BASE,"finished_stages":[...],"stage_started_at":{"stage":T},
-//	 "steps":{"name":[FIRST,ATTEMPTS,FLAGS,HEALTHY,RETRY_UNTIL,"last error","last wait"]},
+//	 "steps":{"name":[FIRST,ATTEMPTS,FLAGS,HEALTHY,RETRY_UNTIL,"last error","last wait",DUE,LATE]},
 //	 "executed_but_not_completed":[...]}
 //
 // BASE is Unix nanoseconds; every time T is nanoseconds after BASE (null for a zero time); FLAGS
-// is done 1, skipped 2, retry without fail 4; a step's trailing defaults are left out. Times come
+// is done 1, skipped 2, retry without fail 4; LATE is nanoseconds; a step's trailing defaults are
+// left out. Times come
 // back in UTC. Version 1 documents are read as before; a progress with a time outside
 // 1970-2200 (nanoseconds would overflow) is written as version 1.
 const progressV2Prefix = `{"v":2,`
@@ -93,6 +94,10 @@ func appendStepV2(b []byte, sp storage.StepProgress, base int64) []byte {
 	// The rest only up to the last one set.
 	last := 0
 	switch {
+	case sp.Late != 0:
+		last = 9
+	case !sp.Due.IsZero():
+		last = 8
 	case sp.LastWait != "":
 		last = 7
 	case sp.LastError != "":
@@ -117,6 +122,12 @@ func appendStepV2(b []byte, sp storage.StepProgress, base int64) []byte {
 	}
 	if last >= 7 {
 		b = appendJSONString(append(b, ','), sp.LastWait)
+	}
+	if last >= 8 {
+		b = appendDelta(append(b, ','), sp.Due, base)
+	}
+	if last >= 9 {
+		b = strconv.AppendInt(append(b, ','), int64(sp.Late), 10)
 	}
 	return append(b, ']')
 }
@@ -156,6 +167,7 @@ func progressBase(p storage.Progress) (int64, bool) {
 	for _, sp := range p.Steps {
 		see(sp.FirstAttempt)
 		see(sp.LastHealthy)
+		see(sp.Due)
 		if sp.RetryUntil != nil {
 			if sp.RetryUntil.IsZero() {
 				return 0, false
@@ -305,8 +317,14 @@ func decodeStepV2(v gjson.Result, at func(gjson.Result) (time.Time, error)) (sto
 			sp.LastError, err = stepString(f)
 		case 6:
 			sp.LastWait, err = stepString(f)
+		case 7:
+			sp.Due, err = at(f)
+		case 8:
+			var n int64
+			n, err = stepInt(f)
+			sp.Late = time.Duration(n)
 		default:
-			err = errors.New("more than 7 fields")
+			err = errors.New("more than 9 fields")
 		}
 		if err != nil {
 			err = fmt.Errorf("field %d: %w", i, err)
@@ -413,6 +431,16 @@ func appendStepProgress(b []byte, sp storage.StepProgress) ([]byte, error) {
 	if sp.LastWait != "" {
 		b = append(b, `,"last_wait":`...)
 		b = appendJSONString(b, sp.LastWait)
+	}
+	if !sp.Due.IsZero() {
+		b = append(b, `,"due":`...)
+		if b, err = appendTime(b, sp.Due); err != nil {
+			return nil, err
+		}
+	}
+	if sp.Late != 0 {
+		b = append(b, `,"late":`...)
+		b = strconv.AppendInt(b, int64(sp.Late), 10)
 	}
 	return append(b, '}'), nil
 }

@@ -28,7 +28,7 @@ func TestAppendProgressIsEncodingJSON(t *testing.T) {
 			StageStartedAt: map[string]time.Time{"b": at, "a": at.In(zone), odd: {}},
 			Steps: map[string]storage.StepProgress{
 				"zeta":  {},
-				"alpha": {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd},
+				"alpha": {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, Due: at.Add(2 * time.Minute), Late: 90 * time.Second},
 				odd:     {FirstAttempt: at, Attempts: -1, LastError: "plain"},
 			},
 			ExecutedButNotCompleted: []string{"alpha", ""},
@@ -108,10 +108,12 @@ func TestProgressRoundTrip(t *testing.T) {
 		StageStartedAt: map[string]time.Time{"b": at, "a": at.In(zone), odd: {}},
 		Steps: map[string]storage.StepProgress{
 			"zeta":    {},
-			"alpha":   {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd},
+			"alpha":   {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, Due: at.Add(2 * time.Minute), Late: 90 * time.Second},
 			"waiting": {FirstAttempt: at, LastHealthy: at.Add(time.Hour), Attempts: 3},
 			"window":  {FirstAttempt: early, Attempts: 2, RetryUntil: &until},
 			"failing": {FirstAttempt: at, Attempts: 1, LastError: "plain"},
+			"late":    {FirstAttempt: at, Attempts: 4, Late: 3 * time.Second},
+			"due":     {FirstAttempt: at, Attempts: 2, Due: at.Add(time.Second)},
 			odd:       {FirstAttempt: at, Attempts: -1, LastWait: "retrying: x"},
 		},
 		ExecutedButNotCompleted: []string{"alpha", ""},
@@ -209,7 +211,8 @@ func TestProgressIsCompact(t *testing.T) {
 func TestProgressRefusesMalformedSteps(t *testing.T) {
 	for name, steps := range map[string]string{
 		"too few fields":      `{"s":[0,1]}`,
-		"too many fields":     `{"s":[0,1,0,null,null,"","",1]}`,
+		"too many fields":     `{"s":[0,1,0,null,null,"","",null,0,1]}`,
+		"late as a string":    `{"s":[0,1,0,null,null,"","",null,"1s"]}`,
 		"time as a string":    `{"s":["0",1,0]}`,
 		"attempts fractional": `{"s":[0,1.5,0]}`,
 		"flags null":          `{"s":[0,1,null]}`,
