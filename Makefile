@@ -29,9 +29,10 @@ bench: bench-engine bench-storage bench-runtimes bench-osb bench-e2e bench-fleet
 bench-engine:
 	bash scripts/with-postgres.sh sh -c 'cd tools/bench/river && go run . -sqlite'
 
-# Go benchmarks of the PostgreSQL store (SaveProgress, an instance's newest operation).
+# Go benchmarks of the PostgreSQL store (SaveProgress, an instance's newest operation), and of
+# decoding an operation's data on a claim (fastjson against encoding/json).
 bench-storage:
-	bash scripts/with-postgres.sh go test -run '^$$' -bench . -benchmem ./internal/storage/...
+	bash scripts/with-postgres.sh go test -run '^$$' -bench . -benchmem ./internal/storage/... ./internal/fastjson/
 
 # GET /runtimes with every filter against 10,000 seeded instances, on PostgreSQL and SQLite.
 bench-runtimes:

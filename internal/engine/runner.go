@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/fastjson"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -63,7 +64,9 @@ func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Opera
 	x.metrics.wrote(raw.Type, "claim", 0)
 	r.log = x.log.WithFields(logrus.Fields{"operation_id": raw.ID, "instance_id": raw.InstanceID, "operation_type": raw.Type})
 	if len(raw.Data) > 0 {
-		if err := json.Unmarshal(raw.Data, &r.op.Data); err != nil {
+		// Every claim decodes the data (a poll of a waiting operation too): fastjson, not
+		// encoding/json's reflection.
+		if err := fastjson.Unmarshal(raw.Data, &r.op.Data); err != nil {
 			r.fail(x.clock.Now(), "", fmt.Sprintf("decoding operation data: %v", err), 0)
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/sirupsen/logrus"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/fastjson"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/encryption"
 )
@@ -305,7 +306,7 @@ func (s *Store) decryptSecrets(ct []byte) (storage.Secrets, error) {
 		return nil, fmt.Errorf("decrypting secrets: %w", err)
 	}
 	var sec storage.Secrets
-	if err := json.Unmarshal(plain, &sec); err != nil {
+	if err := fastjson.Unmarshal(plain, &sec); err != nil {
 		return nil, fmt.Errorf("decoding secrets: %w", err)
 	}
 	return sec, nil
