@@ -28,6 +28,8 @@ type Operation[T any] struct {
 	failing     bool
 	retryUntil  *time.Time
 	withoutFail bool
+	// signaled: set by WaitIsSignaled.
+	signaled bool
 }
 
 // CurrentStep is the name of the step being run.
@@ -69,6 +71,15 @@ func (op *Operation[T]) Retry(msg string, interval, maxTime time.Duration) (time
 	*op = out
 	return wait, err
 }
+
+// WaitIsSignaled says that what this run's wait waits for wakes the operation when it is done
+// (storage.Operations.Wake: the embedded provisioner's finished operations wake the broker's
+// operations polling them), so the wait's polls are only a fallback for a lost wake: a long
+// healthy wait backs off with WaitBackoff's signaled fraction and cap.
+func (op *Operation[T]) WaitIsSignaled() { op.signaled = true }
+
+// WaitSignaled reports whether this run said WaitIsSignaled.
+func (op Operation[T]) WaitSignaled() bool { return op.signaled }
 
 // SetLastError notes why the step waits, for helpers shared by every process.
 func (op *Operation[T]) SetLastError(msg string) { op.LastError = msg }

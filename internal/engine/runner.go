@@ -353,7 +353,7 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 			// A healthy wait: a failure after it gets a fresh retry window, and a long wait is
 			// polled less often.
 			r.markStep(name, func(sp *storage.StepProgress) { sp.LastHealthy, sp.RetryUntil = started, nil })
-			wait = r.x.backoff.stretch(wait, now.Sub(r.op.Progress.Steps[name].FirstAttempt))
+			wait = r.x.backoff.stretch(wait, now.Sub(r.op.Progress.Steps[name].FirstAttempt), out.signaled)
 		}
 		if l, over := r.reached(now, st, sd); over {
 			return r.verdict(now, sd, l, "", took)
@@ -582,6 +582,12 @@ type WaitBackoff struct {
 	WaitBackoffFraction float64 `envconfig:"ENGINE_WAIT_BACKOFF_FRACTION" default:"0.1"`
 	// MaxWaitInterval caps a stretched interval [1m]; a step's own longer interval is kept.
 	MaxWaitInterval time.Duration `envconfig:"ENGINE_MAX_WAIT_INTERVAL" default:"1m"`
+	// SignaledWaitBackoffFraction and MaxSignaledWaitInterval are the same for a wait whose end
+	// wakes the operation (Operation.WaitIsSignaled) [0.5, 10m]: its polls only cover a wake
+	// lost to a crash between the commit and the wake. A negative fraction treats such waits
+	// like the others; a negative WaitBackoffFraction turns all back-off off.
+	SignaledWaitBackoffFraction float64       `envconfig:"ENGINE_SIGNALED_WAIT_BACKOFF_FRACTION" default:"0.5"`
+	MaxSignaledWaitInterval     time.Duration `envconfig:"ENGINE_MAX_SIGNALED_WAIT_INTERVAL" default:"10m"`
 }
 
 func (b WaitBackoff) withDefaults() WaitBackoff {
@@ -590,6 +596,12 @@ func (b WaitBackoff) withDefaults() WaitBackoff {
 	}
 	if b.MaxWaitInterval <= 0 {
 		b.MaxWaitInterval = time.Minute
+	}
+	if b.SignaledWaitBackoffFraction == 0 {
+		b.SignaledWaitBackoffFraction = 0.5
+	}
+	if b.MaxSignaledWaitInterval <= 0 {
+		b.MaxSignaledWaitInterval = 10 * time.Minute
 	}
 	return b
 }
@@ -603,11 +615,18 @@ const waitJitter = 0.2
 // interval is shortened by up to waitJitter, by the sub-second part of waited: the time a wait
 // has run is effectively random there, so waits spread without a random source, and a
 // whole-second clock (tests) gets none.
-func (b WaitBackoff) stretch(wait, waited time.Duration) time.Duration {
-	if b.WaitBackoffFraction <= 0 || wait >= b.MaxWaitInterval {
+func (b WaitBackoff) stretch(wait, waited time.Duration, signaled bool) time.Duration {
+	if b.WaitBackoffFraction <= 0 {
 		return wait
 	}
-	stretched := min(b.MaxWaitInterval, time.Duration(float64(waited)*b.WaitBackoffFraction))
+	fraction, most := b.WaitBackoffFraction, b.MaxWaitInterval
+	if signaled && b.SignaledWaitBackoffFraction > 0 {
+		fraction, most = b.SignaledWaitBackoffFraction, b.MaxSignaledWaitInterval
+	}
+	if wait >= most {
+		return wait
+	}
+	stretched := min(most, time.Duration(float64(waited)*fraction))
 	if stretched <= wait {
 		return wait
 	}

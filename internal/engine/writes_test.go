@@ -127,21 +127,28 @@ func TestWaitEventsOnlyWhenTheMessageChanges(t *testing.T) {
 
 func TestWaitBackoffStretch(t *testing.T) {
 	b := WaitBackoff{}.withDefaults()
-	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 0))
-	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 15*time.Second), "never shorter than the step's own interval")
-	assert.Equal(t, 10*time.Second, b.stretch(2*time.Second, 100*time.Second))
-	assert.Equal(t, time.Minute, b.stretch(2*time.Second, time.Hour), "capped")
-	assert.Equal(t, 5*time.Minute, b.stretch(5*time.Minute, time.Hour), "a longer interval of the step's own is kept")
+	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 0, false))
+	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 15*time.Second, false), "never shorter than the step's own interval")
+	assert.Equal(t, 10*time.Second, b.stretch(2*time.Second, 100*time.Second, false))
+	assert.Equal(t, time.Minute, b.stretch(2*time.Second, time.Hour, false), "capped")
+	assert.Equal(t, 5*time.Minute, b.stretch(5*time.Minute, time.Hour, false), "a longer interval of the step's own is kept")
 	off := WaitBackoff{WaitBackoffFraction: -1}.withDefaults()
-	assert.Equal(t, 2*time.Second, off.stretch(2*time.Second, time.Hour))
+	assert.Equal(t, 2*time.Second, off.stretch(2*time.Second, time.Hour, false))
 	custom := WaitBackoff{WaitBackoffFraction: 0.5, MaxWaitInterval: 20 * time.Second}
-	assert.Equal(t, 15*time.Second, custom.stretch(2*time.Second, 30*time.Second))
-	assert.Equal(t, 20*time.Second, custom.stretch(2*time.Second, time.Minute))
+	assert.Equal(t, 15*time.Second, custom.stretch(2*time.Second, 30*time.Second, false))
+	assert.Equal(t, 20*time.Second, custom.stretch(2*time.Second, time.Minute, false))
 	// Jitter: the sub-second part of the time waited shortens a stretched interval by up to a fifth.
-	assert.Equal(t, 54*time.Second, b.stretch(2*time.Second, time.Hour+500*time.Millisecond), "half of the jitter")
-	assert.Equal(t, 9045*time.Millisecond, b.stretch(2*time.Second, 100*time.Second+500*time.Millisecond))
-	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 20*time.Second+999*time.Millisecond), "never shorter than the step's own interval")
-	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 15*time.Second+900*time.Millisecond), "unstretched waits get no jitter")
+	assert.Equal(t, 54*time.Second, b.stretch(2*time.Second, time.Hour+500*time.Millisecond, false), "half of the jitter")
+	assert.Equal(t, 9045*time.Millisecond, b.stretch(2*time.Second, 100*time.Second+500*time.Millisecond, false))
+	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 20*time.Second+999*time.Millisecond, false), "never shorter than the step's own interval")
+	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 15*time.Second+900*time.Millisecond, false), "unstretched waits get no jitter")
+	// A wait that is woken when done backs off with its own fraction and cap.
+	assert.Equal(t, 50*time.Second, b.stretch(2*time.Second, 100*time.Second, true))
+	assert.Equal(t, 10*time.Minute, b.stretch(2*time.Second, time.Hour, true), "capped")
+	assert.Equal(t, 2*time.Second, b.stretch(2*time.Second, 3*time.Second, true), "never shorter than the step's own interval")
+	assert.Equal(t, 2*time.Second, off.stretch(2*time.Second, time.Hour, true), "off is off")
+	plain := WaitBackoff{SignaledWaitBackoffFraction: -1}.withDefaults()
+	assert.Equal(t, time.Minute, plain.stretch(2*time.Second, time.Hour, true), "a negative signaled fraction: like any wait")
 }
 
 // On a frozen clock: a healthy wait's due time stretches with the time waited, capped; a failing
@@ -186,4 +193,47 @@ func TestLongHealthyWaitsBackOff(t *testing.T) {
 	limit := got.Progress.StageStartedAt["s"].Add(30*time.Minute + got.Progress.Steps["poll"].Late)
 	assert.Less(t, in, time.Minute, "never past a limit")
 	assert.Equal(t, limit, h.clock.Now().Add(in), "never past a limit")
+}
+
+// A wait whose end wakes the operation backs off with the signaled fraction and cap: the
+// embedded provisioner's operations wake the broker's waits, whose polls are only a fallback.
+func TestSignaledWaitsBackOffFurther(t *testing.T) {
+	poll := step("Check_Runtime", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		op.WaitIsSignaled()
+		return op, 2 * time.Second, nil
+	})
+	p, err := Staged("provision", 24*time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(poll)}})
+	require.NoError(t, err)
+	h := newHarness(t, p)
+	op := h.insert("provision", 24*time.Hour)
+	start := h.clock.Now()
+	dueIn := func() time.Duration {
+		t.Helper()
+		require.Equal(t, 1, h.runDue())
+		got, _ := h.get(op.ID)
+		require.NotNil(t, got.DueAt)
+		return got.DueAt.Sub(h.clock.Now())
+	}
+	assert.Equal(t, 2*time.Second, dueIn())
+	h.clock.Advance(2 * time.Second)
+	assert.Equal(t, 2*time.Second, dueIn(), "2 s waited: half of it is less than the step's interval")
+	h.clock.Advance(2 * time.Second)
+	assert.Equal(t, 2*time.Second, dueIn())
+	h.clock.Advance(2 * time.Second)
+	assert.Equal(t, 3*time.Second, dueIn(), "half of the 6 s waited")
+	// From here on the stored due times (microseconds) leave the clock off whole seconds, so
+	// intervals carry up to a fifth of jitter.
+	in, polls := 3*time.Second, 4
+	for ; in < 8*time.Minute && polls < 100; polls++ {
+		h.clock.Advance(in)
+		in = dueIn()
+	}
+	for i := 0; i < 5; i++ {
+		h.clock.Advance(in)
+		in = dueIn()
+		assert.LessOrEqual(t, in, 10*time.Minute, "capped at APP_ENGINE_MAX_SIGNALED_WAIT_INTERVAL")
+		assert.GreaterOrEqual(t, in, 8*time.Minute)
+	}
+	// The unsignaled back-off (a tenth, at most a minute) polls ~50 times in the first 20 minutes.
+	assert.Less(t, polls, 25, "polls in the first %s", h.clock.Now().Sub(start))
 }

@@ -151,7 +151,8 @@ func Start(t testing.TB, o Options) *Broker {
 	if workers == 0 {
 		workers = 32
 	}
-	eng, err := engine.New(store, engine.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, engine.WithRegisterer(reg))
+	// As the broker wires it: the embedded provisioner's finished operations wake their waiters.
+	eng, err := engine.New(provisioner.WakeWaiters(store, log), engine.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, engine.WithRegisterer(reg))
 	must(t, err)
 
 	built, sb, sbURL := externalSystems(t, o, reg)

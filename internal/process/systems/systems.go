@@ -146,7 +146,8 @@ func (s Systems) Cleanup(op Step, system, what string, err error, interval time.
 }
 
 // AwaitProvisioner is a step's wait for a Runtime Provisioner operation: a wait > 0 to poll again
-// (a failure to read the operation noted on op), the provisioner's reason when the operation
+// (a failure to read the operation noted on op; an embedded provisioner's operation wakes op when
+// it finishes, so its polls back off further), the provisioner's reason when the operation
 // failed, and (0, nil) once it succeeded. What a succeeded operation left behind (its steps not
 // completed, e.g. a Director that failed for good) makes this step not completed too, with the
 // provisioner's words, so that the operation's description says what was left and where.
@@ -162,6 +163,9 @@ func AwaitProvisioner(ctx context.Context, p client.Client, op Step, tenant, ope
 		return 0, err
 	}
 	if !done {
+		if s, ok := p.(client.Signaling); ok && s.SignalsFinishedOperations() {
+			op.WaitIsSignaled()
+		}
 		return poll, nil
 	}
 	if left := client.LeftBehind(st); left != "" {
@@ -216,4 +220,6 @@ type Step interface {
 	Retry(msg string, interval, maxTime time.Duration) (time.Duration, error)
 	RetryWithoutFail(msg string, interval, maxTime time.Duration) time.Duration
 	NotCompleted(msg string)
+	// WaitIsSignaled: what the step waits for wakes the operation when done (its polls back off further).
+	WaitIsSignaled()
 }

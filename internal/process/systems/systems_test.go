@@ -116,6 +116,12 @@ func TestAwaitProvisioner(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7*time.Second, wait)
 	assert.Empty(t, op.LastError, "the operation was read")
+	assert.False(t, op.WaitSignaled(), "a remote provisioner wakes nobody: the wait polls as any other")
+	signaling := opAt(t0)
+	wait, err = systems.AwaitProvisioner(ctx, signalingFake{prov}, signaling, "ga", "pop", 7*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 7*time.Second, wait)
+	assert.True(t, signaling.WaitSignaled(), "the embedded provisioner's operation wakes the wait when it finishes")
 
 	status = func(string, string) (*gqlschema.OperationStatus, error) {
 		return clienttest.Status("pop", "", gqlschema.OperationStateSucceeded), nil
@@ -133,3 +139,9 @@ func TestAwaitProvisioner(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no capacity")
 }
+
+// signalingFake is a provisioner whose finished operations wake their waiters (as the
+// in-process client's).
+type signalingFake struct{ *clienttest.Fake }
+
+func (signalingFake) SignalsFinishedOperations() bool { return true }

@@ -27,3 +27,10 @@ type Client interface {
 	// RevokeRuntimeCredentials deletes the account: its tokens are refused from then on.
 	RevokeRuntimeCredentials(ctx context.Context, tenant, runtimeID, name string) (string, error)
 }
+
+// Signaling is a Client whose operations, once finished, wake the engine operations waiting
+// for them, so that their polls are only a fallback: the in-process client (the embedded
+// provisioner's engine writes through provisioner.WakeWaiters, as the broker wires it).
+type Signaling interface {
+	SignalsFinishedOperations() bool
+}

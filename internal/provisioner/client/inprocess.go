@@ -25,6 +25,9 @@ func NewInProcess(svc Client) Client {
 	return &inProcess{svc: svc}
 }
 
+// SignalsFinishedOperations: the embedded provisioner's finished operations wake their waiters.
+func (c *inProcess) SignalsFinishedOperations() bool { return true }
+
 func (c *inProcess) ProvisionRuntime(ctx context.Context, tenant string, config gqlschema.ProvisionRuntimeInput) (*gqlschema.OperationStatus, error) {
 	if tenant == "" {
 		return nil, apperr.BadRequest(TenantHeader, "the %q header is required", TenantHeader)
