@@ -111,5 +111,8 @@ func TestConcurrentCallsToOneSystemReuseConnections(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	assert.LessOrEqual(t, dialed.Load(), int64(parallel), "connections dialed for %d rounds of %d concurrent calls", rounds, parallel)
+	// A connection goes back to the pool shortly after its body is closed, so a round can start
+	// before the last one's are back and dial a few more (33 of 32 seen under load in CI); without
+	// reuse it would be about rounds × (parallel - 2) = 600.
+	assert.LessOrEqual(t, dialed.Load(), int64(2*parallel), "connections dialed for %d rounds of %d concurrent calls", rounds, parallel)
 }
