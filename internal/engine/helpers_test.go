@@ -168,3 +168,13 @@ func (h *harness) runToCappedLimit(id string, first time.Duration, limit time.Ti
 	got, _ = h.get(id)
 	return got
 }
+
+// runOnceDueIn runs what is due (exactly the operation id) and returns how long until it is due
+// again.
+func (h *harness) runOnceDueIn(id string) time.Duration {
+	h.t.Helper()
+	require.Equal(h.t, 1, h.runDue())
+	got, _ := h.get(id)
+	require.NotNil(h.t, got.DueAt)
+	return got.DueAt.Sub(h.clock.Now())
+}

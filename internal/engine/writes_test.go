@@ -165,13 +165,7 @@ func TestLongHealthyWaitsBackOff(t *testing.T) {
 	require.NoError(t, err)
 	h := newHarness(t, p)
 	op := h.insert("provision", time.Hour)
-	dueIn := func() time.Duration {
-		t.Helper()
-		require.Equal(t, 1, h.runDue())
-		got, _ := h.get(op.ID)
-		require.NotNil(t, got.DueAt)
-		return got.DueAt.Sub(h.clock.Now())
-	}
+	dueIn := func() time.Duration { t.Helper(); return h.runOnceDueIn(op.ID) }
 	assert.Equal(t, 2*time.Second, dueIn(), "first poll")
 	h.clock.Advance(100 * time.Second)
 	assert.Equal(t, 10*time.Second, dueIn(), "a tenth of the 100 s waited")
@@ -207,13 +201,7 @@ func TestSignaledWaitsBackOffFurther(t *testing.T) {
 	h := newHarness(t, p)
 	op := h.insert("provision", 24*time.Hour)
 	start := h.clock.Now()
-	dueIn := func() time.Duration {
-		t.Helper()
-		require.Equal(t, 1, h.runDue())
-		got, _ := h.get(op.ID)
-		require.NotNil(t, got.DueAt)
-		return got.DueAt.Sub(h.clock.Now())
-	}
+	dueIn := func() time.Duration { t.Helper(); return h.runOnceDueIn(op.ID) }
 	assert.Equal(t, 2*time.Second, dueIn())
 	h.clock.Advance(2 * time.Second)
 	assert.Equal(t, 2*time.Second, dueIn(), "2 s waited: half of it is less than the step's interval")
