@@ -235,6 +235,8 @@ type limitSet struct {
 
 func (s *limitSet) add(l limit) { s.l[s.n] = l; s.n++ }
 
+func (s *limitSet) all() []limit { return s.l[:s.n] }
+
 // limits are the step's limits in the order a verdict names them: the operation deadline, the
 // stage limit, the step limit, the end of the step's retry window.
 func (r *run[T]) limits(st Stage[T], sd StepDef[T]) limitSet {
@@ -260,7 +262,7 @@ func (r *run[T]) limits(st Stage[T], sd StepDef[T]) limitSet {
 // reached returns the first of the step's limits that now has reached.
 func (r *run[T]) reached(now time.Time, st Stage[T], sd StepDef[T]) (limit, bool) {
 	ls := r.limits(st, sd)
-	for _, l := range ls.l[:ls.n] {
+	for _, l := range ls.all() {
 		if !now.Before(l.at) {
 			return l, true
 		}
@@ -298,7 +300,7 @@ func (r *run[T]) runContext(ctx context.Context, now time.Time, st Stage[T], sd 
 	}
 	end := now.Add(timeout)
 	ls := r.limits(st, sd)
-	for _, l := range ls.l[:ls.n] {
+	for _, l := range ls.all() {
 		if l.at.Before(end) {
 			end = l.at
 		}
@@ -424,7 +426,7 @@ func (r *run[T]) adopt(out Operation[T]) {
 // capDue schedules no run past one of the step's limits, so a limit fires on time.
 func (r *run[T]) capDue(due time.Time, st Stage[T], sd StepDef[T]) time.Time {
 	ls := r.limits(st, sd)
-	for _, l := range ls.l[:ls.n] {
+	for _, l := range ls.all() {
 		if l.at.Before(due) {
 			due = l.at
 		}
