@@ -8,15 +8,20 @@ package fastjson
 
 import (
 	"encoding/json"
+	"reflect"
 
 	gojson "github.com/goccy/go-json"
 )
 
-// Unmarshal decodes b into v as encoding/json.Unmarshal does. A document the fast decoder
-// refuses is decoded again by encoding/json, whose answer (and error) stands: a difference
+// Unmarshal decodes b into v, a pointer to a zero value, as encoding/json.Unmarshal does. A
+// document the fast decoder refuses is decoded again by encoding/json from the zero value (not
+// over what the fast decoder left half done), and its answer (and error) stands: a difference
 // between the two in what they refuse can cost time, never an operation.
 func Unmarshal(b []byte, v any) error {
 	if err := gojson.Unmarshal(b, v); err != nil {
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+			rv.Elem().SetZero()
+		}
 		return json.Unmarshal(b, v)
 	}
 	return nil
