@@ -101,7 +101,7 @@ func (s *Store) startTxBatcher() {
 }
 
 func (s *Store) startBatcher(ctx context.Context) error {
-	stmt, err := s.w.PreparexContext(ctx, s.d.rebind(saveProgressBatchSQL))
+	stmt, err := s.batch.PreparexContext(ctx, s.d.rebind(saveProgressBatchSQL))
 	if err != nil {
 		return fmt.Errorf("preparing batched save progress statement: %w", err)
 	}

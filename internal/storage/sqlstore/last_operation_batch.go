@@ -31,7 +31,7 @@ type lastOpCall struct{ instanceID, operationID string }
 type lastOpBatch = []*pending[lastOpCall, storage.LastOperationRead]
 
 func (s *Store) startLastOpBatcher(ctx context.Context) error {
-	stmt, err := s.r.PreparexContext(ctx, s.d.rebind(namedOperationsBatchSQL))
+	stmt, err := s.batch.PreparexContext(ctx, s.d.rebind(namedOperationsBatchSQL))
 	if err != nil {
 		return fmt.Errorf("preparing batched last operation statement: %w", err)
 	}

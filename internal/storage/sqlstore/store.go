@@ -28,7 +28,13 @@ type Config struct {
 	// connection so that writes never overlap.
 	DB *sqlx.DB
 	// ReadDB, when set, is used for reads.
-	ReadDB  *sqlx.DB
+	ReadDB *sqlx.DB
+	// BatchDB, when set, runs the batched statements (SaveProgress's group commit, the batched
+	// last_operation reads) and is closed with the store. Their plans do not depend on their
+	// parameters (arrays joined to primary keys), so its sessions should plan them once:
+	// PostgreSQL planned them anew on every execution (custom plans), 12% of its CPU in the e2e
+	// bench.
+	BatchDB *sqlx.DB
 	Dialect Dialect
 	Keyring *encryption.Keyring
 	Log     logrus.FieldLogger
@@ -40,6 +46,7 @@ type Config struct {
 type Store struct {
 	w       *sqlx.DB
 	r       *sqlx.DB
+	batch   *sqlx.DB
 	d       Dialect
 	kr      *encryption.Keyring
 	log     logrus.FieldLogger
@@ -88,6 +95,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{w: cfg.DB, r: cfg.ReadDB, d: cfg.Dialect, kr: cfg.Keyring, log: cfg.Log, onClose: cfg.OnClose}
 	if s.r == nil {
 		s.r = s.w
+	}
+	if s.batch = cfg.BatchDB; s.batch == nil {
+		s.batch = s.w
 	}
 	if s.log == nil {
 		l := logrus.New()
@@ -171,6 +181,9 @@ func (s *Store) Close() error {
 	}
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())
+	}
+	if s.batch != s.w {
+		errs = append(errs, s.batch.Close())
 	}
 	errs = append(errs, s.w.Close())
 	if s.onClose != nil {

@@ -1,0 +1,46 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
+)
+
+// TestBatchSessionsPlanOnce: every session of the batch pool plans prepared statements once,
+// also one opened after another was lost.
+func TestBatchSessionsPlanOnce(t *testing.T) {
+	ctx := context.Background()
+	db, err := connectBatch(ctx, Config{URL: pgtest.NewDatabase(t)})
+	require.NoError(t, err)
+	defer db.Close()
+	conns := make([]interface{ Close() error }, 0, batchConns)
+	for i := 0; i < batchConns; i++ {
+		c, err := db.Connx(ctx)
+		require.NoError(t, err)
+		conns = append(conns, c)
+		var mode string
+		require.NoError(t, c.QueryRowxContext(ctx, "SHOW plan_cache_mode").Scan(&mode))
+		require.Equal(t, "force_generic_plan", mode, "session %d", i)
+		if i == 0 {
+			// A session that ends (a restart, a network cut) is replaced by a new one.
+			_, err := c.ExecContext(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
+			require.Error(t, err)
+		}
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	var mode string
+	require.NoError(t, db.QueryRowxContext(ctx, "SHOW plan_cache_mode").Scan(&mode))
+	require.Equal(t, "force_generic_plan", mode)
+
+	// The store's other pool keeps PostgreSQL's default.
+	other, err := connect(ctx, Config{URL: pgtest.NewDatabase(t)})
+	require.NoError(t, err)
+	defer other.Close()
+	require.NoError(t, other.QueryRowxContext(ctx, "SHOW plan_cache_mode").Scan(&mode))
+	require.Equal(t, "auto", mode)
+}
