@@ -216,40 +216,13 @@ func (s *Store) listOperations(ctx context.Context, f storage.OperationFilter) (
 	return listPage(ctx, s, pageQuery{table: "operations", cols: opCols, where: where, order: []string{"created_at DESC", "id DESC"}, paging: f.Paging}, s.scanOperation)
 }
 
-// claimRows runs a claim. On PostgreSQL it forbids the planner to sort ("SET LOCAL enable_sort
-// = off", in the claim's own transaction): the claim must read (due_at, id) in order and stop
-// after its few rows. When the statistics lag behind the table (a fresh database, a burst of
-// creations) the planner estimates that few active operations are due and reads all of them
-// (through (state, type), or every index entry at or before now, the dead versions of earlier
-// saves included), then sorts: every active operation visited on each claim. auto_explain, e2e
-// bench on a fresh database with 500 in flight: 7-20 ms per claim, more of PostgreSQL's time than
-// any statement but the saves; in order, 0.38 ms. A plain index scan also marks the dead
-// versions it passes, so later claims skip them.
+// claimRows runs a claim on the claim pool (Config.ClaimDB; the writer without one).
 func (s *Store) claimRows(ctx context.Context, q string, args []any) ([]storage.Operation, error) {
-	if !s.d.SkipLocked {
-		rows, err := s.w.QueryxContext(ctx, q, args...)
-		if err != nil {
-			return nil, err
-		}
-		return s.scanOperations(rows)
-	}
-	tx, err := s.w.BeginTxx(ctx, nil)
+	rows, err := s.claims.QueryxContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, "SET LOCAL enable_sort = off"); err != nil {
-		return nil, err
-	}
-	rows, err := tx.QueryxContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	ops, err := s.scanOperations(rows)
-	if err != nil {
-		return nil, err
-	}
-	return ops, tx.Commit()
+	return s.scanOperations(rows)
 }
 
 // claimable is the condition for an operation that may be leased at now.

@@ -9,11 +9,11 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 )
 
-// TestBatchSessionsPlanOnce: every session of the batch pool plans prepared statements once,
-// also one opened after another was lost.
-func TestBatchSessionsPlanOnce(t *testing.T) {
+// TestSessionsAreSet: every session of a pool with settings has them, also one opened after
+// another was lost.
+func TestSessionsAreSet(t *testing.T) {
 	ctx := context.Background()
-	db, err := connectBatch(ctx, Config{URL: pgtest.NewDatabase(t)})
+	db, err := connectWith(ctx, Config{URL: pgtest.NewDatabase(t)}, batchConns, planOnce)
 	require.NoError(t, err)
 	defer db.Close()
 	conns := make([]interface{ Close() error }, 0, batchConns)

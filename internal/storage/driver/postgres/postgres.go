@@ -97,13 +97,20 @@ func OpenStore(ctx context.Context, cfg Config, kr *encryption.Keyring, log logr
 		_ = db.Close()
 		return nil, err
 	}
-	batch, err := connectBatch(ctx, cfg)
+	batch, err := connectWith(ctx, cfg, batchConns, planOnce)
 	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
-	s, err := sqlstore.New(ctx, sqlstore.Config{DB: db, BatchDB: batch, Dialect: d, Keyring: kr, Log: log})
+	claims, err := connectWith(ctx, cfg, claimConns, readInOrder)
 	if err != nil {
+		_ = batch.Close()
+		_ = db.Close()
+		return nil, err
+	}
+	s, err := sqlstore.New(ctx, sqlstore.Config{DB: db, BatchDB: batch, ClaimDB: claims, Dialect: d, Keyring: kr, Log: log})
+	if err != nil {
+		_ = claims.Close()
 		_ = batch.Close()
 		_ = db.Close()
 		return nil, fmt.Errorf("opening postgres store: %w", err)
@@ -111,23 +118,31 @@ func OpenStore(ctx context.Context, cfg Config, kr *encryption.Keyring, log logr
 	return s, nil
 }
 
-// batchConns is the batch pool's size: the store's batch executors (two for saves, four for
-// last_operation reads) each hold at most one connection.
-const batchConns = 6
+// The store's pools besides the main one, each with what its sessions are set to.
+const (
+	// batchConns: the store's batch executors (two for saves, four for last_operation reads)
+	// each hold at most one connection.
+	batchConns = 6
+	// planOnce: the batched statements join arrays to primary keys, so a plan for their
+	// parameters is no better than the generic one; PostgreSQL re-planned them on every
+	// execution, 12% of its CPU in the e2e bench (sqlstore.Config.BatchDB).
+	planOnce = "SET plan_cache_mode = force_generic_plan"
+	// claimConns: the engines claim from one loop each.
+	claimConns = 2
+	// readInOrder: a claim reads the due operations in index order and stops (a plan that
+	// sorts reads all of them; sqlstore.Config.ClaimDB).
+	readInOrder = "SET enable_sort = off"
+)
 
-// connectBatch opens the pool of the store's batched statements, whose sessions plan a prepared
-// statement once (plan_cache_mode = force_generic_plan): the statements there join arrays to
-// primary keys, so a plan for their parameters is no better than the generic one, and PostgreSQL,
-// which otherwise re-plans them on every execution, spent 12% of its CPU doing so in the e2e
-// bench. The other statements keep PostgreSQL's choice.
-func connectBatch(ctx context.Context, cfg Config) (*sqlx.DB, error) {
+// connectWith opens a pool of size conns whose sessions are set with set.
+func connectWith(ctx context.Context, cfg Config, conns int, set string) (*sqlx.DB, error) {
 	c, err := pq.NewConnector(cfg.DSN())
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres database: %w", err)
 	}
-	db := sqlx.NewDb(sql.OpenDB(sessionSettings{Connector: c, set: "SET plan_cache_mode = force_generic_plan"}), "postgres")
-	db.SetMaxOpenConns(batchConns)
-	db.SetMaxIdleConns(batchConns)
+	db := sqlx.NewDb(sql.OpenDB(sessionSettings{Connector: c, set: set}), "postgres")
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	db.SetConnMaxLifetime(connLifetime(cfg))
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
