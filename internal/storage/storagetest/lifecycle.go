@@ -66,6 +66,23 @@ func testRuntimeStates(t *testing.T, e *env) {
 	p3.Data = json.RawMessage(`{"op":"p3","shoot_name":"c-43"}`)
 	_, err = s.Operations().UpdateOperation(ctx, p3)
 	require.NoError(t, err)
+	// Later changes of its data keep it.
+	p3, err = s.Operations().GetOperation(ctx, "p3")
+	require.NoError(t, err)
+	p3.Data = json.RawMessage(`{"op":"p3 again","shoot_name":"c-43"}`)
+	_, err = s.Operations().UpdateOperation(ctx, p3)
+	require.NoError(t, err)
+
+	// The provisioner's operations belong to runtimes (their instance_id is a runtime ID): they
+	// are never an instance's newest operation, even under an instance's ID.
+	late := newOp("rp", "ok", "provisioner_provision", storage.StatePending, nil)
+	late.CreatedAt = now().Add(time.Hour)
+	mustInsertOp(t, s, late)
+	late, err = s.Operations().GetOperation(ctx, "rp")
+	require.NoError(t, err)
+	late.State = storage.StateFailed
+	_, err = s.Operations().UpdateOperation(ctx, late)
+	require.NoError(t, err)
 
 	// A state change of the newest operation moves the runtime; an older one's does not.
 	op, err := s.Operations().GetOperation(ctx, "u3")
