@@ -45,7 +45,7 @@ func (s *Store) scanInstanceWith(r rowScanner, extra ...any) (storage.Instance, 
 }
 
 func (s *Store) InsertInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
-	out, err := s.insertInstance(ctx, s.w, inst)
+	out, err := s.insertInstance(ctx, s.w, inst, nil)
 	if err != nil {
 		return storage.Instance{}, fmt.Errorf("inserting instance %s: %w", inst.InstanceID, err)
 	}
@@ -101,7 +101,7 @@ func (s *Store) insertInstanceWithOperation(ctx context.Context, inst storage.In
 			return storage.Instance{}, storage.Operation{}, err
 		}
 	}
-	outInst, err := s.insertInstance(ctx, tx, inst)
+	outInst, err := s.insertInstance(ctx, tx, inst, &op)
 	if err != nil {
 		return storage.Instance{}, storage.Operation{}, err
 	}
@@ -112,8 +112,11 @@ func (s *Store) insertInstanceWithOperation(ctx context.Context, inst storage.In
 	return outInst, outOp, tx.Commit()
 }
 
-// insertInstance inserts through q: the database or a transaction.
-func (s *Store) insertInstance(ctx context.Context, q sqlx.QueryerContext, inst storage.Instance) (storage.Instance, error) {
+// insertInstance inserts through q: the database or a transaction. With first (the instance's
+// first operation, inserted with it) the row holds its type and state from the start: the
+// trigger that keeps an instance's newest operation then finds it up to date and writes no
+// second version of the row.
+func (s *Store) insertInstance(ctx context.Context, q sqlx.QueryerContext, inst storage.Instance, first *storage.Operation) (storage.Instance, error) {
 	if inst.InstanceID == "" {
 		return storage.Instance{}, errors.New("instance ID is empty")
 	}
@@ -126,12 +129,15 @@ func (s *Store) insertInstance(ctx context.Context, q sqlx.QueryerContext, inst 
 	if !inst.CreatedAt.IsZero() {
 		created = inst.CreatedAt
 	}
-	query, args, err := s.sb().Insert("instances").
-		Columns("instance_id", "runtime_id", "global_account_id", "sub_account_id", "service_id", "plan_id",
-			"provider_region", "dashboard_url", "parameters", "secrets", "created_at", "updated_at", "version", "deleted_at").
-		Values(inst.InstanceID, inst.RuntimeID, inst.GlobalAccountID, inst.SubAccountID, inst.ServiceID, inst.PlanID,
-			inst.ProviderRegion, inst.DashboardURL, nullJSON(inst.Parameters), sec, s.d.timeArg(created), s.d.timeArg(now), 1,
-			s.d.nullTimeArg(inst.DeletedAt)).
+	cols := []string{"instance_id", "runtime_id", "global_account_id", "sub_account_id", "service_id", "plan_id",
+		"provider_region", "dashboard_url", "parameters", "secrets", "created_at", "updated_at", "version", "deleted_at"}
+	vals := []any{inst.InstanceID, inst.RuntimeID, inst.GlobalAccountID, inst.SubAccountID, inst.ServiceID, inst.PlanID,
+		inst.ProviderRegion, inst.DashboardURL, nullJSON(inst.Parameters), sec, s.d.timeArg(created), s.d.timeArg(now), 1,
+		s.d.nullTimeArg(inst.DeletedAt)}
+	if first != nil {
+		cols, vals = append(cols, "last_op_type", "last_op_state"), append(vals, first.Type, string(first.State))
+	}
+	query, args, err := s.sb().Insert("instances").Columns(cols...).Values(vals...).
 		Suffix("RETURNING " + instanceCols).ToSql()
 	if err != nil {
 		return storage.Instance{}, err

@@ -135,6 +135,25 @@ func testRuntimeStates(t *testing.T, e *env) {
 	assert.Equal(t, 6, total)
 }
 
+// testRuntimeStateOfTheFirstOperation: an instance inserted with its first operation holds that
+// operation's state from the start and follows its changes.
+func testRuntimeStateOfTheFirstOperation(t *testing.T, e *env) {
+	s := e.s
+	state := func() string {
+		page, err := s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{InstanceIDs: []string{"first"}}})
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1)
+		return page.Items[0].State
+	}
+	_, op, err := s.Instances().InsertInstanceWithOperation(ctx, newInstance("first"), newOp("pf", "first", "provision", storage.StateSucceeded, nil))
+	require.NoError(t, err)
+	assert.Equal(t, "provisioned", state())
+	op.State = storage.StateFailed
+	_, err = s.Operations().UpdateOperation(ctx, op)
+	require.NoError(t, err)
+	assert.Equal(t, "failed", state())
+}
+
 // testExpire: the expiry time and the suspension are written together, once; an active
 // operation or an archived instance refuses both.
 func testExpire(t *testing.T, e *env) {

@@ -118,6 +118,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"SandboxObjects", testSandboxObjects},
 		{"SandboxObjectsConcurrent", testSandboxObjectsConcurrent},
 		{"RuntimeStates", testRuntimeStates},
+		{"RuntimeStateOfTheFirstOperation", testRuntimeStateOfTheFirstOperation},
 		{"RuntimeSort", testRuntimeSort},
 		{"Expire", testExpire},
 		{"Retriggers", testRetriggers},

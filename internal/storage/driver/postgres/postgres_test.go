@@ -189,10 +189,16 @@ func TestClaimsReadDueOperationsInOrderWithoutStatistics(t *testing.T) {
 		_, err := db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
 	}
+	now := time.Now()
+	// A claim on a new session loads the catalogs it plans with, and those reads count: one
+	// that finds nothing due first (the pool then reuses its session).
+	none, err := s.ClaimOperations(ctx, storage.ClaimRequest{Owner: "w", Types: []string{"provision", "deprovision"},
+		Now: now.Add(-24 * time.Hour), LeaseUntil: now.Add(time.Minute), Limit: 5})
+	require.NoError(t, err)
+	require.Empty(t, none)
 	_, err = db.ExecContext(ctx, `SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`)
 	require.NoError(t, err)
 
-	now := time.Now()
 	ops, err := s.ClaimOperations(ctx, storage.ClaimRequest{Owner: "w", Types: []string{"provision", "deprovision"},
 		Now: now, LeaseUntil: now.Add(time.Minute), Limit: 5})
 	require.NoError(t, err)
@@ -203,6 +209,7 @@ func TestClaimsReadDueOperationsInOrderWithoutStatistics(t *testing.T) {
 	var buffers int64
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT COALESCE(SUM(shared_blks_hit + shared_blks_read), 0) FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query LIKE 'UPDATE operations SET lease_owner%'`).Scan(&buffers))
+	t.Logf("the claim visited %d buffers", buffers)
 	// In order: ~110 (index pages, the five rows, their new versions and index entries).
 	// Reading and sorting every due operation: ~800.
 	require.Less(t, buffers, int64(300), "buffers the claim visited")

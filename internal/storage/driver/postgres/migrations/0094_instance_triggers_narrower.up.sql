@@ -9,6 +9,20 @@
 --   it has none, and it sets the instance's with it): the trigger now runs when the name first
 --   appears in the data. The broker writes the data with encoding/json, which writes the key as
 --   "shoot_name" and leaves it out while empty (omitempty).
+-- - instances_last_op rewrote the instance (a new version in each of its ten indexes) even when
+--   it held the operation's type and state already, as it does when the broker inserts an
+--   instance with its first operation (sqlstore writes them on the instance's insert).
+CREATE OR REPLACE FUNCTION instances_last_op() RETURNS trigger AS $$
+BEGIN
+    UPDATE instances SET last_op_type = NEW.type, last_op_state = NEW.state
+    WHERE instance_id = NEW.instance_id AND (last_op_type <> NEW.type OR last_op_state <> NEW.state)
+    AND NOT EXISTS (
+        SELECT 1 FROM operations o WHERE o.instance_id = NEW.instance_id
+        AND (o.created_at > NEW.created_at OR (o.created_at = NEW.created_at AND o.id > NEW.id)));
+    RETURN NULL;
+END
+$$ LANGUAGE plpgsql;
+
 DROP TRIGGER operations_last_op_insert ON operations;
 DROP TRIGGER operations_last_op_update ON operations;
 CREATE TRIGGER operations_last_op_insert AFTER INSERT ON operations
