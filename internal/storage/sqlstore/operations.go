@@ -188,7 +188,7 @@ func (s *Store) updateOperation(ctx context.Context, op storage.Operation) (stor
 	if err != nil {
 		return storage.Operation{}, err
 	}
-	out, err := s.scanOperation(s.w.QueryRowxContext(ctx, q, args...))
+	out, err := s.scanOperation(s.hot.queryRowx(ctx, q, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
 	}
@@ -218,7 +218,7 @@ func (s *Store) listOperations(ctx context.Context, f storage.OperationFilter) (
 
 // claimRows runs a claim on the claim pool (Config.ClaimDB; the writer without one).
 func (s *Store) claimRows(ctx context.Context, q string, args []any) ([]storage.Operation, error) {
-	rows, err := s.claims.QueryxContext(ctx, q, args...)
+	rows, err := s.claimed.queryx(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +467,7 @@ func (s *Store) ExtendLeases(ctx context.Context, owner string, ids []string, un
 		return nil, fmt.Errorf("extending leases of %s: %w", owner, err)
 	}
 	held := []string{}
-	if err := s.w.SelectContext(ctx, &held, q, args...); err != nil {
+	if err := s.hot.selectx(ctx, &held, q, args...); err != nil {
 		return nil, fmt.Errorf("extending leases of %s: %w", owner, err)
 	}
 	sort.Strings(held)
@@ -512,7 +512,7 @@ func (s *Store) makeDue(ctx context.Context, upd sq.UpdateBuilder, where sq.Sqli
 		return nil, err
 	}
 	ids := []string{}
-	if err := s.w.SelectContext(ctx, &ids, q, args...); err != nil {
+	if err := s.hot.selectx(ctx, &ids, q, args...); err != nil {
 		return nil, err
 	}
 	if len(ids) > 0 {

@@ -54,16 +54,18 @@ type Config struct {
 
 // Store implements storage.Store and its Instances, Operations and Events on database/sql.
 type Store struct {
-	w       *sqlx.DB
-	r       *sqlx.DB
-	batch   *sqlx.DB
-	claims  *sqlx.DB
-	d       Dialect
-	kr      *encryption.Keyring
-	log     logrus.FieldLogger
-	onClose func() error
-	wake    broadcaster
-	locks   localLocks
+	w      *sqlx.DB
+	r      *sqlx.DB
+	batch  *sqlx.DB
+	claims *sqlx.DB
+	// hot runs the writer's per-provisioning statements prepared; claimed the claims.
+	hot, claimed *stmtCache
+	d            Dialect
+	kr           *encryption.Keyring
+	log          logrus.FieldLogger
+	onClose      func() error
+	wake         broadcaster
+	locks        localLocks
 
 	// saveProgress is the prepared single-statement SaveProgress (dialects with Array only).
 	saveProgressStmt *sqlx.Stmt
@@ -113,6 +115,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if s.claims = cfg.ClaimDB; s.claims == nil {
 		s.claims = s.w
 	}
+	s.hot, s.claimed = newStmtCache(s.w), newStmtCache(s.claims)
 	if s.log == nil {
 		l := logrus.New()
 		l.SetOutput(nopWriter{})
@@ -179,6 +182,7 @@ func (s *Store) Close() error {
 	if s.lastOps != nil {
 		s.lastOps.stop()
 	}
+	errs = append(errs, s.hot.close(), s.claimed.close())
 	s.stmtMu.Lock()
 	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
 	for _, st := range s.readStmts {
