@@ -140,10 +140,18 @@ func connectWith(ctx context.Context, cfg Config, conns int, set string) (*sqlx.
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres database: %w", err)
 	}
-	db := sqlx.NewDb(sql.OpenDB(sessionSettings{Connector: c, set: set}), "postgres")
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	db.SetConnMaxLifetime(connLifetime(cfg))
+	return pool(ctx, sqlx.NewDb(sql.OpenDB(sessionSettings{Connector: c, set: set}), "postgres"), cfg, conns, conns)
+}
+
+// pool sizes db and checks that it connects.
+func pool(ctx context.Context, db *sqlx.DB, cfg Config, maxOpen, maxIdle int) (*sqlx.DB, error) {
+	lifetime := cfg.ConnMaxLifetime
+	if lifetime <= 0 {
+		lifetime = 30 * time.Minute
+	}
+	db.SetMaxOpenConns(maxOpen)
+	db.SetMaxIdleConns(maxIdle)
+	db.SetConnMaxLifetime(lifetime)
 	if err := db.PingContext(ctx); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("connecting to postgres database %s: %w", redacted(cfg.DSN()), err)
@@ -174,13 +182,6 @@ func (s sessionSettings) Connect(ctx context.Context) (driver.Conn, error) {
 	return conn, nil
 }
 
-func connLifetime(cfg Config) time.Duration {
-	if cfg.ConnMaxLifetime <= 0 {
-		return 30 * time.Minute
-	}
-	return cfg.ConnMaxLifetime
-}
-
 // Migrate applies the migrations alone and returns the schema version.
 func Migrate(ctx context.Context, cfg Config, log logrus.FieldLogger) (int, error) {
 	log = orDiscard(log)
@@ -205,14 +206,7 @@ func connect(ctx context.Context, cfg Config) (*sqlx.DB, error) {
 	if maxIdle <= 0 {
 		maxIdle = maxOpen
 	}
-	db.SetMaxOpenConns(maxOpen)
-	db.SetMaxIdleConns(maxIdle)
-	db.SetConnMaxLifetime(connLifetime(cfg))
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("connecting to postgres database %s: %w", redacted(cfg.DSN()), err)
-	}
-	return db, nil
+	return pool(ctx, db, cfg, maxOpen, maxIdle)
 }
 
 func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
