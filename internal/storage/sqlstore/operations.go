@@ -467,7 +467,8 @@ func (s *Store) ExtendLeases(ctx context.Context, owner string, ids []string, un
 		return nil, fmt.Errorf("extending leases of %s: %w", owner, err)
 	}
 	held := []string{}
-	if err := s.hot.selectx(ctx, &held, q, args...); err != nil {
+	// Not prepared: the IN list's length, and so the text, changes with the leases held.
+	if err := s.w.SelectContext(ctx, &held, q, args...); err != nil {
 		return nil, fmt.Errorf("extending leases of %s: %w", owner, err)
 	}
 	sort.Strings(held)

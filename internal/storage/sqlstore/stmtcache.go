@@ -17,7 +17,10 @@ import (
 // connection and, when its plan does not depend on its parameters, planned once.
 //
 // The cache keeps at most maxCachedStmts texts; a text beyond them (an IN list of a new length)
-// runs unprepared, so a caller's varying shapes cannot grow it without bound.
+// runs unprepared, so a caller's varying shapes cannot grow it without bound. Each text is
+// prepared on every connection that runs it (PostgreSQL keeps its plan per session), so
+// statements whose text varies with their input (lease extensions, ~1 ID per held lease) stay
+// out of it.
 type stmtCache struct {
 	db *sqlx.DB
 
