@@ -204,7 +204,10 @@ func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[stri
 	return nil
 }
 
-const sandboxUpsert = ` ON CONFLICT (system, kind, object_key) DO UPDATE SET value = excluded.value`
+// sandboxUpsert writes a row only when its value changed: a stand-in rewrites every object a
+// request touched, also one whose value came out the same.
+const sandboxUpsert = ` ON CONFLICT (system, kind, object_key) DO UPDATE SET value = excluded.value
+	WHERE sandbox_objects.value <> excluded.value`
 
 // sandboxChunk bounds the rows of one VALUES upsert (4 parameters each: SQLite allows 32,766).
 const sandboxChunk = 500
