@@ -34,19 +34,30 @@ func newStmtCache(db *sqlx.DB) *stmtCache {
 	return &stmtCache{db: db, stmts: map[string]*sqlx.Stmt{}}
 }
 
-// stmt is the prepared statement of q, or nil when q is to run unprepared.
+// stmt is the prepared statement of q, or nil when q is to run unprepared. It prepares outside
+// the lock (a round trip): other texts' callers do not wait for it.
 func (c *stmtCache) stmt(ctx context.Context, q string) (*sqlx.Stmt, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.stmts[q]; ok {
+	st, ok := c.stmts[q]
+	full := len(c.stmts) >= maxCachedStmts
+	c.mu.Unlock()
+	if ok || full {
 		return st, nil
-	}
-	if len(c.stmts) >= maxCachedStmts {
-		return nil, nil
 	}
 	st, err := c.db.PreparexContext(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if first, ok := c.stmts[q]; ok {
+		// Another caller prepared it meanwhile.
+		_ = st.Close()
+		return first, nil
+	}
+	if len(c.stmts) >= maxCachedStmts {
+		_ = st.Close()
+		return nil, nil
 	}
 	c.stmts[q] = st
 	return st, nil
