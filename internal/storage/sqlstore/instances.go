@@ -199,7 +199,7 @@ func (s *Store) updateInstance(ctx context.Context, inst storage.Instance) (stor
 	if err != nil {
 		return storage.Instance{}, err
 	}
-	out, err := s.scanInstance(s.hot.queryRowx(ctx, q, args...))
+	out, err := s.scanInstance(s.writes.queryRowx(ctx, q, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return storage.Instance{}, s.missingOrConflict(ctx, "instances", "instance_id", inst.InstanceID)
 	}

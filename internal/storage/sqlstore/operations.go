@@ -188,7 +188,7 @@ func (s *Store) updateOperation(ctx context.Context, op storage.Operation) (stor
 	if err != nil {
 		return storage.Operation{}, err
 	}
-	out, err := s.scanOperation(s.hot.queryRowx(ctx, q, args...))
+	out, err := s.scanOperation(s.writes.queryRowx(ctx, q, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return storage.Operation{}, s.missingOrConflict(ctx, "operations", "id", op.ID)
 	}
@@ -513,7 +513,7 @@ func (s *Store) makeDue(ctx context.Context, upd sq.UpdateBuilder, where sq.Sqli
 		return nil, err
 	}
 	ids := []string{}
-	if err := s.hot.selectx(ctx, &ids, q, args...); err != nil {
+	if err := s.writes.selectx(ctx, &ids, q, args...); err != nil {
 		return nil, err
 	}
 	if len(ids) > 0 {

@@ -330,7 +330,7 @@ func (s *Store) updateOne(ctx context.Context, upd sq.UpdateBuilder, none func()
 	if err != nil {
 		return err
 	}
-	res, err := s.hot.exec(ctx, q, args...)
+	res, err := s.writes.exec(ctx, q, args...)
 	if err != nil {
 		return err
 	}

@@ -144,7 +144,7 @@ func (s *Store) updateRuntime(ctx context.Context, rt storage.Runtime) (storage.
 	if err != nil {
 		return storage.Runtime{}, err
 	}
-	out, err := s.scanRuntime(s.hot.queryRowx(ctx, q, args...))
+	out, err := s.scanRuntime(s.writes.queryRowx(ctx, q, args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return storage.Runtime{}, s.missingOrConflict(ctx, "runtimes", "id", rt.ID)
 	}

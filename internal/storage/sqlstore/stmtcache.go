@@ -4,17 +4,21 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/jmoiron/sqlx"
 )
 
-// stmtCache runs the statements a pool runs on every provisioning (built by squirrel, so each
-// shape has one text) as prepared statements, keyed by their text. Unprepared, each execution
-// is parsed and planned anew: lib/pq sends a statement with parameters as an unnamed one, and
-// PostgreSQL spent ~0.9 ms per provisioning planning the hot ones (wake-ups, claims, instance
-// and runtime updates; pg_stat_statements, e2e bench). A prepared statement is parsed once per
-// connection and, when its plan does not depend on its parameters, planned once.
+// stmtCache holds a pool's prepared statements: named ones (a fixed set, each built the first
+// time its name is asked for: the polled reads, the sandbox's point read and upsert) and ones
+// keyed by their text (the writer's per-provisioning statements).
+//
+// Text-keyed statements are built by squirrel, so each shape has one text. Unprepared, each
+// execution is parsed and planned anew: lib/pq sends a statement with parameters as an unnamed
+// one, and PostgreSQL spent ~0.9 ms per provisioning planning the hot ones (wake-ups, claims,
+// instance and runtime updates; pg_stat_statements, e2e bench). A prepared statement is parsed
+// once per connection and, when its plan does not depend on its parameters, planned once.
 //
 // The cache keeps at most maxCachedStmts texts; a text beyond them (an IN list of a new length)
 // runs unprepared, so a caller's varying shapes cannot grow it without bound. Each text is
@@ -25,44 +29,58 @@ type stmtCache struct {
 	db *sqlx.DB
 
 	mu    sync.Mutex
-	stmts map[string]*sqlx.Stmt
+	named map[string]*sqlx.Stmt
+	texts map[string]*sqlx.Stmt
 }
 
 const maxCachedStmts = 128
 
 func newStmtCache(db *sqlx.DB) *stmtCache {
-	return &stmtCache{db: db, stmts: map[string]*sqlx.Stmt{}}
+	return &stmtCache{db: db, named: map[string]*sqlx.Stmt{}, texts: map[string]*sqlx.Stmt{}}
 }
 
-// stmt is the prepared statement of q, or nil when q is to run unprepared. It prepares outside
-// the lock (a round trip): other texts' callers do not wait for it.
+// byName is the statement of query (built only the first time key is asked for).
+func (c *stmtCache) byName(ctx context.Context, key string, query func() string) (*sqlx.Stmt, error) {
+	st, err := c.lookup(ctx, c.named, key, query, false)
+	if err != nil {
+		return nil, fmt.Errorf("preparing: %w", err)
+	}
+	return st, nil
+}
+
+// stmt is the prepared statement of q, or nil when q is to run unprepared.
 func (c *stmtCache) stmt(ctx context.Context, q string) (*sqlx.Stmt, error) {
+	return c.lookup(ctx, c.texts, q, func() string { return q }, true)
+}
+
+// lookup finds key in m or prepares query for it; bounded refuses (nil) a new key in a full m.
+// It prepares outside the lock (a round trip): other keys' callers do not wait for it.
+func (c *stmtCache) lookup(ctx context.Context, m map[string]*sqlx.Stmt, key string, query func() string, bounded bool) (*sqlx.Stmt, error) {
 	c.mu.Lock()
-	st, ok := c.stmts[q]
-	full := len(c.stmts) >= maxCachedStmts
+	st, ok := m[key]
+	full := bounded && len(m) >= maxCachedStmts
 	c.mu.Unlock()
 	if ok || full {
 		return st, nil
 	}
-	st, err := c.db.PreparexContext(ctx, q)
+	st, err := c.db.PreparexContext(ctx, query())
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if first, ok := c.stmts[q]; ok {
+	if first, ok := m[key]; ok {
 		// Another caller prepared it meanwhile.
 		_ = st.Close()
 		return first, nil
 	}
-	if len(c.stmts) >= maxCachedStmts {
+	if bounded && len(m) >= maxCachedStmts {
 		_ = st.Close()
 		return nil, nil
 	}
-	c.stmts[q] = st
+	m[key] = st
 	return st, nil
 }
-
 func (c *stmtCache) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	st, err := c.stmt(ctx, q)
 	if err != nil || st == nil {
@@ -99,9 +117,11 @@ func (c *stmtCache) close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
-	for q, st := range c.stmts {
-		errs = append(errs, st.Close())
-		delete(c.stmts, q)
+	for _, m := range []map[string]*sqlx.Stmt{c.named, c.texts} {
+		for key, st := range m {
+			errs = append(errs, st.Close())
+			delete(m, key)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -33,14 +33,14 @@ func TestStmtCache(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.Len(t, c.stmts, 1)
+	require.Len(t, c.texts, 1)
 
 	for i := 0; i < maxCachedStmts+5; i++ {
 		var got []int
 		require.NoError(t, c.selectx(ctx, &got, fmt.Sprintf("SELECT ? + %d", i), 1))
 		require.Equal(t, []int{i + 1}, got)
 	}
-	require.Len(t, c.stmts, maxCachedStmts, "bounded")
+	require.Len(t, c.texts, maxCachedStmts, "bounded")
 	st, err := c.stmt(ctx, "SELECT 'beyond the bound'")
 	require.NoError(t, err)
 	require.Nil(t, st)

@@ -58,14 +58,14 @@ type Store struct {
 	r      *sqlx.DB
 	batch  *sqlx.DB
 	claims *sqlx.DB
-	// hot runs the writer's per-provisioning statements prepared; claimed the claims.
-	hot, claimed *stmtCache
-	d            Dialect
-	kr           *encryption.Keyring
-	log          logrus.FieldLogger
-	onClose      func() error
-	wake         broadcaster
-	locks        localLocks
+	// reads, writes and claimed are the prepared statements of r, w and claims.
+	reads, writes, claimed *stmtCache
+	d                      Dialect
+	kr                     *encryption.Keyring
+	log                    logrus.FieldLogger
+	onClose                func() error
+	wake                   broadcaster
+	locks                  localLocks
 
 	// saveProgress is the prepared single-statement SaveProgress (dialects with Array only).
 	saveProgressStmt *sqlx.Stmt
@@ -76,11 +76,6 @@ type Store struct {
 	// Array), else in one transaction.
 	saves         *coalescer[saveCall, *storage.Operation]
 	saveBatchStmt *sqlx.Stmt
-	// readStmts are the polled reads' statements, prepared once on r (preparedRead).
-	stmtMu    sync.Mutex
-	readStmts map[string]*sqlx.Stmt
-	// writeStmts are statements prepared once on w (preparedWrite).
-	writeStmts map[string]*sqlx.Stmt
 	// lastOps reads concurrent named last_operation calls together with lastOpBatchStmt
 	// (dialects with Array only).
 	lastOps         *coalescer[lastOpCall, storage.LastOperationRead]
@@ -115,7 +110,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if s.claims = cfg.ClaimDB; s.claims == nil {
 		s.claims = s.w
 	}
-	s.hot, s.claimed = newStmtCache(s.w), newStmtCache(s.claims)
+	s.reads, s.writes, s.claimed = newStmtCache(s.r), newStmtCache(s.w), newStmtCache(s.claims)
 	if s.log == nil {
 		l := logrus.New()
 		l.SetOutput(nopWriter{})
@@ -182,16 +177,8 @@ func (s *Store) Close() error {
 	if s.lastOps != nil {
 		s.lastOps.stop()
 	}
-	errs = append(errs, s.hot.close(), s.claimed.close())
-	s.stmtMu.Lock()
+	errs = append(errs, s.reads.close(), s.writes.close(), s.claimed.close())
 	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
-	for _, st := range s.readStmts {
-		stmts = append(stmts, st)
-	}
-	for _, st := range s.writeStmts {
-		stmts = append(stmts, st)
-	}
-	s.stmtMu.Unlock()
 	for _, st := range stmts {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -351,32 +338,14 @@ func (s *Store) decryptSecrets(ct []byte) (storage.Secrets, error) {
 // once on the readers: the reads platforms and waits poll would otherwise be parsed per call
 // (SQLite re-parsed them every time).
 func (s *Store) preparedRead(ctx context.Context, key string, query func() string) (*sqlx.Stmt, error) {
-	return s.prepared(ctx, s.r, &s.readStmts, key, query)
+	return s.reads.byName(ctx, key, func() string { return s.d.rebind(query()) })
 }
 
 // preparedWrite is the statement of query, prepared once on the writer under key: for the
 // statements the embedded sandbox runs on every request, which lib/pq would otherwise parse and
 // describe in a round trip of its own before each execution.
 func (s *Store) preparedWrite(ctx context.Context, key, query string) (*sqlx.Stmt, error) {
-	return s.prepared(ctx, s.w, &s.writeStmts, key, func() string { return query })
-}
-
-// prepared looks key up in stmts, preparing query on db the first time.
-func (s *Store) prepared(ctx context.Context, db *sqlx.DB, stmts *map[string]*sqlx.Stmt, key string, query func() string) (*sqlx.Stmt, error) {
-	s.stmtMu.Lock()
-	defer s.stmtMu.Unlock()
-	if st, ok := (*stmts)[key]; ok {
-		return st, nil
-	}
-	st, err := db.PreparexContext(ctx, s.d.rebind(query()))
-	if err != nil {
-		return nil, fmt.Errorf("preparing: %w", err)
-	}
-	if *stmts == nil {
-		*stmts = map[string]*sqlx.Stmt{}
-	}
-	(*stmts)[key] = st
-	return st, nil
+	return s.writes.byName(ctx, key, func() string { return s.d.rebind(query) })
 }
 
 func (s *Store) sb() sq.StatementBuilderType {
