@@ -31,19 +31,12 @@ type Config struct {
 	ReadDB *sqlx.DB
 	// BatchDB, when set, runs the batched statements (SaveProgress's group commit, the batched
 	// last_operation reads) and is closed with the store. Their plans do not depend on their
-	// parameters (arrays joined to primary keys), so its sessions should plan them once:
-	// PostgreSQL planned them anew on every execution (custom plans), 12% of its CPU in the e2e
-	// bench.
+	// parameters (arrays joined to primary keys), so its sessions should plan them once.
 	BatchDB *sqlx.DB
 	// ClaimDB, when set, runs the claims and is closed with the store. A claim must read the
 	// due operations in (due_at, id) order and stop after its few rows, so its sessions should
-	// not sort (PostgreSQL: enable_sort = off). When the statistics lag behind the table (a
-	// fresh database, a burst of creations) the planner estimated few active operations due,
-	// read all of them (through (state, type), or every index entry at or before now, the dead
-	// versions of earlier saves included) and sorted them: auto_explain, e2e bench on a fresh
-	// database with 500 in flight, 7-20 ms per claim, more of PostgreSQL's time than any
-	// statement but the saves; in order, 0.38 ms. A plain index scan also marks the dead
-	// versions it passes, so later claims skip them.
+	// not sort: with statistics behind the table, PostgreSQL read and sorted every active
+	// operation per claim (docs/contributor/performance.md).
 	ClaimDB *sqlx.DB
 	Dialect Dialect
 	Keyring *encryption.Keyring
