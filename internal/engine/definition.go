@@ -36,7 +36,18 @@ type StepDef[T any] struct {
 	// step, a wait or the end), and a crash before that write runs it again. Leave it false
 	// when in doubt: a non-local step's outcome is written before any later step runs.
 	Local bool
+	// ReadOnly declares that the step calls out only to read (a status, a kubeconfig): it
+	// creates, changes and deletes nothing outside the broker's database, and what it writes
+	// there (its operation, fields of its instance or runtime) a run again writes the same. Like
+	// a local step's, its success has no durable write of its own: there is no side effect
+	// whose ID must be durable before the next step, and a crash before the next write reads
+	// again. A wait is written as any wait is. Steps that set anything in an external system
+	// (labels included) are not read-only.
+	ReadOnly bool
 }
+
+// noWriteOfItsOwn: the step's success may ride on the next write (StepDef.Local, ReadOnly).
+func (sd StepDef[T]) noWriteOfItsOwn() bool { return sd.Local || sd.ReadOnly }
 
 // Stage is a named group of steps; a finished stage is never run again.
 type Stage[T any] struct {

@@ -118,9 +118,9 @@ func (r *run[T]) loop(ctx context.Context) {
 			r.op.State = storage.StateInProgress
 			r.op.Description = "operation in progress"
 		}
-		// A non-local step's outcome is durable before any later step runs. Local steps' outcomes
-		// (and a step's start) ride on the next write: a crash before it only re-runs local steps
-		// and the attempt that was running.
+		// A non-local step's outcome is durable before any later step runs. Local and read-only
+		// steps' outcomes (and a step's start) ride on the next write: a crash before it only
+		// re-runs those steps and the attempt that was running.
 		if r.unsaved {
 			if !r.save(now, true) {
 				return
@@ -393,7 +393,7 @@ func withCause(s, cause string) string {
 // stepDone records the step as done; a step given up as not completed says so with its last error.
 func (r *run[T]) stepDone(now time.Time, sd StepDef[T], took time.Duration) {
 	name := sd.Step.Name()
-	r.unsaved = r.unsaved || !sd.Local
+	r.unsaved = r.unsaved || !sd.noWriteOfItsOwn()
 	r.x.metrics.stepFinished(r.op.Type, name, "succeeded", took)
 	msg := ""
 	if slices.Contains(r.op.Progress.ExecutedButNotCompleted, name) {

@@ -22,12 +22,17 @@ type countingStore struct {
 type countingOps struct {
 	storage.Operations
 	saves atomic.Int64
+	// lose, when set, makes a save fail before it reaches the store: a crash before that write.
+	lose func(op storage.Operation) bool
 }
 
 func (s countingStore) Operations() storage.Operations { return s.ops }
 
 func (o *countingOps) SaveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
 	o.saves.Add(1)
+	if o.lose != nil && o.lose(op) {
+		return storage.Operation{}, fmt.Errorf("lost write (test)")
+	}
 	return o.Operations.SaveProgress(ctx, op, events)
 }
 
@@ -61,6 +66,71 @@ func TestLocalStepsRideOnTheNextWrite(t *testing.T) {
 	// After x1 (before l3), after x2 (before x3), the end (which holds x3's outcome).
 	assert.Equal(t, int64(3), ops.saves.Load())
 	assert.Equal(t, []string{"l1:succeeded", "l2:succeeded", "x1:succeeded", "l3:succeeded", "x2:succeeded", "x3:succeeded"}, eventKinds(h.events(op.ID)))
+}
+
+func readOnly(s Step[testData]) StepDef[testData] { return StepDef[testData]{Step: s, ReadOnly: true} }
+
+// Read-only steps' successes ride on the next write like local steps': the status reads between
+// two creations share the write after the second creation.
+func TestReadOnlyStepsRideOnTheNextWrite(t *testing.T) {
+	var h *harness
+	var id string
+	var before storage.Progress
+	x2 := step("x2", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		stored, _ := h.get(id)
+		before = stored.Progress
+		op.Data.Trace = append(op.Data.Trace, "x2")
+		return op, 0, nil
+	})
+	p, err := Staged("provision", time.Hour,
+		Stage[testData]{Name: "create", Steps: []StepDef[testData]{def(step("x1", nil))}},
+		Stage[testData]{Name: "check", Steps: []StepDef[testData]{readOnly(step("r1", nil)), readOnly(step("r2", nil))}},
+		Stage[testData]{Name: "install", Steps: []StepDef[testData]{def(x2), readOnly(step("r3", nil))}},
+	)
+	require.NoError(t, err)
+	h, ops := countingHarness(t, p)
+	id = h.insert("provision", time.Hour).ID
+	require.Equal(t, 1, h.runDue())
+
+	got, data := h.get(id)
+	assert.Equal(t, storage.StateSucceeded, got.State)
+	assert.Equal(t, []string{"x1", "r1", "r2", "x2", "r3"}, data.Trace)
+	assert.True(t, before.Steps["x1"].Done, "x1 created something: written before the next step")
+	assert.False(t, before.Steps["r2"].Done, "r1 and r2 only read: no write of their own before x2")
+	// After x1 (before r1), after x2 (before r3), the end (which holds r3's outcome).
+	assert.Equal(t, int64(3), ops.saves.Load())
+	assert.Equal(t, []string{"x1:succeeded", "r1:succeeded", "r2:succeeded", "x2:succeeded", "r3:succeeded"}, eventKinds(h.events(id)))
+}
+
+// A crash after a read-only step, before the next write, reads again: the rerun starts at the
+// first read whose success was not written, never at a creation that was.
+func TestReadOnlyStepsReadAgainAfterALostWrite(t *testing.T) {
+	x1, r1, x2 := step("x1", nil), step("r1", nil), step("x2", nil)
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(x1), readOnly(r1), def(x2), def(step("x3", nil))}})
+	require.NoError(t, err)
+	h, ops := countingHarness(t, p)
+	lost := false
+	ops.lose = func(op storage.Operation) bool {
+		if op.Progress.Steps["x2"].Done && !lost {
+			lost = true
+			return true
+		}
+		return false
+	}
+	id := h.insert("provision", time.Hour).ID
+	h.runDue()
+	require.True(t, lost)
+	got, _ := h.get(id)
+	assert.True(t, got.Progress.Steps["x1"].Done)
+	assert.False(t, got.Progress.Steps["r1"].Done, "r1's success was to ride on the lost write")
+	h.clock.Advance(2 * time.Minute) // past the lease
+	h = &harness{t: t, store: h.store, clock: h.clock}
+	h.eng = h.engine(p)
+	h.runDue()
+	got, data := h.get(id)
+	assert.Equal(t, storage.StateSucceeded, got.State)
+	assert.Equal(t, []string{"x1", "r1", "x2", "x3"}, data.Trace)
+	assert.Equal(t, [3]int{1, 2, 2}, [3]int{x1.Runs(), r1.Runs(), x2.Runs()}, "x1 once; the read and the creation after it again")
 }
 
 // A step that calls out is written before the next step runs, even when that step is local:

@@ -16,20 +16,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The mixed process: a step that calls out, two local steps, another that calls out.
-// KEB_DURABILITY_BLOCK names a step that, in that worker, records its run and then hangs
-// until the worker is killed: the kill lands exactly there.
+// The mixed process: a step that calls out, two local steps, another that calls out, a
+// read-only step and a last step that calls out. KEB_DURABILITY_BLOCK names a step that, in
+// that worker, records its run and then hangs until the worker is killed: the kill lands
+// exactly there.
 const (
 	envProcess = "KEB_DURABILITY_PROCESS"
 	envBlock   = "KEB_DURABILITY_BLOCK"
 )
 
 var mixedSteps = []struct {
-	name  string
-	local bool
-}{{"ext_1", false}, {"local_2", true}, {"local_3", true}, {"ext_4", false}}
+	name            string
+	local, readOnly bool
+}{{"ext_1", false, false}, {"local_2", true, false}, {"local_3", true, false}, {"ext_4", false, false}, {"read_5", false, true}, {"ext_6", false, false}}
 
-// localStep only computes from the operation (it records its run for the test to count).
+// localStep only computes from the operation (it records its run for the test to count); it
+// stands for a read-only step too, whose reads change nothing.
 type localStep struct {
 	name, replica string
 	db            *sql.DB
@@ -68,12 +70,12 @@ func mixedDefinition(db *sql.DB, replica string) (*engine.Process[payload], erro
 	for _, st := range mixedSteps {
 		var s engine.Step[payload] = effectStep{name: st.name, replica: replica, db: db}
 		switch {
-		case st.local:
+		case st.local || st.readOnly:
 			s = localStep{name: st.name, replica: replica, db: db, block: block == st.name}
 		case block == st.name:
 			s = blockingStep{effectStep{name: st.name, replica: replica, db: db}}
 		}
-		defs = append(defs, engine.StepDef[payload]{Step: s, Local: st.local, RunTimeout: time.Minute})
+		defs = append(defs, engine.StepDef[payload]{Step: s, Local: st.local, ReadOnly: st.readOnly, RunTimeout: time.Minute})
 	}
 	return engine.Staged(opType, time.Hour, engine.Stage[payload]{Name: "mixed", Steps: defs})
 }
@@ -102,6 +104,20 @@ func (e *env) finish(ops int) {
 	require.Equal(e.t, ops, e.operationsIn(storage.StateSucceeded))
 }
 
+func (e *env) operationIDs() []string {
+	rows, err := e.db.Query(`SELECT id FROM operations`)
+	require.NoError(e.t, err)
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		require.NoError(e.t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	require.NoError(e.t, rows.Err())
+	return ids
+}
+
 func (e *env) runsOf(step, replica string) int {
 	return e.count(`SELECT count(*) FROM runs WHERE step = $1 AND replica = $2`, step, replica)
 }
@@ -113,15 +129,7 @@ func TestKillAfterNonLocalStep(t *testing.T) {
 	const ops = 20
 	e := killAt(t, "local_2", ops)
 	ctx := context.Background()
-	rows, err := e.db.Query(`SELECT id FROM operations`)
-	require.NoError(t, err)
-	var ids []string
-	for rows.Next() {
-		var id string
-		require.NoError(t, rows.Scan(&id))
-		ids = append(ids, id)
-	}
-	require.NoError(t, rows.Close())
+	ids := e.operationIDs()
 	require.Len(t, ids, ops)
 	for _, id := range ids {
 		op, err := e.store.Operations().GetOperation(ctx, id)
@@ -140,7 +148,7 @@ func TestKillAfterNonLocalStep(t *testing.T) {
 	for _, id := range ids {
 		op, err := e.store.Operations().GetOperation(ctx, id)
 		require.NoError(t, err)
-		assert.Equal(t, `{"steps":["ext_1","local_2","local_3","ext_4"]}`, strings.TrimSpace(string(op.Data)))
+		assert.Equal(t, `{"steps":["ext_1","local_2","local_3","ext_4","read_5","ext_6"]}`, strings.TrimSpace(string(op.Data)))
 	}
 }
 
@@ -160,4 +168,26 @@ func TestKillReRunsLocalSteps(t *testing.T) {
 	assert.Equal(t, ops, e.runsOf("local_3", "second"), "local steps re-run after a crash")
 	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_4'`), "the effect exists once")
 	assert.Equal(t, ops, e.count(`SELECT count(*) FROM replays WHERE step = 'ext_4'`), "found by its idempotency key")
+}
+
+// TestKillReRunsReadOnlySteps: killed in the step that calls out after a read-only step, the
+// read's success had not been written (it rides on the next write, like a local step's): the
+// read runs again, the step that calls out runs again idempotently, and the step that called
+// out before the read (written before the read ran) is not run again.
+func TestKillReRunsReadOnlySteps(t *testing.T) {
+	const ops = 20
+	e := killAt(t, "ext_6", ops)
+	ids := e.operationIDs()
+	for _, id := range ids {
+		op, err := e.store.Operations().GetOperation(context.Background(), id)
+		require.NoError(t, err)
+		assert.True(t, op.Progress.Steps["ext_4"].Done, "ext_4's outcome is durable before the read runs")
+		assert.False(t, op.Progress.Steps["read_5"].Done, "the read has no write of its own")
+	}
+
+	e.finish(ops)
+	assert.Equal(t, 0, e.runsOf("ext_4", "second"))
+	assert.Equal(t, ops, e.runsOf("read_5", "second"), "the read runs again after a crash")
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_6'`), "the effect exists once")
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM replays WHERE step = 'ext_6'`), "found by its idempotency key")
 }

@@ -46,7 +46,14 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 		sd.Local = true
 		return sd
 	}
-	checkCluster := step(CheckClusterConfiguration{d}, kyma2)
+	// Read-only steps read a status or a kubeconfig and keep it: no durable write of their own
+	// either (engine.StepDef.ReadOnly).
+	readOnly := func(s engine.Step[instance.ProvisioningData], cond func(Op) bool) def {
+		sd := step(s, cond)
+		sd.ReadOnly = true
+		return sd
+	}
+	checkCluster := readOnly(CheckClusterConfiguration{d}, kyma2)
 	checkCluster.Timeout = limits.ReconcileTimeout
 	return engine.Staged(instance.TypeProvision, timeout,
 		engine.Stage[instance.ProvisioningData]{Name: StageCreateRuntime, Steps: []def{
@@ -63,9 +70,9 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 			local(ServiceManagerOverrides{d}, smOn),
 			step(CreateRuntime{Deps: d, RetryTime: 10 * time.Minute}, nil),
 		}},
-		engine.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []def{step(CheckRuntime{d}, nil)}},
+		engine.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []def{readOnly(CheckRuntime{d}, nil)}},
 		engine.Stage[instance.ProvisioningData]{Name: StageCreateKyma, Steps: []def{
-			step(GetKubeconfig{d}, kyma2), step(CreateClusterConfiguration{d}, kyma2), checkCluster,
+			readOnly(GetKubeconfig{d}, kyma2), step(CreateClusterConfiguration{d}, kyma2), checkCluster,
 		}},
 		engine.Stage[instance.ProvisioningData]{Name: StagePostActions, Steps: []def{
 			step(AVSExternalEval{d}, avsOn), step(AVSTags{d}, avsOn), step(IASType{d}, iasOn),

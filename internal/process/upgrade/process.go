@@ -16,13 +16,16 @@ func KymaProcess(d Deps, timeout, callTimeout time.Duration) (*engine.Process[in
 	reconciled := func(op KymaOp) bool { return sys.Reconciler != nil && provisioning.Kyma2(op.Data.KymaVersion) }
 	w := func(weight int, s engine.Step[instance.UpgradeKymaData], cond func(KymaOp) bool) engine.WeightedStep[instance.UpgradeKymaData] {
 		// The initialisation (reads of the broker's own database) and the configured overrides
-		// call nothing outside: local (engine.StepDef.Local).
-		local := false
+		// call nothing outside: local (engine.StepDef.Local). Get_Kubeconfig only reads the
+		// runtime's kubeconfig: read-only (engine.StepDef.ReadOnly).
+		sd := engine.StepDef[instance.UpgradeKymaData]{Step: s, Condition: cond, RunTimeout: callTimeout}
 		switch s.(type) {
 		case KymaInitialisation, Overrides:
-			local = true
+			sd.Local = true
+		case GetKubeconfig:
+			sd.ReadOnly = true
 		}
-		return engine.WeightedStep[instance.UpgradeKymaData]{Weight: weight, StepDef: engine.StepDef[instance.UpgradeKymaData]{Step: s, Condition: cond, RunTimeout: callTimeout, Local: local}}
+		return engine.WeightedStep[instance.UpgradeKymaData]{Weight: weight, StepDef: sd}
 	}
 	smOn := func(op KymaOp) bool {
 		_, ok := sys.SMCredentials(op.Secrets)

@@ -42,6 +42,14 @@ func stage(name string, timeout time.Duration, steps ...engine.StepDef[Data]) en
 
 func step(s engine.Step[Data]) engine.StepDef[Data] { return engine.StepDef[Data]{Step: s} }
 
+// readOnly marks a wait that only reads (a cluster's status, a CompassConnection) and stores
+// what it read in the provisioner's own records: its success needs no write of its own
+// (engine.StepDef.ReadOnly).
+func readOnly(sd engine.StepDef[Data]) engine.StepDef[Data] {
+	sd.ReadOnly = true
+	return sd
+}
+
 func withKyma(s engine.Step[Data]) engine.StepDef[Data] {
 	return engine.StepDef[Data]{Step: s, Condition: func(op Op) bool { return HasKyma(op) && OwnCluster(op) }}
 }
@@ -60,7 +68,7 @@ func Definitions(d Deps, cfg config.Config) ([]engine.Definition, error) {
 	p, dp := cfg.Provisioning, cfg.Deprovisioning
 	agentStages := []engine.Stage[Data]{
 		stage(StageConnectRuntimeAgent, p.AgentConfiguration, ownCluster(ConnectRuntimeAgent{d})),
-		stage(StageWaitForAgentToConnect, p.AgentConnection, ownCluster(WaitForAgentToConnect{d})),
+		stage(StageWaitForAgentToConnect, p.AgentConnection, readOnly(ownCluster(WaitForAgentToConnect{d}))),
 	}
 	defs := []struct {
 		opType string
@@ -68,10 +76,10 @@ func Definitions(d Deps, cfg config.Config) ([]engine.Definition, error) {
 	}{
 		{TypeProvision, append([]engine.Stage[Data]{
 			stage(StageWaitingForClusterDomain, p.ClusterDomains, step(RegisterRuntime{d}), step(CreateCluster{d}), step(WaitForClusterDomain{d})),
-			stage(StageWaitingForClusterCreation, p.ClusterCreation, step(WaitForClusterCreation{d})),
+			stage(StageWaitingForClusterCreation, p.ClusterCreation, readOnly(step(WaitForClusterCreation{d}))),
 			stage(StageCreatingBindingsForOperators, p.BindingsCreation, step(CreateBindingsForOperators{d})),
 			stage(StageStartingInstallation, p.InstallationTriggering, withKyma(StartInstallation{Deps: d, StepName: "Start_Installation"})),
-			stage(StageWaitingForInstallation, p.Installation, withKyma(WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"})),
+			stage(StageWaitingForInstallation, p.Installation, readOnly(withKyma(WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"}))),
 		}, agentStages...)},
 		{TypeDeprovision, []engine.Stage[Data]{
 			stage(StageCleanupCluster, dp.ClusterCleanup, step(CleanupCluster{Deps: d, RetryTime: cleanupRetryTime(dp.ClusterCleanup)})),
@@ -80,16 +88,16 @@ func Definitions(d Deps, cfg config.Config) ([]engine.Definition, error) {
 		}},
 		{TypeUpgradeShoot, []engine.Stage[Data]{
 			stage(StageWaitingForShootNewVersion, p.UpgradeTriggering, step(UpgradeShoot{d})),
-			stage(StageWaitingForShootUpgrade, p.ShootUpgrade, step(WaitForShootUpgrade{d})),
+			stage(StageWaitingForShootUpgrade, p.ShootUpgrade, readOnly(step(WaitForShootUpgrade{d}))),
 		}},
 		{TypeUpgradeRuntime, []engine.Stage[Data]{
 			stage(StageStartingUpgrade, p.UpgradeTriggering, step(StartInstallation{Deps: d, StepName: "Start_Upgrade"})),
-			stage(StageUpgradingRuntime, p.Upgrade, step(WaitForInstallation{Deps: d, StepName: "Wait_For_Upgrade"})),
+			stage(StageUpgradingRuntime, p.Upgrade, readOnly(step(WaitForInstallation{Deps: d, StepName: "Wait_For_Upgrade"}))),
 			stage(StageUpdatingUpgradeState, p.UpgradeTriggering, step(UpdateUpgradeState{d})),
 		}},
 		{TypeHibernate, []engine.Stage[Data]{
 			stage(StageStartingHibernation, p.UpgradeTriggering, step(HibernateCluster{d})),
-			stage(StageWaitingForHibernation, p.Hibernation, step(WaitForHibernation{d})),
+			stage(StageWaitingForHibernation, p.Hibernation, readOnly(step(WaitForHibernation{d}))),
 		}},
 		{TypeReconnect, agentStages},
 	}
