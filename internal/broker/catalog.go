@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
@@ -10,15 +11,38 @@ import (
 )
 
 // PlansCatalog adapts the plans configuration to the broker and the operator endpoints.
-type PlansCatalog struct{ c *plans.Catalog }
+type PlansCatalog struct {
+	c *plans.Catalog
+
+	mu       sync.RWMutex
+	services map[string][]domain.Service
+}
 
 // NewCatalog wraps a loaded plans configuration.
-func NewCatalog(c *plans.Catalog) *PlansCatalog { return &PlansCatalog{c: c} }
+func NewCatalog(c *plans.Catalog) *PlansCatalog {
+	return &PlansCatalog{c: c, services: map[string][]domain.Service{}}
+}
 
 var _ Catalog = (*PlansCatalog)(nil)
 
+// Services is the region's catalog, built once per region (a plans configuration never changes
+// once loaded): brokerapi asks for it on every provisioning to check the plan, and building the
+// plans' schemas took ~200 KB of allocations per call. Regions come from request paths, so at
+// most maxCachedCatalogs are kept. Callers share the result and must not modify it.
 func (p *PlansCatalog) Services(platformRegion string) []domain.Service {
-	return p.c.Services(platformRegion)
+	p.mu.RLock()
+	s, ok := p.services[platformRegion]
+	p.mu.RUnlock()
+	if ok {
+		return s
+	}
+	s = p.c.Services(platformRegion)
+	p.mu.Lock()
+	if len(p.services) < maxCachedCatalogs {
+		p.services[platformRegion] = s
+	}
+	p.mu.Unlock()
+	return s
 }
 
 func (p *PlansCatalog) Plan(id string) (Plan, bool) {
