@@ -73,24 +73,19 @@ func readOnly(s Step[testData]) StepDef[testData] { return StepDef[testData]{Ste
 // Read-only steps' successes ride on the next write like local steps': the status reads between
 // two creations share the write after the second creation.
 func TestReadOnlyStepsRideOnTheNextWrite(t *testing.T) {
-	var h *harness
-	var id string
-	var before storage.Progress
-	x2 := step("x2", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
-		stored, _ := h.get(id)
-		before = stored.Progress
-		op.Data.Trace = append(op.Data.Trace, "x2")
-		return op, 0, nil
-	})
+	x2 := &peek{}
 	p, err := Staged("provision", time.Hour,
 		Stage[testData]{Name: "create", Steps: []StepDef[testData]{def(step("x1", nil))}},
 		Stage[testData]{Name: "check", Steps: []StepDef[testData]{readOnly(step("r1", nil)), readOnly(step("r2", nil))}},
-		Stage[testData]{Name: "install", Steps: []StepDef[testData]{def(x2), readOnly(step("r3", nil))}},
+		Stage[testData]{Name: "install", Steps: []StepDef[testData]{def(x2.step("x2")), readOnly(step("r3", nil))}},
 	)
 	require.NoError(t, err)
 	h, ops := countingHarness(t, p)
-	id = h.insert("provision", time.Hour).ID
+	x2.h = h
+	id := h.insert("provision", time.Hour).ID
+	x2.id = id
 	require.Equal(t, 1, h.runDue())
+	before := x2.seen
 
 	got, data := h.get(id)
 	assert.Equal(t, storage.StateSucceeded, got.State)
@@ -136,22 +131,31 @@ func TestReadOnlyStepsReadAgainAfterALostWrite(t *testing.T) {
 // A step that calls out is written before the next step runs, even when that step is local:
 // the local step sees the outcome already in the row.
 func TestNonLocalOutcomeDurableBeforeTheNextStep(t *testing.T) {
-	var h *harness
-	var id string
-	var seen storage.StepProgress
-	check := step("check", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
-		stored, _ := h.get(id)
-		seen = stored.Progress.Steps["x"]
-		return op, 0, nil
-	})
+	check := &peek{}
 	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{
-		local(step("l", nil)), def(step("x", nil)), local(check),
+		local(step("l", nil)), def(step("x", nil)), local(check.step("check")),
 	}})
 	require.NoError(t, err)
-	h, _ = countingHarness(t, p)
-	id = h.insert("provision", time.Hour).ID
-	h.runDue()
-	assert.True(t, seen.Done, "x is recorded as done before the local step after it runs")
+	check.h, _ = countingHarness(t, p)
+	check.id = check.h.insert("provision", time.Hour).ID
+	check.h.runDue()
+	assert.True(t, check.seen.Steps["x"].Done, "x is recorded as done before the local step after it runs")
+}
+
+// peek makes a step that, when it runs, records the progress its operation's row holds.
+type peek struct {
+	h    *harness
+	id   string
+	seen storage.Progress
+}
+
+func (p *peek) step(name string) *funcStep {
+	return step(name, func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		stored, _ := p.h.get(p.id)
+		p.seen = stored.Progress
+		op.Data.Trace = append(op.Data.Trace, name)
+		return op, 0, nil
+	})
 }
 
 // A wait writes its operation (due time, attempts) every time, but an event only when what it
