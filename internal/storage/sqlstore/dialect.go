@@ -32,10 +32,13 @@ type Dialect struct {
 	Array func(any) any
 	// IsUniqueViolation reports whether err is a primary key / unique constraint violation.
 	IsUniqueViolation func(error) bool
-	// NotifySQL, when set, is executed after InsertOperation and ReleaseLeases to wake other
-	// processes (pg_notify).
-	NotifySQL string
-	// Listen, when set, delivers a value whenever another process ran NotifySQL; the channel is
+	// Notify, when set, is the call that wakes other processes (pg_notify): selected after
+	// InsertOperation, ReleaseLeases and the like, or within the statement that inserts.
+	Notify string
+	// WritableCTE: the database runs data-modifying statements in WITH (PostgreSQL). A row and
+	// its first operation are then inserted in one statement.
+	WritableCTE bool
+	// Listen, when set, delivers a value whenever another process called Notify; the channel is
 	// closed when ctx ends. It is used by Store.Wakeups in addition to in-process broadcasts.
 	Listen func(ctx context.Context) (<-chan struct{}, error)
 	// XactLockSQL, when set, takes a lock on a text key (its one bind parameter) that is held

@@ -57,7 +57,6 @@ func (s *Store) InsertInstanceWithOperation(ctx context.Context, inst storage.In
 	if err != nil {
 		return storage.Instance{}, storage.Operation{}, fmt.Errorf("inserting instance %s with operation %s: %w", inst.InstanceID, op.ID, err)
 	}
-	s.notify(ctx)
 	return outInst, outOp, nil
 }
 
@@ -82,34 +81,25 @@ func (s *Store) InsertUniqueInstanceWithOperation(ctx context.Context, inst stor
 	if err != nil {
 		return storage.Instance{}, storage.Operation{}, fmt.Errorf("inserting instance %s with operation %s: %w", inst.InstanceID, op.ID, err)
 	}
-	s.notify(ctx)
 	return outInst, outOp, nil
 }
 
-// insertInstanceWithOperation inserts both in one transaction after check (if any) passed in it.
+// insertInstanceWithOperation inserts both at once; with check, in one transaction after check
+// passed in it.
 func (s *Store) insertInstanceWithOperation(ctx context.Context, inst storage.Instance, op storage.Operation, check func(*sqlx.Tx) error) (storage.Instance, storage.Operation, error) {
 	if op.InstanceID != inst.InstanceID {
 		return storage.Instance{}, storage.Operation{}, fmt.Errorf("operation is for %q, not for the instance", op.InstanceID)
 	}
-	tx, err := s.w.BeginTxx(ctx, nil)
+	q, args, err := s.instanceInsert(inst, &op)
 	if err != nil {
 		return storage.Instance{}, storage.Operation{}, err
 	}
-	defer rollback(tx)
-	if check != nil {
-		if err := check(tx); err != nil {
-			return storage.Instance{}, storage.Operation{}, err
-		}
-	}
-	outInst, err := s.insertInstance(ctx, tx, inst, &op)
-	if err != nil {
-		return storage.Instance{}, storage.Operation{}, err
-	}
-	outOp, err := s.insertOperation(ctx, tx, op)
-	if err != nil {
-		return storage.Instance{}, storage.Operation{}, err
-	}
-	return outInst, outOp, tx.Commit()
+	var outInst storage.Instance
+	outOp, err := s.insertWithFirstOperation(ctx, q, args, op, func(r rowScanner) (err error) {
+		outInst, err = s.scanInstance(r)
+		return err
+	}, check)
+	return outInst, outOp, err
 }
 
 // insertInstance inserts through q: the database or a transaction. With first (the instance's
@@ -117,12 +107,29 @@ func (s *Store) insertInstanceWithOperation(ctx context.Context, inst storage.In
 // trigger that keeps an instance's newest operation then finds it up to date and writes no
 // second version of the row.
 func (s *Store) insertInstance(ctx context.Context, q sqlx.QueryerContext, inst storage.Instance, first *storage.Operation) (storage.Instance, error) {
+	query, args, err := s.instanceInsert(inst, first)
+	if err != nil {
+		return storage.Instance{}, err
+	}
+	out, err := s.scanInstance(q.QueryRowxContext(ctx, s.d.rebind(query), args...))
+	if err != nil {
+		if s.d.IsUniqueViolation(err) {
+			return storage.Instance{}, storage.ErrAlreadyExists
+		}
+		return storage.Instance{}, err
+	}
+	return out, nil
+}
+
+// instanceInsert is the INSERT of inst returning its columns (instanceCols), with ?
+// placeholders; see insertInstance for first.
+func (s *Store) instanceInsert(inst storage.Instance, first *storage.Operation) (string, []any, error) {
 	if inst.InstanceID == "" {
-		return storage.Instance{}, errors.New("instance ID is empty")
+		return "", nil, errors.New("instance ID is empty")
 	}
 	sec, err := s.encryptSecrets(inst.Secrets)
 	if err != nil {
-		return storage.Instance{}, err
+		return "", nil, err
 	}
 	now := micro(time.Now())
 	created := now
@@ -137,19 +144,7 @@ func (s *Store) insertInstance(ctx context.Context, q sqlx.QueryerContext, inst 
 	if first != nil {
 		cols, vals = append(cols, "last_op_type", "last_op_state"), append(vals, first.Type, string(first.State))
 	}
-	query, args, err := s.sb().Insert("instances").Columns(cols...).Values(vals...).
-		Suffix("RETURNING " + instanceCols).ToSql()
-	if err != nil {
-		return storage.Instance{}, err
-	}
-	out, err := s.scanInstance(q.QueryRowxContext(ctx, query, args...))
-	if err != nil {
-		if s.d.IsUniqueViolation(err) {
-			return storage.Instance{}, storage.ErrAlreadyExists
-		}
-		return storage.Instance{}, err
-	}
-	return out, nil
+	return sq.Insert("instances").Columns(cols...).Values(vals...).Suffix("RETURNING " + instanceCols).ToSql()
 }
 
 func (s *Store) GetInstance(ctx context.Context, id string) (storage.Instance, error) {

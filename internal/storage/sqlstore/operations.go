@@ -19,38 +19,51 @@ const opCols = "id, instance_id, type, state, description, created_at, updated_a
 
 var activeStates = []string{string(storage.StatePending), string(storage.StateInProgress)}
 
-func (s *Store) scanOperation(r rowScanner) (storage.Operation, error) {
-	var (
-		op                                  storage.Operation
-		state                               string
-		created, updated, due, lease, dline dbTime
-		owner, data                         sql.NullString
-		progress                            string
-		secrets                             []byte
-	)
-	if err := r.Scan(&op.ID, &op.InstanceID, &op.Type, &state, &op.Description, &created, &updated, &op.Version,
-		&due, &owner, &lease, &dline, &op.Stage, &progress, &op.LastError, &data, &secrets); err != nil {
-		return storage.Operation{}, err
+// operationRow is where a row's operation columns (opCols, in order) are scanned.
+type operationRow struct {
+	op                                  storage.Operation
+	state                               string
+	created, updated, due, lease, dline dbTime
+	owner, data                         sql.NullString
+	progress                            string
+	secrets                             []byte
+}
+
+func (d *operationRow) dest() []any {
+	return []any{&d.op.ID, &d.op.InstanceID, &d.op.Type, &d.state, &d.op.Description, &d.created, &d.updated, &d.op.Version,
+		&d.due, &d.owner, &d.lease, &d.dline, &d.op.Stage, &d.progress, &d.op.LastError, &d.data, &d.secrets}
+}
+
+// operation is the scanned row as an Operation (its progress decoded, its secrets decrypted).
+func (s *Store) operation(d *operationRow) (storage.Operation, error) {
+	op := d.op
+	op.State = storage.OperationState(d.state)
+	op.CreatedAt, op.UpdatedAt = d.created.value(), d.updated.value()
+	op.DueAt, op.LeaseExpiresAt, op.Deadline = d.due.ptr(), d.lease.ptr(), d.dline.value()
+	op.LeaseOwner = d.owner.String
+	if d.data.Valid && d.data.String != "" {
+		op.Data = json.RawMessage(d.data.String)
 	}
-	op.State = storage.OperationState(state)
-	op.CreatedAt, op.UpdatedAt = created.value(), updated.value()
-	op.DueAt, op.LeaseExpiresAt, op.Deadline = due.ptr(), lease.ptr(), dline.value()
-	op.LeaseOwner = owner.String
-	if data.Valid && data.String != "" {
-		op.Data = json.RawMessage(data.String)
-	}
-	if progress != "" {
+	if d.progress != "" {
 		var err error
-		if op.Progress, err = decodeProgress([]byte(progress)); err != nil {
+		if op.Progress, err = decodeProgress([]byte(d.progress)); err != nil {
 			return storage.Operation{}, fmt.Errorf("operation %s: decoding progress: %w", op.ID, err)
 		}
 	}
-	sec, err := s.decryptSecrets(secrets)
+	sec, err := s.decryptSecrets(d.secrets)
 	if err != nil {
 		return storage.Operation{}, fmt.Errorf("operation %s: %w", op.ID, err)
 	}
 	op.Secrets = sec
 	return op, nil
+}
+
+func (s *Store) scanOperation(r rowScanner) (storage.Operation, error) {
+	var d operationRow
+	if err := r.Scan(d.dest()...); err != nil {
+		return storage.Operation{}, err
+	}
+	return s.operation(&d)
 }
 
 func (s *Store) scanOperations(rows *sqlx.Rows) ([]storage.Operation, error) {
@@ -109,31 +122,36 @@ func (s *Store) InsertOperation(ctx context.Context, op storage.Operation) (stor
 	return out, nil
 }
 
-// insertOperation inserts through q: the database, or a transaction that inserts more.
-func (s *Store) insertOperation(ctx context.Context, q sqlx.QueryerContext, op storage.Operation) (storage.Operation, error) {
-	if op.ID == "" {
-		return storage.Operation{}, errors.New("operation ID is empty")
-	}
+// operationInsert is the INSERT of op returning its columns (opCols), with ? placeholders.
+func (s *Store) operationInsert(op storage.Operation) (string, []any, error) {
 	w, err := s.encodeOperation(op)
 	if err != nil {
-		return storage.Operation{}, err
+		return "", nil, err
 	}
 	now := micro(time.Now())
 	created := now
 	if !op.CreatedAt.IsZero() {
 		created = op.CreatedAt
 	}
-	query, args, err := s.sb().Insert("operations").
+	return sq.Insert("operations").
 		Columns("id", "instance_id", "type", "state", "description", "created_at", "updated_at", "version", "due_at",
 			"lease_owner", "lease_expires_at", "deadline", "stage", "progress", "last_error", "data", "secrets").
 		Values(op.ID, op.InstanceID, op.Type, string(op.State), op.Description, s.d.timeArg(created), s.d.timeArg(now), 1,
 			s.d.nullTimeArg(op.DueAt), nullString(op.LeaseOwner), s.d.nullTimeArg(op.LeaseExpiresAt),
 			s.d.zeroNullTimeArg(op.Deadline), op.Stage, string(w.progress), op.LastError, w.data, w.secrets).
 		Suffix("RETURNING " + opCols).ToSql()
+}
+
+// insertOperation inserts through q: the database, or a transaction that inserts more.
+func (s *Store) insertOperation(ctx context.Context, q sqlx.QueryerContext, op storage.Operation) (storage.Operation, error) {
+	if op.ID == "" {
+		return storage.Operation{}, errors.New("operation ID is empty")
+	}
+	query, args, err := s.operationInsert(op)
 	if err != nil {
 		return storage.Operation{}, err
 	}
-	out, err := s.scanOperation(q.QueryRowxContext(ctx, query, args...))
+	out, err := s.scanOperation(q.QueryRowxContext(ctx, s.d.rebind(query), args...))
 	if err != nil {
 		if s.d.IsUniqueViolation(err) {
 			return storage.Operation{}, storage.ErrAlreadyExists

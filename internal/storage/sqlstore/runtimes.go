@@ -49,7 +49,6 @@ func (s *Store) InsertRuntimeWithOperation(ctx context.Context, rt storage.Runti
 	if err != nil {
 		return storage.Runtime{}, storage.Operation{}, fmt.Errorf("inserting runtime %s with operation %s: %w", rt.ID, op.ID, err)
 	}
-	s.notify(ctx)
 	return outRt, outOp, nil
 }
 
@@ -69,7 +68,7 @@ func (s *Store) insertRuntimeWithOperation(ctx context.Context, rt storage.Runti
 	if !rt.CreatedAt.IsZero() {
 		created = rt.CreatedAt
 	}
-	q, args, err := s.sb().Insert("runtimes").
+	q, args, err := sq.Insert("runtimes").
 		Columns("id", "tenant", "name", "backend", "compass_runtime_id", "config", "allocation", "secrets", "deleted", "created_at", "updated_at", "version").
 		Values(rt.ID, rt.Tenant, rt.Name, rt.Backend, rt.CompassRuntimeID, nullJSON(rt.Config), nullJSON(rt.Allocation), sec, rt.Deleted,
 			s.d.timeArg(created), s.d.timeArg(now), 1).
@@ -77,26 +76,12 @@ func (s *Store) insertRuntimeWithOperation(ctx context.Context, rt storage.Runti
 	if err != nil {
 		return storage.Runtime{}, storage.Operation{}, err
 	}
-	tx, err := s.w.BeginTxx(ctx, nil)
-	if err != nil {
-		return storage.Runtime{}, storage.Operation{}, err
-	}
-	defer rollback(tx)
-	outRt, err := s.scanRuntime(tx.QueryRowxContext(ctx, q, args...))
-	if err != nil {
-		if s.d.IsUniqueViolation(err) {
-			return storage.Runtime{}, storage.Operation{}, storage.ErrAlreadyExists
-		}
-		return storage.Runtime{}, storage.Operation{}, err
-	}
-	outOp, err := s.insertOperation(ctx, tx, op)
-	if err != nil {
-		return storage.Runtime{}, storage.Operation{}, err
-	}
-	if err := tx.Commit(); err != nil {
-		return storage.Runtime{}, storage.Operation{}, err
-	}
-	return outRt, outOp, nil
+	var outRt storage.Runtime
+	outOp, err := s.insertWithFirstOperation(ctx, q, args, op, func(r rowScanner) (err error) {
+		outRt, err = s.scanRuntime(r)
+		return err
+	}, nil)
+	return outRt, outOp, err
 }
 
 func (s *Store) GetRuntime(ctx context.Context, id string) (storage.Runtime, error) {

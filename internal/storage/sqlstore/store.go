@@ -281,14 +281,14 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 	return ch, nil
 }
 
-// notify wakes local subscribers and, for dialects with NotifySQL, other processes. A failed
+// notify wakes local subscribers and, for dialects with Notify, other processes. A failed
 // notification is logged, not returned: the write it follows has already been committed.
 func (s *Store) notify(ctx context.Context) {
 	s.wake.broadcast()
-	if s.d.NotifySQL == "" {
+	if s.d.Notify == "" {
 		return
 	}
-	if _, err := s.w.ExecContext(ctx, s.d.NotifySQL); err != nil {
+	if _, err := s.w.ExecContext(ctx, "SELECT "+s.d.Notify); err != nil {
 		s.log.WithError(err).Warn("notifying other replicas of new or released operations failed; they will find them on their next poll")
 	}
 }

@@ -14,9 +14,21 @@ import (
 
 func testInstanceWithOperation(t *testing.T, e *env) {
 	in := newInstance("inst")
-	_, op, err := e.s.Instances().InsertInstanceWithOperation(ctx, in, newOp("op-1", "inst", "provision", storage.StatePending, ptr(now())))
+	in.Secrets = storage.Secrets{"k": "v"}
+	gotIn, op, err := e.s.Instances().InsertInstanceWithOperation(ctx, in, newOp("op-1", "inst", "provision", storage.StatePending, ptr(now())))
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, op.Version)
+	storedIn, err := e.s.Instances().GetInstance(ctx, "inst")
+	require.NoError(t, err)
+	assert.Equal(t, storedIn, gotIn, "what the insert returns is what is stored")
+	storedOp, err := e.s.Operations().GetOperation(ctx, "op-1")
+	require.NoError(t, err)
+	assert.Equal(t, storedOp, op, "what the insert returns is what is stored")
+
+	_, _, err = e.s.Instances().InsertInstanceWithOperation(ctx, newInstance("new"), newOp("op-1", "new", "provision", storage.StatePending, nil))
+	assert.ErrorIs(t, err, storage.ErrAlreadyExists)
+	_, err = e.s.Instances().GetInstance(ctx, "new")
+	assert.ErrorIs(t, err, storage.ErrNotFound, "nothing is written when the operation exists")
 
 	_, _, err = e.s.Instances().InsertInstanceWithOperation(ctx, in, newOp("op-2", "inst", "provision", storage.StatePending, ptr(now())))
 	assert.ErrorIs(t, err, storage.ErrAlreadyExists)

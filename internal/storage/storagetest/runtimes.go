@@ -27,6 +27,14 @@ func testRuntimes(t *testing.T, e *env) {
 	assert.Equal(t, "rt1", gotOp.InstanceID)
 	assert.False(t, bytes.Contains(rawSecrets(t, e.s, "runtimes", "id", "rt1"), []byte("PLAINTEXT")), "runtime secrets are encrypted")
 
+	storedOp, err := e.s.Operations().GetOperation(ctx, "op1")
+	require.NoError(t, err)
+	assert.Equal(t, storedOp, gotOp, "what the insert returns is what is stored")
+	_, _, err = rts.InsertRuntimeWithOperation(ctx, newRuntime("rt-new", "t"), newOp("op1", "rt-new", "provisioner_provision", storage.StatePending, nil))
+	assert.ErrorIs(t, err, storage.ErrAlreadyExists)
+	_, err = rts.GetRuntime(ctx, "rt-new")
+	assert.ErrorIs(t, err, storage.ErrNotFound, "nothing is written when the operation exists")
+
 	_, _, err = rts.InsertRuntimeWithOperation(ctx, rt, newOp("op2", "rt1", "provisioner_provision", storage.StatePending, ptr(now())))
 	assert.ErrorIs(t, err, storage.ErrAlreadyExists)
 	_, err = e.s.Operations().GetOperation(ctx, "op2")
@@ -36,6 +44,7 @@ func testRuntimes(t *testing.T, e *env) {
 
 	got, err := rts.GetRuntime(ctx, "rt1")
 	require.NoError(t, err)
+	assert.Equal(t, got, gotRt, "what the insert returns is what is stored")
 	assert.Equal(t, "PLAINTEXT-RUNTIME-KUBECONFIG", got.Secrets["kubeconfig"])
 	assert.JSONEq(t, `{"kymaConfig":{"version":"2.0"}}`, string(got.Config))
 

@@ -1371,6 +1371,19 @@ func WakeupsAcrossStores(t *testing.T, open Opener) {
 	drain(wake)
 	require.NoError(t, a.Operations().ReleaseLeases(ctx, "w", []string{"op"}, now()))
 	expectWake(t, wake)
+
+	// An instance or a runtime inserted with its first operation (one statement on PostgreSQL,
+	// which notifies within it).
+	time.Sleep(100 * time.Millisecond)
+	drain(wake)
+	_, _, err = a.Instances().InsertInstanceWithOperation(ctx, newInstance("wi"), newOp("wi-op", "wi", "provision", storage.StatePending, ptr(now())))
+	require.NoError(t, err)
+	expectWake(t, wake)
+	time.Sleep(100 * time.Millisecond)
+	drain(wake)
+	_, _, err = a.Runtimes().InsertRuntimeWithOperation(ctx, newRuntime("wr", "t"), newOp("wr-op", "wr", "provisioner_provision", storage.StatePending, ptr(now())))
+	require.NoError(t, err)
+	expectWake(t, wake)
 	wakeAcrossStores(t, a, b)
 }
 

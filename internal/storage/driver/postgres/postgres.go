@@ -221,7 +221,8 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 			var pe *pq.Error
 			return errors.As(err, &pe) && pe.Code == "23505"
 		},
-		NotifySQL:          "SELECT pg_notify('" + NotifyChannel + "', '')",
+		Notify:             "pg_notify('" + NotifyChannel + "', '')",
+		WritableCTE:        true,
 		XactLockSQL:        "SELECT pg_advisory_xact_lock(hashtext(?))",
 		TryLockSQL:         "SELECT pg_try_advisory_lock(hashtext(?))",
 		UnlockSQL:          "SELECT pg_advisory_unlock(hashtext(?))",

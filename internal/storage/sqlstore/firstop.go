@@ -1,0 +1,91 @@
+package sqlstore
+
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+// insertWithFirstOperation inserts a row (parentSQL: its INSERT returning its columns, with ?
+// placeholders) and the row's first operation atomically, then wakes the engines: this
+// process's and, through the database, other replicas'. Where the database runs data-modifying
+// statements in WITH (PostgreSQL) it is one prepared statement that also notifies: one round
+// trip where a transaction took seven (BEGIN, two unprepared INSERTs of two round trips each,
+// COMMIT, NOTIFY), twice per provisioning (the instance, the provisioner's runtime).
+// scanParent scans the parent's columns, which come first in the row. With check, both are
+// inserted in a transaction after check passed in it. A row or operation that exists already
+// is storage.ErrAlreadyExists, and then nothing is written.
+func (s *Store) insertWithFirstOperation(ctx context.Context, parentSQL string, parentArgs []any, op storage.Operation, scanParent func(rowScanner) error, check func(*sqlx.Tx) error) (storage.Operation, error) {
+	opSQL, opArgs, err := s.operationInsert(op)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	var out storage.Operation
+	oneStatement := s.d.WritableCTE && check == nil
+	if oneStatement {
+		out, err = s.insertFirstInOneStatement(ctx, parentSQL, parentArgs, opSQL, opArgs, scanParent)
+	} else {
+		out, err = s.insertFirstInTx(ctx, parentSQL, parentArgs, opSQL, opArgs, scanParent, check)
+	}
+	if err != nil {
+		if s.d.IsUniqueViolation(err) {
+			return storage.Operation{}, storage.ErrAlreadyExists
+		}
+		return storage.Operation{}, err
+	}
+	if oneStatement {
+		s.wake.broadcast() // the statement notified the other replicas
+	} else {
+		s.notify(ctx)
+	}
+	return out, nil
+}
+
+func (s *Store) insertFirstInOneStatement(ctx context.Context, parentSQL string, parentArgs []any, opSQL string, opArgs []any, scanParent func(rowScanner) error) (storage.Operation, error) {
+	var row operationRow
+	rest := row.dest()
+	sel := "p.*, o.*"
+	if s.d.Notify != "" {
+		// Delivered when the statement commits, like a NOTIFY after the transaction.
+		sel += ", " + s.d.Notify
+		rest = append(rest, new(any))
+	}
+	q := "WITH p AS (" + parentSQL + "), o AS (" + opSQL + ") SELECT " + sel + " FROM p CROSS JOIN o"
+	args := append(append(make([]any, 0, len(parentArgs)+len(opArgs)), parentArgs...), opArgs...)
+	if err := scanParent(followedBy{s.writes.queryRowx(ctx, s.d.rebind(q), args...), rest}); err != nil {
+		return storage.Operation{}, err
+	}
+	return s.operation(&row)
+}
+
+func (s *Store) insertFirstInTx(ctx context.Context, parentSQL string, parentArgs []any, opSQL string, opArgs []any, scanParent func(rowScanner) error, check func(*sqlx.Tx) error) (storage.Operation, error) {
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	defer rollback(tx)
+	if check != nil {
+		if err := check(tx); err != nil {
+			return storage.Operation{}, err
+		}
+	}
+	if err := scanParent(tx.QueryRowxContext(ctx, s.d.rebind(parentSQL), parentArgs...)); err != nil {
+		return storage.Operation{}, err
+	}
+	out, err := s.scanOperation(tx.QueryRowxContext(ctx, s.d.rebind(opSQL), opArgs...))
+	if err != nil {
+		return storage.Operation{}, err
+	}
+	return out, tx.Commit()
+}
+
+// followedBy scans a row whose first columns its caller's destinations take, and the rest into
+// more.
+type followedBy struct {
+	r    rowScanner
+	more []any
+}
+
+func (f followedBy) Scan(dest ...any) error { return f.r.Scan(append(dest, f.more...)...) }
