@@ -530,12 +530,44 @@ func (s *Store) makeDue(ctx context.Context, upd sq.UpdateBuilder, where sq.Sqli
 	if err != nil {
 		return nil, err
 	}
+	if s.d.WritableCTE && s.d.Notify != "" {
+		return s.makeDueAndNotify(ctx, q, args)
+	}
 	ids := []string{}
 	if err := s.writes.selectx(ctx, &ids, q, args...); err != nil {
 		return nil, err
 	}
 	if len(ids) > 0 {
 		s.notify(ctx)
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// makeDueAndNotify runs update (returning the IDs) and notifies the other replicas in the same
+// statement when it changed any: one round trip, where a notification after it was a second
+// (the provisioner's finished operation wakes its broker operation this way on every
+// provisioning). PostgreSQL delivers one notification of the same channel and payload per
+// transaction, however many rows called it.
+func (s *Store) makeDueAndNotify(ctx context.Context, update string, args []any) ([]string, error) {
+	rows, err := s.writes.queryx(ctx, "WITH w AS ("+update+") SELECT id, "+s.d.Notify+" FROM w", args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	ids := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id, new(any)); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(ids) > 0 {
+		s.wake.broadcast()
 	}
 	sort.Strings(ids)
 	return ids, nil
