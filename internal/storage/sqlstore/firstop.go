@@ -9,14 +9,11 @@ import (
 )
 
 // insertWithFirstOperation inserts a row (parentSQL: its INSERT returning its columns, with ?
-// placeholders) and the row's first operation atomically, then wakes the engines: this
-// process's and, through the database, other replicas'. Where the database runs data-modifying
-// statements in WITH (PostgreSQL) it is one prepared statement that also notifies: one round
-// trip where a transaction took seven (BEGIN, two unprepared INSERTs of two round trips each,
-// COMMIT, NOTIFY), twice per provisioning (the instance, the provisioner's runtime).
-// scanParent scans the parent's columns, which come first in the row. With check, both are
-// inserted in a transaction after check passed in it. A row or operation that exists already
-// is storage.ErrAlreadyExists, and then nothing is written.
+// placeholders; scanParent scans them) and its first operation atomically, then wakes the
+// engines here and on other replicas. On PostgreSQL that is one prepared statement that also
+// notifies: a transaction took seven round trips, twice per provisioning. With check, both are
+// inserted in a transaction after check passed in it. An existing row or operation is
+// storage.ErrAlreadyExists, and then nothing is written.
 func (s *Store) insertWithFirstOperation(ctx context.Context, parentSQL string, parentArgs []any, op storage.Operation, scanParent func(rowScanner) error, check func(*sqlx.Tx) error) (storage.Operation, error) {
 	opSQL, opArgs, err := s.operationInsert(op)
 	if err != nil {
