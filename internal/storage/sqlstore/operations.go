@@ -124,6 +124,9 @@ func (s *Store) InsertOperation(ctx context.Context, op storage.Operation) (stor
 
 // operationInsert is the INSERT of op returning its columns (opCols), with ? placeholders.
 func (s *Store) operationInsert(op storage.Operation) (string, []any, error) {
+	if op.ID == "" {
+		return "", nil, errors.New("operation ID is empty")
+	}
 	w, err := s.encodeOperation(op)
 	if err != nil {
 		return "", nil, err
@@ -144,9 +147,6 @@ func (s *Store) operationInsert(op storage.Operation) (string, []any, error) {
 
 // insertOperation inserts through q: the database, or a transaction that inserts more.
 func (s *Store) insertOperation(ctx context.Context, q sqlx.QueryerContext, op storage.Operation) (storage.Operation, error) {
-	if op.ID == "" {
-		return storage.Operation{}, errors.New("operation ID is empty")
-	}
 	query, args, err := s.operationInsert(op)
 	if err != nil {
 		return storage.Operation{}, err

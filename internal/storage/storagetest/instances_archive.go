@@ -29,6 +29,10 @@ func testInstanceWithOperation(t *testing.T, e *env) {
 	assert.ErrorIs(t, err, storage.ErrAlreadyExists)
 	_, err = e.s.Instances().GetInstance(ctx, "new")
 	assert.ErrorIs(t, err, storage.ErrNotFound, "nothing is written when the operation exists")
+	_, _, err = e.s.Instances().InsertInstanceWithOperation(ctx, newInstance("new"), newOp("", "new", "provision", storage.StatePending, nil))
+	assert.ErrorContains(t, err, "operation ID is empty")
+	_, err = e.s.Instances().GetInstance(ctx, "new")
+	assert.ErrorIs(t, err, storage.ErrNotFound, "nothing is written without an operation ID")
 
 	_, _, err = e.s.Instances().InsertInstanceWithOperation(ctx, in, newOp("op-2", "inst", "provision", storage.StatePending, ptr(now())))
 	assert.ErrorIs(t, err, storage.ErrAlreadyExists)

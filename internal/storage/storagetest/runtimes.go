@@ -34,6 +34,10 @@ func testRuntimes(t *testing.T, e *env) {
 	assert.ErrorIs(t, err, storage.ErrAlreadyExists)
 	_, err = rts.GetRuntime(ctx, "rt-new")
 	assert.ErrorIs(t, err, storage.ErrNotFound, "nothing is written when the operation exists")
+	_, _, err = rts.InsertRuntimeWithOperation(ctx, newRuntime("rt-new", "t"), newOp("", "rt-new", "provisioner_provision", storage.StatePending, nil))
+	assert.ErrorContains(t, err, "operation ID is empty")
+	_, err = rts.GetRuntime(ctx, "rt-new")
+	assert.ErrorIs(t, err, storage.ErrNotFound, "nothing is written without an operation ID")
 
 	_, _, err = rts.InsertRuntimeWithOperation(ctx, rt, newOp("op2", "rt1", "provisioner_provision", storage.StatePending, ptr(now())))
 	assert.ErrorIs(t, err, storage.ErrAlreadyExists)
