@@ -14,30 +14,33 @@ import (
 // notifies: a transaction took seven round trips, twice per provisioning. With check, both are
 // inserted in a transaction after check passed in it. An existing row or operation is
 // storage.ErrAlreadyExists, and then nothing is written.
-func (s *Store) insertWithFirstOperation(ctx context.Context, parentSQL string, parentArgs []any, op storage.Operation, scanParent func(rowScanner) error, check func(*sqlx.Tx) error) (storage.Operation, error) {
+func insertWithFirstOperation[P any](ctx context.Context, s *Store, parentSQL string, parentArgs []any, op storage.Operation,
+	scanParent func(rowScanner) (P, error), check func(*sqlx.Tx) error) (P, storage.Operation, error) {
+	var parent P
 	opSQL, opArgs, err := s.operationInsert(op)
 	if err != nil {
-		return storage.Operation{}, err
+		return parent, storage.Operation{}, err
+	}
+	scan := func(r rowScanner) (err error) {
+		parent, err = scanParent(r)
+		return err
 	}
 	var out storage.Operation
 	oneStatement := s.d.WritableCTE && check == nil
 	if oneStatement {
-		out, err = s.insertFirstInOneStatement(ctx, parentSQL, parentArgs, opSQL, opArgs, scanParent)
+		out, err = s.insertFirstInOneStatement(ctx, parentSQL, parentArgs, opSQL, opArgs, scan)
 	} else {
-		out, err = s.insertFirstInTx(ctx, parentSQL, parentArgs, opSQL, opArgs, scanParent, check)
+		out, err = s.insertFirstInTx(ctx, parentSQL, parentArgs, opSQL, opArgs, scan, check)
 	}
 	if err != nil {
+		var zero P
 		if s.d.IsUniqueViolation(err) {
-			return storage.Operation{}, storage.ErrAlreadyExists
+			err = storage.ErrAlreadyExists
 		}
-		return storage.Operation{}, err
+		return zero, storage.Operation{}, err
 	}
-	if oneStatement {
-		s.wake.broadcast() // the statement notified the other replicas
-	} else {
-		s.notify(ctx)
-	}
-	return out, nil
+	s.notified(ctx, oneStatement)
+	return parent, out, nil
 }
 
 func (s *Store) insertFirstInOneStatement(ctx context.Context, parentSQL string, parentArgs []any, opSQL string, opArgs []any, scanParent func(rowScanner) error) (storage.Operation, error) {

@@ -45,7 +45,7 @@ func (s *Store) scanInstanceWith(r rowScanner, extra ...any) (storage.Instance, 
 }
 
 func (s *Store) InsertInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
-	out, err := s.insertInstance(ctx, s.w, inst, nil)
+	out, err := s.insertInstance(ctx, inst)
 	if err != nil {
 		return storage.Instance{}, fmt.Errorf("inserting instance %s: %w", inst.InstanceID, err)
 	}
@@ -94,35 +94,13 @@ func (s *Store) insertInstanceWithOperation(ctx context.Context, inst storage.In
 	if err != nil {
 		return storage.Instance{}, storage.Operation{}, err
 	}
-	var outInst storage.Instance
-	outOp, err := s.insertWithFirstOperation(ctx, q, args, op, func(r rowScanner) (err error) {
-		outInst, err = s.scanInstance(r)
-		return err
-	}, check)
-	return outInst, outOp, err
-}
-
-// insertInstance inserts through q: the database or a transaction. With first (the instance's
-// first operation, inserted with it) the row holds its type and state from the start: the
-// trigger that keeps an instance's newest operation then finds it up to date and writes no
-// second version of the row.
-func (s *Store) insertInstance(ctx context.Context, q sqlx.QueryerContext, inst storage.Instance, first *storage.Operation) (storage.Instance, error) {
-	query, args, err := s.instanceInsert(inst, first)
-	if err != nil {
-		return storage.Instance{}, err
-	}
-	out, err := s.scanInstance(q.QueryRowxContext(ctx, s.d.rebind(query), args...))
-	if err != nil {
-		if s.d.IsUniqueViolation(err) {
-			return storage.Instance{}, storage.ErrAlreadyExists
-		}
-		return storage.Instance{}, err
-	}
-	return out, nil
+	return insertWithFirstOperation(ctx, s, q, args, op, s.scanInstance, check)
 }
 
 // instanceInsert is the INSERT of inst returning its columns (instanceCols), with ?
-// placeholders; see insertInstance for first.
+// placeholders. With first (the instance's first operation, inserted with it) the row holds its
+// type and state from the start: the trigger that keeps an instance's newest operation then
+// finds it up to date and writes no second version of the row.
 func (s *Store) instanceInsert(inst storage.Instance, first *storage.Operation) (string, []any, error) {
 	if inst.InstanceID == "" {
 		return "", nil, errors.New("instance ID is empty")
@@ -145,6 +123,18 @@ func (s *Store) instanceInsert(inst storage.Instance, first *storage.Operation) 
 		cols, vals = append(cols, "last_op_type", "last_op_state"), append(vals, first.Type, string(first.State))
 	}
 	return sq.Insert("instances").Columns(cols...).Values(vals...).Suffix("RETURNING " + instanceCols).ToSql()
+}
+
+func (s *Store) insertInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {
+	query, args, err := s.instanceInsert(inst, nil)
+	if err != nil {
+		return storage.Instance{}, err
+	}
+	out, err := s.scanInstance(s.w.QueryRowxContext(ctx, s.d.rebind(query), args...))
+	if s.d.IsUniqueViolation(err) {
+		return storage.Instance{}, storage.ErrAlreadyExists
+	}
+	return out, err
 }
 
 func (s *Store) GetInstance(ctx context.Context, id string) (storage.Instance, error) {

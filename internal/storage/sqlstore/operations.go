@@ -530,27 +530,17 @@ func (s *Store) makeDue(ctx context.Context, upd sq.UpdateBuilder, where sq.Sqli
 	if err != nil {
 		return nil, err
 	}
-	if s.d.WritableCTE && s.d.Notify != "" {
-		return s.makeDueAndNotify(ctx, q, args)
+	// Where the database can, the same statement notifies the other replicas: one round trip,
+	// where a notification after it was a second (the provisioner's finished operation wakes its
+	// broker operation so on every provisioning). PostgreSQL delivers one notification of the
+	// same channel and payload per transaction, however many rows called it.
+	inStatement := s.notifiesInStatement()
+	dest := []any{nil}
+	if inStatement {
+		q = "WITH w AS (" + q + ") SELECT id, " + s.d.Notify + " FROM w"
+		dest = append(dest, new(any))
 	}
-	ids := []string{}
-	if err := s.writes.selectx(ctx, &ids, q, args...); err != nil {
-		return nil, err
-	}
-	if len(ids) > 0 {
-		s.notify(ctx)
-	}
-	sort.Strings(ids)
-	return ids, nil
-}
-
-// makeDueAndNotify runs update (returning the IDs) and notifies the other replicas in the same
-// statement when it changed any: one round trip, where a notification after it was a second
-// (the provisioner's finished operation wakes its broker operation this way on every
-// provisioning). PostgreSQL delivers one notification of the same channel and payload per
-// transaction, however many rows called it.
-func (s *Store) makeDueAndNotify(ctx context.Context, update string, args []any) ([]string, error) {
-	rows, err := s.writes.queryx(ctx, "WITH w AS ("+update+") SELECT id, "+s.d.Notify+" FROM w", args...)
+	rows, err := s.writes.queryx(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -558,7 +548,8 @@ func (s *Store) makeDueAndNotify(ctx context.Context, update string, args []any)
 	ids := []string{}
 	for rows.Next() {
 		var id string
-		if err := rows.Scan(&id, new(any)); err != nil {
+		dest[0] = &id
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		ids = append(ids, id)
@@ -567,7 +558,7 @@ func (s *Store) makeDueAndNotify(ctx context.Context, update string, args []any)
 		return nil, err
 	}
 	if len(ids) > 0 {
-		s.wake.broadcast()
+		s.notified(ctx, inStatement)
 	}
 	sort.Strings(ids)
 	return ids, nil

@@ -76,12 +76,7 @@ func (s *Store) insertRuntimeWithOperation(ctx context.Context, rt storage.Runti
 	if err != nil {
 		return storage.Runtime{}, storage.Operation{}, err
 	}
-	var outRt storage.Runtime
-	outOp, err := s.insertWithFirstOperation(ctx, q, args, op, func(r rowScanner) (err error) {
-		outRt, err = s.scanRuntime(r)
-		return err
-	}, nil)
-	return outRt, outOp, err
+	return insertWithFirstOperation(ctx, s, q, args, op, s.scanRuntime, nil)
 }
 
 func (s *Store) GetRuntime(ctx context.Context, id string) (storage.Runtime, error) {

@@ -81,6 +81,9 @@ func (c *stmtCache) lookup(ctx context.Context, m map[string]*sqlx.Stmt, key str
 	m[key] = st
 	return st, nil
 }
+
+// exec, queryx and queryRowx run q prepared, or unprepared when the cache refuses it (full)
+// or preparing failed (running it then reports the error).
 func (c *stmtCache) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	st, err := c.stmt(ctx, q)
 	if err != nil || st == nil {
@@ -103,14 +106,6 @@ func (c *stmtCache) queryRowx(ctx context.Context, q string, args ...any) *sqlx.
 		return c.db.QueryRowxContext(ctx, q, args...)
 	}
 	return st.QueryRowxContext(ctx, args...)
-}
-
-func (c *stmtCache) selectx(ctx context.Context, dest any, q string, args ...any) error {
-	st, err := c.stmt(ctx, q)
-	if err != nil || st == nil {
-		return c.db.SelectContext(ctx, dest, q, args...)
-	}
-	return st.SelectContext(ctx, dest, args...)
 }
 
 func (c *stmtCache) close() error {

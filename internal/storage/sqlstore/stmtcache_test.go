@@ -36,9 +36,9 @@ func TestStmtCache(t *testing.T) {
 	require.Len(t, c.texts, 1)
 
 	for i := 0; i < maxCachedStmts+5; i++ {
-		var got []int
-		require.NoError(t, c.selectx(ctx, &got, fmt.Sprintf("SELECT ? + %d", i), 1))
-		require.Equal(t, []int{i + 1}, got)
+		var got int
+		require.NoError(t, c.queryRowx(ctx, fmt.Sprintf("SELECT ? + %d", i), 1).Scan(&got))
+		require.Equal(t, i+1, got)
 	}
 	require.Len(t, c.texts, maxCachedStmts, "bounded")
 	st, err := c.stmt(ctx, "SELECT 'beyond the bound'")

@@ -281,6 +281,20 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 	return ch, nil
 }
 
+// notifiesInStatement: a write can notify the other replicas in its own statement (a
+// data-modifying WITH selecting Notify) instead of with one of its own after it.
+func (s *Store) notifiesInStatement() bool { return s.d.WritableCTE && s.d.Notify != "" }
+
+// notified wakes after a write: local subscribers, and the other processes unless the write's
+// statement notified them itself.
+func (s *Store) notified(ctx context.Context, inStatement bool) {
+	if inStatement {
+		s.wake.broadcast()
+		return
+	}
+	s.notify(ctx)
+}
+
 // notify wakes local subscribers and, for dialects with Notify, other processes. A failed
 // notification is logged, not returned: the write it follows has already been committed.
 func (s *Store) notify(ctx context.Context) {
