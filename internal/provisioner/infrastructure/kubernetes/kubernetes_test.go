@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
@@ -442,15 +444,62 @@ func TestScopedCredentials(t *testing.T) {
 	assert.True(t, denied(err), "a deleted runtime's account is refused: %v", err)
 }
 
+// TestIssuedCredentialsWorkAtOnce: the API server learns of a new ServiceAccount and
+// RoleBinding through caches; credentials are handed out only once it honours them, so their
+// first request succeeds. (CI once saw a binding's first request refused under load; the
+// scoped package's tests pin the wait itself.)
+func TestIssuedCredentialsWorkAtOnce(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	b := e.backend(t, e.spec(nil))
+	a := infrastructure.Spec{RuntimeID: "a-" + e.prefix, RequestedAt: e.clock.now}
+	require.NoError(t, b.Create(ctx, a))
+	// Concurrent issuers keep the API server's caches busy, as a fleet's bindings would.
+	const accounts, issuers = 60, 6
+	errs := make(chan error, accounts)
+	next := make(chan int, accounts)
+	for i := 0; i < accounts; i++ {
+		next <- i
+	}
+	close(next)
+	for w := 0; w < issuers; w++ {
+		go func() {
+			for i := range next {
+				creds, err := b.IssueCredentials(ctx, a, fmt.Sprintf("binding-%d", i), 15*time.Minute)
+				if err == nil {
+					var c k8s.Interface
+					if c, err = k8s.NewForConfig(restConfig(t, creds.Kubeconfig)); err == nil {
+						_, err = c.CoreV1().ConfigMaps(b.Namespace(a.RuntimeID)).List(ctx, metav1.ListOptions{})
+					}
+				}
+				if err != nil {
+					err = fmt.Errorf("account %d on first use: %w", i, err)
+				}
+				errs <- err
+			}
+		}()
+	}
+	for i := 0; i < accounts; i++ {
+		assert.NoError(t, <-errs)
+	}
+}
+
 // denied: the API server refuses the request, whether it still authenticates the token
 // (Forbidden: no RoleBinding) or no longer does (Unauthorized).
 func denied(err error) bool { return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) }
 
+func restConfig(t *testing.T, kubeconfig string) *rest.Config {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
+	if err != nil {
+		t.Errorf("reading an issued kubeconfig: %v", err)
+		return &rest.Config{}
+	}
+	return cfg
+}
+
 func clientFor(t *testing.T, kubeconfig string) k8s.Interface {
 	t.Helper()
-	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
-	require.NoError(t, err)
-	c, err := k8s.NewForConfig(cfg)
+	c, err := k8s.NewForConfig(restConfig(t, kubeconfig))
 	require.NoError(t, err)
 	return c
 }

@@ -44,7 +44,17 @@ func (s Source) Read() ([]byte, error) {
 	return b, nil
 }
 
-// RESTConfig reads the kubeconfig and builds a client configuration from it.
+// Host cluster request rates. client-go's defaults (5 per second, bursts of 10) are meant for
+// a command line tool; one host cluster serves a whole fleet's runtimes here, and at 5 per
+// second a dozen provisionings would queue behind each other. The API server's priority and
+// fairness still protects it from this client.
+const (
+	QPS   = 50
+	Burst = 100
+)
+
+// RESTConfig reads the kubeconfig and builds a client configuration from it, with the
+// fleet's request rates (QPS, Burst).
 func (s Source) RESTConfig() (*rest.Config, error) {
 	b, err := s.Read()
 	if err != nil {
@@ -54,5 +64,6 @@ func (s Source) RESTConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing kubeconfig: %w", err)
 	}
+	cfg.QPS, cfg.Burst = QPS, Burst
 	return cfg, nil
 }

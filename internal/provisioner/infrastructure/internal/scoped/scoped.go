@@ -14,6 +14,7 @@ import (
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,11 +111,56 @@ func (i *Issuer) Kubeconfig(ctx context.Context, namespace, account string, expi
 	if err != nil {
 		return Credentials{}, fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", namespace, account, err)
 	}
+	if err := i.awaitEffective(ctx, namespace, account, tr.Status.Token); err != nil {
+		return Credentials{}, err
+	}
 	kc, err := i.kubeconfig(namespace, account, tr.Status.Token)
 	if err != nil {
 		return Credentials{}, err
 	}
 	return Credentials{Kubeconfig: kc, ExpiresAt: tr.Status.ExpirationTimestamp.Time}, nil
+}
+
+// EffectiveWithin bounds how long issuing waits for the API server to honour a new grant.
+const EffectiveWithin = 10 * time.Second
+
+// awaitEffective returns once the token is authenticated and allowed everything in its
+// namespace. The API server's authenticator and RBAC authorizer read from caches that learn
+// of a new ServiceAccount and RoleBinding a moment after they are written; credentials
+// handed out before that would be refused on first use. The token asks about itself
+// (SelfSubjectAccessReview, which every authenticated identity may create), so this needs
+// no right beyond those Grant needs. Past EffectiveWithin the error is the caller's to retry.
+func (i *Issuer) awaitEffective(ctx context.Context, namespace, account, token string) error {
+	cfg := rest.AnonymousClientConfig(i.cfg)
+	cfg.BearerToken = token
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating a client with the token of %s/%s: %w", namespace, account, err)
+	}
+	review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: namespace, Verb: "*", Group: "*", Resource: "*"},
+	}}
+	ctx, cancel := context.WithTimeout(ctx, EffectiveWithin)
+	defer cancel()
+	last := errors.New("not yet asked")
+	for {
+		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		switch {
+		case err == nil && r.Status.Allowed:
+			return nil
+		case err == nil:
+			last = fmt.Errorf("not yet allowed its namespace (%s)", r.Status.Reason)
+		case apierrors.IsUnauthorized(err):
+			last = fmt.Errorf("not yet authenticated: %w", err)
+		default:
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the API server to honour the token of ServiceAccount %s/%s: %w", namespace, account, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (i *Issuer) kubeconfig(namespace, account, token string) (string, error) {
