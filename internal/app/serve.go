@@ -276,6 +276,8 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 			_ = l.Shutdown(shutdownCtx)
 		}
 		cfg.PointAt(l.URL, standins.DefaultCredentials())
+		// The clients reach the stand-ins without the network; the listener serves everyone else.
+		cfg.SetTransport(l.Transport(httpretry.PooledTransport()))
 		log.WithFields(logrus.Fields{"address": l.URL, "tlsAddress": l.TLSURL, "systems": l.Sandbox.Systems()}).
 			Info("sandbox serving the external systems (APP_SANDBOX_ENABLED=false to use real ones); inspect it at " + l.URL +
 				"/_sandbox/; its CA is at " + l.URL + "/_sandbox/connector/ca.pem")

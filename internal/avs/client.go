@@ -85,7 +85,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("AVS configuration: %w", err)
 	}
 	cfg.withDefaults()
-	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("avs", nil))
+	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("avs", cfg.Transport))
 	return &Client{
 		cfg:    cfg,
 		caller: newCaller(cfg),

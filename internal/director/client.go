@@ -71,8 +71,8 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("Director configuration: %w", err)
 	}
 	cfg.withDefaults()
-	var base http.RoundTripper
-	if cfg.SkipCertVerify {
+	base := cfg.Transport
+	if base == nil && cfg.SkipCertVerify {
 		tr := httpretry.PooledTransport()
 		// Opted into with APP_SKIP_DIRECTOR_CERT_VERIFICATION, for self-signed development installations.
 		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec

@@ -74,7 +74,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("EDP configuration: %w", err)
 	}
-	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("edp", nil))
+	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("edp", cfg.Transport))
 	return &Client{
 		cfg:    cfg,
 		caller: newCaller(cfg),

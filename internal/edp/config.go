@@ -2,6 +2,7 @@ package edp
 
 import (
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type Config struct {
 	Calls httpretry.Calls `envconfig:"EXTERNAL_CALL"`
 	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
 	Metrics *httpretry.CallMetrics `ignored:"true"`
+	// Transport, when set, sends the client's requests (the embedded sandbox's in-process
+	// transport); else a pooled transport of the client's own.
+	Transport http.RoundTripper `ignored:"true"`
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
 	// transient failures.
 	RetryInitialBackoff time.Duration `envconfig:"EDP_RETRY_INITIAL_BACKOFF" default:"200ms"`

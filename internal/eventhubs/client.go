@@ -75,7 +75,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("Azure configuration: %w", err)
 	}
 	cfg.withDefaults()
-	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("azure", nil))
+	httpc := httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("azure", cfg.Transport))
 	return &Client{
 		cfg:    cfg,
 		caller: newCaller(cfg),

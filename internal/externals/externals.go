@@ -6,6 +6,7 @@ package externals
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -99,6 +100,13 @@ func (c *Config) PointAt(base string, creds standins.Credentials) {
 	c.Reconciler.URL = base + "/reconciler"
 	c.Director.URL, c.Director.OAuthTokenURL = base+"/director/graphql", base+"/director/oauth/token"
 	c.Director.OAuthClientID, c.Director.OAuthClientSecret = creds.DirectorClientID, creds.DirectorClientSecret
+}
+
+// SetTransport sends every client's requests through t (the embedded sandbox's in-process
+// transport).
+func (c *Config) SetTransport(t http.RoundTripper) {
+	c.AVS.Transport, c.EDP.Transport, c.IAS.Transport, c.ServiceManager.Transport = t, t, t, t
+	c.Azure.Transport, c.Reconciler.Transport, c.Director.Transport = t, t, t
 }
 
 // clientCalls are every client's backoff bounds and call policy.

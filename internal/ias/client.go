@@ -111,7 +111,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:    cfg,
 		caller: newCaller(cfg),
 		base:   strings.TrimRight(cfg.URL, "/") + serviceProvidersPath,
-		http:   httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("ias", nil)),
+		http:   httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("ias", cfg.Transport)),
 	}, nil
 }
 

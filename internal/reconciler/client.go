@@ -109,7 +109,7 @@ func New(cfg Config) (*Client, error) {
 		cfg:    cfg,
 		caller: newCaller(cfg),
 		base:   strings.TrimRight(cfg.URL, "/") + clustersPath,
-		http:   httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("reconciler", nil)),
+		http:   httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("reconciler", cfg.Transport)),
 	}, nil
 }
 

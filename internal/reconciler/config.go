@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
@@ -19,6 +20,9 @@ type Config struct {
 	Calls httpretry.Calls `envconfig:"EXTERNAL_CALL"`
 	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
 	Metrics *httpretry.CallMetrics `ignored:"true"`
+	// Transport, when set, sends the client's requests (the embedded sandbox's in-process
+	// transport); else a pooled transport of the client's own.
+	Transport http.RoundTripper `ignored:"true"`
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
 	// transient failures.
 	RetryInitialBackoff time.Duration `envconfig:"RECONCILER_RETRY_INITIAL_BACKOFF" default:"200ms"`

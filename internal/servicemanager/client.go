@@ -102,7 +102,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("configuring the Service Manager client: %w", err)
 	}
 	cfg.withDefaults()
-	return &Client{cfg: cfg, caller: newCaller(cfg), http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("servicemanager", nil)), tokens: map[tokenKey]*httpretry.Tokens{},
+	return &Client{cfg: cfg, caller: newCaller(cfg), http: httpretry.NewHTTPClient(cfg.Timeout, cfg.Metrics.Transport("servicemanager", cfg.Transport)), tokens: map[tokenKey]*httpretry.Tokens{},
 		plans: newPlanCache(cfg.PlanCacheTTL, time.Now)}, nil
 }
 

@@ -25,6 +25,9 @@ type Listeners struct {
 
 	servers []*http.Server
 	errc    chan error
+	// The in-process transport's requests (Transport): refused and waited for by Shutdown
+	// like the listeners'.
+	gate gate
 }
 
 // Listen listens on httpAddr and tlsAddr (host:port, port 0 for any), opens the stand-ins with
@@ -94,6 +97,11 @@ func (l *Listeners) Shutdown(ctx context.Context) error {
 	var errs []error
 	for _, s := range l.servers {
 		errs = append(errs, s.Shutdown(ctx))
+	}
+	select {
+	case <-l.gate.close():
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("waiting for the in-process requests: %w", ctx.Err()))
 	}
 	return errors.Join(errs...)
 }
