@@ -107,7 +107,9 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("%s %s: the sandbox's handler panicked: %v", req.Method, req.URL, p)
 		}
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL, context.Cause(ctx))
+		// Unwrapped, as http.Transport returns it: url.Error asks the error itself whether it
+		// is a timeout.
+		return nil, context.Cause(ctx)
 	}
 	return w.response(req), nil
 }

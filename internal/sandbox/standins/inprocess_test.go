@@ -92,6 +92,16 @@ func TestInProcessHungAndPanickingHandlers(t *testing.T) {
 	var ne interface{ Timeout() bool }
 	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "a timeout, as over the network: %v", err)
 
+	// The request's own deadline, as a step's bounded run sets it: the client sees its error,
+	// and a timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sandbox:1/hang", nil)
+	require.NoError(t, err)
+	_, err = (&http.Client{Transport: tr}).Do(req)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "%v", err)
+
 	_, err = c.Get("http://sandbox:1/panic")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "panicked: boom")
