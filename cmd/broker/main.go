@@ -12,6 +12,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/app"
+	"github.com/kyma-project/kyma-environment-broker/internal/gcpolicy"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/profiling"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
@@ -106,6 +107,7 @@ func serveCommand(log *logrus.Logger) *cobra.Command {
 				return err
 			}
 			defer stop()
+			gcpolicy.Apply(log)
 			return app.Serve(cmd.Context(), cfg, log)
 		},
 	}

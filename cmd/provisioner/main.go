@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/gcpolicy"
 	"net"
 	"net/http"
 	"os"
@@ -39,6 +40,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	gcpolicy.Apply(log)
 	if err := run(ctx, log); err != nil {
 		log.WithError(err).Error("provisioner failed")
 		stop()
