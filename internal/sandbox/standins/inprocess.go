@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,8 +86,12 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL, ErrShutDown)
 	}
 	ctx := req.Context()
+	// The request as the server would parse it: a URL of path and query only, the Host header,
+	// the protocol the client's transport speaks.
 	in := req.Clone(ctx)
 	in.RequestURI, in.Host, in.RemoteAddr = req.URL.RequestURI(), req.URL.Host, "in-process"
+	in.URL = &url.URL{Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
+	in.Proto, in.ProtoMajor, in.ProtoMinor = "HTTP/1.1", 1, 1
 	if in.Body == nil {
 		in.Body = http.NoBody
 	}

@@ -19,7 +19,7 @@ import (
 func TestInProcessAnswersAsTheListener(t *testing.T) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		w.Header().Set("X-Seen", r.Method+" "+r.Host+" "+r.RequestURI+" "+r.Header.Get("Authorization")+" "+string(body))
+		w.Header().Set("X-Seen", r.Method+" "+r.Host+" "+r.RequestURI+" "+r.URL.String()+" "+r.Proto+" "+r.Header.Get("Authorization")+" "+string(body))
 		if r.URL.Path == "/created" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusCreated)
