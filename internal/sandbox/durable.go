@@ -64,6 +64,9 @@ type Durable struct {
 	// broken: a write failed and memory is ahead of the store; the next request (holding req,
 	// with nothing being written) reloads before it is served.
 	broken error
+
+	// known: the keys the system's rows may have (keys.go), guarded by p.Lock.
+	known knownKeys
 }
 
 // ticket is one request's changes, waiting to be written.
@@ -114,6 +117,7 @@ func (d *Durable) Load(ctx context.Context) error {
 	if err := d.restore(rows); err != nil {
 		return fmt.Errorf("loading the %s stand-in's state: %w", d.p.System, err)
 	}
+	d.learnKeys()
 	return nil
 }
 

@@ -131,16 +131,18 @@ func (t *Table[T]) load(key string) *row[T] {
 		return e
 	}
 	e := &row[T]{t: t, key: key}
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-	defer cancel()
-	b, err := t.d.p.Store.Get(ctx, t.d.p.System, t.kind, key)
-	if err == nil && b != nil {
-		e.v, err = t.decode(b)
-	}
-	if err != nil {
-		// The request goes on as if the object did not exist; Durable fails it and reloads.
-		t.d.failed(fmt.Errorf("reading %s %s: %w", t.kind, key, err))
-		e.v = nil
+	if !t.d.absent(t.kind, key) {
+		ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+		defer cancel()
+		b, err := t.d.p.Store.Get(ctx, t.d.p.System, t.kind, key)
+		if err == nil && b != nil {
+			e.v, err = t.decode(b)
+		}
+		if err != nil {
+			// The request goes on as if the object did not exist; Durable fails it and reloads.
+			t.d.failed(fmt.Errorf("reading %s %s: %w", t.kind, key, err))
+			e.v = nil
+		}
 	}
 	e.stored = t.lookupValues(e.v)
 	t.entries[key] = e
@@ -354,6 +356,10 @@ func (t *Table[T]) collect(rows Rows, pins *[]unpinner) error {
 			}
 		}
 		rows[t.kind][k] = b
+		if b != nil {
+			// Every row a Table writes passes here, before its write.
+			t.d.sawKey(t.kind, k)
+		}
 		now := t.lookupValues(e.v)
 		for name, l := range t.lookups {
 			l.update(k, e.stored[name], now[name])

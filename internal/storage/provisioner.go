@@ -131,6 +131,8 @@ type SandboxObjects interface {
 	Get(ctx context.Context, system, kind, key string) ([]byte, error)
 	// Kind returns every row of kind by key.
 	Kind(ctx context.Context, system, kind string) (map[string][]byte, error)
+	// Keys calls fn with the kind and key of every row of the system (sandbox.KeyLister).
+	Keys(ctx context.Context, system string, fn func(kind, key string)) error
 	// Prefix returns the rows of kind whose key starts with prefix, by key.
 	Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error)
 	// Write applies the rows to the system in one transaction; a nil value deletes the row.

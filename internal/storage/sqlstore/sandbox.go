@@ -88,6 +88,27 @@ func (o *SandboxObjects) Load(ctx context.Context, system string) (map[string]ma
 	return out, nil
 }
 
+// Keys implements storage.SandboxObjects: the keys alone, from the primary key's index (an
+// index-only scan where the visibility map allows).
+func (o *SandboxObjects) Keys(ctx context.Context, system string, fn func(kind, key string)) error {
+	rows, err := o.db.QueryContext(ctx, o.d.rebind("SELECT kind, object_key FROM sandbox_objects WHERE system = ?"), system)
+	if err != nil {
+		return fmt.Errorf("listing the sandbox keys of %s: %w", system, err)
+	}
+	defer rows.Close()
+	var kind, key string
+	for rows.Next() {
+		if err := rows.Scan(&kind, &key); err != nil {
+			return fmt.Errorf("listing the sandbox keys of %s: %w", system, err)
+		}
+		fn(kind, key)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("listing the sandbox keys of %s: %w", system, err)
+	}
+	return nil
+}
+
 // Get implements storage.SandboxObjects.
 func (o *SandboxObjects) Get(ctx context.Context, system, kind, key string) ([]byte, error) {
 	var value string
