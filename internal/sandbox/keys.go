@@ -50,21 +50,24 @@ func (d *Durable) learnKeys() {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
+		// The filter is filled from the listing without the lock, which requests hold.
 		var keys [][]byte
 		err := lister.Keys(ctx, d.p.System, func(kind, key string) { keys = append(keys, knownKey(kind, key)) })
+		var f *bloom.BloomFilter
+		if err == nil {
+			f = bloom.NewWithEstimates(max(uint(4*len(keys)), minKnownKeys), knownKeysFalsePositives)
+			for _, k := range keys {
+				f.Add(k)
+			}
+		}
 		d.p.Lock.Lock()
 		defer d.p.Lock.Unlock()
 		d.known.learning = false
 		pending := d.known.pending
 		d.known.pending = nil
-		if err != nil {
+		if f == nil {
 			// Every read goes to the store, as without a KeyLister, until a reload learns again.
 			return
-		}
-		capacity := max(uint(4*(len(keys)+len(pending))), minKnownKeys)
-		f := bloom.NewWithEstimates(capacity, knownKeysFalsePositives)
-		for _, k := range keys {
-			f.Add(k)
 		}
 		for _, k := range pending {
 			f.AddString(k)
