@@ -34,8 +34,12 @@ type knownKeys struct {
 // knownKeysFalsePositives is the filter's false positive rate at its capacity.
 const knownKeysFalsePositives = 0.01
 
-// minKnownKeys is the least capacity of the filter: ~1.2 MB of bits per system.
-const minKnownKeys = 1 << 20
+// minKnownKeys is the least capacity of the filter: ~300 KB of bits per system, which the
+// collector counts as live heap (at GOGC=200 the heap may grow to three times it). A listing
+// sizes the filter for four times the keys it found, so a restart makes room for a grown fleet;
+// a stand-in that outgrows its filter without one answers more reads from the store, never
+// a wrong "absent".
+const minKnownKeys = 1 << 18
 
 func knownKey(kind, key string) []byte { return []byte(kind + "\x00" + key) }
 
