@@ -17,16 +17,23 @@ type KeyLister interface {
 // Most reads a stand-in makes that find nothing are of keys that never existed: the name a
 // client looks up before creating its object, a counter by a new name. Each was a round trip to
 // the database (11 per provisioning in the e2e bench, a quarter of its statements). A Bloom
-// filter of every key the system's rows have, learnt once at load from the store and then kept
-// up to date as the stand-in changes objects, answers "certainly absent" for them without the
-// read. This relies on what the stand-in's object cache already relies on: the stand-in is the
-// only writer of its system's rows, so a key enters the store only through Table.collect, which
-// adds it to the filter before the write. A false positive costs the read it costs today; the filter never
-// forgets a key, so deleted keys are read as before.
+// filter of every key the system's rows have, listed from the store at load and then kept up to
+// date as the stand-in writes, answers "certainly absent" for them without the read. This relies
+// on what the stand-in's object cache already relies on: the stand-in is the only writer of its
+// system's rows, so a key enters the store only through Table.collect, which adds it to the
+// filter before the write. A false positive costs the read it cost before. The filter does not
+// forget deleted keys (they are read as before) until it outgrows its capacity and is listed
+// again.
 type knownKeys struct {
 	// filter answers once learnt; nil before (and without a KeyLister).
 	filter *bloom.BloomFilter
-	// learning: the scan of the store is under way; the keys set meanwhile wait in pending.
+	// capacity is what the filter was sized for, added how many keys it holds: past its
+	// capacity it is learnt again, larger (its false positives would otherwise grow).
+	capacity, added uint
+	// min is the least capacity (minKnownKeys when 0; tests set less).
+	min uint
+	// learning: a listing of the store is under way; the keys written meanwhile wait in pending
+	// (and go into the current filter too, which answers until the new one is in).
 	learning bool
 	pending  []string
 }
@@ -36,9 +43,7 @@ const knownKeysFalsePositives = 0.01
 
 // minKnownKeys is the least capacity of the filter: ~300 KB of bits per system, which the
 // collector counts as live heap (at GOGC=200 the heap may grow to three times it). A listing
-// sizes the filter for four times the keys it found, so a restart makes room for a grown fleet;
-// a stand-in that outgrows its filter without one answers more reads from the store, never
-// a wrong "absent".
+// sizes the filter for four times the keys it found.
 const minKnownKeys = 1 << 18
 
 func knownKey(kind, key string) []byte { return []byte(kind + "\x00" + key) }
@@ -46,11 +51,25 @@ func knownKey(kind, key string) []byte { return []byte(kind + "\x00" + key) }
 // learnKeys starts learning the system's keys from the store unless it knows them or is
 // learning them; called with the stand-in's lock held, by Load, before the requests it serves.
 func (d *Durable) learnKeys() {
+	if d.known.filter == nil {
+		d.learn(nil)
+	}
+}
+
+// learn lists the system's keys into a new filter in the background; called with the lock
+// held. pending are keys written but possibly not yet in the store when the listing takes its
+// snapshot: they go into the new filter whatever the listing finds.
+func (d *Durable) learn(pending []string) {
 	lister, ok := d.p.Store.(KeyLister)
-	if !ok || d.known.learning || d.known.filter != nil {
+	if !ok || d.known.learning {
 		return
 	}
-	d.known.learning = true
+	d.known.learning, d.known.pending = true, pending
+	// At least twice the capacity outgrown: the keys written while listing count too.
+	least := max(d.known.min, 2*d.known.capacity)
+	if least == 0 {
+		least = minKnownKeys
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
@@ -58,8 +77,9 @@ func (d *Durable) learnKeys() {
 		var keys [][]byte
 		err := lister.Keys(ctx, d.p.System, func(kind, key string) { keys = append(keys, knownKey(kind, key)) })
 		var f *bloom.BloomFilter
+		capacity := max(uint(4*len(keys)), least)
 		if err == nil {
-			f = bloom.NewWithEstimates(max(uint(4*len(keys)), minKnownKeys), knownKeysFalsePositives)
+			f = bloom.NewWithEstimates(capacity, knownKeysFalsePositives)
 			for _, k := range keys {
 				f.Add(k)
 			}
@@ -70,23 +90,35 @@ func (d *Durable) learnKeys() {
 		pending := d.known.pending
 		d.known.pending = nil
 		if f == nil {
-			// Every read goes to the store, as without a KeyLister, until a reload learns again.
+			// The filter there was (if any) answers on; without one every read goes to the
+			// store, as without a KeyLister, until a reload learns again.
 			return
 		}
 		for _, k := range pending {
 			f.AddString(k)
 		}
-		d.known.filter = f
+		d.known.filter, d.known.capacity, d.known.added = f, capacity, uint(len(keys)+len(pending))
 	}()
 }
 
-// sawKey records that the row of kind with key may exist from now on; called with the lock held.
+// sawKey records that the row of kind with key may exist from now on; called with the lock
+// held, before the row's write.
 func (d *Durable) sawKey(kind, key string) {
-	switch {
-	case d.known.filter != nil:
-		d.known.filter.Add(knownKey(kind, key))
-	case d.known.learning:
+	if d.known.learning {
 		d.known.pending = append(d.known.pending, kind+"\x00"+key)
+	}
+	if d.known.filter == nil {
+		return
+	}
+	d.known.filter.Add(knownKey(kind, key))
+	if d.known.added++; d.known.added > d.known.capacity && !d.known.learning {
+		// Learnt again: the new listing's snapshot may miss the rows whose writes are under way
+		// (every Table entry still pinned) and this one, not yet pinned; they start its pending.
+		pending := []string{kind + "\x00" + key}
+		for _, t := range d.order {
+			t.pinned(func(k string) { pending = append(pending, k) })
+		}
+		d.learn(pending)
 	}
 }
 

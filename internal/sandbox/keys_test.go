@@ -22,6 +22,21 @@ type listingStore struct {
 	hold    chan struct{}
 	snapped chan struct{} // closed once a held listing took its snapshot
 	keysErr error
+	// writeHold, when set, keeps Write from writing until it is closed (a write under way).
+	writeHold chan struct{}
+	writing   chan struct{} // closed once a held write started
+}
+
+func (s *listingStore) Write(ctx context.Context, system string, rows Rows) error {
+	s.mu.Lock()
+	hold, writing := s.writeHold, s.writing
+	s.writeHold = nil
+	s.mu.Unlock()
+	if hold != nil {
+		close(writing)
+		<-hold
+	}
+	return s.MemoryStore.Write(ctx, system, rows)
 }
 
 func newListingStore() *listingStore {
@@ -141,4 +156,74 @@ func TestKnownKeysWithoutAListing(t *testing.T) {
 	assert.False(t, s.keysKnown())
 	s.do(t, func() { s.items.Get("never") })
 	assert.Equal(t, 1, store.reads("item", "never"))
+}
+
+func (s *shelf) knownCapacity() uint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.d.known.learning {
+		return 0
+	}
+	return s.d.known.capacity
+}
+
+// A filter that outgrows its capacity is listed again, larger; a row whose write is under way
+// while the new listing takes its snapshot is in the new filter all the same.
+func TestKnownKeysRelearntWhenOutgrown(t *testing.T) {
+	store := newListingStore()
+	s := &shelf{}
+	s.d = NewDurable(Persist{Store: store, System: "shelf", Lock: &s.mu})
+	s.d.known.min = 8
+	s.items = NewTable[item](s.d, "item", false)
+	s.items.Lookup("color", func(it *item) []string { return []string{it.Color} })
+	require.NoError(t, s.d.Load(context.Background()))
+	s.waitKeysKnown(t)
+	require.Equal(t, uint(8), s.knownCapacity())
+
+	// A write held under way: its row is pinned, not in the store.
+	store.mu.Lock()
+	release := make(chan struct{})
+	store.writeHold, store.writing = release, make(chan struct{})
+	writing := store.writing
+	store.mu.Unlock()
+	done := make(chan error, 2)
+	go func() {
+		done <- s.d.Do(context.Background(), func() error { s.items.Create("inflight", &item{Color: "teal"}); return nil })
+	}()
+	<-writing
+	// Meanwhile more keys than the filter holds: it is listed again while "inflight" is written.
+	go func() {
+		done <- s.d.Do(context.Background(), func() error {
+			for i := range 10 {
+				s.items.Create(fmt.Sprint("more-", i), &item{Color: "blue"})
+			}
+			return nil
+		})
+	}()
+	require.Eventually(t, func() bool { return s.knownCapacity() > 8 }, 10*time.Second, time.Millisecond, "listed again, larger")
+	close(release)
+	require.NoError(t, <-done)
+	require.NoError(t, <-done)
+
+	capacity := s.knownCapacity()
+	// "inflight" leaves the cache through reads of absent keys: nothing is written, so the
+	// filter is not listed again, from a store that has it by now.
+	s.do(t, func() {
+		for i := range 2 * tableCache {
+			s.items.Get(fmt.Sprint("absent-", i))
+		}
+	})
+	require.Equal(t, capacity, s.knownCapacity(), "not listed again")
+	s.do(t, func() {
+		it, ok := s.items.Get("inflight")
+		require.True(t, ok, "a row written while the filter was listed again is found")
+		assert.Equal(t, "teal", it.Color)
+		for i := range 10 {
+			_, ok = s.items.Get(fmt.Sprint("more-", i))
+			assert.True(t, ok, "more-%d: written after the listing began, the key that began it among them", i)
+		}
+		_, ok = s.items.Get("never")
+		assert.False(t, ok)
+	})
+	assert.Zero(t, store.reads("item", "never"))
 }

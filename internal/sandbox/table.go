@@ -116,6 +116,14 @@ func (t *Table[T]) reset() {
 	t.dirty = map[string]struct{}{}
 }
 
+func (t *Table[T]) pinned(fn func(string)) {
+	for k, e := range t.entries {
+		if e.pins > 0 {
+			fn(t.kind + "\x00" + k)
+		}
+	}
+}
+
 // Get returns the object with key, nil when there is none. The value is the table's: change it
 // only to Put it back in the same request.
 func (t *Table[T]) Get(key string) (*T, bool) {
@@ -470,4 +478,6 @@ type table interface {
 	collect(rows Rows, pins *[]unpinner) error
 	trim()
 	reset()
+	// pinned calls fn with "kind\x00key" of every entry whose write is under way.
+	pinned(fn func(string))
 }
