@@ -339,7 +339,7 @@ func (d *Durable) Handler(next http.Handler) http.Handler {
 			d.unavailable(w, err)
 			return
 		}
-		buf := &bufferedResponse{header: http.Header{}}
+		buf := NewBufferedResponse()
 		next.ServeHTTP(buf, r)
 		t := d.enqueue()
 		d.req.Unlock()
@@ -347,7 +347,7 @@ func (d *Durable) Handler(next http.Handler) http.Handler {
 			d.unavailable(w, err)
 			return
 		}
-		buf.copyTo(w)
+		buf.CopyTo(w)
 	})
 }
 
@@ -528,35 +528,4 @@ func (c *Counts) Map() map[string]int {
 		out[k] += *v
 	}
 	return out
-}
-
-// bufferedResponse holds a stand-in's answer until its changes are written.
-type bufferedResponse struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (b *bufferedResponse) Header() http.Header { return b.header }
-
-func (b *bufferedResponse) WriteHeader(status int) {
-	if b.status == 0 {
-		b.status = status
-	}
-}
-
-func (b *bufferedResponse) Write(p []byte) (int, error) {
-	b.WriteHeader(http.StatusOK)
-	return b.body.Write(p)
-}
-
-func (b *bufferedResponse) copyTo(w http.ResponseWriter) {
-	for k, v := range b.header {
-		w.Header()[k] = v
-	}
-	if b.status == 0 {
-		b.status = http.StatusOK
-	}
-	w.WriteHeader(b.status)
-	_, _ = w.Write(b.body.Bytes())
 }

@@ -1,16 +1,15 @@
 package standins
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // ErrShutDown is what a request through the in-process transport gets once the sandbox is
@@ -95,7 +94,7 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	if in.Body == nil {
 		in.Body = http.NoBody
 	}
-	w := &recorder{header: http.Header{}}
+	w := sandbox.NewBufferedResponse()
 	done := make(chan any, 1)
 	go func() {
 		defer t.gate.leave()
@@ -116,53 +115,11 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 		// is a timeout.
 		return nil, context.Cause(ctx)
 	}
-	return w.response(req), nil
+	return w.Response(req), nil
 }
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {
 		_ = req.Body.Close()
-	}
-}
-
-// recorder is the handler's http.ResponseWriter: the answer is kept whole (the stand-ins'
-// answers are small) and handed to the client when the handler returns.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (w *recorder) Header() http.Header { return w.header }
-
-func (w *recorder) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-}
-
-func (w *recorder) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	return w.body.Write(b)
-}
-
-func (w *recorder) response(req *http.Request) *http.Response {
-	status := w.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	if w.header.Get("Content-Type") == "" && w.body.Len() > 0 {
-		w.header.Set("Content-Type", http.DetectContentType(w.body.Bytes()))
-	}
-	var body io.ReadCloser = http.NoBody
-	length := int64(w.body.Len())
-	if req.Method != http.MethodHead && length > 0 {
-		body = io.NopCloser(&w.body)
-	}
-	w.header.Set("Content-Length", strconv.FormatInt(length, 10))
-	return &http.Response{
-		Status: strconv.Itoa(status) + " " + http.StatusText(status), StatusCode: status,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: w.header, Body: body, ContentLength: length, Request: req,
 	}
 }
