@@ -46,7 +46,8 @@ const knownKeysFalsePositives = 0.01
 // sizes the filter for four times the keys it found.
 const minKnownKeys = 1 << 18
 
-func knownKey(kind, key string) []byte { return []byte(kind + "\x00" + key) }
+// knownKey is a row's name in the filter and in pending: kind and key, which holds no NUL.
+func knownKey(kind, key string) string { return kind + "\x00" + key }
 
 // learnKeys starts learning the system's keys from the store unless it knows them or is
 // learning them; called with the stand-in's lock held, by Load, before the requests it serves.
@@ -74,14 +75,14 @@ func (d *Durable) learn(pending []string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		// The filter is filled from the listing without the lock, which requests hold.
-		var keys [][]byte
+		var keys []string
 		err := lister.Keys(ctx, d.p.System, func(kind, key string) { keys = append(keys, knownKey(kind, key)) })
 		var f *bloom.BloomFilter
 		capacity := max(uint(4*len(keys)), least)
 		if err == nil {
 			f = bloom.NewWithEstimates(capacity, knownKeysFalsePositives)
 			for _, k := range keys {
-				f.Add(k)
+				f.AddString(k)
 			}
 		}
 		d.p.Lock.Lock()
@@ -105,16 +106,16 @@ func (d *Durable) learn(pending []string) {
 // held, before the row's write.
 func (d *Durable) sawKey(kind, key string) {
 	if d.known.learning {
-		d.known.pending = append(d.known.pending, kind+"\x00"+key)
+		d.known.pending = append(d.known.pending, knownKey(kind, key))
 	}
 	if d.known.filter == nil {
 		return
 	}
-	d.known.filter.Add(knownKey(kind, key))
+	d.known.filter.AddString(knownKey(kind, key))
 	if d.known.added++; d.known.added > d.known.capacity && !d.known.learning {
 		// Learnt again: the new listing's snapshot may miss the rows whose writes are under way
 		// (every Table entry still pinned) and this one, not yet pinned; they start its pending.
-		pending := []string{kind + "\x00" + key}
+		pending := []string{knownKey(kind, key)}
 		for _, t := range d.order {
 			t.pinned(func(k string) { pending = append(pending, k) })
 		}
@@ -124,5 +125,5 @@ func (d *Durable) sawKey(kind, key string) {
 
 // absent reports that the row of kind with key certainly does not exist; called with the lock held.
 func (d *Durable) absent(kind, key string) bool {
-	return d.known.filter != nil && !d.known.filter.Test(knownKey(kind, key))
+	return d.known.filter != nil && !d.known.filter.TestString(knownKey(kind, key))
 }

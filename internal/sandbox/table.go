@@ -119,7 +119,7 @@ func (t *Table[T]) reset() {
 func (t *Table[T]) pinned(fn func(string)) {
 	for k, e := range t.entries {
 		if e.pins > 0 {
-			fn(t.kind + "\x00" + k)
+			fn(knownKey(t.kind, k))
 		}
 	}
 }
@@ -478,6 +478,6 @@ type table interface {
 	collect(rows Rows, pins *[]unpinner) error
 	trim()
 	reset()
-	// pinned calls fn with "kind\x00key" of every entry whose write is under way.
+	// pinned calls fn with the knownKey of every entry whose write is under way.
 	pinned(fn func(string))
 }
