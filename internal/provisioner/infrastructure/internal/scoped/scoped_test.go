@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,14 +22,8 @@ func TestMain(m *testing.M) { kubetest.Main(m) }
 // instead of producing a kubeconfig that is refused on first use.
 func TestKubeconfigWaitsUntilTheGrantIsHonoured(t *testing.T) {
 	ctx := context.Background()
-	ns := kubetest.Namespace(t)
-	admin := kubetest.Clientset(t)
-	iss, err := scoped.New(kubetest.RESTConfig(t))
-	require.NoError(t, err)
-	require.NoError(t, iss.Grant(ctx, ns, "late", nil))
-	// The grant is taken away, as if the authorizer had not yet seen it, and given back late.
-	rb := "late-" + scoped.RoleName
-	require.NoError(t, admin.RbacV1().RoleBindings(ns).Delete(ctx, rb, metav1.DeleteOptions{}))
+	ns, iss := grantedWithoutBinding(t, "late")
+	// Given back late, as if the authorizer saw the grant late.
 	const late = 1500 * time.Millisecond
 	start := time.Now()
 	go func() {
@@ -52,19 +45,24 @@ func TestKubeconfigWaitsUntilTheGrantIsHonoured(t *testing.T) {
 // TestKubeconfigGivesUpOnAGrantNeverHonoured: the wait is bounded; the error says what was
 // waited for and the API server's last answer, for the caller to retry.
 func TestKubeconfigGivesUpOnAGrantNeverHonoured(t *testing.T) {
-	ctx := context.Background()
-	ns := kubetest.Namespace(t)
-	admin := kubetest.Clientset(t)
-	iss, err := scoped.New(kubetest.RESTConfig(t))
-	require.NoError(t, err)
-	require.NoError(t, iss.Grant(ctx, ns, "never", nil))
-	err = admin.RbacV1().RoleBindings(ns).Delete(ctx, "never-"+scoped.RoleName, metav1.DeleteOptions{})
-	require.False(t, err != nil && !apierrors.IsNotFound(err), "%v", err)
-
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ns, iss := grantedWithoutBinding(t, "never")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = iss.Kubeconfig(ctx, ns, "never", scoped.MinExpiration)
+	_, err := iss.Kubeconfig(ctx, ns, "never", scoped.MinExpiration)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "honour the token of ServiceAccount "+ns+"/never")
 	assert.Contains(t, err.Error(), "not yet allowed its namespace")
+}
+
+// grantedWithoutBinding grants account a namespace of its own, then takes the RoleBinding
+// away: what an authorizer that has not yet seen the grant answers.
+func grantedWithoutBinding(t *testing.T, account string) (string, *scoped.Issuer) {
+	t.Helper()
+	ctx := context.Background()
+	ns := kubetest.Namespace(t)
+	iss, err := scoped.New(kubetest.RESTConfig(t))
+	require.NoError(t, err)
+	require.NoError(t, iss.Grant(ctx, ns, account, nil))
+	require.NoError(t, kubetest.Clientset(t).RbacV1().RoleBindings(ns).Delete(ctx, account+"-"+scoped.RoleName, metav1.DeleteOptions{}))
+	return ns, iss
 }
