@@ -3,7 +3,6 @@ package broker
 import (
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
@@ -12,15 +11,13 @@ import (
 
 // PlansCatalog adapts the plans configuration to the broker and the operator endpoints.
 type PlansCatalog struct {
-	c *plans.Catalog
-
-	mu       sync.RWMutex
-	services map[string][]domain.Service
+	c        *plans.Catalog
+	services *regionCache[[]domain.Service]
 }
 
 // NewCatalog wraps a loaded plans configuration.
 func NewCatalog(c *plans.Catalog) *PlansCatalog {
-	return &PlansCatalog{c: c, services: map[string][]domain.Service{}}
+	return &PlansCatalog{c: c, services: newRegionCache[[]domain.Service]()}
 }
 
 var _ Catalog = (*PlansCatalog)(nil)
@@ -30,18 +27,8 @@ var _ Catalog = (*PlansCatalog)(nil)
 // plans' schemas took ~200 KB of allocations per call. Regions come from request paths, so at
 // most maxCachedCatalogs are kept. Callers share the result and must not modify it.
 func (p *PlansCatalog) Services(platformRegion string) []domain.Service {
-	p.mu.RLock()
-	s, ok := p.services[platformRegion]
-	p.mu.RUnlock()
-	if ok {
-		return s
-	}
-	s = p.c.Services(platformRegion)
-	p.mu.Lock()
-	if len(p.services) < maxCachedCatalogs {
-		p.services[platformRegion] = s
-	}
-	p.mu.Unlock()
+	// Building cannot fail: the error is the cache's, for builders that can.
+	s, _ := p.services.get(platformRegion, func() ([]domain.Service, error) { return p.c.Services(platformRegion), nil })
 	return s
 }
 

@@ -10,16 +10,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
 )
-
-// maxCachedCatalogs bounds the prepared catalogs kept: regions come from request paths, so an
-// unbounded map would grow with whatever authenticated clients send. Past it, a region's
-// catalog is prepared per request (still correct, only slower).
-const maxCachedCatalogs = 256
 
 // preparedCatalog is one region's GET /v2/catalog answer, encoded once: the catalog is
 // static, and encoding it (and rebuilding its plan schemas) was most of the request's cost.
@@ -31,12 +25,11 @@ type preparedCatalog struct {
 // catalogServer answers GET /v2/catalog from prepared bytes, with ETag / If-None-Match and gzip.
 type catalogServer struct {
 	b        *Broker
-	mu       sync.RWMutex
-	byRegion map[string]*preparedCatalog
+	prepared *regionCache[*preparedCatalog]
 }
 
 func newCatalogServer(b *Broker) *catalogServer {
-	return &catalogServer{b: b, byRegion: map[string]*preparedCatalog{}}
+	return &catalogServer{b: b, prepared: newRegionCache[*preparedCatalog]()}
 }
 
 // wrap serves the catalog and hands every other request to next (brokerapi).
@@ -46,7 +39,14 @@ func (c *catalogServer) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, req)
 			return
 		}
-		pc, err := c.prepared(c.b.region(req.Context()))
+		region := c.b.region(req.Context())
+		pc, err := c.prepared.get(region, func() (*preparedCatalog, error) {
+			pc, err := prepareCatalog(c.b.catalog.Services(region))
+			if err != nil {
+				return nil, fmt.Errorf("preparing the catalog of region %q: %w", region, err)
+			}
+			return pc, nil
+		})
 		if err != nil {
 			writeDescription(w, req, http.StatusInternalServerError, err.Error())
 			return
@@ -73,25 +73,6 @@ func (c *catalogServer) wrap(next http.Handler) http.Handler {
 			_, _ = w.Write(body)
 		}
 	})
-}
-
-func (c *catalogServer) prepared(region string) (*preparedCatalog, error) {
-	c.mu.RLock()
-	pc, ok := c.byRegion[region]
-	c.mu.RUnlock()
-	if ok {
-		return pc, nil
-	}
-	pc, err := prepareCatalog(c.b.catalog.Services(region))
-	if err != nil {
-		return nil, fmt.Errorf("preparing the catalog of region %q: %w", region, err)
-	}
-	c.mu.Lock()
-	if len(c.byRegion) < maxCachedCatalogs {
-		c.byRegion[region] = pc
-	}
-	c.mu.Unlock()
-	return pc, nil
 }
 
 // prepareCatalog encodes the catalog exactly as brokerapi does (HTML not escaped, a final

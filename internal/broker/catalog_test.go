@@ -22,11 +22,11 @@ func TestCatalogServicesAreBuiltOncePerRegion(t *testing.T) {
 	assert.Equal(t, loaded.Services("cf-eu10"), eu10)
 	assert.Equal(t, loaded.Services("cf-eu20"), c.Services("cf-eu20"))
 
-	for i := 0; len(c.services) < maxCachedCatalogs; i++ {
+	for i := 0; len(c.services.byRegion) < maxCachedCatalogs; i++ {
 		c.Services(fmt.Sprintf("unknown-%d", i))
 	}
 	past := c.Services("cf-us10")
-	assert.Len(t, c.services, maxCachedCatalogs, "regions come from request paths: bounded")
+	assert.Len(t, c.services.byRegion, maxCachedCatalogs, "regions come from request paths: bounded")
 	assert.Equal(t, loaded.Services("cf-us10"), past)
 	assert.NotSame(t, &past[0], &c.Services("cf-us10")[0], "not kept past the bound")
 }
