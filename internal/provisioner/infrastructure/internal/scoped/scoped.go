@@ -138,26 +138,69 @@ func (i *Issuer) awaitEffective(ctx context.Context, namespace, account, token s
 		return fmt.Errorf("creating a client with the token of %s/%s: %w", namespace, account, err)
 	}
 	review := &authzv1.SelfSubjectAccessReview{Spec: authzv1.SelfSubjectAccessReviewSpec{
-		ResourceAttributes: &authzv1.ResourceAttributes{Namespace: namespace, Verb: "*", Group: "*", Resource: "*"},
+		ResourceAttributes: namespaceWide(namespace),
 	}}
+	return waitFor(ctx, fmt.Sprintf("the API server to honour the token of ServiceAccount %s/%s", namespace, account), func(ctx context.Context) (bool, error) {
+		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		switch {
+		case err == nil && r.Status.Allowed:
+			return true, nil
+		case err == nil:
+			return false, fmt.Errorf("not yet allowed its namespace (%s)", r.Status.Reason)
+		case apierrors.IsUnauthorized(err):
+			return false, fmt.Errorf("not yet authenticated: %w", err)
+		}
+		return false, err
+	})
+}
+
+// awaitRevoked returns once the API server's authorizer no longer allows the account its
+// namespace: it learns of a deleted RoleBinding through the same caches, and a binding's
+// credentials must be refused once unbind answered. It asks with a SubjectAccessReview; a
+// host identity without the right to create one (not among Grant's) is not waited for.
+func (i *Issuer) awaitRevoked(ctx context.Context, namespace, account string) error {
+	review := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		// The account alone, without its groups: what the cluster grants every service account
+		// or authenticated user is not the account's grant, and would never go away.
+		User:               "system:serviceaccount:" + namespace + ":" + account,
+		ResourceAttributes: namespaceWide(namespace),
+	}}
+	return waitFor(ctx, fmt.Sprintf("the API server to refuse ServiceAccount %s/%s", namespace, account), func(ctx context.Context) (bool, error) {
+		r, err := i.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsForbidden(err):
+			return true, nil
+		case err == nil && !r.Status.Allowed:
+			return true, nil
+		case err == nil:
+			return false, errors.New("still allowed its namespace")
+		}
+		return false, err
+	})
+}
+
+// namespaceWide is everything in namespace: what Grant's Role allows.
+func namespaceWide(namespace string) *authzv1.ResourceAttributes {
+	return &authzv1.ResourceAttributes{Namespace: namespace, Verb: "*", Group: "*", Resource: "*"}
+}
+
+// waitFor asks done until it answers true, at most EffectiveWithin; past that the error names
+// what was awaited and the API server's last answer, for the caller to retry.
+func waitFor(ctx context.Context, what string, done func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, EffectiveWithin)
 	defer cancel()
 	last := errors.New("not yet asked")
 	for {
-		r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-		switch {
-		case err == nil && r.Status.Allowed:
+		ok, err := done(ctx)
+		if ok {
 			return nil
-		case err == nil:
-			last = fmt.Errorf("not yet allowed its namespace (%s)", r.Status.Reason)
-		case apierrors.IsUnauthorized(err):
-			last = fmt.Errorf("not yet authenticated: %w", err)
-		default:
+		}
+		if err != nil {
 			last = err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for the API server to honour the token of ServiceAccount %s/%s: %w", namespace, account, last)
+			return fmt.Errorf("waiting for %s: %w", what, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -190,7 +233,8 @@ func (i *Issuer) kubeconfig(namespace, account, token string) (string, error) {
 }
 
 // Revoke deletes the account's RoleBinding and the ServiceAccount, which invalidates every
-// token issued for it. Missing objects are fine.
+// token issued for it, and returns once the API server refuses the account its namespace.
+// Missing objects are fine.
 func (i *Issuer) Revoke(ctx context.Context, namespace, account string) error {
 	err := i.kube.RbacV1().RoleBindings(namespace).Delete(ctx, account+"-"+RoleName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -200,7 +244,7 @@ func (i *Issuer) Revoke(ctx context.Context, namespace, account string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting ServiceAccount %s/%s: %w", namespace, account, err)
 	}
-	return nil
+	return i.awaitRevoked(ctx, namespace, account)
 }
 
 // Remove revokes the accounts and deletes the namespace (with everything in it).
