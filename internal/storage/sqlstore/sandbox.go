@@ -21,6 +21,8 @@ type SandboxObjects struct {
 	// prepare, when set, returns the statement of a query prepared once (Store.preparedWrite):
 	// a stand-in reads and writes on every request.
 	prepare func(ctx context.Context, key, query string) (*sqlx.Stmt, error)
+	// writes, when set, coalesces the systems' upserts (sandbox_batch.go).
+	writes *coalescer[sandboxWrite, struct{}]
 }
 
 var _ storage.SandboxObjects = (*SandboxObjects)(nil)
@@ -29,11 +31,7 @@ var _ storage.SandboxObjects = (*SandboxObjects)(nil)
 func NewSandboxObjects(db *sqlx.DB, d Dialect) *SandboxObjects { return &SandboxObjects{db: db, d: d} }
 
 // SandboxObjects are kept in the store's database.
-func (s *Store) SandboxObjects() storage.SandboxObjects {
-	o := NewSandboxObjects(s.w, s.d)
-	o.prepare = s.preparedWrite
-	return o
-}
+func (s *Store) SandboxObjects() storage.SandboxObjects { return s.sandbox }
 
 // Statements of the point read and the arrays' upsert, run on nearly every stand-in request.
 const (
@@ -186,6 +184,11 @@ func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[stri
 	all, deletes := sortedSandboxRows(rows)
 	switch {
 	case len(all) == 0:
+		return nil
+	case deletes == 0 && o.writes != nil:
+		if _, err := o.writes.submit(ctx, sandboxWrite{system: system, rows: all}); err != nil {
+			return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
+		}
 		return nil
 	case deletes == 0 && o.d.Array != nil:
 		kinds, keys, values := make(pgTextArray, len(all)), make(pgTextArray, len(all)), make(pgTextArray, len(all))

@@ -67,7 +67,9 @@ type Store struct {
 	updateStmt, eventStmt *sqlx.Stmt
 	// saves writes concurrent SaveProgress calls together: with saveBatchStmt (dialects with
 	// Array), else in one transaction.
-	saves         *coalescer[saveCall, *storage.Operation]
+	saves *coalescer[saveCall, *storage.Operation]
+	// sandbox: the stand-ins' objects, one for every stand-in (its writer coalesces theirs).
+	sandbox       *SandboxObjects
 	saveBatchStmt *sqlx.Stmt
 	// lastOps reads concurrent named last_operation calls together with lastOpBatchStmt
 	// (dialects with Array only).
@@ -109,6 +111,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		l.SetOutput(nopWriter{})
 		s.log = l
 	}
+	s.sandbox = NewSandboxObjects(s.w, s.d)
+	s.sandbox.prepare = s.preparedWrite
 	if s.d.Array != nil {
 		stmt, err := s.w.PreparexContext(ctx, s.d.rebind(saveProgressCTE))
 		if err != nil {
@@ -125,6 +129,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			_ = stmt.Close()
 			return nil, err
 		}
+		s.sandbox.startWriter()
 		return s, nil
 	}
 	var err error
@@ -170,6 +175,7 @@ func (s *Store) Close() error {
 	if s.lastOps != nil {
 		s.lastOps.stop()
 	}
+	s.sandbox.stopWriter()
 	errs = append(errs, s.reads.close(), s.writes.close(), s.claimed.close())
 	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
 	for _, st := range stmts {

@@ -43,7 +43,12 @@ func (s *Store) wakeOperations(ctx context.Context, r storage.WakeRequest) ([]st
 	where := sq.And{
 		sq.Eq{"state": activeStates},
 		sq.Eq{"lease_owner": nil},
-		sq.Gt{"due_at": now},
+		// Only filters: the selection (IDs, instances, runtimes) finds the rows through its own
+		// indexes. As "due_at > now" the planner, whose statistics lag (most of a busy table's
+		// active operations are leased, so due later), walked the due index through every leased
+		// operation: 0.5 ms per wake in the e2e bench, once per provisioning. COALESCE keeps
+		// NULL (not waiting) out as before.
+		sq.Expr("COALESCE(due_at, ?) > ?", now, now),
 		which,
 	}
 	where = eqIfAny(where, "type", r.Types)

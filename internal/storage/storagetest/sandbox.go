@@ -105,3 +105,44 @@ func testSandboxObjectsConcurrent(t *testing.T, e *env) {
 	require.NoError(t, err)
 	assert.Len(t, got["counter"], keys)
 }
+
+// testSandboxObjectsSystemsTogether writes several systems' rows at once, as the stand-ins of
+// one process do, with one writer whose rows the database may refuse (PostgreSQL refuses a NUL
+// in text): every other write succeeds and is complete (PostgreSQL coalesces the systems'
+// writes into one statement and must not fail them for another's row).
+func testSandboxObjectsSystemsTogether(t *testing.T, e *env) {
+	ctx := context.Background()
+	so := e.s.SandboxObjects()
+	const systems, rounds = 5, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, systems*rounds)
+	for sys := range systems {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range rounds {
+				r := rows{"object": {fmt.Sprintf("o%02d", round): []byte(fmt.Sprint(round))}}
+				if err := so.Write(ctx, fmt.Sprintf("sys%d", sys), r); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for round := range rounds {
+			_ = so.Write(ctx, "hostile", rows{"object": {fmt.Sprintf("bad\x00%d", round): []byte("x\x00")}})
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	for sys := range systems {
+		got, err := so.Load(ctx, fmt.Sprintf("sys%d", sys))
+		require.NoError(t, err)
+		assert.Len(t, got["object"], rounds)
+	}
+}

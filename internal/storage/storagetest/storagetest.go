@@ -117,6 +117,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"SingletonLock", testSingletonLock},
 		{"SandboxObjects", testSandboxObjects},
 		{"SandboxObjectsConcurrent", testSandboxObjectsConcurrent},
+		{"SandboxObjectsSystemsTogether", testSandboxObjectsSystemsTogether},
 		{"RuntimeStates", testRuntimeStates},
 		{"RuntimeStateOfTheFirstOperation", testRuntimeStateOfTheFirstOperation},
 		{"RuntimeSort", testRuntimeSort},

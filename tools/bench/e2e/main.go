@@ -65,6 +65,7 @@ type options struct {
 	src        string
 	set        string
 	env        []string
+	keep       bool
 }
 
 func main() {
@@ -80,6 +81,7 @@ func main() {
 	flag.StringVar(&o.logLevel, "log-level", "info", "APP_LOG_LEVEL of the broker (info is the production default)")
 	flag.StringVar(&o.set, "set", fastest, "APP_PROVISIONER_SET_JSON (default: the simulated backend with every duration 0)")
 	flag.StringVar(&o.src, "src", "", "build the broker from this checkout instead (e.g. an export of the previous commit, for before/after)")
+	flag.BoolVar(&o.keep, "keep", false, "keep PostgreSQL's database of the run (its name is printed) to look at its rows")
 	flag.Parse()
 	o.drivers = strings.Split(*drivers, ",")
 	if *env != "" {
@@ -128,7 +130,11 @@ func run(o options) error {
 					"APP_DATABASE_SECRET_KEY=" + strings.Repeat("k", 32)}, db)
 				db.Close()
 			}
-			drop()
+			if o.keep {
+				fmt.Println("e2e kept database:", dbURL)
+			} else {
+				drop()
+			}
 		default:
 			err = fmt.Errorf("unknown driver %q", d)
 		}
