@@ -39,10 +39,15 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 	if err != nil {
 		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
 	}
-	if existing, err := b.store.Instances().GetInstance(ctx, instanceID); err == nil {
-		return b.repeatedProvision(ctx, existing, plan.ID, v.Context, params, log)
-	} else if !errors.Is(err, storage.ErrNotFound) {
-		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
+	// A repeated request is told by the insert (the instance exists), not by a read before it:
+	// a read per provisioning for the rare repeat. A trial's insert checks the global account's
+	// quota first, which a repeat of the account's own trial would fail, so it reads first.
+	if plan.Trial {
+		if existing, err := b.store.Instances().GetInstance(ctx, instanceID); err == nil {
+			return b.repeatedProvision(ctx, existing, plan.ID, v.Context, params, log)
+		} else if !errors.Is(err, storage.ErrNotFound) {
+			return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
+		}
 	}
 	data := instance.ProvisioningData{
 		ServiceID: details.ServiceID, PlanID: plan.ID, PlanName: plan.Name, Provider: v.Provider,
@@ -69,7 +74,7 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 		return domain.ProvisionedServiceSpec{}, badRequest(actionProvision, "plan_id: the global account %s already has a trial runtime (instance %s); only one is allowed", v.Context.GlobalAccountID, quota.InstanceID)
 	}
 	if errors.Is(err, storage.ErrAlreadyExists) {
-		// A concurrent identical request won the race: answer as for a repeat.
+		// A repeat, or a concurrent request that won the race: answer as for a repeat.
 		existing, getErr := b.store.Instances().GetInstance(ctx, instanceID)
 		if getErr != nil {
 			return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, getErr)
