@@ -44,10 +44,20 @@ type StepDef[T any] struct {
 	// again. A wait is written as any wait is. Steps that set anything in an external system
 	// (labels included) are not read-only.
 	ReadOnly bool
+	// Idempotent declares that the step's external calls only set what a run again sets the
+	// same (a label, a tag, metadata by key, an object under a name the step chooses, whose
+	// "already exists" it takes as done), and that it keeps no ID an external system chose: a
+	// run again after a crash repeats the same effect and outcome, and nothing it created can be
+	// lost or made twice. Like a read-only step's, its success has no durable write of its own.
+	// A step that creates something the external system names (an evaluation, an instance, a
+	// registration) is not idempotent in this sense even when it looks up first: its ID is
+	// written before the next step runs.
+	Idempotent bool
 }
 
-// noWriteOfItsOwn: the step's success may ride on the next write (StepDef.Local, ReadOnly).
-func (sd StepDef[T]) noWriteOfItsOwn() bool { return sd.Local || sd.ReadOnly }
+// noWriteOfItsOwn: the step's success may ride on the next write (StepDef.Local, ReadOnly,
+// Idempotent).
+func (sd StepDef[T]) noWriteOfItsOwn() bool { return sd.Local || sd.ReadOnly || sd.Idempotent }
 
 // Stage is a named group of steps; a finished stage is never run again.
 type Stage[T any] struct {

@@ -1,8 +1,9 @@
 // Package engine is KEB's durable step engine: operations are rows, processes are ordered
 // stages of steps, and workers claim due operations from the database, run their steps until
 // one waits, persist and release. A step's outcome is durable before the next step runs,
-// except for steps declared Local (StepDef.Local: no external call) or ReadOnly (external reads
-// only), whose outcomes ride on the next write; a crash re-runs only those. Nothing that decides
+// except for steps declared Local (StepDef.Local: no external call), ReadOnly (external reads
+// only) or Idempotent (external effects a run again repeats the same, no external ID kept),
+// whose outcomes ride on the next write; a crash re-runs only those. Nothing that decides
 // an operation's future lives only in memory once a step that changes something outside has run.
 package engine
 

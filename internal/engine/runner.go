@@ -118,9 +118,9 @@ func (r *run[T]) loop(ctx context.Context) {
 			r.op.State = storage.StateInProgress
 			r.op.Description = "operation in progress"
 		}
-		// A non-local step's outcome is durable before any later step runs. Local and read-only
-		// steps' outcomes (and a step's start) ride on the next write: a crash before it only
-		// re-runs those steps and the attempt that was running.
+		// A non-local step's outcome is durable before any later step runs. Local, read-only and
+		// idempotent steps' outcomes (and a step's start) ride on the next write: a crash before
+		// it only re-runs those steps and the attempt that was running.
 		if r.unsaved {
 			if !r.save(now, true) {
 				return

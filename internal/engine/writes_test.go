@@ -128,6 +128,44 @@ func TestReadOnlyStepsReadAgainAfterALostWrite(t *testing.T) {
 	assert.Equal(t, [3]int{1, 2, 2}, [3]int{x1.Runs(), r1.Runs(), x2.Runs()}, "x1 once; the read and the creation after it again")
 }
 
+func idempotent(s Step[testData]) StepDef[testData] {
+	return StepDef[testData]{Step: s, Idempotent: true}
+}
+
+// Idempotent steps' successes ride on the next write as read-only steps' do; a crash before that
+// write runs them again (the same effect), never the creation written before them.
+func TestIdempotentStepsRideOnTheNextWrite(t *testing.T) {
+	x1, i1, i2, x2 := step("x1", nil), step("i1", nil), step("i2", nil), step("x2", nil)
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{
+		def(x1), idempotent(i1), idempotent(i2), def(x2), idempotent(step("i3", nil)),
+	}})
+	require.NoError(t, err)
+	h, ops := countingHarness(t, p)
+	lost := false
+	ops.lose = func(op storage.Operation) bool {
+		if op.Progress.Steps["x2"].Done && !lost {
+			lost = true
+			return true
+		}
+		return false
+	}
+	id := h.insert("provision", time.Hour).ID
+	h.runDue()
+	require.True(t, lost)
+	got, _ := h.get(id)
+	assert.True(t, got.Progress.Steps["x1"].Done, "x1 created something: written before i1 ran")
+	assert.False(t, got.Progress.Steps["i2"].Done, "i1 and i2 had no write of their own: theirs was lost")
+	h.clock.Advance(2 * time.Minute) // past the lease
+	h = &harness{t: t, store: h.store, clock: h.clock}
+	h.eng = h.engine(p)
+	h.runDue()
+	got, data := h.get(id)
+	assert.Equal(t, storage.StateSucceeded, got.State)
+	assert.Equal(t, []string{"x1", "i1", "i2", "x2", "i3"}, data.Trace)
+	assert.Equal(t, [4]int{1, 2, 2, 2}, [4]int{x1.Runs(), i1.Runs(), i2.Runs(), x2.Runs()},
+		"x1 once; the idempotent steps and the creation after them again")
+}
+
 // A step that calls out is written before the next step runs, even when that step is local:
 // the local step sees the outcome already in the row.
 func TestNonLocalOutcomeDurableBeforeTheNextStep(t *testing.T) {

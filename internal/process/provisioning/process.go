@@ -53,6 +53,15 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 		sd.ReadOnly = true
 		return sd
 	}
+	// Idempotent steps only set what a run again sets the same and keep no ID an external system
+	// chose (engine.StepDef.Idempotent): EDP's data tenant is named after the subaccount and its
+	// "already exists" is done, its metadata set by key; AVS adds a tag the evaluation has as a
+	// no-op. No durable write of their own either.
+	idempotent := func(s engine.Step[instance.ProvisioningData], cond func(Op) bool) def {
+		sd := step(s, cond)
+		sd.Idempotent = true
+		return sd
+	}
 	checkCluster := readOnly(CheckClusterConfiguration{d}, kyma2)
 	checkCluster.Timeout = limits.ReconcileTimeout
 	return engine.Staged(instance.TypeProvision, timeout,
@@ -61,7 +70,7 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 			local(ResolveTargetSecret{d}, nil),
 			step(AVSInternalEval{d}, avsOn),
 			step(IASRegistration{d}, iasOn),
-			step(EDPRegistration{d}, func(Op) bool { return sys.EDP != nil }),
+			idempotent(EDPRegistration{d}, func(Op) bool { return sys.EDP != nil }),
 			step(ProvisionEventHubs{d}, func(op Op) bool {
 				return sys.EventHubs != nil && op.Data.Provider == "azure" && !Kyma2(op.Data.KymaVersion)
 			}),
@@ -75,7 +84,7 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 			readOnly(GetKubeconfig{d}, kyma2), step(CreateClusterConfiguration{d}, kyma2), checkCluster,
 		}},
 		engine.Stage[instance.ProvisioningData]{Name: StagePostActions, Steps: []def{
-			step(AVSExternalEval{d}, avsOn), step(AVSTags{d}, avsOn), step(IASType{d}, iasOn),
+			step(AVSExternalEval{d}, avsOn), idempotent(AVSTags{d}, avsOn), step(IASType{d}, iasOn),
 		}},
 	)
 }

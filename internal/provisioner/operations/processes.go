@@ -50,6 +50,14 @@ func readOnly(sd engine.StepDef[Data]) engine.StepDef[Data] {
 	return sd
 }
 
+// idempotent marks a step that only sets what a run again sets the same (the Director's labels,
+// the administrators' bindings under names derived from them, whose "already exists" is done)
+// and keeps no ID an external system chose: no write of its own (engine.StepDef.Idempotent).
+func idempotent(sd engine.StepDef[Data]) engine.StepDef[Data] {
+	sd.Idempotent = true
+	return sd
+}
+
 func withKyma(s engine.Step[Data]) engine.StepDef[Data] {
 	return engine.StepDef[Data]{Step: s, Condition: func(op Op) bool { return HasKyma(op) && OwnCluster(op) }}
 }
@@ -75,9 +83,9 @@ func Definitions(d Deps, cfg config.Config) ([]engine.Definition, error) {
 		stages []engine.Stage[Data]
 	}{
 		{TypeProvision, append([]engine.Stage[Data]{
-			stage(StageWaitingForClusterDomain, p.ClusterDomains, step(RegisterRuntime{d}), step(CreateCluster{d}), step(WaitForClusterDomain{d})),
+			stage(StageWaitingForClusterDomain, p.ClusterDomains, step(RegisterRuntime{d}), step(CreateCluster{d}), idempotent(step(WaitForClusterDomain{d}))),
 			stage(StageWaitingForClusterCreation, p.ClusterCreation, readOnly(step(WaitForClusterCreation{d}))),
-			stage(StageCreatingBindingsForOperators, p.BindingsCreation, step(CreateBindingsForOperators{d})),
+			stage(StageCreatingBindingsForOperators, p.BindingsCreation, idempotent(step(CreateBindingsForOperators{d}))),
 			stage(StageStartingInstallation, p.InstallationTriggering, withKyma(StartInstallation{Deps: d, StepName: "Start_Installation"})),
 			stage(StageWaitingForInstallation, p.Installation, readOnly(withKyma(WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"}))),
 		}, agentStages...)},
