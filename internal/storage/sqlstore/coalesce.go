@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // coalescer serves concurrent calls together: executor goroutines each take a call, then every
@@ -18,6 +19,8 @@ type coalescer[Req, Res any] struct {
 	// stopped makes stop safe to repeat: a Store may be closed twice (e.g. by a test's cleanup
 	// and by its owner).
 	stopped sync.Once
+	// queued: calls the dispatcher holds, not yet handed to an executor (tests wait on it).
+	queued atomic.Int64
 }
 
 // pending is one call waiting for its answer.
@@ -43,6 +46,70 @@ func startCoalescer[Req, Res any](executors, max int, serve func([]*pending[Req,
 		go c.execute(max, serve)
 	}
 	return c
+}
+
+// startBulkCoalescer is startCoalescer (batches of up to size) where the executors after the
+// first only take a batch of at least othersAt calls: the first serves every call at once when it is idle (no added
+// latency), the others only when the queue is deep. Spare executors that took whatever waited
+// turned the calls arriving while the first was busy into statements of one or two (the e2e
+// bench: ~2 of its ~4 save statements per provisioning wrote a single operation, each ~2x the
+// cost per operation of a batch's share); a deep queue (the engine bench's 200 workers) still
+// gets them all. A dispatcher goroutine holds the queue and hands out the batches.
+func startBulkCoalescer[Req, Res any](executors, size, othersAt int, serve func([]*pending[Req, Res])) *coalescer[Req, Res] {
+	c := &coalescer[Req, Res]{calls: make(chan *pending[Req, Res]), quit: make(chan struct{})}
+	c.wg.Add(1)
+	go c.dispatch(max(executors, 1), size, othersAt, serve)
+	return c
+}
+
+// dispatch queues the calls and hands each idle executor a batch of up to size: the first
+// executor any, the others only one of at least othersAt calls.
+func (c *coalescer[Req, Res]) dispatch(executors, size, othersAt int, serve func([]*pending[Req, Res])) {
+	defer c.wg.Done()
+	batches := make([]chan []*pending[Req, Res], executors)
+	done := make(chan int, executors)
+	var running sync.WaitGroup
+	for i := range batches {
+		batches[i] = make(chan []*pending[Req, Res], 1)
+		running.Add(1)
+		go func() {
+			defer running.Done()
+			for b := range batches[i] {
+				serveLive(b, serve)
+				done <- i
+			}
+		}()
+	}
+	busy := make([]bool, executors)
+	var queue []*pending[Req, Res]
+	for {
+		for i := range busy {
+			if busy[i] || len(queue) == 0 || (i > 0 && len(queue) < othersAt) {
+				continue
+			}
+			n := min(len(queue), size)
+			batches[i] <- append([]*pending[Req, Res](nil), queue[:n]...)
+			queue = queue[n:]
+			busy[i] = true
+		}
+		c.queued.Store(int64(len(queue)))
+		select {
+		case p := <-c.calls:
+			queue = append(queue, p)
+		case i := <-done:
+			busy[i] = false
+		case <-c.quit:
+			for _, b := range batches {
+				close(b)
+			}
+			running.Wait()
+			var zero Res
+			for _, p := range queue {
+				p.answer(zero, fmt.Errorf("store is closed"))
+			}
+			return
+		}
+	}
 }
 
 func (c *coalescer[Req, Res]) stop() {
@@ -89,17 +156,22 @@ func (c *coalescer[Req, Res]) execute(max int, serve func([]*pending[Req, Res]))
 				break drain
 			}
 		}
-		live := batch[:0]
-		var zero Res
-		for _, p := range batch {
-			if err := p.ctx.Err(); err != nil {
-				p.answer(zero, err)
-				continue
-			}
-			live = append(live, p)
+		serveLive(batch, serve)
+	}
+}
+
+// serveLive answers the calls whose context has ended with its error and serves the others.
+func serveLive[Req, Res any](batch []*pending[Req, Res], serve func([]*pending[Req, Res])) {
+	live := batch[:0]
+	var zero Res
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.answer(zero, err)
+			continue
 		}
-		if len(live) > 0 {
-			serve(live)
-		}
+		live = append(live, p)
+	}
+	if len(live) > 0 {
+		serve(live)
 	}
 }
