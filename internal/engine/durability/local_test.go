@@ -26,9 +26,10 @@ const (
 )
 
 var mixedSteps = []struct {
-	name            string
-	local, readOnly bool
-}{{"ext_1", false, false}, {"local_2", true, false}, {"local_3", true, false}, {"ext_4", false, false}, {"read_5", false, true}, {"ext_6", false, false}}
+	name                        string
+	local, readOnly, idempotent bool
+}{{"ext_1", false, false, false}, {"local_2", true, false, false}, {"local_3", true, false, false}, {"ext_4", false, false, false},
+	{"read_5", false, true, false}, {"ext_6", false, false, false}, {"idem_7", false, false, true}, {"ext_8", false, false, false}}
 
 // localStep only computes from the operation (it records its run for the test to count); it
 // stands for a read-only step too, whose reads change nothing.
@@ -75,7 +76,7 @@ func mixedDefinition(db *sql.DB, replica string) (*engine.Process[payload], erro
 		case block == st.name:
 			s = blockingStep{effectStep{name: st.name, replica: replica, db: db}}
 		}
-		defs = append(defs, engine.StepDef[payload]{Step: s, Local: st.local, ReadOnly: st.readOnly, RunTimeout: time.Minute})
+		defs = append(defs, engine.StepDef[payload]{Step: s, Local: st.local, ReadOnly: st.readOnly, Idempotent: st.idempotent, RunTimeout: time.Minute})
 	}
 	return engine.Staged(opType, time.Hour, engine.Stage[payload]{Name: "mixed", Steps: defs})
 }
@@ -148,7 +149,7 @@ func TestKillAfterNonLocalStep(t *testing.T) {
 	for _, id := range ids {
 		op, err := e.store.Operations().GetOperation(ctx, id)
 		require.NoError(t, err)
-		assert.Equal(t, `{"steps":["ext_1","local_2","local_3","ext_4","read_5","ext_6"]}`, strings.TrimSpace(string(op.Data)))
+		assert.Equal(t, `{"steps":["ext_1","local_2","local_3","ext_4","read_5","ext_6","idem_7","ext_8"]}`, strings.TrimSpace(string(op.Data)))
 	}
 }
 
@@ -190,4 +191,26 @@ func TestKillReRunsReadOnlySteps(t *testing.T) {
 	assert.Equal(t, ops, e.runsOf("read_5", "second"), "the read runs again after a crash")
 	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_6'`), "the effect exists once")
 	assert.Equal(t, ops, e.count(`SELECT count(*) FROM replays WHERE step = 'ext_6'`), "found by its idempotency key")
+}
+
+// TestKillReRunsIdempotentSteps: killed in the step that calls out after an idempotent step (an
+// effect under a key of its own, found again on a rerun), the idempotent step's success had no
+// write of its own: it runs again after the crash and finds its effect, which exists once; the
+// step written before it does not run again.
+func TestKillReRunsIdempotentSteps(t *testing.T) {
+	const ops = 20
+	e := killAt(t, "ext_8", ops)
+	for _, id := range e.operationIDs() {
+		op, err := e.store.Operations().GetOperation(context.Background(), id)
+		require.NoError(t, err)
+		assert.True(t, op.Progress.Steps["ext_6"].Done, "ext_6's outcome is durable before idem_7 runs")
+		assert.False(t, op.Progress.Steps["idem_7"].Done, "the idempotent step has no write of its own")
+	}
+
+	e.finish(ops)
+	assert.Equal(t, 0, e.runsOf("ext_6", "second"))
+	assert.Equal(t, ops, e.runsOf("idem_7", "second"), "the idempotent step runs again after a crash")
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'idem_7'`), "its effect exists once")
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM replays WHERE step = 'idem_7'`), "found again by its key")
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_8'`), "the effect exists once")
 }
