@@ -9,7 +9,8 @@ import (
 
 // BufferedResponse is an http.ResponseWriter that keeps the whole answer (the stand-ins'
 // answers are small) until it is handed on: to the client's connection once a stand-in's
-// changes are written (Durable.Handler), or as an *http.Response to a client in process.
+// changes are written (Durable.Handler), or as an *http.Response to a client in process (whose
+// BufferedResponse Durable.Handler then writes to directly).
 type BufferedResponse struct {
 	header http.Header
 	status int
@@ -20,6 +21,12 @@ type BufferedResponse struct {
 func NewBufferedResponse() *BufferedResponse { return &BufferedResponse{header: http.Header{}} }
 
 func (b *BufferedResponse) Header() http.Header { return b.header }
+
+// Reset forgets everything written so far: headers, status and body.
+func (b *BufferedResponse) Reset() {
+	b.header, b.status = http.Header{}, 0
+	b.body.Reset()
+}
 
 // WriteHeader keeps the first status, as a server does.
 func (b *BufferedResponse) WriteHeader(status int) {

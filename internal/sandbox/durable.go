@@ -339,15 +339,25 @@ func (d *Durable) Handler(next http.Handler) http.Handler {
 			d.unavailable(w, err)
 			return
 		}
-		buf := NewBufferedResponse()
+		// A holder that already keeps the whole answer until the handler returns (the in-process
+		// transport) is written to directly: nothing of it goes out before the commit.
+		buf, held := w.(*BufferedResponse)
+		if !held {
+			buf = NewBufferedResponse()
+		}
 		next.ServeHTTP(buf, r)
 		t := d.enqueue()
 		d.req.Unlock()
 		if err := d.commit(t); err != nil {
+			if held {
+				buf.Reset()
+			}
 			d.unavailable(w, err)
 			return
 		}
-		buf.CopyTo(w)
+		if !held {
+			buf.CopyTo(w)
+		}
 	})
 }
 

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -118,6 +119,29 @@ func TestDurableFailedWriteAnswers503AndForgets(t *testing.T) {
 	assert.Equal(t, map[string]int{"a": 1}, n.writes.Map())
 	store.fail = false
 	assert.Equal(t, "kept", n.do(http.MethodGet, "/a").Body.String())
+}
+
+// A holder that keeps the whole answer itself (the in-process transport's BufferedResponse) is
+// written to directly; a failed write leaves only the 503 in it.
+func TestDurableWritesIntoAHeldAnswer(t *testing.T) {
+	store := &failingStore{Store: sandbox.NewMemoryStore()}
+	n := openNotes(t, store)
+	w := sandbox.NewBufferedResponse()
+	n.handler.ServeHTTP(w, httptest.NewRequest(http.MethodPut, "/a?text=kept", nil))
+	res := w.Response(httptest.NewRequest(http.MethodPut, "/a", nil))
+	assert.Equal(t, http.StatusCreated, res.StatusCode)
+	assert.Equal(t, "kept", res.Header.Get("X-Note"))
+
+	store.fail = true
+	w = sandbox.NewBufferedResponse()
+	n.handler.ServeHTTP(w, httptest.NewRequest(http.MethodPut, "/a?text=lost", nil))
+	res = w.Response(httptest.NewRequest(http.MethodPut, "/a", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	assert.Empty(t, res.Header.Get("X-Note"), "nothing of the held-back answer stays")
+	body := new(strings.Builder)
+	_, _ = io.Copy(body, res.Body)
+	assert.Contains(t, body.String(), "saving the notes stand-in's state: disk full")
+	assert.NotContains(t, body.String(), "lost")
 }
 
 // gatedStore holds its first write until release is closed and counts writes.
