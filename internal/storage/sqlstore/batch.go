@@ -125,17 +125,7 @@ type batchWriter func(context.Context, saveBatch) ([]*storage.Operation, error)
 // writeCalls writes a batch of calls with write; a second call for an operation already in it
 // is written after it, on its own (its version follows the first's write).
 func (s *Store) writeCalls(calls saveBatch, write batchWriter) {
-	batch := calls[:0:0]
-	var later saveBatch
-	ids := map[string]bool{}
-	for _, c := range calls {
-		if ids[c.req.op.ID] {
-			later = append(later, c)
-			continue
-		}
-		ids[c.req.op.ID] = true
-		batch = append(batch, c)
-	}
+	batch, later := firstOfEach(calls, func(c saveCall) string { return c.op.ID })
 	s.writeBatch(batch, write)
 	for _, c := range later {
 		s.writeBatch(saveBatch{c}, write)

@@ -175,3 +175,18 @@ func serveLive[Req, Res any](batch []*pending[Req, Res], serve func([]*pending[R
 		serve(live)
 	}
 }
+
+// firstOfEach splits calls into the first call of each key and the later ones (in order): a
+// batch statement must not write one row twice, so a later call of a key is written after.
+func firstOfEach[Req, Res any](calls []*pending[Req, Res], key func(Req) string) (first, later []*pending[Req, Res]) {
+	seen := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		if k := key(c.req); seen[k] {
+			later = append(later, c)
+		} else {
+			seen[k] = true
+			first = append(first, c)
+		}
+	}
+	return first, later
+}

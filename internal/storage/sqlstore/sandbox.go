@@ -33,12 +33,8 @@ func NewSandboxObjects(db *sqlx.DB, d Dialect) *SandboxObjects { return &Sandbox
 // SandboxObjects are kept in the store's database.
 func (s *Store) SandboxObjects() storage.SandboxObjects { return s.sandbox }
 
-// Statements of the point read and the arrays' upsert, run on nearly every stand-in request.
-const (
-	sandboxGetSQL   = "SELECT value FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key = ?"
-	sandboxArraySQL = `INSERT INTO sandbox_objects (system, kind, object_key, value)
-			SELECT ?, * FROM unnest(?::text[], ?::text[], ?::text[])` + sandboxUpsert
-)
+// sandboxGetSQL is the point read, run on nearly every stand-in request.
+const sandboxGetSQL = "SELECT value FROM sandbox_objects WHERE system = ? AND kind = ? AND object_key = ?"
 
 // queryRow runs query, prepared once when the objects come from a Store.
 func (o *SandboxObjects) queryRow(ctx context.Context, key, query string, args ...any) *sqlx.Row {
@@ -178,8 +174,9 @@ func (o *SandboxObjects) scanKeys(rows *sqlx.Rows, system, kind string) (map[str
 
 // Write implements storage.SandboxObjects. Rows are written in (kind, key) order, so concurrent
 // writers on PostgreSQL lock them in one order. A batch without deletes (a stand-in's usual one)
-// is one upsert of every row (PostgreSQL: from arrays; SQLite: a VALUES list per sandboxChunk rows)
-// instead of one statement per row.
+// is one upsert of every row (PostgreSQL: from arrays, together with the other systems' waiting
+// writes, sandbox_batch.go; SQLite: a VALUES list per sandboxChunk rows) instead of one statement
+// per row.
 func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[string]map[string][]byte) error {
 	all, deletes := sortedSandboxRows(rows)
 	switch {
@@ -187,15 +184,6 @@ func (o *SandboxObjects) Write(ctx context.Context, system string, rows map[stri
 		return nil
 	case deletes == 0 && o.writes != nil:
 		if _, err := o.writes.submit(ctx, sandboxWrite{system: system, rows: all}); err != nil {
-			return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
-		}
-		return nil
-	case deletes == 0 && o.d.Array != nil:
-		kinds, keys, values := make(pgTextArray, len(all)), make(pgTextArray, len(all)), make(pgTextArray, len(all))
-		for i, r := range all {
-			kinds[i], keys[i], values[i] = r.kind, r.key, string(r.value)
-		}
-		if err := o.exec(ctx, "sandbox_upsert_arrays", sandboxArraySQL, system, kinds, keys, values); err != nil {
 			return fmt.Errorf("writing %d sandbox object(s) of %s: %w", len(all), system, err)
 		}
 		return nil

@@ -15,10 +15,10 @@ import (
 // its own. A failed statement is retried call by call, so a stand-in's bad row fails only
 // its own write.
 const (
-	sandboxWriters     = 1
-	maxSandboxBatch    = 32
-	sandboxWriteTimout = 30 * time.Second
-	sandboxBatchSQL    = `INSERT INTO sandbox_objects (system, kind, object_key, value)
+	sandboxWriters      = 1
+	maxSandboxBatch     = 32
+	sandboxWriteTimeout = 30 * time.Second
+	sandboxBatchSQL     = `INSERT INTO sandbox_objects (system, kind, object_key, value)
 			SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[])` + sandboxUpsert
 )
 
@@ -42,18 +42,9 @@ func (o *SandboxObjects) stopWriter() {
 
 // writeBatch writes the calls in one statement where it can and answers each.
 func (o *SandboxObjects) writeBatch(calls sandboxBatch) {
-	ctx, cancel := context.WithTimeout(context.Background(), sandboxWriteTimout)
+	ctx, cancel := context.WithTimeout(context.Background(), sandboxWriteTimeout)
 	defer cancel()
-	var now, later sandboxBatch
-	seen := map[string]bool{}
-	for _, c := range calls {
-		if seen[c.req.system] {
-			later = append(later, c)
-			continue
-		}
-		seen[c.req.system] = true
-		now = append(now, c)
-	}
+	now, later := firstOfEach(calls, func(w sandboxWrite) string { return w.system })
 	if err := o.upsertAll(ctx, now); err != nil && len(now) > 1 {
 		for _, c := range now {
 			c.answer(struct{}{}, o.upsertAll(ctx, sandboxBatch{c}))
