@@ -55,6 +55,12 @@ type StepDef[T any] struct {
 	Idempotent bool
 }
 
+// AsLocal, AsReadOnly and AsIdempotent return the step declared so (the fields' rules): the
+// processes declare their steps where they list them.
+func (sd StepDef[T]) AsLocal() StepDef[T]      { sd.Local = true; return sd }
+func (sd StepDef[T]) AsReadOnly() StepDef[T]   { sd.ReadOnly = true; return sd }
+func (sd StepDef[T]) AsIdempotent() StepDef[T] { sd.Idempotent = true; return sd }
+
 // noWriteOfItsOwn: the step's success may ride on the next write (StepDef.Local, ReadOnly,
 // Idempotent).
 func (sd StepDef[T]) noWriteOfItsOwn() bool { return sd.Local || sd.ReadOnly || sd.Idempotent }

@@ -68,7 +68,7 @@ func TestLocalStepsRideOnTheNextWrite(t *testing.T) {
 	assert.Equal(t, []string{"l1:succeeded", "l2:succeeded", "x1:succeeded", "l3:succeeded", "x2:succeeded", "x3:succeeded"}, eventKinds(h.events(op.ID)))
 }
 
-func readOnly(s Step[testData]) StepDef[testData] { return StepDef[testData]{Step: s, ReadOnly: true} }
+func readOnly(s Step[testData]) StepDef[testData] { return StepDef[testData]{Step: s}.AsReadOnly() }
 
 // Read-only steps' successes ride on the next write like local steps': the status reads between
 // two creations share the write after the second creation.
@@ -103,10 +103,28 @@ func TestReadOnlyStepsReadAgainAfterALostWrite(t *testing.T) {
 	x1, r1, x2 := step("x1", nil), step("r1", nil), step("x2", nil)
 	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(x1), readOnly(r1), def(x2), def(step("x3", nil))}})
 	require.NoError(t, err)
+	h, id := runLosingTheWriteAfter(t, p, "x2")
+	got, _ := h.get(id)
+	assert.True(t, got.Progress.Steps["x1"].Done)
+	assert.False(t, got.Progress.Steps["r1"].Done, "r1's success was to ride on the lost write")
+	h = h.restartedPastTheLease(p)
+	h.runDue()
+	got, data := h.get(id)
+	assert.Equal(t, storage.StateSucceeded, got.State)
+	assert.Equal(t, []string{"x1", "r1", "x2", "x3"}, data.Trace)
+	assert.Equal(t, [3]int{1, 2, 2}, [3]int{x1.Runs(), r1.Runs(), x2.Runs()}, "x1 once; the read and the creation after it again")
+}
+
+func idempotent(s Step[testData]) StepDef[testData] { return StepDef[testData]{Step: s}.AsIdempotent() }
+
+// runLosingTheWriteAfter runs one operation of p whose first write with step done is lost (the
+// worker crashed before it committed) and returns the harness and the operation's ID.
+func runLosingTheWriteAfter(t *testing.T, p *Process[testData], step string) (*harness, string) {
+	t.Helper()
 	h, ops := countingHarness(t, p)
 	lost := false
 	ops.lose = func(op storage.Operation) bool {
-		if op.Progress.Steps["x2"].Done && !lost {
+		if op.Progress.Steps[step].Done && !lost {
 			lost = true
 			return true
 		}
@@ -115,21 +133,15 @@ func TestReadOnlyStepsReadAgainAfterALostWrite(t *testing.T) {
 	id := h.insert("provision", time.Hour).ID
 	h.runDue()
 	require.True(t, lost)
-	got, _ := h.get(id)
-	assert.True(t, got.Progress.Steps["x1"].Done)
-	assert.False(t, got.Progress.Steps["r1"].Done, "r1's success was to ride on the lost write")
-	h.clock.Advance(2 * time.Minute) // past the lease
-	h = &harness{t: t, store: h.store, clock: h.clock}
-	h.eng = h.engine(p)
-	h.runDue()
-	got, data := h.get(id)
-	assert.Equal(t, storage.StateSucceeded, got.State)
-	assert.Equal(t, []string{"x1", "r1", "x2", "x3"}, data.Trace)
-	assert.Equal(t, [3]int{1, 2, 2}, [3]int{x1.Runs(), r1.Runs(), x2.Runs()}, "x1 once; the read and the creation after it again")
+	return h, id
 }
 
-func idempotent(s Step[testData]) StepDef[testData] {
-	return StepDef[testData]{Step: s, Idempotent: true}
+// restartedPastTheLease is a new engine on the same store once the lost worker's lease expired.
+func (h *harness) restartedPastTheLease(p *Process[testData]) *harness {
+	h.clock.Advance(2 * time.Minute)
+	again := &harness{t: h.t, store: h.store, clock: h.clock}
+	again.eng = again.engine(p)
+	return again
 }
 
 // Idempotent steps' successes ride on the next write as read-only steps' do; a crash before that
@@ -140,24 +152,11 @@ func TestIdempotentStepsRideOnTheNextWrite(t *testing.T) {
 		def(x1), idempotent(i1), idempotent(i2), def(x2), idempotent(step("i3", nil)),
 	}})
 	require.NoError(t, err)
-	h, ops := countingHarness(t, p)
-	lost := false
-	ops.lose = func(op storage.Operation) bool {
-		if op.Progress.Steps["x2"].Done && !lost {
-			lost = true
-			return true
-		}
-		return false
-	}
-	id := h.insert("provision", time.Hour).ID
-	h.runDue()
-	require.True(t, lost)
+	h, id := runLosingTheWriteAfter(t, p, "x2")
 	got, _ := h.get(id)
 	assert.True(t, got.Progress.Steps["x1"].Done, "x1 created something: written before i1 ran")
 	assert.False(t, got.Progress.Steps["i2"].Done, "i1 and i2 had no write of their own: theirs was lost")
-	h.clock.Advance(2 * time.Minute) // past the lease
-	h = &harness{t: t, store: h.store, clock: h.clock}
-	h.eng = h.engine(p)
+	h = h.restartedPastTheLease(p)
 	h.runDue()
 	got, data := h.get(id)
 	assert.Equal(t, storage.StateSucceeded, got.State)

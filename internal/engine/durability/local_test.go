@@ -119,6 +119,17 @@ func (e *env) operationIDs() []string {
 	return ids
 }
 
+// operations reads every operation of the run.
+func (e *env) operations() []storage.Operation {
+	var out []storage.Operation
+	for _, id := range e.operationIDs() {
+		op, err := e.store.Operations().GetOperation(context.Background(), id)
+		require.NoError(e.t, err)
+		out = append(out, op)
+	}
+	return out
+}
+
 func (e *env) runsOf(step, replica string) int {
 	return e.count(`SELECT count(*) FROM runs WHERE step = $1 AND replica = $2`, step, replica)
 }
@@ -129,12 +140,8 @@ func (e *env) runsOf(step, replica string) int {
 func TestKillAfterNonLocalStep(t *testing.T) {
 	const ops = 20
 	e := killAt(t, "local_2", ops)
-	ctx := context.Background()
-	ids := e.operationIDs()
-	require.Len(t, ids, ops)
-	for _, id := range ids {
-		op, err := e.store.Operations().GetOperation(ctx, id)
-		require.NoError(t, err)
+	require.Len(t, e.operationIDs(), ops)
+	for _, op := range e.operations() {
 		assert.True(t, op.Progress.Steps["ext_1"].Done, "ext_1's outcome is durable before local_2 runs")
 		assert.Contains(t, string(op.Data), "ext_1", "and so is what it returned")
 		assert.False(t, op.Progress.Steps["local_2"].Done)
@@ -146,9 +153,7 @@ func TestKillAfterNonLocalStep(t *testing.T) {
 	assert.Equal(t, 0, e.count(`SELECT count(*) FROM replays`))
 	assert.Equal(t, ops, e.runsOf("local_2", "second"), "the local step that was running runs again")
 	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_4'`))
-	for _, id := range ids {
-		op, err := e.store.Operations().GetOperation(ctx, id)
-		require.NoError(t, err)
+	for _, op := range e.operations() {
 		assert.Equal(t, `{"steps":["ext_1","local_2","local_3","ext_4","read_5","ext_6","idem_7","ext_8"]}`, strings.TrimSpace(string(op.Data)))
 	}
 }
@@ -178,10 +183,7 @@ func TestKillReRunsLocalSteps(t *testing.T) {
 func TestKillReRunsReadOnlySteps(t *testing.T) {
 	const ops = 20
 	e := killAt(t, "ext_6", ops)
-	ids := e.operationIDs()
-	for _, id := range ids {
-		op, err := e.store.Operations().GetOperation(context.Background(), id)
-		require.NoError(t, err)
+	for _, op := range e.operations() {
 		assert.True(t, op.Progress.Steps["ext_4"].Done, "ext_4's outcome is durable before the read runs")
 		assert.False(t, op.Progress.Steps["read_5"].Done, "the read has no write of its own")
 	}
@@ -200,9 +202,7 @@ func TestKillReRunsReadOnlySteps(t *testing.T) {
 func TestKillReRunsIdempotentSteps(t *testing.T) {
 	const ops = 20
 	e := killAt(t, "ext_8", ops)
-	for _, id := range e.operationIDs() {
-		op, err := e.store.Operations().GetOperation(context.Background(), id)
-		require.NoError(t, err)
+	for _, op := range e.operations() {
 		assert.True(t, op.Progress.Steps["ext_6"].Done, "ext_6's outcome is durable before idem_7 runs")
 		assert.False(t, op.Progress.Steps["idem_7"].Done, "the idempotent step has no write of its own")
 	}

@@ -39,52 +39,34 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 		return ok
 	}
 	kyma2 := d.ReconcilerInstalls
-	// Local steps only compute from the operation and the configuration: no durable write of
-	// their own (engine.StepDef.Local).
-	local := func(s engine.Step[instance.ProvisioningData], cond func(Op) bool) def {
-		sd := step(s, cond)
-		sd.Local = true
-		return sd
-	}
-	// Read-only steps read a status or a kubeconfig and keep it: no durable write of their own
-	// either (engine.StepDef.ReadOnly).
-	readOnly := func(s engine.Step[instance.ProvisioningData], cond func(Op) bool) def {
-		sd := step(s, cond)
-		sd.ReadOnly = true
-		return sd
-	}
-	// Idempotent steps only set what a run again sets the same and keep no ID an external system
-	// chose (engine.StepDef.Idempotent): EDP's data tenant is named after the subaccount and its
-	// "already exists" is done, its metadata set by key; AVS adds a tag the evaluation has as a
-	// no-op. No durable write of their own either.
-	idempotent := func(s engine.Step[instance.ProvisioningData], cond func(Op) bool) def {
-		sd := step(s, cond)
-		sd.Idempotent = true
-		return sd
-	}
-	checkCluster := readOnly(CheckClusterConfiguration{d}, kyma2)
+	// Steps declared local, read-only or idempotent have no durable write of their own (the
+	// engine's rules, docs/contributor/step-engine.md). Local: they only compute from the
+	// operation and the configuration. Read-only: they read a status or a kubeconfig and keep it.
+	// Idempotent: EDP's data tenant is named after the subaccount and its "already exists" is
+	// done, its metadata set by key; AVS adds a tag the evaluation has as a no-op.
+	checkCluster := step(CheckClusterConfiguration{d}, kyma2).AsReadOnly()
 	checkCluster.Timeout = limits.ReconcileTimeout
 	return engine.Staged(instance.TypeProvision, timeout,
 		engine.Stage[instance.ProvisioningData]{Name: StageCreateRuntime, Steps: []def{
-			local(Initialization{d}, nil),
-			local(ResolveTargetSecret{d}, nil),
+			step(Initialization{d}, nil).AsLocal(),
+			step(ResolveTargetSecret{d}, nil).AsLocal(),
 			step(AVSInternalEval{d}, avsOn),
 			step(IASRegistration{d}, iasOn),
-			idempotent(EDPRegistration{d}, func(Op) bool { return sys.EDP != nil }),
+			step(EDPRegistration{d}, func(Op) bool { return sys.EDP != nil }).AsIdempotent(),
 			step(ProvisionEventHubs{d}, func(op Op) bool {
 				return sys.EventHubs != nil && op.Data.Provider == "azure" && !Kyma2(op.Data.KymaVersion)
 			}),
 			step(ProvisionEMS{d}, smOn),
-			local(OverridesFromConfig{d}, nil),
-			local(ServiceManagerOverrides{d}, smOn),
+			step(OverridesFromConfig{d}, nil).AsLocal(),
+			step(ServiceManagerOverrides{d}, smOn).AsLocal(),
 			step(CreateRuntime{Deps: d, RetryTime: 10 * time.Minute}, nil),
 		}},
-		engine.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []def{readOnly(CheckRuntime{d}, nil)}},
+		engine.Stage[instance.ProvisioningData]{Name: StageCheckRuntime, Steps: []def{step(CheckRuntime{d}, nil).AsReadOnly()}},
 		engine.Stage[instance.ProvisioningData]{Name: StageCreateKyma, Steps: []def{
-			readOnly(GetKubeconfig{d}, kyma2), step(CreateClusterConfiguration{d}, kyma2), checkCluster,
+			step(GetKubeconfig{d}, kyma2).AsReadOnly(), step(CreateClusterConfiguration{d}, kyma2), checkCluster,
 		}},
 		engine.Stage[instance.ProvisioningData]{Name: StagePostActions, Steps: []def{
-			step(AVSExternalEval{d}, avsOn), idempotent(AVSTags{d}, avsOn), step(IASType{d}, iasOn),
+			step(AVSExternalEval{d}, avsOn), step(AVSTags{d}, avsOn).AsIdempotent(), step(IASType{d}, iasOn),
 		}},
 	)
 }

@@ -42,22 +42,6 @@ func stage(name string, timeout time.Duration, steps ...engine.StepDef[Data]) en
 
 func step(s engine.Step[Data]) engine.StepDef[Data] { return engine.StepDef[Data]{Step: s} }
 
-// readOnly marks a wait that only reads (a cluster's status, a CompassConnection) and stores
-// what it read in the provisioner's own records: its success needs no write of its own
-// (engine.StepDef.ReadOnly).
-func readOnly(sd engine.StepDef[Data]) engine.StepDef[Data] {
-	sd.ReadOnly = true
-	return sd
-}
-
-// idempotent marks a step that only sets what a run again sets the same (the Director's labels,
-// the administrators' bindings under names derived from them, whose "already exists" is done)
-// and keeps no ID an external system chose: no write of its own (engine.StepDef.Idempotent).
-func idempotent(sd engine.StepDef[Data]) engine.StepDef[Data] {
-	sd.Idempotent = true
-	return sd
-}
-
 func withKyma(s engine.Step[Data]) engine.StepDef[Data] {
 	return engine.StepDef[Data]{Step: s, Condition: func(op Op) bool { return HasKyma(op) && OwnCluster(op) }}
 }
@@ -72,22 +56,26 @@ func ownCluster(s engine.Step[Data]) engine.StepDef[Data] {
 }
 
 // Definitions are the provisioner's processes with the configured per-stage time limits.
+// Waits that only read (a cluster's status, a CompassConnection) and keep what they read in the
+// provisioner's own records are read-only; Wait_For_Cluster_Domain (the Director's labels) and
+// Create_Bindings_For_Operators (bindings named after the administrators, "already exists" is
+// done) are idempotent: neither kind has a write of its own (engine.StepDef).
 func Definitions(d Deps, cfg config.Config) ([]engine.Definition, error) {
 	p, dp := cfg.Provisioning, cfg.Deprovisioning
 	agentStages := []engine.Stage[Data]{
 		stage(StageConnectRuntimeAgent, p.AgentConfiguration, ownCluster(ConnectRuntimeAgent{d})),
-		stage(StageWaitForAgentToConnect, p.AgentConnection, readOnly(ownCluster(WaitForAgentToConnect{d}))),
+		stage(StageWaitForAgentToConnect, p.AgentConnection, ownCluster(WaitForAgentToConnect{d}).AsReadOnly()),
 	}
 	defs := []struct {
 		opType string
 		stages []engine.Stage[Data]
 	}{
 		{TypeProvision, append([]engine.Stage[Data]{
-			stage(StageWaitingForClusterDomain, p.ClusterDomains, step(RegisterRuntime{d}), step(CreateCluster{d}), idempotent(step(WaitForClusterDomain{d}))),
-			stage(StageWaitingForClusterCreation, p.ClusterCreation, readOnly(step(WaitForClusterCreation{d}))),
-			stage(StageCreatingBindingsForOperators, p.BindingsCreation, idempotent(step(CreateBindingsForOperators{d}))),
+			stage(StageWaitingForClusterDomain, p.ClusterDomains, step(RegisterRuntime{d}), step(CreateCluster{d}), step(WaitForClusterDomain{d}).AsIdempotent()),
+			stage(StageWaitingForClusterCreation, p.ClusterCreation, step(WaitForClusterCreation{d}).AsReadOnly()),
+			stage(StageCreatingBindingsForOperators, p.BindingsCreation, step(CreateBindingsForOperators{d}).AsIdempotent()),
 			stage(StageStartingInstallation, p.InstallationTriggering, withKyma(StartInstallation{Deps: d, StepName: "Start_Installation"})),
-			stage(StageWaitingForInstallation, p.Installation, readOnly(withKyma(WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"}))),
+			stage(StageWaitingForInstallation, p.Installation, withKyma(WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"}).AsReadOnly()),
 		}, agentStages...)},
 		{TypeDeprovision, []engine.Stage[Data]{
 			stage(StageCleanupCluster, dp.ClusterCleanup, step(CleanupCluster{Deps: d, RetryTime: cleanupRetryTime(dp.ClusterCleanup)})),
@@ -96,16 +84,16 @@ func Definitions(d Deps, cfg config.Config) ([]engine.Definition, error) {
 		}},
 		{TypeUpgradeShoot, []engine.Stage[Data]{
 			stage(StageWaitingForShootNewVersion, p.UpgradeTriggering, step(UpgradeShoot{d})),
-			stage(StageWaitingForShootUpgrade, p.ShootUpgrade, readOnly(step(WaitForShootUpgrade{d}))),
+			stage(StageWaitingForShootUpgrade, p.ShootUpgrade, step(WaitForShootUpgrade{d}).AsReadOnly()),
 		}},
 		{TypeUpgradeRuntime, []engine.Stage[Data]{
 			stage(StageStartingUpgrade, p.UpgradeTriggering, step(StartInstallation{Deps: d, StepName: "Start_Upgrade"})),
-			stage(StageUpgradingRuntime, p.Upgrade, readOnly(step(WaitForInstallation{Deps: d, StepName: "Wait_For_Upgrade"}))),
+			stage(StageUpgradingRuntime, p.Upgrade, step(WaitForInstallation{Deps: d, StepName: "Wait_For_Upgrade"}).AsReadOnly()),
 			stage(StageUpdatingUpgradeState, p.UpgradeTriggering, step(UpdateUpgradeState{d})),
 		}},
 		{TypeHibernate, []engine.Stage[Data]{
 			stage(StageStartingHibernation, p.UpgradeTriggering, step(HibernateCluster{d})),
-			stage(StageWaitingForHibernation, p.Hibernation, readOnly(step(WaitForHibernation{d}))),
+			stage(StageWaitingForHibernation, p.Hibernation, step(WaitForHibernation{d}).AsReadOnly()),
 		}},
 		{TypeReconnect, agentStages},
 	}
