@@ -19,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -187,23 +188,18 @@ func namespaceWide(namespace string) *authzv1.ResourceAttributes {
 // waitFor asks done until it answers true, at most EffectiveWithin; past that the error names
 // what was awaited and the API server's last answer, for the caller to retry.
 func waitFor(ctx context.Context, what string, done func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, EffectiveWithin)
-	defer cancel()
 	last := errors.New("not yet asked")
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, EffectiveWithin, true, func(ctx context.Context) (bool, error) {
 		ok, err := done(ctx)
-		if ok {
-			return nil
-		}
 		if err != nil {
 			last = err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", what, last)
-		case <-time.After(50 * time.Millisecond):
-		}
+		return ok, nil // the API server's answers are retried until the time is up
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, last)
 	}
+	return nil
 }
 
 func (i *Issuer) kubeconfig(namespace, account, token string) (string, error) {
