@@ -39,16 +39,8 @@ func (b *Broker) Provision(ctx context.Context, instanceID string, details domai
 	if err != nil {
 		return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
 	}
-	// A repeated request is told by the insert (the instance exists), not by a read before it:
-	// a read per provisioning for the rare repeat. A trial's insert checks the global account's
-	// quota first, which a repeat of the account's own trial would fail, so it reads first.
-	if plan.Trial {
-		if existing, err := b.store.Instances().GetInstance(ctx, instanceID); err == nil {
-			return b.repeatedProvision(ctx, existing, plan.ID, v.Context, params, log)
-		} else if !errors.Is(err, storage.ErrNotFound) {
-			return domain.ProvisionedServiceSpec{}, internal(log, actionProvision, err)
-		}
-	}
+	// A repeated request is told by the insert (the instance exists, trials included), not by a
+	// read before it: a read per provisioning for the rare repeat.
 	data := instance.ProvisioningData{
 		ServiceID: details.ServiceID, PlanID: plan.ID, PlanName: plan.Name, Provider: v.Provider,
 		PlatformRegion: region, Parameters: v.Parameters, Context: v.Context,

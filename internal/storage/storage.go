@@ -305,7 +305,8 @@ type Instances interface {
 	InsertInstanceWithOperation(ctx context.Context, inst Instance, op Operation) (Instance, Operation, error)
 	// InsertUniqueInstanceWithOperation is InsertInstanceWithOperation for plans limited to one
 	// live instance per global account (trial): under a lock on (global account, plan) it
-	// refuses with a *QuotaError when such an instance exists. Safe across replicas.
+	// refuses with a *QuotaError when another such instance exists (ErrAlreadyExists when it is
+	// inst itself, as InsertInstanceWithOperation). Safe across replicas.
 	InsertUniqueInstanceWithOperation(ctx context.Context, inst Instance, op Operation) (Instance, Operation, error)
 	// InsertOperationExclusive inserts op for the instance op.InstanceID unless the instance
 	// has an active operation of one of the blocking types; then it returns an

@@ -75,6 +75,9 @@ func (s *Store) InsertUniqueInstanceWithOperation(ctx context.Context, inst stor
 			return nil
 		case err != nil:
 			return err
+		case existing == inst.InstanceID:
+			// The account's instance is this one: a repeat, not a second instance.
+			return storage.ErrAlreadyExists
 		}
 		return &storage.QuotaError{InstanceID: existing}
 	})

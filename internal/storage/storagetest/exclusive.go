@@ -84,6 +84,8 @@ func testInsertUniqueInstance(t *testing.T, e *env) {
 
 	_, _, err := ins.InsertUniqueInstanceWithOperation(ctx, trial("other-ga", "ga-r"), newOp("op-o", "other-ga", "provision", storage.StatePending, nil))
 	require.NoError(t, err, "another global account has its own quota")
+	_, _, err = ins.InsertUniqueInstanceWithOperation(ctx, trial("other-ga", "ga-r"), newOp("op-o2", "other-ga", "provision", storage.StatePending, nil))
+	require.ErrorIs(t, err, storage.ErrAlreadyExists, "the account's own instance again is a repeat, not over the quota")
 	// An archived instance frees the quota.
 	got, err := ins.GetInstance(ctx, "other-ga")
 	require.NoError(t, err)
