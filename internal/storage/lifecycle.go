@@ -29,7 +29,9 @@ func RuntimeStates() []string {
 type RuntimeRow struct {
 	Instance
 	State string
-	// LastOperationType and LastOperationState are the instance's newest operation's.
+	// LastOperationType and LastOperationState are the instance's newest operation's; a pending
+	// operation's state is in progress here (both are active; the instance is not rewritten when
+	// the first step starts).
 	LastOperationType  string
 	LastOperationState OperationState
 }

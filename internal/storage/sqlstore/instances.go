@@ -123,7 +123,7 @@ func (s *Store) instanceInsert(inst storage.Instance, first *storage.Operation) 
 		inst.ProviderRegion, inst.DashboardURL, nullJSON(inst.Parameters), sec, s.d.timeArg(created), s.d.timeArg(now), 1,
 		s.d.nullTimeArg(inst.DeletedAt)}
 	if first != nil {
-		cols, vals = append(cols, "last_op_type", "last_op_state"), append(vals, first.Type, string(first.State))
+		cols, vals = append(cols, "last_op_type", "last_op_state"), append(vals, first.Type, string(instanceLastOpState(first.State)))
 	}
 	return sq.Insert("instances").Columns(cols...).Values(vals...).Suffix("RETURNING " + instanceCols).ToSql()
 }
@@ -285,4 +285,14 @@ func (s *Store) insertOperationExclusiveTx(ctx context.Context, tx *sqlx.Tx, op 
 		return storage.Operation{}, err
 	}
 	return s.insertOperation(ctx, tx, op)
+}
+
+// instanceLastOpState is the state an instance keeps of its newest operation (as the triggers of
+// migration 0097 keep it): pending as in progress, so an operation's first step, which makes it
+// in progress, does not rewrite the instance and its ten indexes.
+func instanceLastOpState(s storage.OperationState) storage.OperationState {
+	if s == storage.StatePending {
+		return storage.StateInProgress
+	}
+	return s
 }

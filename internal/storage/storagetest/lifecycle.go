@@ -53,12 +53,28 @@ func testRuntimeStates(t *testing.T, e *env) {
 
 	page, err := s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{})
 	require.NoError(t, err)
-	got := map[string]string{}
+	got, lastStates := map[string]string{}, map[string]storage.OperationState{}
 	for _, r := range page.Items {
-		got[r.InstanceID] = r.State
+		got[r.InstanceID], lastStates[r.InstanceID] = r.State, r.LastOperationState
 	}
 	assert.Equal(t, map[string]string{"none": "provisioning", "prov": "provisioning", "ok": "provisioned", "upg": "upgrading",
 		"susp": "suspended", "fail": "failed"}, got, "deprovisioned only when asked for")
+	// A pending newest operation is kept as in progress (its first step then leaves the
+	// instance as it is), on an insert of the operation and on the instance's own insert.
+	assert.Equal(t, storage.StateInProgress, lastStates["upg"])
+	_, _, err = s.Instances().InsertInstanceWithOperation(ctx, newInstance("queued"), newOp("q1", "queued", "provision", storage.StatePending, nil))
+	require.NoError(t, err)
+	queued, err := s.Operations().GetOperation(ctx, "q1")
+	require.NoError(t, err)
+	queued.State = storage.StateInProgress
+	_, err = s.Operations().UpdateOperation(ctx, queued)
+	require.NoError(t, err)
+	page, err = s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{InstanceIDs: []string{"queued"}}})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	assert.Equal(t, storage.StateInProgress, page.Items[0].LastOperationState)
+	assert.Equal(t, "provisioning", page.Items[0].State)
+	require.NoError(t, s.Instances().DeleteInstance(ctx, "queued"))
 
 	// A provisioning that learns its shoot name later (Check_Runtime) records it on the instance.
 	p3, err := s.Operations().GetOperation(ctx, "p3")
