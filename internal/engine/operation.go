@@ -30,6 +30,8 @@ type Operation[T any] struct {
 	withoutFail bool
 	// signaled: set by WaitIsSignaled.
 	signaled bool
+	// memo: the run's (Memo); shared by every step of one run.
+	memo *runMemo
 }
 
 // CurrentStep is the name of the step being run.

@@ -56,6 +56,7 @@ type run[T any] struct {
 	// savedSecrets is a copy of the secrets the row holds (steps may change the map in place):
 	// a save whose secrets equal it leaves the column as it is (storage.KeepSecrets).
 	savedSecrets storage.Secrets
+	memo         runMemo
 }
 
 func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Operation) {
@@ -315,7 +316,7 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	stepCtx, cancel := r.runContext(ctx, started, st, sd)
 	defer cancel()
 	in := r.op
-	in.step, in.now, in.clock = name, started, r.x.clock
+	in.step, in.now, in.clock, in.memo = name, started, r.x.clock, &r.memo
 	out, wait, err := callStep(stepCtx, sd.Step, in, newStepLogger(r.log, name))
 	now := r.x.clock.Now().UTC()
 	took := now.Sub(started)

@@ -378,6 +378,20 @@ type faultyRuntimes struct {
 	updateErr   error
 	failUpdates int
 	updates     int
+	reads       int
+}
+
+func (f *faultyRuntimes) GetRuntime(ctx context.Context, id string) (storage.Runtime, error) {
+	f.mu.Lock()
+	f.reads++
+	f.mu.Unlock()
+	return f.Runtimes.GetRuntime(ctx, id)
+}
+
+func (f *faultyRuntimes) readCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
 }
 
 func (f *faultyRuntimes) UpdateRuntime(ctx context.Context, rt storage.Runtime) (storage.Runtime, error) {

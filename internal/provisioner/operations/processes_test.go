@@ -369,6 +369,32 @@ func TestProvisionWithKymaRunsEveryStageInOrder(t *testing.T) {
 	}
 }
 
+// The steps that open the cluster find its kubeconfig in the run's memo: Wait_For_Cluster_Creation
+// stored it in this run, or the first of them read it. A run after a wait reads it again.
+func TestProvisionReadsTheKubeconfigOnceARun(t *testing.T) {
+	t.Run("one run", func(t *testing.T) {
+		e := newEngineEnv(t, defaultConfig())
+		op := e.drive(e.provision("rt-1", testConfig(true)))
+		require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
+		// Wait_For_Cluster_Creation's read-modify-write of the runtime; five steps opened the
+		// cluster after it without a read.
+		assert.Equal(t, 1, e.faulty.readCount())
+	})
+	t.Run("a wait between", func(t *testing.T) {
+		e := newEngineEnv(t, defaultConfig())
+		e.rt.set(func(r *fakeRuntime) { r.kymaState = runtimeclient.KymaProcessing })
+		id := e.provision("rt-1", testConfig(true))
+		_, err := e.eng.RunDue(e.ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1, e.faulty.readCount(), "Create_Bindings_For_Operators and Start_Installation used the stored kubeconfig")
+		e.clock.Advance(time.Minute)
+		e.rt.set(func(r *fakeRuntime) { r.kymaState = runtimeclient.KymaReady })
+		op := e.drive(id)
+		require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
+		assert.Equal(t, 2, e.faulty.readCount(), "the run after the wait read the kubeconfig once for its three steps")
+	})
+}
+
 func TestProvisionFailures(t *testing.T) {
 	for name, tc := range map[string]struct {
 		setup func(e *engineEnv)

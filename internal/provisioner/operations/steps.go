@@ -112,15 +112,25 @@ func (d Deps) backend(op Op) (infrastructure.Backend, error) {
 	return b, nil
 }
 
+// kubeconfigMemo keeps the runtime's kubeconfig for the later steps of a run (engine.Memo):
+// Wait_For_Cluster_Creation, which stores it, and the steps that open the cluster after it
+// would otherwise each read the runtime again (four reads of one row a provisioning).
+const kubeconfigMemo = "kubeconfig"
+
 // cluster opens the runtime's cluster from its stored kubeconfig.
 func (d Deps) cluster(ctx context.Context, op Op) (runtimeclient.Runtime, error) {
-	rt, err := d.Runtimes.GetRuntime(ctx, op.Data.RuntimeID)
+	kc, err := engine.Memo(op, kubeconfigMemo, func() (string, error) {
+		rt, err := d.Runtimes.GetRuntime(ctx, op.Data.RuntimeID)
+		if err != nil {
+			return "", err
+		}
+		if rt.Secrets[KubeconfigKey] == "" {
+			return "", fmt.Errorf("runtime %s has no kubeconfig yet", rt.ID)
+		}
+		return rt.Secrets[KubeconfigKey], nil
+	})
 	if err != nil {
 		return nil, err
-	}
-	kc := rt.Secrets[KubeconfigKey]
-	if kc == "" {
-		return nil, fmt.Errorf("runtime %s has no kubeconfig yet", rt.ID)
 	}
 	return d.Clusters.ForKubeconfig(kc)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
@@ -63,6 +64,9 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 		return nil
 	}); err != nil {
 		return s.waitFor(op, fmt.Sprintf("storing the kubeconfig and allocation: %v", err))
+	}
+	if kc != "" {
+		engine.Remember(op, kubeconfigMemo, kc)
 	}
 	return op, 0, nil
 }
