@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/avs"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/sirupsen/logrus"
 )
 
@@ -20,12 +20,17 @@ func (s AVSExternalEval) Run(ctx context.Context, op Op, log logrus.FieldLogger)
 	if op.Data.Resources.AVSExternalEvaluationID != 0 {
 		return op, 0, nil
 	}
-	inst, err := s.Instances.GetInstance(ctx, op.InstanceID)
+	// The dashboard URL Check_Runtime stored on the instance, from the run's memo when it ran
+	// in this run.
+	dashboard, err := engine.Memo(op, dashboardMemo, func() (string, error) {
+		inst, err := s.Instances.GetInstance(ctx, op.InstanceID)
+		return inst.DashboardURL, err
+	})
 	if err != nil {
 		op.LastError = fmt.Sprintf("reading the instance: %v", err)
 		return op, s.PollInterval, nil
 	}
-	ev, err := s.Systems.AVS.CreateEvaluation(ctx, externalEvaluation(op, inst, s.Systems.AVSSettings.ExternalTesterAccessID))
+	ev, err := s.Systems.AVS.CreateEvaluation(ctx, externalEvaluation(op, dashboard, s.Systems.AVSSettings.ExternalTesterAccessID))
 	if err != nil {
 		wait, err := s.Systems.Retry(&op, "AVS", "creating the external evaluation", err, s.PollInterval)
 		return op, wait, err
@@ -35,11 +40,11 @@ func (s AVSExternalEval) Run(ctx context.Context, op Op, log logrus.FieldLogger)
 	return op, 0, nil
 }
 
-func externalEvaluation(op Op, inst storage.Instance, testerAccessID int64) *avs.EvaluationRequest {
+func externalEvaluation(op Op, dashboardURL string, testerAccessID int64) *avs.EvaluationRequest {
 	return &avs.EvaluationRequest{
 		Name:           ExternalEvaluationName(op.InstanceID),
 		Description:    fmt.Sprintf("External monitoring of the Kyma runtime of instance %s (%s, global account %s)", op.InstanceID, op.Data.PlanName, op.Data.Context.GlobalAccountID),
 		DefinitionType: "BASIC", CheckType: "HTTPSGET", Interval: 180, Timeout: 30000, Threshold: 30000,
-		URL: inst.DashboardURL, TesterAccessID: testerAccessID, Visibility: "PUBLIC",
+		URL: dashboardURL, TesterAccessID: testerAccessID, Visibility: "PUBLIC",
 	}
 }

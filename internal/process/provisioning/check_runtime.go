@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -18,6 +19,10 @@ import (
 type CheckRuntime struct{ Deps }
 
 func (CheckRuntime) Name() string { return "Check_Runtime" }
+
+// dashboardMemo keeps the dashboard URL Check_Runtime stored on the instance for the later steps
+// of its run (engine.Memo): AVS_Create_External_Eval_Step monitors it.
+const dashboardMemo = "dashboard_url"
 
 // consolePrefix is how the provisioner names a runtime's console: https://console.<domain>.
 const consolePrefix = "https://console."
@@ -62,6 +67,7 @@ func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (O
 		op.LastError = fmt.Sprintf("storing the dashboard URL: %v", err)
 		return op, s.PollInterval, nil
 	}
+	engine.Remember(op, dashboardMemo, dashboard)
 	log.WithField("dashboard_url", dashboard).Info("runtime ready")
 	op.LastError = ""
 	return op, 0, nil

@@ -1,8 +1,10 @@
 package provisioning_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,10 +122,13 @@ func TestProcess_AllSystems(t *testing.T) {
 	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
 	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", testKubeconfig)
 	registerInDirector(t, e, map[string]any{director.ConsoleURLLabel: consoleURL})
+	reads := &countingInstances{Instances: e.deps.Instances}
+	e.deps.Instances = reads
 
 	op := runProcess(t, e, provData("azure", "westeurope"))
 	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
 	assert.Equal(t, []string{"Provision Azure Event Hubs"}, steptest.Skipped(op), "Kyma 2.x eventing needs no Event Hubs")
+	assert.Zero(t, reads.gets.Load(), "AVS_Create_External_Eval_Step took the dashboard URL Check_Runtime stored in the same run")
 	assert.Empty(t, op.Progress.ExecutedButNotCompleted)
 
 	var data instance.ProvisioningData
@@ -218,4 +223,15 @@ func TestProcess_Kyma1OnAzure(t *testing.T) {
 	for key, value := range op.Secrets {
 		assert.NotContains(t, string(op.Data), value, "secret %s is in the operation's data", key)
 	}
+}
+
+// countingInstances counts the instance reads of the steps.
+type countingInstances struct {
+	storage.Instances
+	gets atomic.Int32
+}
+
+func (c *countingInstances) GetInstance(ctx context.Context, id string) (storage.Instance, error) {
+	c.gets.Add(1)
+	return c.Instances.GetInstance(ctx, id)
 }
