@@ -32,15 +32,18 @@ type Dialect struct {
 	Array func(any) any
 	// IsUniqueViolation reports whether err is a primary key / unique constraint violation.
 	IsUniqueViolation func(error) bool
-	// Notify, when set, is the call that wakes other processes (pg_notify): selected after
-	// InsertOperation, ReleaseLeases and the like, or within the statement that inserts.
+	// Notify, when set, is the statement that wakes other processes (pg_notify), with one bind
+	// parameter: the notifying store's ID, which its own listener ignores. It runs after the
+	// writes that made operations due (InsertOperation, ReleaseLeases, a wake and the like),
+	// coalesced (see notifier).
 	Notify string
 	// WritableCTE: the database runs data-modifying statements in WITH (PostgreSQL). A row and
 	// its first operation are then inserted in one statement.
 	WritableCTE bool
-	// Listen, when set, delivers a value whenever another process called Notify; the channel is
-	// closed when ctx ends. It is used by Store.Wakeups in addition to in-process broadcasts.
-	Listen func(ctx context.Context) (<-chan struct{}, error)
+	// Listen, when set, delivers a value whenever another process called Notify (a store other
+	// than the one named ignore); the channel is closed when ctx ends. It is used by
+	// Store.Wakeups in addition to in-process broadcasts.
+	Listen func(ctx context.Context, ignore string) (<-chan struct{}, error)
 	// XactLockSQL, when set, takes a lock on a text key (its one bind parameter) that is held
 	// until the end of the transaction (pg_advisory_xact_lock). Without it the driver must
 	// serialise write transactions (SQLite: a single writer connection).

@@ -39,20 +39,14 @@ func insertWithFirstOperation[P any](ctx context.Context, s *Store, parentSQL st
 		}
 		return zero, storage.Operation{}, err
 	}
-	s.notified(ctx, oneStatement)
+	s.notify(ctx)
 	return parent, out, nil
 }
 
 func (s *Store) insertFirstInOneStatement(ctx context.Context, parentSQL string, parentArgs []any, opSQL string, opArgs []any, scanParent func(rowScanner) error) (storage.Operation, error) {
 	var row operationRow
 	rest := row.dest()
-	sel := "p.*, o.*"
-	if s.d.Notify != "" {
-		// Delivered when the statement commits, like a NOTIFY after the transaction.
-		sel += ", " + s.d.Notify
-		rest = append(rest, new(any))
-	}
-	q := "WITH p AS (" + parentSQL + "), o AS (" + opSQL + ") SELECT " + sel + " FROM p CROSS JOIN o"
+	q := "WITH p AS (" + parentSQL + "), o AS (" + opSQL + ") SELECT p.*, o.* FROM p CROSS JOIN o"
 	args := append(append(make([]any, 0, len(parentArgs)+len(opArgs)), parentArgs...), opArgs...)
 	if err := scanParent(followedBy{s.writes.queryRowx(ctx, s.d.rebind(q), args...), rest}); err != nil {
 		return storage.Operation{}, err

@@ -530,16 +530,6 @@ func (s *Store) makeDue(ctx context.Context, upd sq.UpdateBuilder, where sq.Sqli
 	if err != nil {
 		return nil, err
 	}
-	// Where the database can, the same statement notifies the other replicas: one round trip,
-	// where a notification after it was a second (the provisioner's finished operation wakes its
-	// broker operation so on every provisioning). PostgreSQL delivers one notification of the
-	// same channel and payload per transaction, however many rows called it.
-	inStatement := s.notifiesInStatement()
-	dest := []any{nil}
-	if inStatement {
-		q = "WITH w AS (" + q + ") SELECT id, " + s.d.Notify + " FROM w"
-		dest = append(dest, new(any))
-	}
 	rows, err := s.writes.queryx(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -548,8 +538,7 @@ func (s *Store) makeDue(ctx context.Context, upd sq.UpdateBuilder, where sq.Sqli
 	ids := []string{}
 	for rows.Next() {
 		var id string
-		dest[0] = &id
-		if err := rows.Scan(dest...); err != nil {
+		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
 		ids = append(ids, id)
@@ -558,7 +547,7 @@ func (s *Store) makeDue(ctx context.Context, upd sq.UpdateBuilder, where sq.Sqli
 		return nil, err
 	}
 	if len(ids) > 0 {
-		s.notified(ctx, inStatement)
+		s.notify(ctx)
 	}
 	sort.Strings(ids)
 	return ids, nil

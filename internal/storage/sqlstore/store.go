@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	sq "github.com/Masterminds/squirrel"
+	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	"github.com/sirupsen/logrus"
 
@@ -59,6 +60,11 @@ type Store struct {
 	onClose                func() error
 	wake                   broadcaster
 	locks                  localLocks
+	// notifier wakes the other processes (dialects with Notify); id is this store's name in
+	// the notifications, so that its own listener ignores them (its subscribers are woken
+	// in-process).
+	notifier *notifier
+	id       string
 
 	// saveProgress is the prepared single-statement SaveProgress (dialects with Array only).
 	saveProgressStmt *sqlx.Stmt
@@ -130,6 +136,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, err
 		}
 		s.sandbox.startWriter()
+		s.startNotifier()
 		return s, nil
 	}
 	var err error
@@ -141,7 +148,20 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("preparing event statement: %w", err)
 	}
 	s.startTxBatcher()
+	s.startNotifier()
 	return s, nil
+}
+
+// startNotifier starts the notifications of the dialects with Notify.
+func (s *Store) startNotifier() {
+	if s.d.Notify == "" {
+		return
+	}
+	s.id = uuid.NewString()
+	s.notifier = startNotifier(func(ctx context.Context) error {
+		_, err := s.w.ExecContext(ctx, s.d.Notify, s.id)
+		return err
+	}, notifyPace, s.log)
 }
 
 type nopWriter struct{}
@@ -169,6 +189,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 func (s *Store) Close() error {
 	var errs []error
+	if s.notifier != nil {
+		s.notifier.close()
+	}
 	if s.saves != nil {
 		s.saves.stop()
 	}
@@ -262,7 +285,7 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 	var remote <-chan struct{}
 	if s.d.Listen != nil {
 		var err error
-		if remote, err = s.d.Listen(ctx); err != nil {
+		if remote, err = s.d.Listen(ctx, s.id); err != nil {
 			return nil, fmt.Errorf("listening for wake-ups: %w", err)
 		}
 	}
@@ -287,29 +310,13 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
 	return ch, nil
 }
 
-// notifiesInStatement: a write can notify the other replicas in its own statement (a
-// data-modifying WITH selecting Notify) instead of with one of its own after it.
-func (s *Store) notifiesInStatement() bool { return s.d.WritableCTE && s.d.Notify != "" }
-
-// notified wakes after a write: local subscribers, and the other processes unless the write's
-// statement notified them itself.
-func (s *Store) notified(ctx context.Context, inStatement bool) {
-	if inStatement {
-		s.wake.broadcast()
-		return
-	}
-	s.notify(ctx)
-}
-
-// notify wakes local subscribers and, for dialects with Notify, other processes. A failed
-// notification is logged, not returned: the write it follows has already been committed.
+// notify wakes local subscribers and, for dialects with Notify, other processes: after the
+// write has committed and in a statement of its own (see notifier), so a notification that
+// fails or comes late costs the others their next poll, never the write.
 func (s *Store) notify(ctx context.Context) {
 	s.wake.broadcast()
-	if s.d.Notify == "" {
-		return
-	}
-	if _, err := s.w.ExecContext(ctx, "SELECT "+s.d.Notify); err != nil {
-		s.log.WithError(err).Warn("notifying other replicas of new or released operations failed; they will find them on their next poll")
+	if s.notifier != nil {
+		s.notifier.request()
 	}
 }
 

@@ -1373,8 +1373,8 @@ func WakeupsAcrossStores(t *testing.T, open Opener) {
 	require.NoError(t, a.Operations().ReleaseLeases(ctx, "w", []string{"op"}, now()))
 	expectWake(t, wake)
 
-	// An instance or a runtime inserted with its first operation (one statement on PostgreSQL,
-	// which notifies within it).
+	// An instance or a runtime inserted with its first operation (one statement on PostgreSQL;
+	// the notification follows it).
 	time.Sleep(100 * time.Millisecond)
 	drain(wake)
 	_, _, err = a.Instances().InsertInstanceWithOperation(ctx, newInstance("wi"), newOp("wi-op", "wi", "provision", storage.StatePending, ptr(now())))

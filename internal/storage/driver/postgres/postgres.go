@@ -221,12 +221,16 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 			var pe *pq.Error
 			return errors.As(err, &pe) && pe.Code == "23505"
 		},
-		Notify:             "pg_notify('" + NotifyChannel + "', '')",
-		WritableCTE:        true,
-		XactLockSQL:        "SELECT pg_advisory_xact_lock(hashtext(?))",
-		TryLockSQL:         "SELECT pg_try_advisory_lock(hashtext(?))",
-		UnlockSQL:          "SELECT pg_advisory_unlock(hashtext(?))",
-		Listen:             func(ctx context.Context) (<-chan struct{}, error) { return listen(ctx, dsn, log) },
+		// Its own transaction needs no WAL flush: a notification is a hint, and the writes it
+		// follows are durable already.
+		Notify:      "SELECT set_config('synchronous_commit', 'off', true), pg_notify('" + NotifyChannel + "', $1)",
+		WritableCTE: true,
+		XactLockSQL: "SELECT pg_advisory_xact_lock(hashtext(?))",
+		TryLockSQL:  "SELECT pg_try_advisory_lock(hashtext(?))",
+		UnlockSQL:   "SELECT pg_advisory_unlock(hashtext(?))",
+		Listen: func(ctx context.Context, ignore string) (<-chan struct{}, error) {
+			return listen(ctx, dsn, ignore, log)
+		},
 		MigrationLockSQL:   fmt.Sprintf("SELECT pg_advisory_lock(%d)", migrationLockID),
 		MigrationUnlockSQL: fmt.Sprintf("SELECT pg_advisory_unlock(%d)", migrationLockID),
 		ByteOrder:          ` COLLATE "C"`,
@@ -235,9 +239,10 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 }
 
 // listen opens a dedicated LISTEN connection; the returned channel receives a value for every
-// notification and after every reconnect (notifications may have been missed), and is closed
-// once ctx ends.
-func listen(ctx context.Context, dsn string, log logrus.FieldLogger) (<-chan struct{}, error) {
+// notification but those whose payload is ignore (the listening store's own: it woke its
+// subscribers in-process), and after every reconnect (notifications may have been missed), and
+// is closed once ctx ends.
+func listen(ctx context.Context, dsn, ignore string, log logrus.FieldLogger) (<-chan struct{}, error) {
 	l := pq.NewListener(dsn, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
 		if err != nil {
 			log.WithError(err).WithField("event", ev.String()).Warn("postgres wake-up listener")
@@ -257,7 +262,10 @@ func listen(ctx context.Context, dsn string, log logrus.FieldLogger) (<-chan str
 			select {
 			case <-ctx.Done():
 				return
-			case <-l.Notify: // nil after a reconnect: wake up too
+			case n := <-l.Notify: // nil after a reconnect: wake up too
+				if n != nil && ignore != "" && n.Extra == ignore {
+					continue
+				}
 				select {
 				case out <- struct{}{}:
 				default:
