@@ -159,7 +159,7 @@ func (s *Store) startNotifier() {
 	}
 	s.id = uuid.NewString()
 	s.notifier = startNotifier(func(ctx context.Context) error {
-		_, err := s.w.ExecContext(ctx, s.d.Notify, s.id)
+		_, err := s.writes.exec(ctx, s.d.Notify, s.id)
 		return err
 	}, notifyPace, s.log)
 }
