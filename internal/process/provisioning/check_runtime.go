@@ -33,15 +33,16 @@ func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (O
 		return op, wait, err
 	}
 	if op.Data.ShootName == "" {
-		rs, err := s.Provisioner.RuntimeStatus(ctx, tenant, op.Data.RuntimeID)
+		// The configuration alone: the runtime's operations are not needed here (one read).
+		rc, err := s.Provisioner.RuntimeConfiguration(ctx, tenant, op.Data.RuntimeID)
 		if err != nil {
-			op.LastError = fmt.Sprintf("reading the runtime's status: %v", err)
+			op.LastError = fmt.Sprintf("reading the runtime's configuration: %v", err)
 			return op, s.PollInterval, nil
 		}
-		if rc := rs.RuntimeConfiguration; rc != nil && rc.ClusterConfig != nil && rc.ClusterConfig.Name != nil {
+		if rc != nil && rc.ClusterConfig != nil && rc.ClusterConfig.Name != nil {
 			op.Data.ShootName = *rc.ClusterConfig.Name
 		}
-		keepKubeconfig(s.Deps, &op, rs)
+		keepKubeconfig(s.Deps, &op, rc)
 	}
 	dashboard := fmt.Sprintf("%s/?kubeconfigID=%s", s.Defaults.DashboardURL, op.InstanceID)
 	if s.Systems.Director != nil {
@@ -76,8 +77,7 @@ func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (O
 // keepKubeconfig keeps the kubeconfig of the runtime's status in the operation's secrets when
 // Get_Kubeconfig runs next (the reconciler installs Kyma): it then finds it there instead of
 // reading the same status again.
-func keepKubeconfig(d Deps, op *Op, rs *gqlschema.RuntimeStatus) {
-	rc := rs.RuntimeConfiguration
+func keepKubeconfig(d Deps, op *Op, rc *gqlschema.RuntimeConfig) {
 	if !d.ReconcilerInstalls(*op) || rc == nil || rc.Kubeconfig == nil || *rc.Kubeconfig == "" || op.Secrets[KubeconfigSecret] != "" {
 		return
 	}

@@ -61,7 +61,7 @@ func TestCheckRuntime_SucceededSetsDashboardURL(t *testing.T) {
 
 	assert.Equal(t, []provCall{
 		{Method: "RuntimeOperationStatus", Tenant: testGA, ID: "pop-1"},
-		{Method: "RuntimeStatus", Tenant: testGA, ID: "rt-1"},
+		{Method: "RuntimeConfiguration", Tenant: testGA, ID: "rt-1"},
 	}, e.prov.Calls())
 
 	inst := getInstance(t, e.store)
@@ -81,7 +81,7 @@ func TestCheckRuntime_KnownShootIsNotReadAgain(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, wait)
 	assert.Equal(t, "c-1a2b3c", out.Data.ShootName)
-	assert.Len(t, e.prov.CallsTo("RuntimeStatus"), 0)
+	assert.Len(t, e.prov.CallsTo("RuntimeConfiguration"), 0)
 }
 
 func TestCheckRuntime_RuntimeStatusErrorPolls(t *testing.T) {
@@ -91,7 +91,7 @@ func TestCheckRuntime_RuntimeStatusErrorPolls(t *testing.T) {
 	out, wait, err := runCheck(e, requested())
 	require.NoError(t, err)
 	assert.Equal(t, testPoll, wait)
-	assert.Equal(t, "reading the runtime's status: timeout", out.LastError)
+	assert.Equal(t, "reading the runtime's configuration: timeout", out.LastError)
 	assert.Empty(t, getInstance(t, e.store).DashboardURL)
 }
 

@@ -25,7 +25,7 @@ func TestGetKubeconfig_KeepsItInTheSecrets(t *testing.T) {
 	assert.Equal(t, testKubeconfig, out.Secrets[provisioning.KubeconfigSecret])
 	assert.Empty(t, out.LastError)
 	assertNotInData(t, out, "kubeconfig-t0ken")
-	assert.Equal(t, []provCall{{Method: "RuntimeStatus", Tenant: testGA, ID: "rt-1"}}, e.prov.Calls())
+	assert.Equal(t, []provCall{{Method: "RuntimeConfiguration", Tenant: testGA, ID: "rt-1"}}, e.prov.Calls())
 
 	// A rerun does not ask again.
 	again := e.mustRun(t, kubeconfigStep(e), out, t0.Add(testPoll))

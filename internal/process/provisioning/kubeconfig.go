@@ -10,12 +10,12 @@ import (
 
 // RuntimeKubeconfig reads a runtime's kubeconfig from the provisioner (provisioning and upgrade).
 func RuntimeKubeconfig(ctx context.Context, p client.Client, tenant, runtimeID string) (string, error) {
-	st, err := p.RuntimeStatus(ctx, tenant, runtimeID)
+	rc, err := p.RuntimeConfiguration(ctx, tenant, runtimeID)
 	if err != nil {
-		return "", fmt.Errorf("reading the runtime's status: %w", err)
+		return "", fmt.Errorf("reading the runtime's configuration: %w", err)
 	}
-	if st.RuntimeConfiguration == nil || st.RuntimeConfiguration.Kubeconfig == nil || *st.RuntimeConfiguration.Kubeconfig == "" {
+	if rc == nil || rc.Kubeconfig == nil || *rc.Kubeconfig == "" {
 		return "", errors.New("the runtime has no kubeconfig yet")
 	}
-	return *st.RuntimeConfiguration.Kubeconfig, nil
+	return *rc.Kubeconfig, nil
 }

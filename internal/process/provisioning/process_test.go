@@ -102,7 +102,7 @@ func TestProcess_SystemsDisabled(t *testing.T) {
 	for _, c := range e.prov.Calls() {
 		methods = append(methods, c.Method)
 	}
-	assert.Equal(t, []string{"ProvisionRuntime", "RuntimeOperationStatus", "RuntimeOperationStatus", "RuntimeStatus"}, methods)
+	assert.Equal(t, []string{"ProvisionRuntime", "RuntimeOperationStatus", "RuntimeOperationStatus", "RuntimeConfiguration"}, methods)
 	req := e.prov.Calls()[0].Provision
 	assert.Equal(t, op.ID, req.RuntimeInput.Labels[provisioning.IdempotencyLabel])
 	assert.Equal(t, "kyma-gcp", req.ClusterConfig.GardenerConfig.TargetSecret)

@@ -37,7 +37,7 @@ func TestGetKubeconfig_KeepsItInTheSecrets(t *testing.T) {
 	assert.NotContains(t, dataJSON(t, out.Data), "apiVersion", "the kubeconfig is never in the data")
 	calls := e.prov.Calls()
 	require.Len(t, calls, 1)
-	assert.Equal(t, "RuntimeStatus", calls[0].Method)
+	assert.Equal(t, "RuntimeConfiguration", calls[0].Method)
 	assert.Equal(t, testGA, calls[0].Tenant)
 	assert.Equal(t, testRuntimeID, calls[0].ID)
 }
@@ -73,7 +73,7 @@ func TestGetKubeconfig_Retries(t *testing.T) {
 	}{
 		"provisioner error": {
 			answer: func(string, string) (*gqlschema.RuntimeStatus, error) { return nil, errors.New("connection refused") },
-			want:   "provisioner: reading the runtime's status: connection refused",
+			want:   "provisioner: reading the runtime's configuration: connection refused",
 		},
 		"no kubeconfig yet": {
 			answer: func(string, string) (*gqlschema.RuntimeStatus, error) { return &gqlschema.RuntimeStatus{}, nil },
@@ -110,6 +110,6 @@ func TestGetKubeconfig_GivesUpAfterRetryTime(t *testing.T) {
 	_, wait, err = runKubeconfig(e, op, t0.Add(testRetryTime+time.Second))
 	require.Error(t, err)
 	assert.Zero(t, wait)
-	assert.Contains(t, err.Error(), "provisioner: reading the runtime's status: connection refused")
+	assert.Contains(t, err.Error(), "provisioner: reading the runtime's configuration: connection refused")
 	assert.Contains(t, err.Error(), "step Get_Kubeconfig gave up after 1m0s")
 }

@@ -185,7 +185,7 @@ func TestKymaProcess_FromKyma1WithEventHubs(t *testing.T) {
 		"Apply_Cluster_Configuration:succeeded",
 	}, steptest.Trace(t, e.store, first.ID))
 	assert.Empty(t, first.Progress.ExecutedButNotCompleted)
-	assert.Equal(t, []string{"RuntimeStatus"}, e.prov.methods(), "only the kubeconfig is read from the provisioner")
+	assert.Equal(t, []string{"RuntimeConfiguration"}, e.prov.methods(), "only the kubeconfig is read from the provisioner")
 
 	// What the systems have: EMS, no Event Hubs, the cluster with the new Kyma and EMS eventing.
 	sm := smObjects(t, e)

@@ -128,6 +128,14 @@ func (f *fakeService) RuntimeStatus(_ context.Context, tenant, runtimeID string)
 	}, nil
 }
 
+func (f *fakeService) RuntimeConfiguration(_ context.Context, tenant, runtimeID string) (*gqlschema.RuntimeConfig, error) {
+	if err := f.record("RuntimeConfiguration", tenant, runtimeID, nil); err != nil {
+		return nil, err
+	}
+	version := "2.0.0"
+	return &gqlschema.RuntimeConfig{KymaConfig: &gqlschema.KymaConfig{Version: &version}}, nil
+}
+
 func (f *fakeService) RuntimeOperationStatus(_ context.Context, tenant, operationID string) (*gqlschema.OperationStatus, error) {
 	if err := f.record("RuntimeOperationStatus", tenant, operationID, nil); err != nil {
 		return nil, err
@@ -223,7 +231,10 @@ func TestCallsPassTheTenantThrough(t *testing.T) {
 		query  string
 		method string
 	}{
-		"runtimeStatus":          {`query { runtimeStatus(id: "rt-1") { lastOperationStatus { id } } }`, "RuntimeStatus"},
+		"runtimeStatus":        {`query { runtimeStatus(id: "rt-1") { lastOperationStatus { id } } }`, "RuntimeStatus"},
+		"runtimeConfiguration": {`query { runtimeStatus(id: "rt-1") { __typename runtimeConfiguration { kubeconfig } } }`, "RuntimeConfiguration"},
+		"runtimeStatus with configuration": {`query { runtimeStatus(id: "rt-1") { runtimeConnectionStatus { status } runtimeConfiguration { kubeconfig } } }`,
+			"RuntimeStatus"},
 		"runtimeOperationStatus": {`query { runtimeOperationStatus(id: "rt-1") { id } }`, "RuntimeOperationStatus"},
 		"deprovisionRuntime":     {`mutation { deprovisionRuntime(id: "rt-1") }`, "DeprovisionRuntime"},
 		"hibernateRuntime":       {`mutation { hibernateRuntime(id: "rt-1") { id } }`, "HibernateRuntime"},
@@ -385,6 +396,19 @@ func TestRuntimeStatus(t *testing.T) {
 	require.Empty(t, resp.Errors)
 	assert.JSONEq(t, `{"lastOperationStatus":{"operation":"Provision","runtimeID":"rt-1"},"runtimeConfiguration":{"kymaConfig":{"version":"2.0.0"},"clusterConfig":null}}`,
 		string(resp.Data["runtimeStatus"]))
+}
+
+// A query of the configuration alone is answered from the runtime alone, with the same answer.
+func TestRuntimeStatusOfTheConfigurationAlone(t *testing.T) {
+	svc := &fakeService{}
+	h, _ := newTestHandler(svc, Config{})
+
+	resp := post(t, h, "t", `query { runtimeStatus(id: "rt-1") { runtimeConfiguration { kymaConfig { version } } } }`, nil)
+
+	require.Empty(t, resp.Errors)
+	assert.JSONEq(t, `{"runtimeConfiguration":{"kymaConfig":{"version":"2.0.0"}}}`, string(resp.Data["runtimeStatus"]))
+	require.Len(t, svc.recorded(), 1)
+	assert.Equal(t, "RuntimeConfiguration", svc.recorded()[0].method)
 }
 
 func get(t *testing.T, h http.Handler, path, accept string) *http.Response {

@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 
+	"github.com/99designs/gqlgen/graphql"
+
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
@@ -57,8 +59,34 @@ func (r mutationResolver) RevokeRuntimeCredentials(ctx context.Context, id, name
 
 type queryResolver struct{ *resolver }
 
+// RuntimeStatus answers a query that selects only the runtime's configuration (the broker's
+// steps, client.RuntimeConfiguration) from the runtime alone, without reading its operations.
 func (r queryResolver) RuntimeStatus(ctx context.Context, id string) (*gqlschema.RuntimeStatus, error) {
+	if onlyConfiguration(ctx) {
+		rc, err := r.svc.RuntimeConfiguration(ctx, tenantFrom(ctx), id)
+		if err != nil {
+			return nil, err
+		}
+		return &gqlschema.RuntimeStatus{RuntimeConfiguration: rc}, nil
+	}
 	return r.svc.RuntimeStatus(ctx, tenantFrom(ctx), id)
+}
+
+// onlyConfiguration reports whether the field being resolved selects runtimeConfiguration and
+// nothing else (but __typename).
+func onlyConfiguration(ctx context.Context) bool {
+	fields := graphql.CollectFieldsCtx(ctx, nil)
+	found := false
+	for _, f := range fields {
+		switch f.Name {
+		case "runtimeConfiguration":
+			found = true
+		case "__typename":
+		default:
+			return false
+		}
+	}
+	return found
 }
 
 func (r queryResolver) RuntimeOperationStatus(ctx context.Context, id string) (*gqlschema.OperationStatus, error) {

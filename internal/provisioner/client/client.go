@@ -19,6 +19,10 @@ type Client interface {
 	HibernateRuntime(ctx context.Context, tenant, runtimeID string) (*gqlschema.OperationStatus, error)
 	ReconnectRuntimeAgent(ctx context.Context, tenant, runtimeID string) (string, error)
 	RuntimeStatus(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeStatus, error)
+	// RuntimeConfiguration is RuntimeStatus's runtimeConfiguration alone (the cluster, Kyma,
+	// the kubeconfig, the allocation): what the broker's steps read, without the runtime's
+	// operations (over GraphQL, the same query selecting only it).
+	RuntimeConfiguration(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeConfig, error)
 	RuntimeOperationStatus(ctx context.Context, tenant, operationID string) (*gqlschema.OperationStatus, error)
 	// CreateRuntimeCredentials creates (again: a new token of the same account) the account
 	// name in the runtime's namespace and returns a kubeconfig with a token valid for

@@ -39,33 +39,36 @@ fragment OperationStatusFields on OperationStatus {
   lastError { errMessage reason component }
 }
 `
-	runtimeStatusFragments = operationStatusFragment + `
+	runtimeConfigFragments = `
 fragment ConfigEntryFields on ConfigEntry { key value secret }
+fragment RuntimeConfigFields on RuntimeConfig {
+  clusterConfig {
+    name kubernetesVersion provider targetSecret region machineType machineImage machineImageVersion
+    diskType volumeSizeGB workerCidr autoScalerMin autoScalerMax maxSurge maxUnavailable purpose
+    licenceType enableKubernetesVersionAutoUpdate enableMachineImageVersionAutoUpdate seed
+    exposureClassName euAccess
+    providerSpecificConfig {
+      gcpConfig { zones }
+      azureConfig { vnetCidr zones enableNatGateway }
+      awsConfig { vpcCidr awsZones { name workerCidr publicCidr internalCidr } }
+      openStackConfig { zones floatingPoolName cloudProfileName loadBalancerProvider }
+    }
+    oidcConfig { clientID issuerURL groupsClaim signingAlgs usernameClaim usernamePrefix }
+  }
+  kymaConfig {
+    version profile
+    components { component namespace sourceURL configuration { ...ConfigEntryFields } }
+    configuration { ...ConfigEntryFields }
+  }
+  kubeconfig
+  allocation { host audienceURL cpu memoryGB storageBytes dataDir slots namespace }
+}
+`
+	runtimeStatusFragments = operationStatusFragment + runtimeConfigFragments + `
 fragment RuntimeStatusFields on RuntimeStatus {
   lastOperationStatus { ...OperationStatusFields }
   runtimeConnectionStatus { status errors { message } }
-  runtimeConfiguration {
-    clusterConfig {
-      name kubernetesVersion provider targetSecret region machineType machineImage machineImageVersion
-      diskType volumeSizeGB workerCidr autoScalerMin autoScalerMax maxSurge maxUnavailable purpose
-      licenceType enableKubernetesVersionAutoUpdate enableMachineImageVersionAutoUpdate seed
-      exposureClassName euAccess
-      providerSpecificConfig {
-        gcpConfig { zones }
-        azureConfig { vnetCidr zones enableNatGateway }
-        awsConfig { vpcCidr awsZones { name workerCidr publicCidr internalCidr } }
-        openStackConfig { zones floatingPoolName cloudProfileName loadBalancerProvider }
-      }
-      oidcConfig { clientID issuerURL groupsClaim signingAlgs usernameClaim usernamePrefix }
-    }
-    kymaConfig {
-      version profile
-      components { component namespace sourceURL configuration { ...ConfigEntryFields } }
-      configuration { ...ConfigEntryFields }
-    }
-    kubeconfig
-    allocation { host audienceURL cpu memoryGB storageBytes dataDir slots namespace }
-  }
+  runtimeConfiguration { ...RuntimeConfigFields }
 }
 `
 )
@@ -98,6 +101,9 @@ const (
 	runtimeStatusQuery = `query ($id: String!) {
   result: runtimeStatus(id: $id) { ...RuntimeStatusFields }
 }` + runtimeStatusFragments
+	runtimeConfigurationQuery = `query ($id: String!) {
+  result: runtimeStatus(id: $id) { runtimeConfiguration { ...RuntimeConfigFields } }
+}` + runtimeConfigFragments
 	runtimeOperationStatusQuery = `query ($id: String!) {
   result: runtimeOperationStatus(id: $id) { ...OperationStatusFields }
 }` + operationStatusFragment
@@ -174,6 +180,17 @@ func (c *graphQLClient) RuntimeStatus(ctx context.Context, tenant, runtimeID str
 	var result *gqlschema.RuntimeStatus
 	err := c.do(ctx, fmt.Sprintf("getting the status of runtime %s", runtimeID), tenant, runtimeStatusQuery, map[string]any{"id": runtimeID}, &result)
 	return result, err
+}
+
+func (c *graphQLClient) RuntimeConfiguration(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeConfig, error) {
+	var result *struct {
+		RuntimeConfiguration *gqlschema.RuntimeConfig `json:"runtimeConfiguration"`
+	}
+	err := c.do(ctx, fmt.Sprintf("getting the configuration of runtime %s", runtimeID), tenant, runtimeConfigurationQuery, map[string]any{"id": runtimeID}, &result)
+	if err != nil || result == nil {
+		return nil, err
+	}
+	return result.RuntimeConfiguration, nil
 }
 
 func (c *graphQLClient) RuntimeOperationStatus(ctx context.Context, tenant, operationID string) (*gqlschema.OperationStatus, error) {

@@ -88,6 +88,11 @@ func (c *inProcess) RuntimeStatus(ctx context.Context, tenant, runtimeID string)
 	return copyResult(fmt.Sprintf("getting the status of runtime %s", runtimeID), out, err)
 }
 
+func (c *inProcess) RuntimeConfiguration(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeConfig, error) {
+	out, err := c.svc.RuntimeConfiguration(ctx, tenant, runtimeID)
+	return copyResult(fmt.Sprintf("getting the configuration of runtime %s", runtimeID), out, err)
+}
+
 func (c *inProcess) RuntimeOperationStatus(ctx context.Context, tenant, operationID string) (*gqlschema.OperationStatus, error) {
 	out, err := c.svc.RuntimeOperationStatus(ctx, tenant, operationID)
 	if err != nil {

@@ -349,6 +349,23 @@ func (s *Service) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (
 			return nil, err
 		}
 	}
+	if out.RuntimeConfiguration, err = runtimeConfig(rt); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RuntimeConfiguration is RuntimeStatus's runtimeConfiguration, from the runtime's row alone.
+func (s *Service) RuntimeConfiguration(ctx context.Context, tenant, runtimeID string) (*gqlschema.RuntimeConfig, error) {
+	rt, err := s.runtime(ctx, tenant, runtimeID, false)
+	if err != nil {
+		return nil, err
+	}
+	return runtimeConfig(rt)
+}
+
+// runtimeConfig is the runtime's configuration as the API answers it.
+func runtimeConfig(rt storage.Runtime) (*gqlschema.RuntimeConfig, error) {
 	cfg, err := operations.DecodeRuntimeConfig(rt)
 	if err != nil {
 		return nil, err
@@ -357,11 +374,11 @@ func (s *Service) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (
 	if err != nil {
 		return nil, err
 	}
-	out.RuntimeConfiguration = &gqlschema.RuntimeConfig{ClusterConfig: cluster, KymaConfig: kymaOutput(cfg.Kyma)}
+	out := &gqlschema.RuntimeConfig{ClusterConfig: cluster, KymaConfig: kymaOutput(cfg.Kyma)}
 	if kc := rt.Secrets[operations.KubeconfigKey]; kc != "" {
-		out.RuntimeConfiguration.Kubeconfig = &kc
+		out.Kubeconfig = &kc
 	}
-	if out.RuntimeConfiguration.Allocation, err = allocationOutput(rt); err != nil {
+	if out.Allocation, err = allocationOutput(rt); err != nil {
 		return nil, err
 	}
 	return out, nil

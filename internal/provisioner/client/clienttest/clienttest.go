@@ -162,6 +162,19 @@ func (f *Fake) RuntimeStatus(_ context.Context, tenant, runtimeID string) (*gqls
 	return f.RuntimeStatusFunc(tenant, runtimeID)
 }
 
+// RuntimeConfiguration is RuntimeStatusFunc's runtimeConfiguration.
+func (f *Fake) RuntimeConfiguration(_ context.Context, tenant, runtimeID string) (*gqlschema.RuntimeConfig, error) {
+	f.record(Call{Method: "RuntimeConfiguration", Tenant: tenant, ID: runtimeID})
+	if f.RuntimeStatusFunc == nil {
+		return nil, NotImplemented("RuntimeConfiguration")
+	}
+	st, err := f.RuntimeStatusFunc(tenant, runtimeID)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	return st.RuntimeConfiguration, nil
+}
+
 func (f *Fake) RuntimeOperationStatus(_ context.Context, tenant, operationID string) (*gqlschema.OperationStatus, error) {
 	f.record(Call{Method: "RuntimeOperationStatus", Tenant: tenant, ID: operationID})
 	if f.RuntimeOperationStatusFunc == nil {

@@ -201,6 +201,11 @@ func provisionedRuntimeHasItsStatusAndConfiguration(t *testing.T, c client.Clien
 	assert.Contains(t, values, "gateway.password")
 	assert.NotEqual(t, secretValue, values["global.token"])
 	assert.NotEqual(t, secretValue, values["gateway.password"])
+
+	// The configuration alone is the status's.
+	rc, err := c.RuntimeConfiguration(context.Background(), tenantA, runtimeID)
+	require.NoError(t, err)
+	assert.Equal(t, status.RuntimeConfiguration, rc)
 }
 
 func secondOperationWhileOneRunsIsConflict(t *testing.T, c client.Client) {
@@ -240,6 +245,8 @@ func otherTenantGetsNotFound(t *testing.T, c client.Client) {
 	runtimeID, operationID := Provision(t, c, tenantA, ProvisionInput("rt-tenant"))
 
 	_, err := c.RuntimeStatus(ctx, tenantB, runtimeID)
+	assertCode(t, apperr.CodeNotFound, err)
+	_, err = c.RuntimeConfiguration(ctx, tenantB, runtimeID)
 	assertCode(t, apperr.CodeNotFound, err)
 	_, err = c.RuntimeOperationStatus(ctx, tenantB, operationID)
 	assertCode(t, apperr.CodeNotFound, err)
@@ -290,6 +297,8 @@ func unknownIDsAreNotFound(t *testing.T, c client.Client) {
 	const unknown = "00000000-0000-0000-0000-000000000000"
 
 	_, err := c.RuntimeStatus(ctx, tenantA, unknown)
+	assertCode(t, apperr.CodeNotFound, err)
+	_, err = c.RuntimeConfiguration(ctx, tenantA, unknown)
 	assertCode(t, apperr.CodeNotFound, err)
 	_, err = c.RuntimeOperationStatus(ctx, tenantA, unknown)
 	assertCode(t, apperr.CodeNotFound, err)
