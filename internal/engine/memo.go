@@ -23,6 +23,18 @@ func Memo[T, V any](op Operation[T], key string, load func() (V, error)) (V, err
 	return v, err
 }
 
+// Recall returns the value a step of this run kept under key, if any (no load: for a value only
+// a step of the run can know, such as what an external system answered it).
+func Recall[V, T any](op Operation[T], key string) (V, bool) {
+	if op.memo != nil {
+		if v, ok := op.memo.m[key].(V); ok {
+			return v, true
+		}
+	}
+	var zero V
+	return zero, false
+}
+
 // Remember keeps v under key for the later steps of this run: a step that has just written a
 // value where they would read it (and so knows it) saves them the read.
 func Remember[T any](op Operation[T], key string, v any) {

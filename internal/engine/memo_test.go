@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,4 +53,30 @@ func TestMemoLivesForOneRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "value", v)
 	assert.Equal(t, 3, loads)
+}
+
+// Recall finds what an earlier step of the run remembered, of the type asked for, and nothing
+// outside a run.
+func TestRecall(t *testing.T) {
+	var got []string
+	remember := step("remember", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		Remember(op, "answer", "42")
+		return op, 0, nil
+	})
+	recall := step("recall", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		v, ok := Recall[string](op, "answer")
+		_, wrongType := Recall[int](op, "answer")
+		_, missing := Recall[string](op, "question")
+		got = append(got, v, fmt.Sprint(ok), fmt.Sprint(wrongType), fmt.Sprint(missing))
+		return op, 0, nil
+	})
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(remember), def(recall)}})
+	require.NoError(t, err)
+	h := newHarness(t, p)
+	h.insert("provision", time.Hour)
+	h.runDue()
+	assert.Equal(t, []string{"42", "true", "false", "false"}, got)
+
+	_, ok := Recall[string](Operation[testData]{}, "answer")
+	assert.False(t, ok)
 }

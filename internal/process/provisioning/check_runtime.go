@@ -20,6 +20,21 @@ type CheckRuntime struct{ Deps }
 
 func (CheckRuntime) Name() string { return "Check_Runtime" }
 
+// requestedMemo keeps the provisioner's answer to Create_Runtime's request for the rest of its
+// run (engine.Memo): Check_Runtime, right after it, takes the just-started operation's status from
+// it instead of reading it again. The provisioner's finish wakes the waiting operation (in
+// process), or its poll reads it.
+const requestedMemo = "provisioner_requested"
+
+// awaitProvisioner waits for the provisioner's operation, with the status Create_Runtime got in
+// this run when there is one.
+func (s CheckRuntime) awaitProvisioner(ctx context.Context, op *Op, tenant string) (time.Duration, error) {
+	if st, ok := engine.Recall[*gqlschema.OperationStatus](*op, requestedMemo); ok {
+		return systems.AwaitProvisionerStatus(s.Provisioner, op, st, s.PollInterval)
+	}
+	return systems.AwaitProvisioner(ctx, s.Provisioner, op, tenant, op.Data.ProvisionerOperationID, s.PollInterval)
+}
+
 // dashboardMemo keeps the dashboard URL Check_Runtime stored on the instance for the later steps
 // of its run (engine.Memo): AVS_Create_External_Eval_Step monitors it.
 const dashboardMemo = "dashboard_url"
@@ -29,7 +44,7 @@ const consolePrefix = "https://console."
 
 func (s CheckRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
 	tenant := op.Data.Context.GlobalAccountID
-	if wait, err := systems.AwaitProvisioner(ctx, s.Provisioner, &op, tenant, op.Data.ProvisionerOperationID, s.PollInterval); wait > 0 || err != nil {
+	if wait, err := s.awaitProvisioner(ctx, &op, tenant); wait > 0 || err != nil {
 		return op, wait, err
 	}
 	if op.Data.ShootName == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/module"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
@@ -39,6 +40,7 @@ func (s CreateRuntime) Run(ctx context.Context, op Op, log logrus.FieldLogger) (
 		}
 		op.Data.RuntimeID, op.Data.ProvisionerOperationID = *st.RuntimeID, *st.ID
 		log.WithField("runtime_id", op.Data.RuntimeID).Info("runtime requested")
+		engine.Remember(op, requestedMemo, st)
 	}
 	// Also on a rerun after the request was accepted: the previous run may have failed to store
 	// the runtime ID, and without it deprovisioning would not remove the runtime.

@@ -114,6 +114,34 @@ func TestProcess_SystemsDisabled(t *testing.T) {
 	assert.Equal(t, "https://dash.example/?kubeconfigID="+testInstanceID, inst.DashboardURL)
 }
 
+// Check_Runtime, in the run of Create_Runtime, takes the provisioner's answer to the request
+// (its operation just started) rather than reading the operation again: the provisioner's
+// status is read once, after the provisioner finished (its wake, or the poll).
+func TestProcess_CheckRuntimeTakesTheRequestsAnswer(t *testing.T) {
+	e := newEnv(t)
+	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
+	var finished atomic.Bool
+	e.prov.status = func(string, string) (*gqlschema.OperationStatus, error) {
+		if finished.Load() {
+			return opStatus("pop-1", gqlschema.OperationStateSucceeded), nil
+		}
+		return opStatus("pop-1", gqlschema.OperationStateInProgress), nil
+	}
+	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", "")
+	p, err := provisioning.Process(e.deps, time.Hour, testLimits)
+	require.NoError(t, err)
+	eng := steptest.Engine(t, e.store, e.clock, p)
+	raw := steptest.StartOperation(t, e.store, instance.TypeProvision, testInstanceID, provData("gcp", "europe-west3"), e.clock.Now())
+
+	op := steptest.RunRounds(t, eng, e.store, e.clock, raw.ID, 1, testPoll)
+	require.True(t, op.State.Active())
+	assert.Empty(t, e.prov.CallsTo("RuntimeOperationStatus"), "the request's answer said in progress")
+	finished.Store(true)
+	op = steptest.RunToEnd(t, eng, e.store, e.clock, raw.ID, testPoll)
+	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
+	assert.Len(t, e.prov.CallsTo("RuntimeOperationStatus"), 1)
+}
+
 // TestProcess_AllSystems provisions a Kyma 2.x runtime with every external system (the sandbox,
 // real clients): each creates what the runtime needs and the reconciler installs Kyma.
 func TestProcess_AllSystems(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -157,6 +158,12 @@ func AwaitProvisioner(ctx context.Context, p client.Client, op Step, tenant, ope
 		op.SetLastError(fmt.Sprintf("reading the provisioner's operation: %v", err))
 		return poll, nil
 	}
+	return AwaitProvisionerStatus(p, op, st, poll)
+}
+
+// AwaitProvisionerStatus is AwaitProvisioner on a status the step already has (the provisioner's
+// answer to the request the same run made).
+func AwaitProvisionerStatus(p client.Client, op Step, st *gqlschema.OperationStatus, poll time.Duration) (time.Duration, error) {
 	op.SetLastError("")
 	done, err := client.Outcome(st)
 	if err != nil {
