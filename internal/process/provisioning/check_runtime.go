@@ -21,7 +21,7 @@ type CheckRuntime struct{ Deps }
 func (CheckRuntime) Name() string { return "Check_Runtime" }
 
 // requestedMemo keeps the provisioner's answer to Create_Runtime's request for the rest of its
-// run (engine.Memo): Check_Runtime, right after it, takes the just-started operation's status from
+// run (engine.Remember, engine.Recall): Check_Runtime, right after it, takes the just-started operation's status from
 // it instead of reading it again. The provisioner's finish wakes the waiting operation (in
 // process), or its poll reads it.
 const requestedMemo = "provisioner_requested"
