@@ -182,16 +182,7 @@ func TestKillReRunsLocalSteps(t *testing.T) {
 // out before the read (written before the read ran) is not run again.
 func TestKillReRunsReadOnlySteps(t *testing.T) {
 	const ops = 20
-	e := killAt(t, "ext_6", ops)
-	for _, op := range e.operations() {
-		assert.True(t, op.Progress.Steps["ext_4"].Done, "ext_4's outcome is durable before the read runs")
-		assert.False(t, op.Progress.Steps["read_5"].Done, "the read has no write of its own")
-	}
-
-	e.finish(ops)
-	assert.Equal(t, 0, e.runsOf("ext_4", "second"))
-	assert.Equal(t, ops, e.runsOf("read_5", "second"), "the read runs again after a crash")
-	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_6'`), "the effect exists once")
+	e := killAfterARider(t, ops, "ext_4", "read_5", "ext_6")
 	assert.Equal(t, ops, e.count(`SELECT count(*) FROM replays WHERE step = 'ext_6'`), "found by its idempotency key")
 }
 
@@ -201,16 +192,25 @@ func TestKillReRunsReadOnlySteps(t *testing.T) {
 // step written before it does not run again.
 func TestKillReRunsIdempotentSteps(t *testing.T) {
 	const ops = 20
-	e := killAt(t, "ext_8", ops)
-	for _, op := range e.operations() {
-		assert.True(t, op.Progress.Steps["ext_6"].Done, "ext_6's outcome is durable before idem_7 runs")
-		assert.False(t, op.Progress.Steps["idem_7"].Done, "the idempotent step has no write of its own")
-	}
-
-	e.finish(ops)
-	assert.Equal(t, 0, e.runsOf("ext_6", "second"))
-	assert.Equal(t, ops, e.runsOf("idem_7", "second"), "the idempotent step runs again after a crash")
+	e := killAfterARider(t, ops, "ext_6", "idem_7", "ext_8")
 	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'idem_7'`), "its effect exists once")
 	assert.Equal(t, ops, e.count(`SELECT count(*) FROM replays WHERE step = 'idem_7'`), "found again by its key")
-	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = 'ext_8'`), "the effect exists once")
+}
+
+// killAfterARider kills the workers of ops operations in killed, the step that calls out after
+// rider (a step whose success rides on the next write), which follows written; then finishes
+// them and checks what both kill tests share: written's outcome was durable and it does not run
+// again, rider's was not and it runs again, and killed's effect exists once.
+func killAfterARider(t *testing.T, ops int, written, rider, killed string) *env {
+	t.Helper()
+	e := killAt(t, killed, ops)
+	for _, op := range e.operations() {
+		assert.True(t, op.Progress.Steps[written].Done, "%s's outcome is durable before %s runs", written, rider)
+		assert.False(t, op.Progress.Steps[rider].Done, "%s has no write of its own", rider)
+	}
+	e.finish(ops)
+	assert.Equal(t, 0, e.runsOf(written, "second"))
+	assert.Equal(t, ops, e.runsOf(rider, "second"), "%s runs again after a crash", rider)
+	assert.Equal(t, ops, e.count(`SELECT count(*) FROM effects WHERE step = '`+killed+`'`), "the effect exists once")
+	return e
 }
