@@ -64,11 +64,7 @@ func testRuntimeStates(t *testing.T, e *env) {
 	assert.Equal(t, storage.StateInProgress, lastStates["upg"])
 	_, _, err = s.Instances().InsertInstanceWithOperation(ctx, newInstance("queued"), newOp("q1", "queued", "provision", storage.StatePending, nil))
 	require.NoError(t, err)
-	queued, err := s.Operations().GetOperation(ctx, "q1")
-	require.NoError(t, err)
-	queued.State = storage.StateInProgress
-	_, err = s.Operations().UpdateOperation(ctx, queued)
-	require.NoError(t, err)
+	changeOp(t, s, "q1", func(op *storage.Operation) { op.State = storage.StateInProgress })
 	page, err = s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{InstanceIDs: []string{"queued"}}})
 	require.NoError(t, err)
 	require.Len(t, page.Items, 1)
@@ -77,40 +73,20 @@ func testRuntimeStates(t *testing.T, e *env) {
 	require.NoError(t, s.Instances().DeleteInstance(ctx, "queued"))
 
 	// A provisioning that learns its shoot name later (Check_Runtime) records it on the instance.
-	p3, err := s.Operations().GetOperation(ctx, "p3")
-	require.NoError(t, err)
-	p3.Data = json.RawMessage(`{"op":"p3","shoot_name":"c-43"}`)
-	_, err = s.Operations().UpdateOperation(ctx, p3)
-	require.NoError(t, err)
+	changeOp(t, s, "p3", func(op *storage.Operation) { op.Data = json.RawMessage(`{"op":"p3","shoot_name":"c-43"}`) })
 	// Later changes of its data keep it.
-	p3, err = s.Operations().GetOperation(ctx, "p3")
-	require.NoError(t, err)
-	p3.Data = json.RawMessage(`{"op":"p3 again","shoot_name":"c-43"}`)
-	_, err = s.Operations().UpdateOperation(ctx, p3)
-	require.NoError(t, err)
+	changeOp(t, s, "p3", func(op *storage.Operation) { op.Data = json.RawMessage(`{"op":"p3 again","shoot_name":"c-43"}`) })
 
 	// The provisioner's operations belong to runtimes (their instance_id is a runtime ID): they
 	// are never an instance's newest operation, even under an instance's ID.
 	late := newOp("rp", "ok", "provisioner_provision", storage.StatePending, nil)
 	late.CreatedAt = now().Add(time.Hour)
 	mustInsertOp(t, s, late)
-	late, err = s.Operations().GetOperation(ctx, "rp")
-	require.NoError(t, err)
-	late.State = storage.StateFailed
-	_, err = s.Operations().UpdateOperation(ctx, late)
-	require.NoError(t, err)
+	changeOp(t, s, "rp", func(op *storage.Operation) { op.State = storage.StateFailed })
 
 	// A state change of the newest operation moves the runtime; an older one's does not.
-	op, err := s.Operations().GetOperation(ctx, "u3")
-	require.NoError(t, err)
-	op.State = storage.StateSucceeded
-	_, err = s.Operations().UpdateOperation(ctx, op)
-	require.NoError(t, err)
-	op, err = s.Operations().GetOperation(ctx, "p4")
-	require.NoError(t, err)
-	op.State = storage.StateFailed
-	_, err = s.Operations().UpdateOperation(ctx, op)
-	require.NoError(t, err)
+	changeOp(t, s, "u3", func(op *storage.Operation) { op.State = storage.StateSucceeded })
+	changeOp(t, s, "p4", func(op *storage.Operation) { op.State = storage.StateFailed })
 
 	for _, tc := range []struct {
 		q    storage.RuntimeQuery
@@ -291,4 +267,14 @@ func testRetriggers(t *testing.T, e *env) {
 	raw, _ := json.Marshal(page.Items[0].Steps)
 	assert.Equal(t, `["X"]`, string(raw))
 	assert.ErrorIs(t, s.Lifecycle().UpdateRetrigger(ctx, storage.Retrigger{OriginID: "none"}), storage.ErrNotFound)
+}
+
+// changeOp reads operation id, applies change and writes it back (UpdateOperation).
+func changeOp(t *testing.T, s storage.Store, id string, change func(*storage.Operation)) {
+	t.Helper()
+	op, err := s.Operations().GetOperation(ctx, id)
+	require.NoError(t, err)
+	change(&op)
+	_, err = s.Operations().UpdateOperation(ctx, op)
+	require.NoError(t, err)
 }
