@@ -11,10 +11,8 @@ type runMemo struct{ m map[string]any }
 // provisioner's steps each read the runtime for its kubeconfig): the store is read once a run.
 // Outside a run (a step called directly, as unit tests do) it always loads.
 func Memo[T, V any](op Operation[T], key string, load func() (V, error)) (V, error) {
-	if op.memo != nil {
-		if v, ok := op.memo.m[key].(V); ok {
-			return v, nil
-		}
+	if v, ok := Recall[V](op, key); ok {
+		return v, nil
 	}
 	v, err := load()
 	if err == nil {

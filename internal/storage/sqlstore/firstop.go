@@ -10,10 +10,10 @@ import (
 
 // insertWithFirstOperation inserts a row (parentSQL: its INSERT returning its columns, with ?
 // placeholders; scanParent scans them) and its first operation atomically, then wakes the
-// engines here and on other replicas. On PostgreSQL that is one prepared statement that also
-// notifies: a transaction took seven round trips, twice per provisioning. With check, both are
-// inserted in a transaction after check passed in it. An existing row or operation is
-// storage.ErrAlreadyExists, and then nothing is written.
+// engines here and on other replicas (Store.notify, after the commit). On PostgreSQL the insert
+// is one prepared statement: a transaction took seven round trips, twice per provisioning. With
+// check, both are inserted in a transaction after check passed in it. An existing row or
+// operation is storage.ErrAlreadyExists, and then nothing is written.
 func insertWithFirstOperation[P any](ctx context.Context, s *Store, parentSQL string, parentArgs []any, op storage.Operation,
 	scanParent func(rowScanner) (P, error), check func(*sqlx.Tx) error) (P, storage.Operation, error) {
 	var parent P
