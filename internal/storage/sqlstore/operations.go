@@ -517,20 +517,20 @@ func (s *Store) ReclaimLeases(ctx context.Context, owner string, dueAt time.Time
 // releaseLeases drops the leases of the operations matching where, makes them due at dueAt and
 // wakes the workers; it returns the released IDs in order.
 func (s *Store) releaseLeases(ctx context.Context, where sq.Sqlizer, dueAt time.Time) ([]string, error) {
-	return s.makeDue(ctx, s.sb().Update("operations").
+	return s.makeDue(ctx, s.writes, s.sb().Update("operations").
 		Set("lease_owner", nil).
 		Set("lease_expires_at", nil).
 		Set("due_at", s.d.timeArg(dueAt)), where)
 }
 
-// makeDue runs upd on the operations matching where (rows locked in ID order), wakes the
-// workers when it changed any and returns their IDs in order.
-func (s *Store) makeDue(ctx context.Context, upd sq.UpdateBuilder, where sq.Sqlizer) ([]string, error) {
+// makeDue runs upd on db's sessions on the operations matching where (rows locked in ID
+// order), wakes the workers when it changed any and returns their IDs in order.
+func (s *Store) makeDue(ctx context.Context, db *stmtCache, upd sq.UpdateBuilder, where sq.Sqlizer) ([]string, error) {
 	q, args, err := upd.Where(s.lockedInIDOrder(where)).Suffix("RETURNING id").ToSql()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.writes.queryx(ctx, q, args...)
+	rows, err := db.queryx(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

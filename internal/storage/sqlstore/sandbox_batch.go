@@ -74,7 +74,11 @@ func (o *SandboxObjects) upsertAll(ctx context.Context, calls sandboxBatch) erro
 			systems, kinds, keys, values = append(systems, c.req.system), append(kinds, r.kind), append(keys, r.key), append(values, string(r.value))
 		}
 	}
-	if err := o.exec(ctx, "sandbox_upsert_batch", sandboxBatchSQL, systems, kinds, keys, values); err != nil {
+	st, err := o.unflushed.byName(ctx, "sandbox_upsert_batch", func() string { return o.d.rebind(sandboxBatchSQL) })
+	if err == nil {
+		_, err = st.ExecContext(ctx, systems, kinds, keys, values)
+	}
+	if err != nil {
 		return fmt.Errorf("writing %d sandbox object(s) of %d system(s): %w", n, len(calls), err)
 	}
 	return nil

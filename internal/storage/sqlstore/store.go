@@ -39,27 +39,37 @@ type Config struct {
 	// not sort: with statistics behind the table, PostgreSQL read and sorted every active
 	// operation per claim (docs/contributor/performance.md).
 	ClaimDB *sqlx.DB
-	Dialect Dialect
-	Keyring *encryption.Keyring
-	Log     logrus.FieldLogger
+	// UnflushedDB, when set, runs the writes whose commit need not wait for its WAL flush
+	// (PostgreSQL: sessions with synchronous_commit off), and is closed with the store: the
+	// stand-ins' objects and the wakes. A stand-in's object is recorded by the save of the
+	// operation whose step asked for it, which flushes it too (WAL is flushed in order); lost
+	// with the database before that save, the step runs again and finds the stand-in as a
+	// system that never got the request. A lost wake costs its operation the next poll. A
+	// process killed loses neither: the server has the commit.
+	UnflushedDB *sqlx.DB
+	Dialect     Dialect
+	Keyring     *encryption.Keyring
+	Log         logrus.FieldLogger
 	// OnClose, when set, runs after the databases are closed.
 	OnClose func() error
 }
 
 // Store implements storage.Store and its Instances, Operations and Events on database/sql.
 type Store struct {
-	w      *sqlx.DB
-	r      *sqlx.DB
-	batch  *sqlx.DB
-	claims *sqlx.DB
-	// reads, writes and claimed are the prepared statements of r, w and claims.
-	reads, writes, claimed *stmtCache
-	d                      Dialect
-	kr                     *encryption.Keyring
-	log                    logrus.FieldLogger
-	onClose                func() error
-	wake                   broadcaster
-	locks                  localLocks
+	w         *sqlx.DB
+	r         *sqlx.DB
+	batch     *sqlx.DB
+	claims    *sqlx.DB
+	unflushed *sqlx.DB
+	// reads, writes, claimed and hinted are the prepared statements of r, w, claims and
+	// unflushed.
+	reads, writes, claimed, hinted *stmtCache
+	d                              Dialect
+	kr                             *encryption.Keyring
+	log                            logrus.FieldLogger
+	onClose                        func() error
+	wake                           broadcaster
+	locks                          localLocks
 	// notifier wakes the other processes (dialects with Notify); id is this store's name in
 	// the notifications, so that its own listener ignores them (its subscribers are woken
 	// in-process).
@@ -111,7 +121,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if s.claims = cfg.ClaimDB; s.claims == nil {
 		s.claims = s.w
 	}
-	s.reads, s.writes, s.claimed = newStmtCache(s.r), newStmtCache(s.w), newStmtCache(s.claims)
+	if s.unflushed = cfg.UnflushedDB; s.unflushed == nil {
+		s.unflushed = s.w
+	}
+	s.reads, s.writes, s.claimed, s.hinted = newStmtCache(s.r), newStmtCache(s.w), newStmtCache(s.claims), newStmtCache(s.unflushed)
 	if s.log == nil {
 		l := logrus.New()
 		l.SetOutput(nopWriter{})
@@ -119,6 +132,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.sandbox = NewSandboxObjects(s.w, s.d)
 	s.sandbox.prepare = s.preparedWrite
+	s.sandbox.unflushed = s.hinted
 	if s.d.Array != nil {
 		stmt, err := s.w.PreparexContext(ctx, s.d.rebind(saveProgressCTE))
 		if err != nil {
@@ -199,7 +213,7 @@ func (s *Store) Close() error {
 		s.lastOps.stop()
 	}
 	s.sandbox.stopWriter()
-	errs = append(errs, s.reads.close(), s.writes.close(), s.claimed.close())
+	errs = append(errs, s.reads.close(), s.writes.close(), s.claimed.close(), s.hinted.close())
 	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
 	for _, st := range stmts {
 		if st != nil {
@@ -209,7 +223,7 @@ func (s *Store) Close() error {
 	if s.r != s.w {
 		errs = append(errs, s.r.Close())
 	}
-	for _, db := range []*sqlx.DB{s.batch, s.claims} {
+	for _, db := range []*sqlx.DB{s.batch, s.claims, s.unflushed} {
 		if db != s.w {
 			errs = append(errs, db.Close())
 		}

@@ -63,5 +63,6 @@ func (s *Store) wakeOperations(ctx context.Context, r storage.WakeRequest) ([]st
 		which,
 	}
 	where = eqIfAny(where, "type", r.Types)
-	return s.makeDue(ctx, s.sb().Update("operations").Set("due_at", now), where)
+	// A wake is a hint: its commit need not wait for the WAL flush (Config.UnflushedDB).
+	return s.makeDue(ctx, s.hinted, s.sb().Update("operations").Set("due_at", now), where)
 }

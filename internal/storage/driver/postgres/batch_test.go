@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,4 +44,35 @@ func TestSessionsAreSet(t *testing.T) {
 	defer other.Close()
 	require.NoError(t, other.QueryRowxContext(ctx, "SHOW plan_cache_mode").Scan(&mode))
 	require.Equal(t, "auto", mode)
+}
+
+// TestClaimAndUnflushedSessions: the claim pool's sessions neither sort nor wait for their
+// commits' WAL flush; the unflushed pool's do not wait either; the writer's keep PostgreSQL's
+// defaults (its commits, the operations' saves among them, are flushed).
+func TestClaimAndUnflushedSessions(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	show := func(db interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}, name string) string {
+		var v string
+		require.NoError(t, db.QueryRowContext(ctx, "SHOW "+name).Scan(&v))
+		return v
+	}
+	claims, err := connectWith(ctx, Config{URL: url}, claimConns, readInOrder)
+	require.NoError(t, err)
+	defer claims.Close()
+	require.Equal(t, "off", show(claims, "enable_sort"))
+	require.Equal(t, "off", show(claims, "synchronous_commit"))
+
+	unflushed, err := connectWith(ctx, Config{URL: url}, unflushedConns, noFlushWait)
+	require.NoError(t, err)
+	defer unflushed.Close()
+	require.Equal(t, "on", show(unflushed, "enable_sort"))
+	require.Equal(t, "off", show(unflushed, "synchronous_commit"))
+
+	writer, err := connect(ctx, Config{URL: url})
+	require.NoError(t, err)
+	defer writer.Close()
+	require.Equal(t, "on", show(writer, "synchronous_commit"))
 }

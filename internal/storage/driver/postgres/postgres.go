@@ -108,8 +108,17 @@ func OpenStore(ctx context.Context, cfg Config, kr *encryption.Keyring, log logr
 		_ = db.Close()
 		return nil, err
 	}
-	s, err := sqlstore.New(ctx, sqlstore.Config{DB: db, BatchDB: batch, ClaimDB: claims, Dialect: d, Keyring: kr, Log: log})
+	unflushed, err := connectWith(ctx, cfg, unflushedConns, noFlushWait)
 	if err != nil {
+		_ = claims.Close()
+		_ = batch.Close()
+		_ = db.Close()
+		return nil, err
+	}
+	s, err := sqlstore.New(ctx, sqlstore.Config{DB: db, BatchDB: batch, ClaimDB: claims, UnflushedDB: unflushed,
+		Dialect: d, Keyring: kr, Log: log})
+	if err != nil {
+		_ = unflushed.Close()
 		_ = claims.Close()
 		_ = batch.Close()
 		_ = db.Close()
@@ -130,8 +139,16 @@ const (
 	// claimConns: the engines claim from one loop each.
 	claimConns = 2
 	// readInOrder: a claim reads the due operations in index order and stops (a plan that
-	// sorts reads all of them; sqlstore.Config.ClaimDB).
-	readInOrder = "SET enable_sort = off"
+	// sorts reads all of them; sqlstore.Config.ClaimDB). Its commit does not wait for the WAL
+	// flush: lost with the server, the lease was never taken, and the worker's first save,
+	// which names the claim's version, fails; the save that does commit flushes the claim
+	// before it (WAL is flushed in order).
+	readInOrder = "SET enable_sort = off; " + noFlushWait
+	// unflushedConns: the stand-ins' writer and the wakes (sqlstore.Config.UnflushedDB).
+	unflushedConns = 4
+	// noFlushWait: commits return without waiting for their WAL flush, which the next flushed
+	// commit (any session's), or the WAL writer within ~0.6 s, does.
+	noFlushWait = "SET synchronous_commit = off"
 )
 
 // connectWith opens a pool of size conns whose sessions are set with set.
