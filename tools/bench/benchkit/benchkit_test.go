@@ -2,9 +2,11 @@ package benchkit
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,4 +38,18 @@ process_cpu_seconds_total 4.25
 	assert.Equal(t, 9.0, m.Sum("keb_step_duration_seconds", nil), "a histogram counts its samples")
 	assert.Equal(t, 4.25, m.Sum("process_cpu_seconds_total", nil))
 	assert.Zero(t, m.Sum("missing", nil))
+}
+
+// TestMachineWindow: the machine's busy share over a window is a fraction, and its CPU per unit
+// counts a busy loop of this process.
+func TestMachineWindow(t *testing.T) {
+	w := StartMachineWindow()
+	for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
+	}
+	var busy, perUnit float64
+	_, err := fmt.Sscanf(w.Line(1, "loop"), "machine_busy=%f machine_cpu_ms_per_loop=%f", &busy, &perUnit)
+	require.NoError(t, err)
+	require.Greater(t, busy, 0.0)
+	require.LessOrEqual(t, busy, 1.0)
+	require.GreaterOrEqual(t, perUnit, 50.0, "the 100 ms busy loop")
 }

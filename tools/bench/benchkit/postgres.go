@@ -19,6 +19,8 @@ type PostgresSide struct {
 	statements bool
 	postmaster int
 	cpuStart   float64
+	// flushStart: the server's WAL flushes so far (pg_stat_wal), -1 when unreadable.
+	flushStart float64
 }
 
 // PostgresFigures are one run's costs on the PostgreSQL side.
@@ -27,6 +29,10 @@ type PostgresFigures struct {
 	HasStatements                    bool
 	CPUSeconds                       float64
 	HasCPU                           bool
+	// Flushes: the server's WAL flushes (fdatasync), every database's: a commit that waits for
+	// its flush causes one, unless it shares another's.
+	Flushes    float64
+	HasFlushes bool
 }
 
 // StartPostgresSide resets db's statement statistics and notes the server's CPU time so far.
@@ -36,6 +42,7 @@ func StartPostgresSide(ctx context.Context, db *sql.DB) *PostgresSide {
 		_, err = db.ExecContext(ctx, `SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`)
 		p.statements = err == nil
 	}
+	p.flushStart = walFlushes(ctx, db)
 	var backend int
 	if err := db.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&backend); err == nil {
 		if fields, err := procStat(backend); err == nil {
@@ -67,7 +74,19 @@ func (p *PostgresSide) Stop(ctx context.Context) PostgresFigures {
 			f.CPUSeconds, f.HasCPU = cpu-p.cpuStart, true
 		}
 	}
+	if end := walFlushes(ctx, p.db); p.flushStart >= 0 && end >= 0 {
+		f.Flushes, f.HasFlushes = end-p.flushStart, true
+	}
 	return f
+}
+
+// walFlushes is the server's WAL flushes so far, -1 when pg_stat_wal cannot be read.
+func walFlushes(ctx context.Context, db *sql.DB) float64 {
+	var n float64
+	if err := db.QueryRowContext(ctx, "SELECT wal_sync FROM pg_stat_wal").Scan(&n); err != nil {
+		return -1
+	}
+	return n
 }
 
 // Line is the figures per unit (e.g. per provisioning) as "name=value" fields, and the server's
@@ -80,6 +99,9 @@ func (f PostgresFigures) Line(per, elapsedSeconds float64, unit string) string {
 	if f.HasStatements {
 		parts = append(parts, fmt.Sprintf("statements_per_%s=%.1f exec_ms_per_%s=%.2f wal_kb_per_%s=%.1f",
 			unit, f.Statements/per, unit, f.ExecMillis/per, unit, f.WALBytes/1024/per))
+	}
+	if f.HasFlushes {
+		parts = append(parts, fmt.Sprintf("wal_flushes_per_%s=%.2f", unit, f.Flushes/per))
 	}
 	return strings.Join(parts, " ")
 }

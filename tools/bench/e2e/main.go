@@ -183,7 +183,9 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 	if db != nil {
 		pg = benchkit.StartPostgresSide(context.Background(), db)
 	}
+	machine := benchkit.StartMachineWindow()
 	res, err := load(client, brokerURL, o)
+	machineLine := machine.Line(float64(o.n), "provisioning")
 	var pgFigures benchkit.PostgresFigures
 	if pg != nil {
 		pgFigures = pg.Stop(context.Background())
@@ -233,6 +235,9 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 		if pgLine := pgFigures.Line(n, res.elapsed.Seconds(), "provisioning"); pgLine != "" {
 			line += " " + pgLine
 		}
+	}
+	if machineLine != "" {
+		line += " " + machineLine
 	}
 	fmt.Println(line)
 	return nil

@@ -1,0 +1,60 @@
+package benchkit
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// MachineWindow measures the whole machine's CPU over a window of a run (/proc/stat): the
+// measured process, the database server, the bench's clients and the kernel's work for them
+// together. On a saturated machine that is what a rate target is a budget of: 250 provisionings/s
+// on two cores allows 8 ms of the machine per provisioning.
+type MachineWindow struct {
+	busy, total float64
+	ok          bool
+}
+
+// StartMachineWindow starts a window; on a system without /proc/stat the window reads nothing.
+func StartMachineWindow() *MachineWindow {
+	w := &MachineWindow{}
+	w.busy, w.total, w.ok = machineTicks()
+	return w
+}
+
+// Line is the machine's busy share over the window and its busy CPU per unit, or "" when
+// /proc/stat could not be read.
+func (w *MachineWindow) Line(per float64, unit string) string {
+	busy, total, ok := machineTicks()
+	if !w.ok || !ok || total <= w.total {
+		return ""
+	}
+	b := busy - w.busy
+	return fmt.Sprintf("machine_busy=%.2f machine_cpu_ms_per_%s=%.1f", b/(total-w.total), unit, 1000*b/clockTicks/per)
+}
+
+// machineTicks is the busy and total ticks of every core since boot: busy is all but idle and
+// iowait (user, nice, system, irq, softirq, steal).
+func machineTicks() (busy, total float64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, f := range fields[1:9] { // user nice system idle iowait irq softirq steal
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += v
+		if i != 3 && i != 4 {
+			busy += v
+		}
+	}
+	return busy, total, true
+}
