@@ -188,7 +188,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		op  storage.Operation
 		ctx context.Context
 	}
-	work := make(chan job, e.cfg.Workers)
+	// Room for every worker's job and for the new operations kept waiting (handOver).
+	work := make(chan job, e.cfg.Workers+handOverQueue(e.cfg.Workers))
 	freed := make(chan struct{}, 1)
 	var busy atomic.Int64
 	var wg sync.WaitGroup
@@ -207,6 +208,10 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	hand := &handOver{e: e, busy: &busy, freed: freed, deliver: func(op storage.Operation) {
+		work <- job{op: op, ctx: e.hold(stepCtx, op.ID)}
+	}}
+	e.store.Takes(ctx, hand)
 	// Heartbeats go on until the last step has finished, past ctx's end.
 	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
 	defer stopHeartbeat()
@@ -238,6 +243,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				work <- job{op: op, ctx: e.hold(stepCtx, op.ID)}
 			}
 			full = len(claimed) == free
+			hand.claimed()
 		}
 		if full {
 			continue
@@ -269,6 +275,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 
 	e.stopping.Store(true)
+	hand.close()
 	close(work)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -314,10 +321,16 @@ func (e *Engine) gatherFreed(ctx context.Context, freed <-chan struct{}, enough 
 
 func (e *Engine) claim(ctx context.Context, limit int) ([]storage.Operation, error) {
 	now := e.clock.Now().UTC()
-	return e.ops.ClaimOperations(ctx, storage.ClaimRequest{
+	ops, err := e.ops.ClaimOperations(ctx, storage.ClaimRequest{
 		Owner: e.cfg.Owner, Types: e.types, Now: now, LeaseUntil: now.Add(e.cfg.LeaseDuration), Limit: limit,
 		CreatedAfter: e.cfg.OnlyCreatedAfter,
 	})
+	// A run starts with the claim that gave its operation to this worker, or with a hand-over
+	// (handOver), which the insert wrote.
+	for _, op := range ops {
+		e.metrics.wrote(op.Type, "claim", 0)
+	}
+	return ops, err
 }
 
 // nextWait is how long the dispatcher may sleep: until the next due operation, at most PollInterval.

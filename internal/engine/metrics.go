@@ -17,6 +17,7 @@ type metrics struct {
 	finished     *prometheus.CounterVec
 	writes       *prometheus.CounterVec
 	events       *prometheus.CounterVec
+	handedOver   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, ops storage.Operations, clock Clock, log logrus.FieldLogger) (*metrics, error) {
@@ -34,8 +35,10 @@ func newMetrics(reg prometheus.Registerer, ops storage.Operations, clock Clock, 
 		writes: counter("engine_writes_total",
 			"The engine's durable writes of operations: claims (a worker takes the operation) and saves (progress and events).", "type", "kind"),
 		events: counter("engine_events_total", "Events the engine wrote, by operation type.", "type"),
+		handedOver: counter("engine_handovers_total",
+			"New operations a worker took as they were inserted, leased to it, without a claim.", "type"),
 	}
-	for _, c := range []prometheus.Collector{m.stepDuration, m.retries, m.finished, m.writes, m.events, &dbCollector{ops: ops, clock: clock, log: log}} {
+	for _, c := range []prometheus.Collector{m.stepDuration, m.retries, m.finished, m.writes, m.events, m.handedOver, &dbCollector{ops: ops, clock: clock, log: log}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -57,6 +60,13 @@ func (m *metrics) stepFinished(opType, step, outcome string, took time.Duration)
 func (m *metrics) retry(opType, step string) {
 	if m != nil {
 		m.retries.WithLabelValues(opType, step).Inc()
+	}
+}
+
+// handOver counts a new operation a worker took from its insert.
+func (m *metrics) handOver(opType string) {
+	if m != nil {
+		m.handedOver.WithLabelValues(opType).Inc()
 	}
 }
 

@@ -61,8 +61,6 @@ type run[T any] struct {
 
 func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Operation) {
 	r := &run[T]{p: p, x: x, op: Operation[T]{Operation: raw}, savedSecrets: maps.Clone(raw.Secrets)}
-	// Every run starts with the claim that gave the operation to this worker.
-	x.metrics.wrote(raw.Type, "claim", 0)
 	r.log = x.log.WithFields(logrus.Fields{"operation_id": raw.ID, "instance_id": raw.InstanceID, "operation_type": raw.Type})
 	if len(raw.Data) > 0 {
 		// Every claim decodes the data (a poll of a waiting operation too): fastjson, not

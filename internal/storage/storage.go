@@ -415,10 +415,32 @@ type Store interface {
 	// Wakeups delivers a signal whenever operations may have become due (new, released), in this
 	// process and, for PostgreSQL, in every replica. The channel closes when ctx ends.
 	Wakeups(ctx context.Context) (<-chan struct{}, error)
+	// Takes makes t a taker of new operations until ctx ends: an operation inserted due at once
+	// with its instance or runtime (InsertInstanceWithOperation and the like) is inserted
+	// leased to a taker that keeps a worker for it, and handed to that worker after the commit,
+	// instead of being claimed.
+	Takes(ctx context.Context, t Taker)
 	// SchemaVersion is the highest applied migration.
 	SchemaVersion(ctx context.Context) (int, error)
 	// RotateSecrets re-encrypts every secret not under the primary key; returns how many rows.
 	RotateSecrets(ctx context.Context) (int, error)
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// Taker runs operations in this process: an engine (Store.Takes).
+type Taker interface {
+	// Reserve keeps a worker for a new operation of opType when one is free now.
+	Reserve(opType string) (Reservation, bool)
+}
+
+// Reservation is a worker kept for a new operation. The operation is inserted leased to Owner
+// until LeaseUntil and then handed over with Take; Cancel gives the worker back when the insert
+// failed. A process that dies in between leaves a lease that expires (or that its engine's
+// restart reclaims), like a claim's.
+type Reservation struct {
+	Owner      string
+	LeaseUntil time.Time
+	Take       func(Operation)
+	Cancel     func()
 }

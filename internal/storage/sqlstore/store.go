@@ -70,6 +70,7 @@ type Store struct {
 	onClose                        func() error
 	wake                           broadcaster
 	locks                          localLocks
+	takers                         takers
 	// notifier wakes the other processes (dialects with Notify); id is this store's name in
 	// the notifications, so that its own listener ignores them (its subscribers are woken
 	// in-process).

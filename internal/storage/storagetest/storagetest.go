@@ -100,6 +100,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"WrongKey", testWrongKey},
 		{"Runtimes", testRuntimes},
 		{"InstanceWithOperation", testInstanceWithOperation},
+		{"Takers", testTakers},
 		{"InstanceArchive", testInstanceArchive},
 		{"InsertOperationExclusive", testInsertOperationExclusive},
 		{"InsertUniqueInstance", testInsertUniqueInstance},
