@@ -118,6 +118,10 @@ type Engine struct {
 
 // holding is one operation a worker runs; the heartbeat extends its lease.
 type holding struct {
+	// ctx is the run's: its end (unhold) removes this holding only, not a newer run's of the
+	// same operation (released, then handed over or claimed again before the old run's worker
+	// returned).
+	ctx    context.Context
 	cancel context.CancelFunc
 	// lettingGo: the worker is writing the release or the end of the operation, so the
 	// lease is expected to disappear; the heartbeat must not call that a lost lease.
@@ -387,14 +391,15 @@ func (e *Engine) reclaim(ctx context.Context) {
 func (e *Engine) hold(parent context.Context, id string) context.Context {
 	ctx, cancel := context.WithCancel(parent)
 	e.mu.Lock()
-	e.held[id] = &holding{cancel: cancel}
+	e.held[id] = &holding{ctx: ctx, cancel: cancel}
 	e.mu.Unlock()
 	return ctx
 }
 
-func (e *Engine) unhold(id string) {
+// unhold ends the holding of the run with ctx (hold's) of operation id.
+func (e *Engine) unhold(ctx context.Context, id string) {
 	e.mu.Lock()
-	if h, ok := e.held[id]; ok {
+	if h, ok := e.held[id]; ok && h.ctx == ctx {
 		h.cancel()
 		delete(e.held, id)
 	}
@@ -423,7 +428,7 @@ func (e *Engine) heldIDs() map[string]*holding {
 }
 
 func (e *Engine) runOne(ctx context.Context, x *executor, op storage.Operation) {
-	defer e.unhold(op.ID)
+	defer e.unhold(ctx, op.ID)
 	def, ok := e.defs[op.Type]
 	if !ok {
 		// Cannot happen: claims are filtered by registered types.

@@ -94,7 +94,7 @@ func TestHeartbeatDoesNotCallAReleaseALostLease(t *testing.T) {
 	l.eng.extendLeases(context.Background())
 	assert.NoError(t, ctx.Err(), "the run's context is not cancelled")
 	assert.Equal(t, 0, l.leaseLostWarnings())
-	l.eng.unhold(op.ID)
+	l.eng.unhold(ctx, op.ID)
 }
 
 // The operation is released and claimed again by this engine between the extension and its
@@ -106,7 +106,7 @@ func TestHeartbeatDoesNotStopTheNextRunOfAReleasedOperation(t *testing.T) {
 	var second context.Context
 	l.ops.before = func() { l.def.execute(first, l.eng.executor(), op) }
 	l.ops.after = func() {
-		l.eng.unhold(op.ID)
+		l.eng.unhold(first, op.ID)
 		l.clock.Advance(time.Second) // due again
 		_, second = l.claimAndHold()
 	}
@@ -133,7 +133,7 @@ func TestHeartbeatStopsARunWhoseLeaseWasTakenOver(t *testing.T) {
 	l.eng.extendLeases(context.Background())
 	assert.Error(t, ctx.Err(), "the run is stopped")
 	assert.Equal(t, 1, l.leaseLostWarnings())
-	l.eng.unhold(op.ID)
+	l.eng.unhold(ctx, op.ID)
 }
 
 func TestDefaultOwnerIsStableForAFixedListenAddress(t *testing.T) {
@@ -214,4 +214,18 @@ func TestSaveKeepsAFreshLeaseAsItIs(t *testing.T) {
 	assert.Equal(t, seen{due: renewed, lease: renewed, done: true}, stored["d"], "fresh again: left as it was")
 	got, _ := h.get(id)
 	assert.Equal(t, storage.StateSucceeded, got.State)
+}
+
+// The operation was released and handed to a new run (or claimed again) before the old run's
+// worker returned: the old run's end leaves the new run's holding, context and heartbeat alone.
+func TestAnOldRunsEndDoesNotStopTheNextRun(t *testing.T) {
+	l := newLeaseHarness(t, "keb-0")
+	old := l.eng.hold(context.Background(), "op")
+	next := l.eng.hold(context.Background(), "op")
+	l.eng.unhold(old, "op")
+	assert.NoError(t, next.Err(), "the new run goes on")
+	assert.Contains(t, l.eng.heldIDs(), "op", "its lease is still extended")
+	l.eng.unhold(next, "op")
+	assert.Error(t, next.Err())
+	assert.NotContains(t, l.eng.heldIDs(), "op")
 }
