@@ -256,7 +256,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		wait := e.nextWait(ctx, free > 0)
 		timerAt = resetTimer(timer, wait)
 		var freedCh <-chan struct{}
-		if free == 0 {
+		if free <= 0 {
+			// Below zero: new operations kept for workers wait beyond them (handOver).
 			freedCh = freed
 		}
 	sleep:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -130,4 +131,53 @@ func TestHandOverAfterStopReleasesTheLease(t *testing.T) {
 	assert.Empty(t, got.LeaseOwner, "released")
 	_, ok = h.Reserve("provision")
 	assert.False(t, ok, "stopped")
+}
+
+// TestDispatcherClaimsWhenKeptOperationsFreeTheirWorkers: with new operations kept beyond the
+// workers, the dispatcher still wakes when workers free up and claims what is due, not only at
+// its next poll.
+func TestDispatcherClaimsWhenKeptOperationsFreeTheirWorkers(t *testing.T) {
+	release, started := make(chan struct{}), make(chan struct{}, 3)
+	blocking := step("x", func(ctx context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return op, 0, nil
+	})
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(blocking)}})
+	require.NoError(t, err)
+	store := takesSignal{Store: newStore(t), registered: make(chan struct{})}
+	// One worker, and a poll interval far longer than the test.
+	eng, err := New(store, Config{Workers: 1, PollInterval: time.Hour}, testLogger())
+	require.NoError(t, err)
+	require.NoError(t, eng.Register(p))
+	testenv.Background(t, eng.Run)
+	<-store.registered
+
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	running := insertNow(t, store, "provision") // claimed: the one worker runs it
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first operation did not start")
+	}
+	op, err := NewOperation("provision", "i1", testData{}, time.Hour, time.Now())
+	require.NoError(t, err)
+	_, inserted, err := store.Instances().InsertInstanceWithOperation(context.Background(), storage.Instance{InstanceID: "i1"}, op)
+	require.NoError(t, err)
+	require.Equal(t, eng.Owner(), inserted.LeaseOwner, "kept, waiting beyond the worker")
+	due := insertNow(t, store, "provision") // for a claim: the dispatcher is woken, finds no free worker
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	waitState(t, store, running.ID, storage.StateSucceeded, 5*time.Second)
+	waitState(t, store, inserted.ID, storage.StateSucceeded, 5*time.Second)
+	waitState(t, store, due.ID, storage.StateSucceeded, 5*time.Second)
 }
