@@ -41,7 +41,7 @@ type Config struct {
 	ClaimDB *sqlx.DB
 	// UnflushedDB, when set, runs the writes whose commit need not wait for its WAL flush
 	// (PostgreSQL: sessions with synchronous_commit off), and is closed with the store: the
-	// stand-ins' objects and the wakes. A stand-in's object is recorded by the save of the
+	// stand-ins' objects, the wakes and the notifications. A stand-in's object is recorded by the save of the
 	// operation whose step asked for it, which flushes it too (WAL is flushed in order); lost
 	// with the database before that save, the step runs again and finds the stand-in as a
 	// system that never got the request. A lost wake costs its operation the next poll. A
@@ -61,9 +61,9 @@ type Store struct {
 	batch     *sqlx.DB
 	claims    *sqlx.DB
 	unflushed *sqlx.DB
-	// reads, writes, claimed and hinted are the prepared statements of r, w, claims and
+	// reads, writes, claimed and unflushedWrites are the prepared statements of r, w, claims and
 	// unflushed.
-	reads, writes, claimed, hinted *stmtCache
+	reads, writes, claimed, unflushedWrites *stmtCache
 	d                              Dialect
 	kr                             *encryption.Keyring
 	log                            logrus.FieldLogger
@@ -125,7 +125,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if s.unflushed = cfg.UnflushedDB; s.unflushed == nil {
 		s.unflushed = s.w
 	}
-	s.reads, s.writes, s.claimed, s.hinted = newStmtCache(s.r), newStmtCache(s.w), newStmtCache(s.claims), newStmtCache(s.unflushed)
+	s.reads, s.writes, s.claimed, s.unflushedWrites = newStmtCache(s.r), newStmtCache(s.w), newStmtCache(s.claims), newStmtCache(s.unflushed)
 	if s.log == nil {
 		l := logrus.New()
 		l.SetOutput(nopWriter{})
@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.sandbox = NewSandboxObjects(s.w, s.d)
 	s.sandbox.prepare = s.preparedWrite
-	s.sandbox.unflushed = s.hinted
+	s.sandbox.unflushed = s.unflushedWrites
 	if s.d.Array != nil {
 		stmt, err := s.w.PreparexContext(ctx, s.d.rebind(saveProgressCTE))
 		if err != nil {
@@ -173,8 +173,10 @@ func (s *Store) startNotifier() {
 		return
 	}
 	s.id = uuid.NewString()
+	// On the unflushed sessions: a notification is a hint, and the writes it follows are
+	// committed already; its own commit need not wait for a WAL flush.
 	s.notifier = startNotifier(func(ctx context.Context) error {
-		_, err := s.writes.exec(ctx, s.d.Notify, s.id)
+		_, err := s.unflushedWrites.exec(ctx, s.d.Notify, s.id)
 		return err
 	}, notifyPace, s.log)
 }
@@ -214,7 +216,7 @@ func (s *Store) Close() error {
 		s.lastOps.stop()
 	}
 	s.sandbox.stopWriter()
-	errs = append(errs, s.reads.close(), s.writes.close(), s.claimed.close(), s.hinted.close())
+	errs = append(errs, s.reads.close(), s.writes.close(), s.claimed.close(), s.unflushedWrites.close())
 	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
 	for _, st := range stmts {
 		if st != nil {

@@ -144,7 +144,8 @@ const (
 	// which names the claim's version, fails; the save that does commit flushes the claim
 	// before it (WAL is flushed in order).
 	readInOrder = "SET enable_sort = off; " + noFlushWait
-	// unflushedConns: the stand-ins' writer and the wakes (sqlstore.Config.UnflushedDB).
+	// unflushedConns: the stand-ins' writer, the wakes and the notifications
+	// (sqlstore.Config.UnflushedDB).
 	unflushedConns = 4
 	// noFlushWait: commits return without waiting for their WAL flush, which the next flushed
 	// commit (any session's), or the WAL writer within ~0.6 s, does.
@@ -238,9 +239,8 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 			var pe *pq.Error
 			return errors.As(err, &pe) && pe.Code == "23505"
 		},
-		// Its own transaction needs no WAL flush: a notification is a hint, and the writes it
-		// follows are durable already.
-		Notify:      "SELECT set_config('synchronous_commit', 'off', true), pg_notify('" + NotifyChannel + "', $1)",
+		// Sent on the unflushed sessions (sqlstore.Config.UnflushedDB).
+		Notify:      "SELECT pg_notify('" + NotifyChannel + "', $1)",
 		WritableCTE: true,
 		XactLockSQL: "SELECT pg_advisory_xact_lock(hashtext(?))",
 		TryLockSQL:  "SELECT pg_try_advisory_lock(hashtext(?))",
