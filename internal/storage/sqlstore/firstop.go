@@ -10,24 +10,26 @@ import (
 
 // insertWithFirstOperation inserts a row (parentSQL: its INSERT returning its columns, with ?
 // placeholders; scanParent scans them) and its first operation atomically, then wakes the
-// engines here and on other replicas (Store.notify, after the commit), or, when a taker of this
-// process kept a worker for the operation, inserts it leased and hands it to that worker. On PostgreSQL the insert
-// is one prepared statement: a transaction took seven round trips, twice per provisioning. With
-// check, both are inserted in a transaction after check passed in it. An existing row or
-// operation is storage.ErrAlreadyExists, and then nothing is written.
+// engines here and on other replicas (Store.notify, after the commit), or, when a taker of
+// this process kept a worker for the operation, inserts it leased and hands it to that worker.
+// On PostgreSQL the insert is one prepared statement: a transaction took seven round trips,
+// twice per provisioning. With check, both are inserted in a transaction after check passed in
+// it. An existing row or operation is storage.ErrAlreadyExists, and then nothing is written.
 func insertWithFirstOperation[P any](ctx context.Context, s *Store, parentSQL string, parentArgs []any, op storage.Operation,
-	scanParent func(rowScanner) (P, error), check func(*sqlx.Tx) error) (P, storage.Operation, error) {
+	scanParent func(rowScanner) (P, error), check func(*sqlx.Tx) error) (_ P, _ storage.Operation, err error) {
 	var parent P
 	res, taken := s.takers.reserve(op)
 	if taken {
 		until := res.LeaseUntil
 		op.LeaseOwner, op.LeaseExpiresAt, op.DueAt = res.Owner, &until, &until
+		defer func() {
+			if err != nil {
+				res.Cancel() // the kept worker goes back
+			}
+		}()
 	}
 	opSQL, opArgs, err := s.operationInsert(op)
 	if err != nil {
-		if taken {
-			res.Cancel()
-		}
 		return parent, storage.Operation{}, err
 	}
 	scan := func(r rowScanner) (err error) {
@@ -42,9 +44,6 @@ func insertWithFirstOperation[P any](ctx context.Context, s *Store, parentSQL st
 		out, err = s.insertFirstInTx(ctx, parentSQL, parentArgs, opSQL, opArgs, scan, check)
 	}
 	if err != nil {
-		if taken {
-			res.Cancel()
-		}
 		var zero P
 		if s.d.IsUniqueViolation(err) {
 			err = storage.ErrAlreadyExists

@@ -21,10 +21,9 @@ type SandboxObjects struct {
 	// prepare, when set, returns the statement of a query prepared once (Store.preparedWrite):
 	// a stand-in reads and writes on every request.
 	prepare func(ctx context.Context, key, query string) (*sqlx.Stmt, error)
-	// writes, when set, coalesces the systems' upserts (sandbox_batch.go), which run on
-	// unflushed (Config.UnflushedDB: their commits need not wait for the WAL flush).
-	writes    *coalescer[sandboxWrite, struct{}]
-	unflushed *stmtCache
+	// writes, when set, coalesces the systems' upserts (sandbox_batch.go) onto the sessions
+	// of startWriter's pool.
+	writes *coalescer[sandboxWrite, struct{}]
 }
 
 var _ storage.SandboxObjects = (*SandboxObjects)(nil)

@@ -30,8 +30,10 @@ type sandboxWrite struct {
 
 type sandboxBatch = []*pending[sandboxWrite, struct{}]
 
-func (o *SandboxObjects) startWriter() {
-	o.writes = startCoalescer(sandboxWriters, maxSandboxBatch, o.writeBatch)
+// startWriter starts coalescing the upserts onto db (the store's unflushed sessions,
+// Config.UnflushedDB: a stand-in's object is flushed by the save that records it).
+func (o *SandboxObjects) startWriter(db *stmtCache) {
+	o.writes = startCoalescer(sandboxWriters, maxSandboxBatch, func(calls sandboxBatch) { o.writeBatch(db, calls) })
 }
 
 func (o *SandboxObjects) stopWriter() {
@@ -41,13 +43,13 @@ func (o *SandboxObjects) stopWriter() {
 }
 
 // writeBatch writes the calls in one statement where it can and answers each.
-func (o *SandboxObjects) writeBatch(calls sandboxBatch) {
+func (o *SandboxObjects) writeBatch(db *stmtCache, calls sandboxBatch) {
 	ctx, cancel := context.WithTimeout(context.Background(), sandboxWriteTimeout)
 	defer cancel()
 	now, later := firstOfEach(calls, func(w sandboxWrite) string { return w.system })
-	if err := o.upsertAll(ctx, now); err != nil && len(now) > 1 {
+	if err := o.upsertAll(ctx, db, now); err != nil && len(now) > 1 {
 		for _, c := range now {
-			c.answer(struct{}{}, o.upsertAll(ctx, sandboxBatch{c}))
+			c.answer(struct{}{}, o.upsertAll(ctx, db, sandboxBatch{c}))
 		}
 	} else {
 		for _, c := range now {
@@ -55,13 +57,13 @@ func (o *SandboxObjects) writeBatch(calls sandboxBatch) {
 		}
 	}
 	for _, c := range later {
-		c.answer(struct{}{}, o.upsertAll(ctx, sandboxBatch{c}))
+		c.answer(struct{}{}, o.upsertAll(ctx, db, sandboxBatch{c}))
 	}
 }
 
 // upsertAll writes the rows of calls (distinct systems) in one statement, in (system, kind,
 // key) order: concurrent writers lock rows in one order.
-func (o *SandboxObjects) upsertAll(ctx context.Context, calls sandboxBatch) error {
+func (o *SandboxObjects) upsertAll(ctx context.Context, db *stmtCache, calls sandboxBatch) error {
 	sorted := append(sandboxBatch(nil), calls...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].req.system < sorted[j].req.system })
 	n := 0
@@ -74,7 +76,7 @@ func (o *SandboxObjects) upsertAll(ctx context.Context, calls sandboxBatch) erro
 			systems, kinds, keys, values = append(systems, c.req.system), append(kinds, r.kind), append(keys, r.key), append(values, string(r.value))
 		}
 	}
-	st, err := o.unflushed.byName(ctx, "sandbox_upsert_batch", func() string { return o.d.rebind(sandboxBatchSQL) })
+	st, err := db.byName(ctx, "sandbox_upsert_batch", func() string { return o.d.rebind(sandboxBatchSQL) })
 	if err == nil {
 		_, err = st.ExecContext(ctx, systems, kinds, keys, values)
 	}

@@ -64,13 +64,13 @@ type Store struct {
 	// reads, writes, claimed and unflushedWrites are the prepared statements of r, w, claims and
 	// unflushed.
 	reads, writes, claimed, unflushedWrites *stmtCache
-	d                              Dialect
-	kr                             *encryption.Keyring
-	log                            logrus.FieldLogger
-	onClose                        func() error
-	wake                           broadcaster
-	locks                          localLocks
-	takers                         takers
+	d                                       Dialect
+	kr                                      *encryption.Keyring
+	log                                     logrus.FieldLogger
+	onClose                                 func() error
+	wake                                    broadcaster
+	locks                                   localLocks
+	takers                                  takers
 	// notifier wakes the other processes (dialects with Notify); id is this store's name in
 	// the notifications, so that its own listener ignores them (its subscribers are woken
 	// in-process).
@@ -133,7 +133,6 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.sandbox = NewSandboxObjects(s.w, s.d)
 	s.sandbox.prepare = s.preparedWrite
-	s.sandbox.unflushed = s.unflushedWrites
 	if s.d.Array != nil {
 		stmt, err := s.w.PreparexContext(ctx, s.d.rebind(saveProgressCTE))
 		if err != nil {
@@ -150,7 +149,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			_ = stmt.Close()
 			return nil, err
 		}
-		s.sandbox.startWriter()
+		s.sandbox.startWriter(s.unflushedWrites)
 		s.startNotifier()
 		return s, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -15,36 +16,41 @@ import (
 // row version in the operation's four indexes) and read it back, decrypted, in a statement of
 // its own, and the insert woke every engine to look for it.
 type takers struct {
-	mu   sync.Mutex
-	list []*taker
+	mu   sync.Mutex // serialises the changes of list
+	list atomic.Pointer[[]*taker]
 }
 
 // taker is one registration (its pointer tells it from another of the same taker).
 type taker struct{ storage.Taker }
 
-// Takes implements storage.Store.
+// Takes implements storage.Store. Registrations change rarely (an engine's start and stop) and
+// every insert of a first operation reads them: the list is replaced, never changed in place.
 func (s *Store) Takes(ctx context.Context, t storage.Taker) {
 	entry := &taker{t}
-	s.takers.mu.Lock()
-	s.takers.list = append(s.takers.list, entry)
-	s.takers.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		s.takers.mu.Lock()
-		defer s.takers.mu.Unlock()
-		s.takers.list = slices.DeleteFunc(s.takers.list, func(e *taker) bool { return e == entry })
-	}()
+	s.takers.change(func(l []*taker) []*taker { return append(l, entry) })
+	context.AfterFunc(ctx, func() {
+		s.takers.change(func(l []*taker) []*taker { return slices.DeleteFunc(l, func(e *taker) bool { return e == entry }) })
+	})
+}
+
+func (t *takers) change(f func([]*taker) []*taker) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var l []*taker
+	if p := t.list.Load(); p != nil {
+		l = slices.Clone(*p)
+	}
+	l = f(l)
+	t.list.Store(&l)
 }
 
 // reserve keeps a worker of a taker for op when op is a new operation due at once, not leased.
 func (t *takers) reserve(op storage.Operation) (storage.Reservation, bool) {
-	if op.State != storage.StatePending || op.LeaseOwner != "" || op.DueAt == nil || op.DueAt.After(time.Now()) {
+	p := t.list.Load()
+	if p == nil || op.State != storage.StatePending || op.LeaseOwner != "" || op.DueAt == nil || op.DueAt.After(time.Now()) {
 		return storage.Reservation{}, false
 	}
-	t.mu.Lock()
-	list := slices.Clone(t.list)
-	t.mu.Unlock()
-	for _, e := range list {
+	for _, e := range *p {
 		if r, ok := e.Reserve(op.Type); ok {
 			return r, true
 		}
