@@ -196,6 +196,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	work := make(chan job, e.cfg.Workers+handOverQueue(e.cfg.Workers))
 	freed := make(chan struct{}, 1)
 	var busy atomic.Int64
+	hand := &handOver{e: e, busy: &busy, freed: freed, deliver: func(op storage.Operation) {
+		work <- job{op: op, ctx: e.hold(stepCtx, op.ID)}
+	}}
 	var wg sync.WaitGroup
 	x := e.executor()
 	for i := 0; i < e.cfg.Workers; i++ {
@@ -204,17 +207,10 @@ func (e *Engine) Run(ctx context.Context) error {
 			defer wg.Done()
 			for j := range work {
 				e.runOne(j.ctx, x, j.op)
-				busy.Add(-1)
-				select {
-				case freed <- struct{}{}:
-				default:
-				}
+				hand.free()
 			}
 		}()
 	}
-	hand := &handOver{e: e, busy: &busy, freed: freed, deliver: func(op storage.Operation) {
-		work <- job{op: op, ctx: e.hold(stepCtx, op.ID)}
-	}}
 	e.store.Takes(ctx, hand)
 	// Heartbeats go on until the last step has finished, past ctx's end.
 	hbCtx, stopHeartbeat := context.WithCancel(context.Background())

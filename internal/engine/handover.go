@@ -62,7 +62,7 @@ func (h *handOver) Reserve(opType string) (storage.Reservation, bool) {
 		Owner:      h.e.cfg.Owner,
 		LeaseUntil: now.Add(h.e.cfg.LeaseDuration),
 		Take:       func(op storage.Operation) { once.Do(func() { h.take(op) }) },
-		Cancel:     func() { once.Do(h.giveBack) },
+		Cancel:     func() { once.Do(h.free) },
 	}, true
 }
 
@@ -77,7 +77,7 @@ func (h *handOver) take(op storage.Operation) {
 		return
 	}
 	h.mu.RUnlock()
-	h.giveBack()
+	h.free()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := h.e.ops.ReleaseLeases(ctx, h.e.cfg.Owner, []string{op.ID}, h.e.clock.Now().UTC()); err != nil {
@@ -85,8 +85,8 @@ func (h *handOver) take(op storage.Operation) {
 	}
 }
 
-// giveBack frees the kept worker and tells the dispatcher.
-func (h *handOver) giveBack() {
+// free counts a worker (running or kept) free again and tells the dispatcher.
+func (h *handOver) free() {
 	h.busy.Add(-1)
 	select {
 	case h.freed <- struct{}{}:

@@ -92,37 +92,33 @@ func OpenStore(ctx context.Context, cfg Config, kr *encryption.Keyring, log logr
 	if err != nil {
 		return nil, err
 	}
+	// Every pool opened so far is closed when a later step fails.
+	pools := []*sqlx.DB{db}
+	fail := func(err error) (*sqlstore.Store, error) {
+		for _, p := range pools {
+			_ = p.Close()
+		}
+		return nil, err
+	}
 	d := dialect(cfg.DSN(), log)
 	if _, err := sqlstore.Migrate(ctx, db, d, Migrations(), log); err != nil {
-		_ = db.Close()
-		return nil, err
+		return fail(err)
 	}
-	batch, err := connectWith(ctx, cfg, batchConns, planOnce)
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	claims, err := connectWith(ctx, cfg, claimConns, readInOrder)
-	if err != nil {
-		_ = batch.Close()
-		_ = db.Close()
-		return nil, err
-	}
-	unflushed, err := connectWith(ctx, cfg, unflushedConns, noFlushWait)
-	if err != nil {
-		_ = claims.Close()
-		_ = batch.Close()
-		_ = db.Close()
-		return nil, err
+	var batch, claims, unflushed *sqlx.DB
+	for _, p := range []struct {
+		db    **sqlx.DB
+		conns int
+		set   string
+	}{{&batch, batchConns, planOnce}, {&claims, claimConns, readInOrder}, {&unflushed, unflushedConns, noFlushWait}} {
+		if *p.db, err = connectWith(ctx, cfg, p.conns, p.set); err != nil {
+			return fail(err)
+		}
+		pools = append(pools, *p.db)
 	}
 	s, err := sqlstore.New(ctx, sqlstore.Config{DB: db, BatchDB: batch, ClaimDB: claims, UnflushedDB: unflushed,
 		Dialect: d, Keyring: kr, Log: log})
 	if err != nil {
-		_ = unflushed.Close()
-		_ = claims.Close()
-		_ = batch.Close()
-		_ = db.Close()
-		return nil, fmt.Errorf("opening postgres store: %w", err)
+		return fail(fmt.Errorf("opening postgres store: %w", err))
 	}
 	return s, nil
 }
