@@ -2,7 +2,6 @@ package benchkit
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -46,9 +45,8 @@ func TestMachineWindow(t *testing.T) {
 	w := StartMachineWindow()
 	for start := time.Now(); time.Since(start) < 100*time.Millisecond; {
 	}
-	var busy, perUnit float64
-	_, err := fmt.Sscanf(w.Line(1, "loop"), "machine_busy=%f machine_cpu_ms_per_loop=%f", &busy, &perUnit)
-	require.NoError(t, err)
+	busy, perUnit, ok := w.Figures(1)
+	require.True(t, ok)
 	require.Greater(t, busy, 0.0)
 	require.LessOrEqual(t, busy, 1.0)
 	require.GreaterOrEqual(t, perUnit, 50.0, "the 100 ms busy loop")

@@ -1,7 +1,6 @@
 package benchkit
 
 import (
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -23,15 +22,15 @@ func StartMachineWindow() *MachineWindow {
 	return w
 }
 
-// Line is the machine's busy share over the window and its busy CPU per unit, or "" when
-// /proc/stat could not be read.
-func (w *MachineWindow) Line(per float64, unit string) string {
-	busy, total, ok := machineTicks()
+// Figures is the machine's busy share since the window started and its busy CPU in ms per
+// unit (per units done in it); false when /proc/stat could not be read.
+func (w *MachineWindow) Figures(per float64) (busy, msPer float64, ok bool) {
+	now, total, ok := machineTicks()
 	if !w.ok || !ok || total <= w.total {
-		return ""
+		return 0, 0, false
 	}
-	b := busy - w.busy
-	return fmt.Sprintf("machine_busy=%.2f machine_cpu_ms_per_%s=%.1f", b/(total-w.total), unit, 1000*b/clockTicks/per)
+	b := now - w.busy
+	return b / (total - w.total), 1000 * b / clockTicks / per, true
 }
 
 // machineTicks is the busy and total ticks of every core since boot: busy is all but idle and

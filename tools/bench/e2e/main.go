@@ -56,6 +56,8 @@ const (
 
 type options struct {
 	n, c       int
+	rounds     int
+	rate       float64
 	drivers    []string
 	poll       time.Duration
 	stepPoll   string
@@ -73,7 +75,9 @@ func main() {
 	drivers := flag.String("drivers", "sqlite,postgres", "comma-separated databases (postgres needs KEB_TEST_DATABASE_URL)")
 	env := flag.String("env", "", "extra APP_* settings for the broker, comma-separated NAME=VALUE")
 	flag.IntVar(&o.n, "n", 2000, "provisionings")
+	flag.IntVar(&o.rounds, "rounds", 1, "rounds, the databases alternating within each; with more than one, a summary line per database gives the median and range")
 	flag.IntVar(&o.c, "c", 500, "provisionings in flight (each one's client polls last_operation)")
+	flag.Float64Var(&o.rate, "rate", 0, "start provisionings at this rate per second (at most -c in flight) instead of as fast as -c allows: below saturation, the CPU figures per provisioning are steadier (A/B of small changes)")
 	flag.DurationVar(&o.poll, "poll", time.Second, "how often a client polls last_operation")
 	flag.StringVar(&o.stepPoll, "step-poll", "", "APP_BROKER_POLL_INTERVAL of the broker (its default when empty)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound of one run")
@@ -110,51 +114,104 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	for _, d := range o.drivers {
-		switch d {
-		case "sqlite":
-			err = runOne(o, bin, dir, "sqlite", []string{"APP_DATABASE_DRIVER=sqlite", "APP_DATABASE_PATH=" + filepath.Join(dir, "keb.db")}, nil)
-		case "postgres":
-			base := os.Getenv("KEB_TEST_DATABASE_URL")
-			if base == "" {
-				fmt.Println("e2e driver=postgres skipped: KEB_TEST_DATABASE_URL is not set (make bench-e2e starts a server)")
-				continue
-			}
-			dbURL, drop, err := benchkit.FreshDatabase(context.Background(), base, "keb_e2e")
+	figures := map[string][]figure{}
+	for round := 1; round <= max(o.rounds, 1); round++ {
+		for _, d := range o.drivers {
+			f, err := runDriver(o, bin, dir, d, round)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s: %w", d, err)
 			}
-			db, err := sql.Open("postgres", dbURL)
-			if err == nil {
-				err = runOne(o, bin, dir, "postgres", []string{"APP_DATABASE_DRIVER=postgres", "APP_DATABASE_URL=" + dbURL,
-					"APP_DATABASE_SECRET_KEY=" + strings.Repeat("k", 32)}, db)
-				db.Close()
+			if f != nil {
+				figures[d] = append(figures[d], *f)
 			}
-			if o.keep {
-				fmt.Println("e2e kept database:", dbURL)
-			} else {
-				drop()
-			}
-		default:
-			err = fmt.Errorf("unknown driver %q", d)
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", d, err)
+	}
+	if o.rounds > 1 {
+		for _, d := range o.drivers {
+			if fs := figures[d]; len(fs) > 0 {
+				fmt.Println(summary(d, o, fs))
+			}
 		}
 	}
 	return nil
 }
 
+// figure is what a summary keeps of one run.
+type figure struct{ rate, machineMs float64 }
+
+// summary is a database's line over its rounds: the median, lowest and highest throughput and
+// machine CPU per provisioning. The machine's speed for this load changes from run to run
+// (runs of one build land 10-15% apart), so one run says little about a small change.
+func summary(driver string, o options, fs []figure) string {
+	rates, ms := make([]float64, len(fs)), make([]float64, len(fs))
+	for i, f := range fs {
+		rates[i], ms[i] = f.rate, f.machineMs
+	}
+	slices.Sort(rates)
+	slices.Sort(ms)
+	line := fmt.Sprintf("e2e summary driver=%s rounds=%d n=%d c=%d provisionings_per_s=%.1f (min=%.1f max=%.1f) target=%.0f ratio=%.2f",
+		driver, len(fs), o.n, o.c, median(rates), rates[0], rates[len(rates)-1], target, median(rates)/target)
+	if ms[0] > 0 {
+		line += fmt.Sprintf(" machine_cpu_ms_per_provisioning=%.1f (min=%.1f max=%.1f)", median(ms), ms[0], ms[len(ms)-1])
+	}
+	return line
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// runDriver runs one round on one database: nil figures when it is skipped.
+func runDriver(o options, bin, dir, d string, round int) (*figure, error) {
+	switch d {
+	case "sqlite":
+		// Each round starts from an empty database, as PostgreSQL's do.
+		path := filepath.Join(dir, fmt.Sprintf("keb-%d.db", round))
+		return runOne(o, bin, dir, "sqlite", []string{"APP_DATABASE_DRIVER=sqlite", "APP_DATABASE_PATH=" + path}, nil)
+	case "postgres":
+		base := os.Getenv("KEB_TEST_DATABASE_URL")
+		if base == "" {
+			if round == 1 {
+				fmt.Println("e2e driver=postgres skipped: KEB_TEST_DATABASE_URL is not set (make bench-e2e starts a server)")
+			}
+			return nil, nil
+		}
+		dbURL, drop, err := benchkit.FreshDatabase(context.Background(), base, "keb_e2e")
+		if err != nil {
+			return nil, err
+		}
+		db, err := sql.Open("postgres", dbURL)
+		var f *figure
+		if err == nil {
+			f, err = runOne(o, bin, dir, "postgres", []string{"APP_DATABASE_DRIVER=postgres", "APP_DATABASE_URL=" + dbURL,
+				"APP_DATABASE_SECRET_KEY=" + strings.Repeat("k", 32)}, db)
+			db.Close()
+		}
+		if o.keep {
+			fmt.Println("e2e kept database:", dbURL)
+		} else {
+			drop()
+		}
+		return f, err
+	default:
+		return nil, fmt.Errorf("unknown driver %q", d)
+	}
+}
+
 // runOne starts the broker on one database, runs the load and prints its line. db, when set, is
 // the broker's PostgreSQL database, for the row counts.
-func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) error {
+func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) (*figure, error) {
 	addr, err := benchkit.FreeAddress()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sandboxAddr, err := benchkit.FreeAddress()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	brokerURL := "http://" + addr
@@ -171,13 +228,13 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 	env = append(append(env, dbEnv...), o.env...)
 	b, err := benchkit.StartBroker(context.Background(), bin, dir, "broker-"+driver+".log", brokerURL, env)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer b.Stop() // SIGTERM: the broker shuts down and writes its CPU profile
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.c, MaxConnsPerHost: o.c}, Timeout: 30 * time.Second}
 	before, err := benchkit.ReadMetrics(context.Background(), client, brokerURL)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var pg *benchkit.PostgresSide
 	if db != nil {
@@ -185,17 +242,17 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 	}
 	machine := benchkit.StartMachineWindow()
 	res, err := load(client, brokerURL, o)
-	machineLine := machine.Line(float64(o.n), "provisioning")
+	machineShare, machineMs, machineOK := machine.Figures(float64(o.n))
 	var pgFigures benchkit.PostgresFigures
 	if pg != nil {
 		pgFigures = pg.Stop(context.Background())
 	}
 	if err != nil {
-		return fmt.Errorf("%w (log: %s)", err, b.Tail())
+		return nil, fmt.Errorf("%w (log: %s)", err, b.Tail())
 	}
 	after, err := benchkit.ReadMetrics(context.Background(), client, brokerURL)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m := map[string]float64{}
 	for key, sum := range map[string]func(benchkit.Metrics) float64{
@@ -225,7 +282,7 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 	if db != nil {
 		rows, perTable, err := rowsWritten(db)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var parts []string
 		for _, t := range perTable {
@@ -236,11 +293,11 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) erro
 			line += " " + pgLine
 		}
 	}
-	if machineLine != "" {
-		line += " " + machineLine
+	if machineOK {
+		line += fmt.Sprintf(" machine_busy=%.2f machine_cpu_ms_per_provisioning=%.1f", machineShare, machineMs)
 	}
 	fmt.Println(line)
-	return nil
+	return &figure{rate: rate, machineMs: machineMs}, nil
 }
 
 type result struct {
@@ -258,7 +315,18 @@ func load(client *http.Client, base string, o options) (result, error) {
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.c)
+	var tick *time.Ticker
+	if o.rate > 0 {
+		tick = time.NewTicker(time.Duration(float64(time.Second) / o.rate))
+		defer tick.Stop()
+	}
 	for i := 1; i <= o.n && gctx.Err() == nil; i++ {
+		if tick != nil {
+			select {
+			case <-tick.C:
+			case <-gctx.Done():
+			}
+		}
 		g.Go(func() error {
 			began := time.Now()
 			if err := provision(gctx, osb, i, o.poll); err != nil {
