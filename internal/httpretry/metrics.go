@@ -95,10 +95,19 @@ func (o observed) RoundTrip(req *http.Request) (*http.Response, error) {
 // embedded sandbox serves every system from one address, so 2 were shared by all of them.
 const IdleConnsPerHost = 64
 
+// ConnsPerHost bounds a client's connections to one system, so its concurrent calls: the
+// engine's workers (APP_ENGINE_WORKERS, 512) are many more, since more operations running at
+// once make bigger group commits, and a system gets no more than 64 calls at once from a
+// replica, as when the workers were 64. A call beyond waits for a connection within its
+// attempt's timeout.
+const ConnsPerHost = 64
+
 // PooledTransport is a new http.DefaultTransport clone that keeps IdleConnsPerHost idle
-// connections per host: a client's own pool, for callers that set TLS or dial options on it.
+// connections per host and opens at most ConnsPerHost: a client's own pool, for callers that
+// set TLS or dial options on it.
 func PooledTransport() *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost = ConnsPerHost
 	tr.MaxIdleConnsPerHost = IdleConnsPerHost
 	tr.MaxIdleConns = 4 * IdleConnsPerHost
 	return tr

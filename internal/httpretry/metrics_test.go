@@ -69,6 +69,7 @@ func TestNilCallMetricsObserveNothing(t *testing.T) {
 	pooled, ok := m.Transport("avs", nil).(*http.Transport)
 	require.True(t, ok, "a transport of the client's own")
 	assert.Equal(t, httpretry.IdleConnsPerHost, pooled.MaxIdleConnsPerHost)
+	assert.Equal(t, httpretry.ConnsPerHost, pooled.MaxConnsPerHost)
 	custom := &http.Transport{}
 	assert.Same(t, custom, m.Transport("avs", custom))
 	c := httpretry.NewHTTPClient(3*time.Second, nil)
@@ -115,4 +116,49 @@ func TestConcurrentCallsToOneSystemReuseConnections(t *testing.T) {
 	// before the last one's are back and dial a few more (33 of 32 seen under load in CI); without
 	// reuse it would be about rounds × (parallel - 2) = 600.
 	assert.LessOrEqual(t, dialed.Load(), int64(2*parallel), "connections dialed for %d rounds of %d concurrent calls", rounds, parallel)
+}
+
+// A system gets at most ConnsPerHost calls at once from a client however many callers there
+// are (the engine's workers are many more); the others wait for a connection and are served.
+func TestCallsToOneSystemAreBoundedPerHost(t *testing.T) {
+	var now, most atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		<-release
+		_, _ = io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	var open sync.Once
+	letGo := func() { open.Do(func() { close(release) }) }
+	defer letGo() // before the server closes: a failed wait must not leave its handlers blocked
+
+	m, err := httpretry.NewCallMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	c := httpretry.NewHTTPClient(30*time.Second, m.Transport("avs", nil))
+	const callers = 3 * httpretry.ConnsPerHost
+	var wg sync.WaitGroup
+	var served atomic.Int64
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.Get(srv.URL)
+			if !assert.NoError(t, err) {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			served.Add(1)
+		}()
+	}
+	require.Eventually(t, func() bool { return now.Load() == httpretry.ConnsPerHost }, 10*time.Second, 5*time.Millisecond,
+		"the first %d calls reach the system", httpretry.ConnsPerHost)
+	letGo()
+	wg.Wait()
+	assert.Equal(t, int64(callers), served.Load(), "every call is served")
+	assert.Equal(t, int64(httpretry.ConnsPerHost), most.Load(), "calls at once")
 }
