@@ -200,9 +200,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	work := make(chan job, e.cfg.Workers+handOverQueue(e.cfg.Workers))
 	freed := make(chan struct{}, 1)
 	var busy atomic.Int64
-	hand := &handOver{e: e, busy: &busy, freed: freed, deliver: func(op storage.Operation) {
-		work <- job{op: op, ctx: e.hold(stepCtx, op.ID)}
-	}}
+	// start gives a worker an operation this engine holds (claimed, or handed over).
+	start := func(op storage.Operation) { work <- job{op: op, ctx: e.hold(stepCtx, op.ID)} }
+	hand := &handOver{e: e, busy: &busy, freed: freed, deliver: start}
 	var wg sync.WaitGroup
 	x := e.executor()
 	for i := 0; i < e.cfg.Workers; i++ {
@@ -244,7 +244,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 			for _, op := range claimed {
 				busy.Add(1)
-				work <- job{op: op, ctx: e.hold(stepCtx, op.ID)}
+				start(op)
 			}
 			full = len(claimed) == free
 			hand.claimed()

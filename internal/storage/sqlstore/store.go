@@ -41,11 +41,11 @@ type Config struct {
 	ClaimDB *sqlx.DB
 	// UnflushedDB, when set, runs the writes whose commit need not wait for its WAL flush
 	// (PostgreSQL: sessions with synchronous_commit off), and is closed with the store: the
-	// stand-ins' objects, the wakes and the notifications. A stand-in's object is recorded by the save of the
-	// operation whose step asked for it, which flushes it too (WAL is flushed in order); lost
-	// with the database before that save, the step runs again and finds the stand-in as a
-	// system that never got the request. A lost wake costs its operation the next poll. A
-	// process killed loses neither: the server has the commit.
+	// stand-ins' objects, the wakes and the notifications. A stand-in's object is recorded by
+	// the save of the operation whose step asked for it, which flushes it too (WAL is flushed
+	// in order); lost with the database before that save, the step runs again and finds the
+	// stand-in as a system that never got the request. A lost wake costs its operation the
+	// next poll. A process killed loses neither: the server has the commit.
 	UnflushedDB *sqlx.DB
 	Dialect     Dialect
 	Keyring     *encryption.Keyring

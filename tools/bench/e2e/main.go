@@ -140,22 +140,28 @@ func run(o options) error {
 	return nil
 }
 
-// figure is what a summary keeps of one run.
-type figure struct{ rate, machineMs float64 }
+// figure is what a summary keeps of one run; machineOK: /proc/stat was read.
+type figure struct {
+	rate, machineMs float64
+	machineOK       bool
+}
 
 // summary is a database's line over its rounds: the median, lowest and highest throughput and
 // machine CPU per provisioning. The machine's speed for this load changes from run to run
 // (runs of one build land 10-15% apart), so one run says little about a small change.
 func summary(driver string, o options, fs []figure) string {
-	rates, ms := make([]float64, len(fs)), make([]float64, len(fs))
+	rates, ms := make([]float64, len(fs)), make([]float64, 0, len(fs))
 	for i, f := range fs {
-		rates[i], ms[i] = f.rate, f.machineMs
+		rates[i] = f.rate
+		if f.machineOK {
+			ms = append(ms, f.machineMs)
+		}
 	}
 	slices.Sort(rates)
 	slices.Sort(ms)
 	line := fmt.Sprintf("e2e summary driver=%s rounds=%d n=%d c=%d provisionings_per_s=%.1f (min=%.1f max=%.1f) target=%.0f ratio=%.2f",
 		driver, len(fs), o.n, o.c, median(rates), rates[0], rates[len(rates)-1], target, median(rates)/target)
-	if ms[0] > 0 {
+	if len(ms) == len(fs) {
 		line += fmt.Sprintf(" machine_cpu_ms_per_provisioning=%.1f (min=%.1f max=%.1f)", median(ms), ms[0], ms[len(ms)-1])
 	}
 	return line
@@ -301,7 +307,7 @@ func runOne(o options, bin, dir, driver string, dbEnv []string, db *sql.DB) (*fi
 		line += fmt.Sprintf(" machine_busy=%.2f machine_cpu_ms_per_provisioning=%.1f", machineShare, machineMs)
 	}
 	fmt.Println(line)
-	return &figure{rate: rate, machineMs: machineMs}, nil
+	return &figure{rate: rate, machineMs: machineMs, machineOK: machineOK}, nil
 }
 
 type result struct {
