@@ -129,8 +129,10 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	// The engine's default owner is this host and the bound address, which no other live
 	// process can hold, so a restart reclaims its own leases at once.
 	cfg.Engine.Address = ln.Addr().String()
-	// An embedded provisioner's finished operations wake the broker's operations waiting for them.
-	eng, err := engine.New(provisioner.WakeWaiters(store, log), cfg.Engine, log, engine.WithRegisterer(reg))
+	// An embedded provisioner's finished operations wake the broker's operations waiting for
+	// them, or signal those waiting in memory.
+	signals := engine.NewSignals()
+	eng, err := engine.New(provisioner.WakeWaiters(store, log, signals), cfg.Engine, log, engine.WithRegisterer(reg), engine.WithSignals(signals))
 	if err != nil {
 		return err
 	}

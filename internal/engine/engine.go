@@ -118,6 +118,8 @@ type Engine struct {
 
 	mu   sync.Mutex
 	held map[string]*holding
+	// signals: runs waiting for an in-process signal park here (nil: none park).
+	signals *Signals
 }
 
 // holding is one operation a worker runs; the heartbeat extends its lease.
@@ -168,6 +170,7 @@ func (e *Engine) executor() *executor {
 	return &executor{
 		ops: e.ops, clock: e.clock, log: e.log, metrics: e.metrics, lease: e.cfg.LeaseDuration,
 		runTimeout: e.cfg.StepRunTimeout, backoff: e.cfg.WaitBackoff.withDefaults(), stopping: e.stopping.Load, letGo: e.letGo,
+		unhold: e.unhold,
 		dueHint: func(t time.Time) {
 			select {
 			case e.dueHints <- t:
@@ -195,6 +198,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	type job struct {
 		op  storage.Operation
 		ctx context.Context
+		// resume: a parked run going on (Signals); op and ctx are its own.
+		resume func()
 	}
 	// Room for every worker's job and for the new operations kept waiting (handOver).
 	work := make(chan job, e.cfg.Workers+handOverQueue(e.cfg.Workers))
@@ -205,12 +210,24 @@ func (e *Engine) Run(ctx context.Context) error {
 	hand := &handOver{e: e, busy: &busy, freed: freed, deliver: start}
 	var wg sync.WaitGroup
 	x := e.executor()
+	if e.signals != nil {
+		// Parked runs hold their operations in memory: at most four per worker.
+		e.signals.start(4*e.cfg.Workers, func(run func()) {
+			busy.Add(1)
+			work <- job{resume: run}
+		})
+		x.park = e.signals.park
+	}
 	for i := 0; i < e.cfg.Workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range work {
-				e.runOne(j.ctx, x, j.op)
+				if j.resume != nil {
+					j.resume()
+				} else {
+					e.runOne(j.ctx, x, j.op)
+				}
 				hand.free()
 			}
 		}()
@@ -281,6 +298,10 @@ func (e *Engine) Run(ctx context.Context) error {
 
 	e.stopping.Store(true)
 	hand.close()
+	if e.signals != nil {
+		// Parked runs go back to workers, which release their operations.
+		e.signals.close()
+	}
 	close(work)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
@@ -429,14 +450,18 @@ func (e *Engine) heldIDs() map[string]*holding {
 }
 
 func (e *Engine) runOne(ctx context.Context, x *executor, op storage.Operation) {
-	defer e.unhold(ctx, op.ID)
 	def, ok := e.defs[op.Type]
 	if !ok {
 		// Cannot happen: claims are filtered by registered types.
 		e.log.WithField("operation_id", op.ID).Errorf("no process for operation type %q", op.Type)
+		e.unhold(ctx, op.ID)
 		return
 	}
-	def.execute(ctx, x, op)
+	if leave := def.execute(ctx, x, op); leave != nil {
+		leave() // parked: still held, its run goes on when signalled
+		return
+	}
+	e.unhold(ctx, op.ID)
 }
 
 // heartbeat extends the leases of held operations every third of the lease duration.

@@ -3,7 +3,8 @@ package engine
 // runMemo is what the steps of one run keep for the later steps of the same run. A run is one
 // claim of an operation (its steps run one after the other until a wait or the end): seconds.
 // Nothing in it decides the operation's future; that is in the operation's data, which is
-// durable. A new run, after a wait or a crash, starts with an empty memo and reads anew.
+// durable. A new run, after a wait or a crash, starts with an empty memo and reads anew; so
+// does a run that waited in memory (Signals).
 type runMemo struct{ m map[string]any }
 
 // Memo returns the value an earlier step of this run kept under key, or calls load and keeps

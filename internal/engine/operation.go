@@ -28,8 +28,9 @@ type Operation[T any] struct {
 	failing     bool
 	retryUntil  *time.Time
 	withoutFail bool
-	// signaled: set by WaitIsSignaled.
-	signaled bool
+	// signaled: set by WaitIsSignaled; signalKey by WaitIsSignaledBy.
+	signaled  bool
+	signalKey string
 	// memo: the run's (Memo); shared by every step of one run.
 	memo *runMemo
 }
@@ -79,6 +80,11 @@ func (op *Operation[T]) Retry(msg string, interval, maxTime time.Duration) (time
 // operations polling them), so the wait's polls are only a fallback for a lost wake: a long
 // healthy wait backs off with WaitBackoff's signaled fraction and cap.
 func (op *Operation[T]) WaitIsSignaled() { op.signaled = true }
+
+// WaitIsSignaledBy is WaitIsSignaled where the end of the wait is signalled in this process
+// with key (Signals.Signal): the run may wait in memory for it instead of being written and
+// claimed again (Signals).
+func (op *Operation[T]) WaitIsSignaledBy(key string) { op.signaled, op.signalKey = true, key }
 
 // WaitSignaled reports whether this run said WaitIsSignaled.
 func (op Operation[T]) WaitSignaled() bool { return op.signaled }

@@ -21,7 +21,10 @@ import (
 type Definition interface {
 	Type() string
 	Timeout() time.Duration
-	execute(ctx context.Context, x *executor, raw storage.Operation)
+	// execute runs the operation until it waits or ends. A run that waits in memory for a
+	// signal (Signals), its operation still held, returns leave: the worker calls it once it
+	// is done with the run, which may then go on on another worker.
+	execute(ctx context.Context, x *executor, raw storage.Operation) (leave func())
 }
 
 // executor is what a process needs from the engine to run one claimed operation.
@@ -41,6 +44,10 @@ type executor struct {
 	// letGo tells the heartbeat, before the write that gives the lease up, that the operation
 	// is being released or finished: its lease is no longer expected to be extended.
 	letGo func(id string)
+	// unhold ends the holding of a run that was parked (Engine.unhold).
+	unhold func(ctx context.Context, id string)
+	// park parks a run on a signal key (Signals.park); nil: no run parks.
+	park func(key string, wait time.Duration, run func()) parkOutcome
 }
 
 // run holds the state of one operation while a worker runs its steps.
@@ -57,9 +64,13 @@ type run[T any] struct {
 	// a save whose secrets equal it leaves the column as it is (storage.KeepSecrets).
 	savedSecrets storage.Secrets
 	memo         runMemo
+	// leave: set while the run is parked (Signals), for the worker that parked it;
+	// parkedOnce: it has parked once (a wait after that is written).
+	leave      func()
+	parkedOnce bool
 }
 
-func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Operation) {
+func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Operation) (leave func()) {
 	r := &run[T]{p: p, x: x, op: Operation[T]{Operation: raw}, savedSecrets: maps.Clone(raw.Secrets)}
 	r.log = x.log.WithFields(logrus.Fields{"operation_id": raw.ID, "instance_id": raw.InstanceID, "operation_type": raw.Type})
 	if len(raw.Data) > 0 {
@@ -67,7 +78,7 @@ func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Opera
 		// encoding/json's reflection.
 		if err := fastjson.Unmarshal(raw.Data, &r.op.Data); err != nil {
 			r.fail(x.clock.Now(), "", fmt.Sprintf("decoding operation data: %v", err), 0)
-			return
+			return nil
 		}
 	}
 	if r.op.Deadline.IsZero() {
@@ -78,6 +89,7 @@ func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Opera
 		r.op.Progress.Steps = make(map[string]storage.StepProgress, p.steps)
 	}
 	r.loop(ctx)
+	return r.leave
 }
 
 func (r *run[T]) loop(ctx context.Context) {
@@ -369,6 +381,16 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 			r.markStep(name, func(sp *storage.StepProgress) { sp.LastWait = waitingFor })
 			r.event(now, name, storage.EventRetrying, withCause("retrying in "+wait.String(), r.op.LastError), took, wait)
 		}
+		key := out.signalKey
+		if out.failing {
+			key = "" // a failure's retry is not signalled
+		}
+		switch r.park(ctx, name, key, wait) {
+		case parkHeld:
+			return false // the worker goes; the run goes on when signalled
+		case parkSignaled:
+			return true // what it waits for is done already: run the step again now
+		}
 		r.op.DueAt = &due
 		r.op.LeaseOwner, r.op.LeaseExpiresAt = "", nil
 		if r.save(now, false) {
@@ -379,6 +401,33 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		r.stepDone(now, sd, took)
 		return true
 	}
+}
+
+// park parks the run on key (Operation.WaitIsSignaledBy) for up to wait, its lease kept and
+// nothing written: the step's retry and its event ride on the next write (Signals).
+func (r *run[T]) park(ctx context.Context, step, key string, wait time.Duration) parkOutcome {
+	if key == "" || r.x.park == nil || r.parkedOnce || r.x.stopping() {
+		return parkRefused
+	}
+	r.parkedOnce = true
+	// The signal may come before the parking worker has returned from the run: the run goes
+	// on only once that worker has left it.
+	left := make(chan struct{})
+	out := r.x.park(key, wait, func() {
+		<-left
+		r.leave = nil
+		r.memo = runMemo{} // what the run kept may be what the wait was for
+		r.loop(ctx)        // it does not park again (parkedOnce)
+		r.x.unhold(ctx, r.op.ID)
+	})
+	if out == parkSignaled {
+		r.memo = runMemo{}
+	}
+	if out == parkHeld {
+		r.leave = func() { close(left) }
+		r.log.WithFields(logrus.Fields{"step": step, "signal": key}).Debug("waiting in memory for a signal")
+	}
+	return out
 }
 
 // withCause appends what a step waits for or failed with, when there is something.

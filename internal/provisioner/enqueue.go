@@ -34,7 +34,7 @@ func (p *Provisioner) Embed(shared *engine.Engine, store storage.Store, base eng
 	}
 	cfg := p.EngineConfig(base, start)
 	cfg.Owner = shared.Owner() + "/provisioner"
-	own, err := engine.New(WakeWaiters(store, log), cfg, log.WithField("component", "provisioner"))
+	own, err := engine.New(WakeWaiters(store, log, shared.Signals()), cfg, log.WithField("component", "provisioner"))
 	if err != nil {
 		return nil, fmt.Errorf("building the provisioner's engine: %w", err)
 	}

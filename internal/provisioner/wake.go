@@ -5,6 +5,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
@@ -14,9 +16,11 @@ import (
 // waiting operations of the instance whose runtime it is (the broker's provisioning,
 // deprovisioning, update or upgrade polling it) are made due at once, instead of at their next
 // poll, which for a long wait has backed off. The wake follows the commit, so the woken
-// operation reads the finished state. A failed wake is logged: the poll still runs.
-func WakeWaiters(store storage.Store, log logrus.FieldLogger) storage.Store {
-	return wakingStore{Store: store, ops: wakingOperations{Operations: store.Operations(), log: log}}
+// operation reads the finished state. A failed wake is logged: the poll still runs. A broker
+// operation parked in memory on the runtime's client.FinishedSignal (signals, the broker's
+// engine's; nil for none) goes on at once without a write; the wake still runs for any other.
+func WakeWaiters(store storage.Store, log logrus.FieldLogger, signals *engine.Signals) storage.Store {
+	return wakingStore{Store: store, ops: wakingOperations{Operations: store.Operations(), log: log, signals: signals}}
 }
 
 type wakingStore struct {
@@ -28,7 +32,8 @@ func (s wakingStore) Operations() storage.Operations { return s.ops }
 
 type wakingOperations struct {
 	storage.Operations
-	log logrus.FieldLogger
+	log     logrus.FieldLogger
+	signals *engine.Signals
 }
 
 func (o wakingOperations) SaveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
@@ -36,6 +41,7 @@ func (o wakingOperations) SaveProgress(ctx context.Context, op storage.Operation
 	if err != nil || !operations.IsType(saved.Type) || saved.State.Active() {
 		return saved, err
 	}
+	o.signals.Signal(client.FinishedSignal(saved.InstanceID))
 	woken, werr := o.Wake(ctx, storage.WakeRequest{RuntimeIDs: []string{saved.InstanceID}, Now: saved.UpdatedAt})
 	if werr != nil {
 		o.log.WithError(werr).WithFields(logrus.Fields{"operation_id": saved.ID, "runtime_id": saved.InstanceID}).

@@ -37,7 +37,7 @@ func (w waits) Run(ctx context.Context, op engine.Operation[struct{}], _ logrus.
 func TestWakeWaitersWhenProvisionerOperationFinishes(t *testing.T) {
 	ctx := context.Background()
 	store := openStore(t)
-	eng, err := engine.New(provisioner.WakeWaiters(store, quiet()), engine.Config{Owner: "me"}, quiet())
+	eng, err := engine.New(provisioner.WakeWaiters(store, quiet(), nil), engine.Config{Owner: "me"}, quiet())
 	require.NoError(t, err)
 	runs := 0
 	stage := func(s engine.Step[struct{}]) engine.Stage[struct{}] {

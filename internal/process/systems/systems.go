@@ -171,7 +171,11 @@ func AwaitProvisionerStatus(p client.Client, op Step, st *gqlschema.OperationSta
 	}
 	if !done {
 		if s, ok := p.(client.Signaling); ok && s.SignalsFinishedOperations() {
-			op.WaitIsSignaled()
+			if st.RuntimeID != nil && *st.RuntimeID != "" {
+				op.WaitIsSignaledBy(client.FinishedSignal(*st.RuntimeID))
+			} else {
+				op.WaitIsSignaled()
+			}
 		}
 		return poll, nil
 	}
@@ -229,4 +233,6 @@ type Step interface {
 	NotCompleted(msg string)
 	// WaitIsSignaled: what the step waits for wakes the operation when done (its polls back off further).
 	WaitIsSignaled()
+	// WaitIsSignaledBy: WaitIsSignaled, and the end is signalled in process with key (engine.Signals).
+	WaitIsSignaledBy(key string)
 }

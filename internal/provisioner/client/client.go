@@ -38,3 +38,7 @@ type Client interface {
 type Signaling interface {
 	SignalsFinishedOperations() bool
 }
+
+// FinishedSignal is the in-process signal (engine.Signals) given when an operation of the
+// runtime finishes; a step that waits for one says so with engine.Operation.WaitIsSignaledBy.
+func FinishedSignal(runtimeID string) string { return "provisioner-finished/" + runtimeID }
