@@ -8,7 +8,13 @@ import (
 // Signals lets a run whose step waits for something in this process (Operation.WaitIsSignaledBy)
 // be parked instead of written: the engine keeps the operation's lease (the heartbeat extends
 // it) and its run in memory, frees the worker, and runs the step again when Signal is given
-// the key, or when the wait has passed (at most maxPark). A wait that ends that soon then
+// the key, or after maxPark without one. Only a short wait parks (at most maxPark: the first
+// poll after a request, not a long wait's backed-off polls), and for maxPark whatever the
+// step asked: its poll is a fallback for a lost signal, which signalled waits already stretch
+// (WaitBackoff); under load the embedded provisioner's operation takes seconds (2,000 of
+// 4,000 provisionings at 1,000 in flight waited more than their 2 s poll in the e2e bench).
+// A signal reaches only runs parked in its own process: with replicas, a run parked in one
+// while the provisioner's operation finishes in another polls after maxPark. A wait that ends that soon then
 // costs no writes: the durable retry wrote the operation (release), the wake wrote it (due
 // now), the claim wrote it again and read it back; the e2e bench's provisionings, whose
 // clusters take no time, did that once each. A crash while parked loses nothing that decides
@@ -24,9 +30,10 @@ type Signals struct {
 	// to park on one of them runs its step again at once (the signal came first).
 	recent map[string]time.Time
 	// open: the engine runs and takes parked runs; resume hands one back to a worker.
-	open   bool
-	limit  int
-	resume func(func())
+	open    bool
+	limit   int
+	resume  func(func())
+	maxPark time.Duration
 	// pending: resumed runs being handed to a worker (the engine waits for them on shutdown).
 	pending sync.WaitGroup
 }
@@ -49,9 +56,8 @@ const (
 )
 
 const (
-	// maxPark bounds a park: a wait longer than that (a cluster being created for real) is
-	// written after it, so parked runs stay few and short.
-	maxPark = 10 * time.Second
+	// defaultMaxPark is how long a run parks: parked runs stay few and short.
+	defaultMaxPark = 10 * time.Second
 	// recentSignal is how long a signal nobody was parked on is remembered.
 	recentSignal = 10 * time.Second
 	// maxRecent bounds the remembered signals (older ones are dropped first).
@@ -60,7 +66,7 @@ const (
 
 // NewSignals returns the signals of one engine.
 func NewSignals() *Signals {
-	return &Signals{runs: map[string]*parked{}, recent: map[string]time.Time{}}
+	return &Signals{runs: map[string]*parked{}, recent: map[string]time.Time{}, maxPark: defaultMaxPark}
 }
 
 // WithSignals lets the engine park runs that wait for signals given through s.
@@ -114,11 +120,11 @@ func (s *Signals) start(limit int, resume func(func())) {
 	s.open, s.limit, s.resume = true, limit, resume
 }
 
-// park parks run on key for up to wait (at most maxPark).
+// park parks run on key, a wait of at most maxPark, for maxPark.
 func (s *Signals) park(key string, wait time.Duration, run func()) parkOutcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.open {
+	if !s.open || wait > s.maxPark {
 		return parkRefused
 	}
 	if at, ok := s.recent[key]; ok {
@@ -131,12 +137,12 @@ func (s *Signals) park(key string, wait time.Duration, run func()) parkOutcome {
 		return parkRefused
 	}
 	p := &parked{run: run}
-	p.timer = time.AfterFunc(min(wait, maxPark), func() { s.expire(key, p) })
+	p.timer = time.AfterFunc(s.maxPark, func() { s.expire(key, p) })
 	s.runs[key] = p
 	return parkHeld
 }
 
-// expire resumes p when its wait has passed unsignalled.
+// expire resumes p when maxPark has passed unsignalled.
 func (s *Signals) expire(key string, p *parked) {
 	s.mu.Lock()
 	if s.runs[key] != p {
@@ -174,8 +180,8 @@ func (s *Signals) close() {
 	s.pending.Wait()
 }
 
-// parkedCount is how many runs are parked (tests).
-func (s *Signals) parkedCount() int {
+// Parked is how many runs are parked.
+func (s *Signals) Parked() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.runs)

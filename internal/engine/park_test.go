@@ -33,10 +33,11 @@ type parking struct {
 	stop    func()
 }
 
-func runParking(t *testing.T, p *Process[testData]) *parking {
+func runParking(t *testing.T, p *Process[testData], maxPark time.Duration) *parking {
 	t.Helper()
 	h, ops := countingHarness(t)
 	s := NewSignals()
+	s.maxPark = maxPark
 	eng, err := New(h.store, Config{Workers: 4, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLogger(), WithSignals(s))
 	require.NoError(t, err)
 	require.NoError(t, eng.Register(p))
@@ -73,12 +74,12 @@ func (p *parking) waitFor(what string, cond func() bool) {
 // the next write.
 func TestASignalledWaitGoesOnWithoutAWrite(t *testing.T) {
 	var ready atomic.Bool
-	wait := signalled(&ready, time.Hour)
+	wait := signalled(&ready, time.Second)
 	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(step("x1", nil)), def(wait), def(step("x2", nil))}})
 	require.NoError(t, err)
-	e := runParking(t, p)
+	e := runParking(t, p, time.Minute)
 	id := e.insert()
-	e.waitFor("the run parks", func() bool { return e.signals.parkedCount() == 1 })
+	e.waitFor("the run parks", func() bool { return e.signals.Parked() == 1 })
 	before := e.ops.saves.Load()
 	got := e.state(id)
 	assert.NotEmpty(t, got.LeaseOwner, "the operation is still held")
@@ -96,8 +97,9 @@ func TestASignalledWaitGoesOnWithoutAWrite(t *testing.T) {
 	assert.False(t, e.signals.Signal("k"), "nothing parked any more")
 }
 
-// A parked run that is not signalled runs its step again when the wait has passed; a run parks
-// once, so a second wait is written as any other (released, claimed again when due).
+// A parked run that is not signalled runs its step again after maxPark; a run parks once, so a
+// second wait is written as any other (released, claimed again when due). A wait longer than
+// maxPark does not park.
 func TestAnUnsignalledParkEndsWithItsWaitThenTheWaitIsWritten(t *testing.T) {
 	var ready atomic.Bool
 	var runs atomic.Int32
@@ -111,10 +113,11 @@ func TestAnUnsignalledParkEndsWithItsWaitThenTheWaitIsWritten(t *testing.T) {
 	})
 	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(wait)}})
 	require.NoError(t, err)
-	e := runParking(t, p)
+	e := runParking(t, p, 100*time.Millisecond)
 	id := e.insert()
 	e.waitFor("the operation succeeds", func() bool { return e.state(id).State == storage.StateSucceeded })
 	assert.Equal(t, int32(3), runs.Load())
+	assert.Equal(t, 0, e.signals.Parked())
 	// The second wait (after the park) and the end.
 	assert.Equal(t, int64(2), e.ops.saves.Load())
 	assert.Equal(t, []string{"wait:retrying", "wait:succeeded"}, eventKinds(e.events(id)), "one event per change of what the step waits for")
@@ -124,10 +127,10 @@ func TestAnUnsignalledParkEndsWithItsWaitThenTheWaitIsWritten(t *testing.T) {
 // runs again at once.
 func TestASignalBeforeTheParkRunsTheStepAgainAtOnce(t *testing.T) {
 	var ready atomic.Bool
-	wait := signalled(&ready, time.Hour)
+	wait := signalled(&ready, time.Second)
 	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(wait)}})
 	require.NoError(t, err)
-	e := runParking(t, p)
+	e := runParking(t, p, time.Minute)
 	e.waitFor("the engine runs", func() bool {
 		e.signals.mu.Lock()
 		defer e.signals.mu.Unlock()
@@ -147,13 +150,13 @@ func TestASignalBeforeTheParkRunsTheStepAgainAtOnce(t *testing.T) {
 			ready.Store(true)
 			signals.Load().Signal("k") // finished while the step was still looking
 			op.WaitIsSignaledBy("k")
-			return op, time.Hour, nil
+			return op, time.Second, nil
 		}
 		return op, 0, nil
 	})
 	p2, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(wait2)}})
 	require.NoError(t, err)
-	e2 := runParking(t, p2)
+	e2 := runParking(t, p2, time.Minute)
 	signals.Store(e2.signals)
 	id2 := e2.insert()
 	e2.waitFor("the operation succeeds without waiting an hour", func() bool { return e2.state(id2).State == storage.StateSucceeded })
@@ -164,16 +167,16 @@ func TestASignalBeforeTheParkRunsTheStepAgainAtOnce(t *testing.T) {
 // running one.
 func TestStoppingReleasesAParkedOperation(t *testing.T) {
 	var ready atomic.Bool
-	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(signalled(&ready, time.Hour))}})
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(signalled(&ready, time.Second))}})
 	require.NoError(t, err)
-	e := runParking(t, p)
+	e := runParking(t, p, time.Minute)
 	id := e.insert()
-	e.waitFor("the run parks", func() bool { return e.signals.parkedCount() == 1 })
+	e.waitFor("the run parks", func() bool { return e.signals.Parked() == 1 })
 	e.stop()
 	got := e.state(id)
 	assert.Equal(t, storage.StateInProgress, got.State)
 	assert.Empty(t, got.LeaseOwner, "released")
-	assert.Equal(t, 0, e.signals.parkedCount())
+	assert.Equal(t, 0, e.signals.Parked())
 	assert.False(t, e.signals.Signal("k"), "a stopped engine parks nothing")
 }
 
@@ -192,17 +195,32 @@ func TestAParkedRunForgetsItsMemo(t *testing.T) {
 		recalled = append(recalled, ok)
 		if !ready.Load() {
 			op.WaitIsSignaledBy("k")
-			return op, time.Hour, nil
+			return op, time.Second, nil
 		}
 		return op, 0, nil
 	})
 	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(keep), def(wait)}})
 	require.NoError(t, err)
-	e := runParking(t, p)
+	e := runParking(t, p, time.Minute)
 	id := e.insert()
-	e.waitFor("the run parks", func() bool { return e.signals.parkedCount() == 1 })
+	e.waitFor("the run parks", func() bool { return e.signals.Parked() == 1 })
 	ready.Store(true)
 	require.True(t, e.signals.Signal("k"))
 	e.waitFor("the operation succeeds", func() bool { return e.state(id).State == storage.StateSucceeded })
 	assert.Equal(t, []bool{true, false}, recalled)
+}
+
+// A wait longer than maxPark (a long wait's backed-off poll) is written at once: parked runs
+// stay short.
+func TestALongWaitDoesNotPark(t *testing.T) {
+	var ready atomic.Bool
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(signalled(&ready, time.Hour))}})
+	require.NoError(t, err)
+	e := runParking(t, p, time.Minute)
+	id := e.insert()
+	e.waitFor("the wait is written", func() bool { return e.ops.saves.Load() == 1 })
+	got := e.state(id)
+	assert.Empty(t, got.LeaseOwner, "released")
+	assert.Equal(t, 0, e.signals.Parked())
+	assert.False(t, e.signals.Signal("k"))
 }

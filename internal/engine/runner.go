@@ -403,8 +403,8 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	}
 }
 
-// park parks the run on key (Operation.WaitIsSignaledBy) for up to wait, its lease kept and
-// nothing written: the step's retry and its event ride on the next write (Signals).
+// park parks the run on key (Operation.WaitIsSignaledBy), its lease kept and nothing written:
+// the step's retry and its event ride on the next write (Signals).
 func (r *run[T]) park(ctx context.Context, step, key string, wait time.Duration) parkOutcome {
 	if key == "" || r.x.park == nil || r.parkedOnce || r.x.stopping() {
 		return parkRefused

@@ -17,8 +17,9 @@ import (
 // deprovisioning, update or upgrade polling it) are made due at once, instead of at their next
 // poll, which for a long wait has backed off. The wake follows the commit, so the woken
 // operation reads the finished state. A failed wake is logged: the poll still runs. A broker
-// operation parked in memory on the runtime's client.FinishedSignal (signals, the broker's
-// engine's; nil for none) goes on at once without a write; the wake still runs for any other.
+// operation parked in memory on the operation's client.FinishedSignal (signals, the broker's
+// engine's; nil for none) goes on at once, and then nothing is written: an operation waits for
+// the provisioner's operation it requested, so no other waits for this one.
 func WakeWaiters(store storage.Store, log logrus.FieldLogger, signals *engine.Signals) storage.Store {
 	return wakingStore{Store: store, ops: wakingOperations{Operations: store.Operations(), log: log, signals: signals}}
 }
@@ -41,7 +42,9 @@ func (o wakingOperations) SaveProgress(ctx context.Context, op storage.Operation
 	if err != nil || !operations.IsType(saved.Type) || saved.State.Active() {
 		return saved, err
 	}
-	o.signals.Signal(client.FinishedSignal(saved.InstanceID))
+	if o.signals.Signal(client.FinishedSignal(saved.ID)) {
+		return saved, err
+	}
 	woken, werr := o.Wake(ctx, storage.WakeRequest{RuntimeIDs: []string{saved.InstanceID}, Now: saved.UpdatedAt})
 	if werr != nil {
 		o.log.WithError(werr).WithFields(logrus.Fields{"operation_id": saved.ID, "runtime_id": saved.InstanceID}).

@@ -2,6 +2,7 @@ package provisioner_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
@@ -72,3 +74,85 @@ func TestWakeWaitersWhenProvisionerOperationFinishes(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, storage.StateSucceeded, op.State, "the woken operation read the provisioner's operation finished")
 }
+
+// wakeCounting counts Operations.Wake calls.
+type wakeCounting struct {
+	storage.Store
+	ops *wakeCountingOps
+}
+
+type wakeCountingOps struct {
+	storage.Operations
+	wakes atomic.Int32
+}
+
+func (s wakeCounting) Operations() storage.Operations { return s.ops }
+
+func (o *wakeCountingOps) Wake(ctx context.Context, r storage.WakeRequest) ([]string, error) {
+	o.wakes.Add(1)
+	return o.Operations.Wake(ctx, r)
+}
+
+// awaitsSignal is a broker step that waits for the provisioner's operation "prov-op", whose
+// finish is signalled in process.
+type awaitsSignal struct {
+	ops  storage.Operations
+	runs *atomic.Int32
+}
+
+func (awaitsSignal) Name() string { return "Await_Provisioner" }
+func (w awaitsSignal) Run(ctx context.Context, op engine.Operation[struct{}], _ logrus.FieldLogger) (engine.Operation[struct{}], time.Duration, error) {
+	w.runs.Add(1)
+	prov, err := w.ops.GetOperation(ctx, "prov-op")
+	if err != nil || prov.State.Active() {
+		op.WaitIsSignaledBy(client.FinishedSignal("prov-op"))
+		return op, time.Second, nil
+	}
+	return op, 0, nil
+}
+
+// A broker operation parked in memory on the provisioner's operation (engine.Signals) goes on
+// when that operation is saved finished, and nothing is written to wake it.
+func TestSignalParkedWaiterWithoutAWake(t *testing.T) {
+	ctx := context.Background()
+	base := openStore(t)
+	store := wakeCounting{Store: base, ops: &wakeCountingOps{Operations: base.Operations()}}
+	signals := engine.NewSignals()
+	eng, err := engine.New(provisioner.WakeWaiters(store, quiet(), signals), engine.Config{Owner: "me", PollInterval: 10 * time.Millisecond}, quiet(), engine.WithSignals(signals))
+	require.NoError(t, err)
+	var runs atomic.Int32
+	wait := awaitsSignal{ops: store.Operations(), runs: &runs}
+	stage := func(s engine.Step[struct{}]) engine.Stage[struct{}] {
+		return engine.Stage[struct{}]{Name: "only", Steps: []engine.StepDef[struct{}]{{Step: s}}}
+	}
+	prov, err := engine.Staged(operations.TypeProvision, time.Hour, stage(noop{}))
+	require.NoError(t, err)
+	waiter, err := engine.Staged("provision", time.Hour, stage(wait))
+	require.NoError(t, err)
+	require.NoError(t, eng.Register(prov))
+	require.NoError(t, eng.Register(waiter))
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = eng.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	_, err = store.Instances().InsertInstance(ctx, storage.Instance{InstanceID: "inst", RuntimeID: "rt"})
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	_, err = store.Operations().InsertOperation(ctx, storage.Operation{ID: "prov-op", InstanceID: "rt", Type: operations.TypeProvision, State: storage.StateInProgress, LeaseOwner: "elsewhere", LeaseExpiresAt: ptr(now.Add(time.Hour)), DueAt: ptr(now.Add(time.Hour))})
+	require.NoError(t, err)
+	_, err = store.Operations().InsertOperation(ctx, storage.Operation{ID: "broker-op", InstanceID: "inst", Type: "provision", State: storage.StatePending, DueAt: &now})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return signals.Parked() == 1 }, 10*time.Second, 5*time.Millisecond, "the broker's operation parks")
+
+	// The provisioner's operation is released to this engine and finishes.
+	require.NoError(t, store.Operations().ReleaseLeases(ctx, "elsewhere", []string{"prov-op"}, now))
+	require.Eventually(t, func() bool {
+		op, err := store.Operations().GetOperation(ctx, "broker-op")
+		return err == nil && op.State == storage.StateSucceeded
+	}, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, int32(2), runs.Load())
+	assert.Equal(t, int32(0), store.ops.wakes.Load(), "the signal reached it: no wake written")
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -171,8 +171,8 @@ func AwaitProvisionerStatus(p client.Client, op Step, st *gqlschema.OperationSta
 	}
 	if !done {
 		if s, ok := p.(client.Signaling); ok && s.SignalsFinishedOperations() {
-			if st.RuntimeID != nil && *st.RuntimeID != "" {
-				op.WaitIsSignaledBy(client.FinishedSignal(*st.RuntimeID))
+			if st.ID != nil && *st.ID != "" {
+				op.WaitIsSignaledBy(client.FinishedSignal(*st.ID))
 			} else {
 				op.WaitIsSignaled()
 			}

@@ -39,6 +39,8 @@ type Signaling interface {
 	SignalsFinishedOperations() bool
 }
 
-// FinishedSignal is the in-process signal (engine.Signals) given when an operation of the
-// runtime finishes; a step that waits for one says so with engine.Operation.WaitIsSignaledBy.
-func FinishedSignal(runtimeID string) string { return "provisioner-finished/" + runtimeID }
+// FinishedSignal is the in-process signal (engine.Signals) given when the provisioner's
+// operation finishes; a step that waits for it says so with engine.Operation.WaitIsSignaledBy.
+func FinishedSignal(operationID string) string {
+	return "provisioner-operation-finished/" + operationID
+}
