@@ -18,6 +18,7 @@ type metrics struct {
 	writes       *prometheus.CounterVec
 	events       *prometheus.CounterVec
 	handedOver   *prometheus.CounterVec
+	parks        *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, ops storage.Operations, clock Clock, log logrus.FieldLogger) (*metrics, error) {
@@ -37,8 +38,10 @@ func newMetrics(reg prometheus.Registerer, ops storage.Operations, clock Clock, 
 		events: counter("engine_events_total", "Events the engine wrote, by operation type.", "type"),
 		handedOver: counter("engine_handovers_total",
 			"New operations a worker took as they were inserted, leased to it, without a claim.", "type"),
+		parks: counter("engine_parks_total",
+			"Signalled waits (Signals): parked in memory, run again at once (signalled before), or written.", "type", "outcome"),
 	}
-	for _, c := range []prometheus.Collector{m.stepDuration, m.retries, m.finished, m.writes, m.events, m.handedOver, &dbCollector{ops: ops, clock: clock, log: log}} {
+	for _, c := range []prometheus.Collector{m.stepDuration, m.retries, m.finished, m.writes, m.events, m.handedOver, m.parks, &dbCollector{ops: ops, clock: clock, log: log}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -118,4 +121,10 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(depth))
+}
+
+func (m *metrics) park(opType string, out parkOutcome) {
+	if m != nil {
+		m.parks.WithLabelValues(opType, [...]string{parkRefused: "written", parkHeld: "parked", parkSignaled: "signalled_before"}[out]).Inc()
+	}
 }

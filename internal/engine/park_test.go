@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,7 +40,7 @@ func runParking(t *testing.T, p *Process[testData], maxPark time.Duration) *park
 	h, ops := countingHarness(t)
 	s := NewSignals()
 	s.maxPark = maxPark
-	eng, err := New(h.store, Config{Workers: 4, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLogger(), WithSignals(s))
+	eng, err := New(h.store, Config{Workers: 4, LeaseDuration: time.Minute, PollInterval: 10 * time.Millisecond}, testLogger(), WithSignals(s), WithRegisterer(prometheus.NewRegistry()))
 	require.NoError(t, err)
 	require.NoError(t, eng.Register(p))
 	h.eng = eng
@@ -94,6 +96,7 @@ func TestASignalledWaitGoesOnWithoutAWrite(t *testing.T) {
 	assert.Equal(t, []string{"x1:succeeded", "wait:retrying", "wait:succeeded", "x2:succeeded"}, eventKinds(e.events(id)))
 	_, data := e.get(id)
 	assert.Equal(t, []string{"x1", "wait", "x2"}, data.Trace)
+	assert.Equal(t, 1.0, testutil.ToFloat64(e.eng.metrics.parks.WithLabelValues("provision", "parked")))
 	assert.False(t, e.signals.Signal("k"), "nothing parked any more")
 }
 
@@ -118,6 +121,7 @@ func TestAnUnsignalledParkEndsWithItsWaitThenTheWaitIsWritten(t *testing.T) {
 	e.waitFor("the operation succeeds", func() bool { return e.state(id).State == storage.StateSucceeded })
 	assert.Equal(t, int32(3), runs.Load())
 	assert.Equal(t, 0, e.signals.Parked())
+	assert.Equal(t, 1.0, testutil.ToFloat64(e.eng.metrics.parks.WithLabelValues("provision", "written")), "the second wait")
 	// The second wait (after the park) and the end.
 	assert.Equal(t, int64(2), e.ops.saves.Load())
 	assert.Equal(t, []string{"wait:retrying", "wait:succeeded"}, eventKinds(e.events(id)), "one event per change of what the step waits for")

@@ -406,27 +406,31 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 // park parks the run on key (Operation.WaitIsSignaledBy), its lease kept and nothing written:
 // the step's retry and its event ride on the next write (Signals).
 func (r *run[T]) park(ctx context.Context, step, key string, wait time.Duration) parkOutcome {
-	if key == "" || r.x.park == nil || r.parkedOnce || r.x.stopping() {
+	if key == "" || r.x.park == nil {
 		return parkRefused
 	}
-	r.parkedOnce = true
-	// The signal may come before the parking worker has returned from the run: the run goes
-	// on only once that worker has left it.
-	left := make(chan struct{})
-	out := r.x.park(key, wait, func() {
-		<-left
-		r.leave = nil
-		r.memo = runMemo{} // what the run kept may be what the wait was for
-		r.loop(ctx)        // it does not park again (parkedOnce)
-		r.x.unhold(ctx, r.op.ID)
-	})
-	if out == parkSignaled {
-		r.memo = runMemo{}
+	out := parkRefused
+	if !r.parkedOnce && !r.x.stopping() {
+		r.parkedOnce = true
+		// The signal may come before the parking worker has returned from the run: the run
+		// goes on only once that worker has left it.
+		left := make(chan struct{})
+		out = r.x.park(key, wait, func() {
+			<-left
+			r.leave = nil
+			r.memo = runMemo{} // what the run kept may be what the wait was for
+			r.loop(ctx)        // it does not park again (parkedOnce)
+			r.x.unhold(ctx, r.op.ID)
+		})
+		switch out {
+		case parkSignaled:
+			r.memo = runMemo{}
+		case parkHeld:
+			r.leave = func() { close(left) }
+			r.log.WithFields(logrus.Fields{"step": step, "signal": key}).Debug("waiting in memory for a signal")
+		}
 	}
-	if out == parkHeld {
-		r.leave = func() { close(left) }
-		r.log.WithFields(logrus.Fields{"step": step, "signal": key}).Debug("waiting in memory for a signal")
-	}
+	r.x.metrics.park(r.op.Type, out)
 	return out
 }
 
