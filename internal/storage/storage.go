@@ -73,6 +73,12 @@ type Operation struct {
 	// every write that sets it, even to the same bytes). A bit set for a value that did change
 	// loses that change. Reads and writes return 0.
 	Kept Kept
+
+	// Instance (read by SaveProgress only) sets these fields of the operation's instance in the
+	// save's transaction, if the save is written: fields a step sets ride on its operation's
+	// next write instead of a statement of their own (engine.DeferInstanceFields). Reads and
+	// writes return nil.
+	Instance *InstanceFields
 }
 
 // Kept is a set of an operation's payload columns (Data, Secrets).
@@ -331,6 +337,30 @@ type InstanceFields struct {
 	// ShootName is the runtime's cluster name (RuntimeQuery.ShootNames). A provisioning's saved
 	// data sets it too; set here beside another field, it spares that its own row write.
 	ShootName *string
+}
+
+// Merge returns f with the fields other sets set as other sets them (a new value; nil when
+// both are).
+func (f *InstanceFields) Merge(other *InstanceFields) *InstanceFields {
+	if f == nil && other == nil {
+		return nil
+	}
+	var out InstanceFields
+	for _, from := range []*InstanceFields{f, other} {
+		if from == nil {
+			continue
+		}
+		if from.RuntimeID != nil {
+			out.RuntimeID = from.RuntimeID
+		}
+		if from.DashboardURL != nil {
+			out.DashboardURL = from.DashboardURL
+		}
+		if from.ShootName != nil {
+			out.ShootName = from.ShootName
+		}
+	}
+	return &out
 }
 
 type Operations interface {

@@ -45,7 +45,8 @@ func Broker(d Deps) ([]engine.Definition, error) {
 		d.UpgradeTimeout = 3 * time.Hour
 	}
 	prov, err := provisioning.Process(provisioning.Deps{
-		Instances: d.Store.Instances(), Provisioner: d.Provisioner, PollInterval: d.PollInterval, Defaults: d.Runtime,
+		// Create_Runtime's runtime ID and Check_Runtime's dashboard ride on the operation's writes.
+		Instances: engine.DeferringInstances{Instances: d.Store.Instances()}, Provisioner: d.Provisioner, PollInterval: d.PollInterval, Defaults: d.Runtime,
 		Systems: d.Systems, Overrides: d.Overrides,
 	}, d.Timeout, d.Limits)
 	if err != nil {

@@ -91,8 +91,26 @@ var saveProgressBatchSQL = `WITH x AS (
 	FROM unnest(?::int[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
 		AS ev(req, ` + eventOwnCols + `)
 	JOIN u ON u.req = ev.req
+), i AS (
+	-- The instance fields the calls' steps deferred (storage.Operation.Instance), for the
+	-- operations written. An instance is one operation's at a time (an operation of the
+	-- provisioner has none: its instance_id is a runtime's), so no other batch locks it.
+	` + instanceFieldsUpdate + `
+	FROM unnest(?::int[], ?::text[], ?::text[], ?::text[]) AS f(req, runtime_id, dashboard_url, shoot_name)
+	JOIN u ON u.req = f.req
+	WHERE ` + instanceFieldsWhere + `
 )
 SELECT req, version, updated_at, lease_expires_at FROM u`
+
+// instanceFieldsUpdate and instanceFieldsWhere write the instance fields f sets (a NULL
+// leaves one as it is) on the instance t of the written operation u, unless it has them.
+const (
+	instanceFieldsUpdate = `UPDATE instances t SET runtime_id = COALESCE(f.runtime_id, t.runtime_id),
+		dashboard_url = COALESCE(f.dashboard_url, t.dashboard_url), shoot_name = COALESCE(f.shoot_name, t.shoot_name),
+		updated_at = u.updated_at, version = t.version + 1`
+	instanceFieldsWhere = `t.instance_id = u.instance_id AND (t.runtime_id <> COALESCE(f.runtime_id, t.runtime_id)
+		OR t.dashboard_url <> COALESCE(f.dashboard_url, t.dashboard_url) OR t.shoot_name <> COALESCE(f.shoot_name, t.shoot_name))`
+)
 
 // prefixed qualifies each column of a comma-separated list with prefix (the batch joins u, whose
 // columns would otherwise clash).
@@ -161,6 +179,14 @@ func (s *Store) writeBatch(batch saveBatch, write batchWriter) {
 	}
 }
 
+// optional is a NULL for a nil string.
+func optional(s *string) sql.NullString {
+	if s == nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: *s, Valid: true}
+}
+
 func nullTimeString(t *time.Time) sql.NullString {
 	if t == nil {
 		return sql.NullString{}
@@ -187,6 +213,8 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		evReq                                     = make([]int32, 0, events)
 		evStep, evStage, evType, evMsg, evTime    = make([]string, 0, events), make([]string, 0, events), make([]string, 0, events), make([]string, 0, events), make([]string, 0, events)
 		evDur, evWait                             = make([]int64, 0, events), make([]int64, 0, events)
+		instReq                                   []int32
+		instRuntime, instDashboard, instShoot     pgNullTextArray
 	)
 	now := time.Now()
 	for i, c := range batch {
@@ -208,6 +236,10 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 			secrets[i] = sec
 		}
 		kept[i] = int32(op.Kept)
+		if f := op.Instance; f != nil {
+			instReq = append(instReq, int32(i))
+			instRuntime, instDashboard, instShoot = append(instRuntime, optional(f.RuntimeID)), append(instDashboard, optional(f.DashboardURL)), append(instShoot, optional(f.ShootName))
+		}
 		for _, e := range r.events {
 			e = defaultEvent(e, op, now)
 			evReq = append(evReq, int32(i))
@@ -227,6 +259,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		pgByteTextArray(progress), text(lasts), nullText(data), a(secrets), a(kept),
 		s.d.timeArg(now),
 		a(evReq), text(evStep), text(evStage), text(evType), text(evMsg), a(evDur), a(evWait), text(evTime),
+		a(instReq), instRuntime, instDashboard, instShoot,
 	}
 	rows, err := s.saveBatchStmt.QueryxContext(ctx, args...)
 	if err != nil {
@@ -284,7 +317,7 @@ func (s *Store) saveProgressTx(ctx context.Context, batch saveBatch) ([]*storage
 // lease expiry from the database, times at the database's microsecond precision.
 func written(op storage.Operation, version int64, updatedAt time.Time, leaseExp *time.Time) storage.Operation {
 	op.Version, op.UpdatedAt, op.LeaseExpiresAt = version, micro(updatedAt), leaseExp
-	op.Kept = 0
+	op.Kept, op.Instance = 0, nil
 	op.CreatedAt, op.Deadline = micro(op.CreatedAt), micro(op.Deadline)
 	if op.DueAt != nil {
 		due := micro(*op.DueAt)

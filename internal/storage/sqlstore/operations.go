@@ -330,6 +330,12 @@ var saveProgressCTE = `WITH u AS (
 	FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::timestamptz[])
 		AS ev(` + eventOwnCols + `)
 	CROSS JOIN u
+), i AS (
+	-- The instance fields the step deferred (storage.Operation.Instance), if the update matched.
+	` + instanceFieldsUpdate + `
+	FROM u, (SELECT CAST(? AS BOOLEAN) AS set, CAST(? AS TEXT) AS runtime_id, CAST(? AS TEXT) AS dashboard_url,
+		CAST(? AS TEXT) AS shoot_name) f
+	WHERE f.set AND ` + instanceFieldsWhere + `
 )
 SELECT version, updated_at, lease_expires_at FROM u`
 
@@ -395,6 +401,11 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 		}
 		a := s.d.Array
 		args = append(args, steps, stages, types, msgs, a(durs), a(waits), created)
+		f := op.Instance
+		if f == nil {
+			f = &storage.InstanceFields{}
+		}
+		args = append(args, op.Instance != nil, optional(f.RuntimeID), optional(f.DashboardURL), optional(f.ShootName))
 		// Only what the database decides comes back: the rest is what the caller wrote.
 		var (
 			version           int64
@@ -449,6 +460,18 @@ func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation,
 		if _, err := insert.ExecContext(ctx, e.OperationID, e.InstanceID, e.Step, e.Stage, string(e.Type), e.Message,
 			e.Duration.Microseconds(), e.Wait.Microseconds(), s.d.timeArg(e.CreatedAt)); err != nil {
 			return storage.Operation{}, false, err
+		}
+	}
+	if op.Instance != nil {
+		// The instance fields the step deferred (storage.Operation.Instance).
+		if upd, ok := s.instanceFieldsUpdate(op.InstanceID, *op.Instance, updated.Time); ok {
+			q, qargs, err := upd.ToSql()
+			if err != nil {
+				return storage.Operation{}, false, err
+			}
+			if _, err := tx.ExecContext(ctx, q, qargs...); err != nil {
+				return storage.Operation{}, false, err
+			}
 		}
 	}
 	return written(op, version, updated.Time, leaseExp.ptr()), true, nil

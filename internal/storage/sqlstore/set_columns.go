@@ -22,17 +22,10 @@ type column struct {
 // neither reads the whole row (secrets decrypted) nor writes it back (secrets re-encrypted,
 // rewritten out of line), and a step run again writes nothing.
 func (s *Store) setColumns(ctx context.Context, table, idCol, id string, cols []column) error {
-	if len(cols) == 0 {
+	upd, ok := s.columnsUpdate(table, idCol, id, cols, time.Now())
+	if !ok {
 		return nil
 	}
-	upd := s.sb().Update(table)
-	changed := sq.Or{}
-	for _, c := range cols {
-		upd = upd.Set(c.name, c.value)
-		changed = append(changed, sq.NotEq{c.name: c.value})
-	}
-	upd = upd.Set("updated_at", s.d.timeArg(time.Now())).Set("version", sq.Expr("version + 1")).
-		Where(sq.And{sq.Eq{idCol: id}, changed})
 	return s.updateOne(ctx, upd, func() error {
 		// Nothing written: the row has these values already, or there is none.
 		if err := s.missingOrConflict(ctx, table, idCol, id); !errors.Is(err, storage.ErrConflict) {
@@ -42,7 +35,23 @@ func (s *Store) setColumns(ctx context.Context, table, idCol, id string, cols []
 	})
 }
 
-func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.InstanceFields) error {
+// columnsUpdate is setColumns' statement; false when cols is empty.
+func (s *Store) columnsUpdate(table, idCol, id string, cols []column, now time.Time) (sq.UpdateBuilder, bool) {
+	if len(cols) == 0 {
+		return sq.UpdateBuilder{}, false
+	}
+	upd := s.sb().Update(table)
+	changed := sq.Or{}
+	for _, c := range cols {
+		upd = upd.Set(c.name, c.value)
+		changed = append(changed, sq.NotEq{c.name: c.value})
+	}
+	return upd.Set("updated_at", s.d.timeArg(now)).Set("version", sq.Expr("version + 1")).
+		Where(sq.And{sq.Eq{idCol: id}, changed}), true
+}
+
+// instanceColumns are the columns f sets.
+func instanceColumns(f storage.InstanceFields) []column {
 	var cols []column
 	if f.RuntimeID != nil {
 		cols = append(cols, column{"runtime_id", *f.RuntimeID})
@@ -53,7 +62,17 @@ func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.Inst
 	if f.ShootName != nil {
 		cols = append(cols, column{"shoot_name", *f.ShootName})
 	}
-	if err := s.setColumns(ctx, "instances", "instance_id", id, cols); err != nil {
+	return cols
+}
+
+// instanceFieldsUpdate writes f on instance id unless it has them (SaveProgress's transaction
+// form); false when f sets nothing.
+func (s *Store) instanceFieldsUpdate(id string, f storage.InstanceFields, now time.Time) (sq.UpdateBuilder, bool) {
+	return s.columnsUpdate("instances", "instance_id", id, instanceColumns(f), now)
+}
+
+func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.InstanceFields) error {
+	if err := s.setColumns(ctx, "instances", "instance_id", id, instanceColumns(f)); err != nil {
 		return fmt.Errorf("setting fields of instance %s: %w", id, err)
 	}
 	return nil

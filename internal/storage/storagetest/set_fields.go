@@ -1,6 +1,8 @@
 package storagetest
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -76,4 +78,68 @@ func testSetCompassRuntimeID(t *testing.T, e *env) {
 	_, err = rts.UpdateRuntime(ctx, stored)
 	assert.ErrorIs(t, err, storage.ErrConflict)
 	assert.ErrorIs(t, rts.SetCompassRuntimeID(ctx, "missing", "x"), storage.ErrNotFound)
+}
+
+// testSaveProgressInstanceFields: the instance fields a save carries (Operation.Instance) are
+// written with it, in its transaction, when the save is written (alone or in a batch of
+// concurrent saves), and not when it conflicts; a save without them leaves the instance alone.
+func testSaveProgressInstanceFields(t *testing.T, e *env) {
+	const n = 12
+	ops := make([]storage.Operation, n)
+	for i := range n {
+		id := fmt.Sprintf("i%d", i)
+		in := newInstance(id)
+		in.RuntimeID, in.DashboardURL = "", ""
+		_, err := e.s.Instances().InsertInstance(ctx, in)
+		require.NoError(t, err)
+		ops[i] = mustInsertOp(t, e.s, newOp("op-"+id, id, "provision", storage.StateInProgress, nil))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op := ops[i]
+			switch i % 3 {
+			case 0:
+				op.Instance = &storage.InstanceFields{RuntimeID: sp(fmt.Sprintf("rt-%d", i))}
+			case 1:
+				op.Instance = &storage.InstanceFields{DashboardURL: sp("https://console.x"), ShootName: sp(fmt.Sprintf("c-%d", i))}
+			}
+			saved, err := e.s.Operations().SaveProgress(ctx, op, nil)
+			if err == nil && saved.Instance != nil {
+				err = fmt.Errorf("a written save returns no instance fields")
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		got, err := e.s.Instances().GetInstance(ctx, fmt.Sprintf("i%d", i))
+		require.NoError(t, err)
+		switch i % 3 {
+		case 0:
+			assert.Equal(t, fmt.Sprintf("rt-%d", i), got.RuntimeID)
+			assert.Empty(t, got.DashboardURL, "a field not set is left as it is")
+			assert.Equal(t, int64(2), got.Version)
+		case 1:
+			assert.Empty(t, got.RuntimeID)
+			assert.Equal(t, "https://console.x", got.DashboardURL)
+			assert.Equal(t, int64(2), got.Version)
+		default:
+			assert.Equal(t, int64(1), got.Version, "a save without instance fields leaves the instance")
+		}
+	}
+
+	// A stale save writes neither the operation nor its instance fields.
+	stale := ops[2]
+	stale.Instance = &storage.InstanceFields{RuntimeID: sp("lost")}
+	_, err := e.s.Operations().SaveProgress(ctx, stale, nil)
+	assert.ErrorIs(t, err, storage.ErrConflict)
+	got, err := e.s.Instances().GetInstance(ctx, "i2")
+	require.NoError(t, err)
+	assert.Empty(t, got.RuntimeID)
+	assert.Equal(t, int64(1), got.Version)
 }

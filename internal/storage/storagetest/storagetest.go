@@ -107,6 +107,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"RuntimeOperationsOneAtATime", testRuntimeOperationsOneAtATime},
 		{"RuntimeOperationStatus", testRuntimeOperationStatus},
 		{"SetInstanceFields", testSetInstanceFields},
+		{"SaveProgressInstanceFields", testSaveProgressInstanceFields},
 		{"SetCompassRuntimeID", testSetCompassRuntimeID},
 		{"StaticAllocations", testStaticAllocations},
 		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},
