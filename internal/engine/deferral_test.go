@@ -66,3 +66,45 @@ func TestInstanceFieldsRideOnTheOperationsWrite(t *testing.T) {
 }
 
 func sp(s string) *string { return &s }
+
+// countingRuntimes counts the SetCompassRuntimeID calls that reach the store.
+type countingRuntimes struct {
+	storage.Runtimes
+	sets atomic.Int32
+}
+
+func (c *countingRuntimes) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
+	c.sets.Add(1)
+	return c.Runtimes.SetCompassRuntimeID(ctx, id, compassID)
+}
+
+// DeferringRuntimes: a step's Compass ID of the runtime its operation is of rides on the
+// operation's save, as DeferringInstances' fields do.
+func TestRuntimeFieldsRideOnTheOperationsWrite(t *testing.T) {
+	h, ops := countingHarness(t)
+	_, _, err := h.store.Runtimes().InsertRuntimeWithOperation(context.Background(),
+		storage.Runtime{ID: "instance-1", Tenant: "t", Name: "rt", Backend: "simulated"},
+		storage.Operation{ID: "other-op", InstanceID: "instance-1", Type: "other", State: storage.StateSucceeded})
+	require.NoError(t, err)
+	counting := &countingRuntimes{Runtimes: h.store.Runtimes()}
+	rts := DeferringRuntimes{Runtimes: counting}
+	var seen string
+	register := step("register", func(ctx context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		return op, 0, rts.SetCompassRuntimeID(ctx, op.InstanceID, "compass-1")
+	})
+	next := step("next", func(ctx context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+		rt, err := h.store.Runtimes().GetRuntime(ctx, op.InstanceID)
+		seen = rt.CompassRuntimeID
+		return op, 0, err
+	})
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(register), def(next)}})
+	require.NoError(t, err)
+	h.eng = h.engine(p)
+	id := h.insert("provision", time.Hour).ID
+	require.Equal(t, 1, h.runDue())
+	got, _ := h.get(id)
+	require.Equal(t, storage.StateSucceeded, got.State)
+	assert.Equal(t, "compass-1", seen, "written with register's save, before the next step")
+	assert.Equal(t, int32(0), counting.sets.Load(), "no statement of its own")
+	assert.Equal(t, int64(2), ops.saves.Load())
+}

@@ -407,9 +407,11 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 // deferralKey is the context key of the run a step runs in (DeferInstanceFields).
 type deferralKey struct{}
 
-// instanceDeferral is a run that takes instance fields to write with its next save.
+// instanceDeferral is a run that takes its instance's (or runtime's) fields to write with its
+// next save.
 type instanceDeferral interface {
 	deferInstance(id string, f storage.InstanceFields) bool
+	deferRuntime(id string, f storage.RuntimeFields) bool
 }
 
 func (r *run[T]) deferInstance(id string, f storage.InstanceFields) bool {
@@ -417,6 +419,14 @@ func (r *run[T]) deferInstance(id string, f storage.InstanceFields) bool {
 		return false
 	}
 	r.op.Instance = r.op.Instance.Merge(&f)
+	return true
+}
+
+func (r *run[T]) deferRuntime(id string, f storage.RuntimeFields) bool {
+	if id == "" || id != r.op.InstanceID || f.CompassRuntimeID == nil {
+		return false
+	}
+	r.op.Runtime = &storage.RuntimeFields{CompassRuntimeID: f.CompassRuntimeID}
 	return true
 }
 
@@ -726,4 +736,22 @@ func (d DeferringInstances) SetInstanceFields(ctx context.Context, id string, f 
 		return nil
 	}
 	return d.Instances.SetInstanceFields(ctx, id, f)
+}
+
+// DeferRuntimeFields is DeferInstanceFields for the provisioner's runtime an operation is of
+// (its InstanceID): storage.Operation.Runtime.
+func DeferRuntimeFields(ctx context.Context, id string, f storage.RuntimeFields) bool {
+	d, ok := ctx.Value(deferralKey{}).(instanceDeferral)
+	return ok && d.deferRuntime(id, f)
+}
+
+// DeferringRuntimes is DeferringInstances for the provisioner's runtimes: SetCompassRuntimeID,
+// called in a step the engine runs for an operation of that runtime, rides on its next write.
+type DeferringRuntimes struct{ storage.Runtimes }
+
+func (d DeferringRuntimes) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
+	if DeferRuntimeFields(ctx, id, storage.RuntimeFields{CompassRuntimeID: &compassID}) {
+		return nil
+	}
+	return d.Runtimes.SetCompassRuntimeID(ctx, id, compassID)
 }

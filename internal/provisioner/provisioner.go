@@ -91,7 +91,8 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 		return nil, fmt.Errorf("loading the provisioner set: %w", err)
 	}
 	deps := operations.Deps{
-		Runtimes: store.Runtimes(), Backends: set, Clusters: o.Clusters, Director: o.Director,
+		// Register_Runtime's Compass ID rides on the operation's save (engine.DeferringRuntimes).
+		Runtimes: engine.DeferringRuntimes{Runtimes: store.Runtimes()}, Backends: set, Clusters: o.Clusters, Director: o.Director,
 		ConnectorURL: o.Config.ConnectorURL, PollInterval: o.PollInterval,
 		DirectorRetryTime: o.DirectorRetryTime, DirectorCleanupTime: o.DirectorCleanupTime,
 	}

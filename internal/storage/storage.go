@@ -79,6 +79,13 @@ type Operation struct {
 	// next write instead of a statement of their own (engine.DeferInstanceFields). Reads and
 	// writes return nil.
 	Instance *InstanceFields
+	// Runtime is Instance for the provisioner's runtime the operation is of (its InstanceID).
+	Runtime *RuntimeFields
+}
+
+// RuntimeFields are the provisioner's runtime's columns a step sets alone; nil leaves one as it is.
+type RuntimeFields struct {
+	CompassRuntimeID *string
 }
 
 // Kept is a set of an operation's payload columns (Data, Secrets).

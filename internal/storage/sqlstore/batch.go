@@ -99,6 +99,12 @@ var saveProgressBatchSQL = `WITH x AS (
 	FROM unnest(?::int[], ?::text[], ?::text[], ?::text[]) AS f(req, runtime_id, dashboard_url, shoot_name)
 	JOIN u ON u.req = f.req
 	WHERE ` + instanceFieldsWhere + `
+), r AS (
+	-- Likewise the provisioner's runtime fields (storage.Operation.Runtime).
+	` + runtimeFieldsUpdate + `
+	FROM unnest(?::int[], ?::text[]) AS f(req, compass_runtime_id)
+	JOIN u ON u.req = f.req
+	WHERE ` + runtimeFieldsWhere + `
 )
 SELECT req, version, updated_at, lease_expires_at FROM u`
 
@@ -110,6 +116,10 @@ const (
 		updated_at = u.updated_at, version = t.version + 1`
 	instanceFieldsWhere = `t.instance_id = u.instance_id AND (t.runtime_id <> COALESCE(f.runtime_id, t.runtime_id)
 		OR t.dashboard_url <> COALESCE(f.dashboard_url, t.dashboard_url) OR t.shoot_name <> COALESCE(f.shoot_name, t.shoot_name))`
+	// runtimeFieldsUpdate and runtimeFieldsWhere are the same for the runtime t of u.
+	runtimeFieldsUpdate = `UPDATE runtimes t SET compass_runtime_id = COALESCE(f.compass_runtime_id, t.compass_runtime_id),
+		updated_at = u.updated_at, version = t.version + 1`
+	runtimeFieldsWhere = `t.id = u.instance_id AND t.compass_runtime_id <> COALESCE(f.compass_runtime_id, t.compass_runtime_id)`
 )
 
 // prefixed qualifies each column of a comma-separated list with prefix (the batch joins u, whose
@@ -215,6 +225,8 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		evDur, evWait                             = make([]int64, 0, events), make([]int64, 0, events)
 		instReq                                   []int32
 		instRuntime, instDashboard, instShoot     pgNullTextArray
+		rtReq                                     []int32
+		rtCompass                                 pgNullTextArray
 	)
 	now := time.Now()
 	for i, c := range batch {
@@ -240,6 +252,9 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 			instReq = append(instReq, int32(i))
 			instRuntime, instDashboard, instShoot = append(instRuntime, optional(f.RuntimeID)), append(instDashboard, optional(f.DashboardURL)), append(instShoot, optional(f.ShootName))
 		}
+		if f := op.Runtime; f != nil {
+			rtReq, rtCompass = append(rtReq, int32(i)), append(rtCompass, optional(f.CompassRuntimeID))
+		}
 		for _, e := range r.events {
 			e = defaultEvent(e, op, now)
 			evReq = append(evReq, int32(i))
@@ -260,6 +275,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		s.d.timeArg(now),
 		a(evReq), text(evStep), text(evStage), text(evType), text(evMsg), a(evDur), a(evWait), text(evTime),
 		a(instReq), instRuntime, instDashboard, instShoot,
+		a(rtReq), rtCompass,
 	}
 	rows, err := s.saveBatchStmt.QueryxContext(ctx, args...)
 	if err != nil {
@@ -317,7 +333,7 @@ func (s *Store) saveProgressTx(ctx context.Context, batch saveBatch) ([]*storage
 // lease expiry from the database, times at the database's microsecond precision.
 func written(op storage.Operation, version int64, updatedAt time.Time, leaseExp *time.Time) storage.Operation {
 	op.Version, op.UpdatedAt, op.LeaseExpiresAt = version, micro(updatedAt), leaseExp
-	op.Kept, op.Instance = 0, nil
+	op.Kept, op.Instance, op.Runtime = 0, nil, nil
 	op.CreatedAt, op.Deadline = micro(op.CreatedAt), micro(op.Deadline)
 	if op.DueAt != nil {
 		due := micro(*op.DueAt)

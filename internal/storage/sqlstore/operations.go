@@ -336,6 +336,11 @@ var saveProgressCTE = `WITH u AS (
 	FROM u, (SELECT CAST(? AS BOOLEAN) AS set, CAST(? AS TEXT) AS runtime_id, CAST(? AS TEXT) AS dashboard_url,
 		CAST(? AS TEXT) AS shoot_name) f
 	WHERE f.set AND ` + instanceFieldsWhere + `
+), r AS (
+	-- Likewise the provisioner's runtime fields (storage.Operation.Runtime).
+	` + runtimeFieldsUpdate + `
+	FROM u, (SELECT CAST(? AS TEXT) AS compass_runtime_id) f
+	WHERE ` + runtimeFieldsWhere + `
 )
 SELECT version, updated_at, lease_expires_at FROM u`
 
@@ -406,6 +411,11 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 			f = &storage.InstanceFields{}
 		}
 		args = append(args, op.Instance != nil, optional(f.RuntimeID), optional(f.DashboardURL), optional(f.ShootName))
+		var compass *string
+		if op.Runtime != nil {
+			compass = op.Runtime.CompassRuntimeID
+		}
+		args = append(args, optional(compass))
 		// Only what the database decides comes back: the rest is what the caller wrote.
 		var (
 			version           int64
@@ -462,16 +472,26 @@ func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation,
 			return storage.Operation{}, false, err
 		}
 	}
+	// The instance's and the runtime's fields the steps deferred (storage.Operation.Instance,
+	// Runtime).
+	var fields []sq.UpdateBuilder
 	if op.Instance != nil {
-		// The instance fields the step deferred (storage.Operation.Instance).
 		if upd, ok := s.instanceFieldsUpdate(op.InstanceID, *op.Instance, updated.Time); ok {
-			q, qargs, err := upd.ToSql()
-			if err != nil {
-				return storage.Operation{}, false, err
-			}
-			if _, err := tx.ExecContext(ctx, q, qargs...); err != nil {
-				return storage.Operation{}, false, err
-			}
+			fields = append(fields, upd)
+		}
+	}
+	if op.Runtime != nil && op.Runtime.CompassRuntimeID != nil {
+		if upd, ok := s.columnsUpdate("runtimes", "id", op.InstanceID, []column{{"compass_runtime_id", *op.Runtime.CompassRuntimeID}}, updated.Time); ok {
+			fields = append(fields, upd)
+		}
+	}
+	for _, upd := range fields {
+		q, qargs, err := upd.ToSql()
+		if err != nil {
+			return storage.Operation{}, false, err
+		}
+		if _, err := tx.ExecContext(ctx, q, qargs...); err != nil {
+			return storage.Operation{}, false, err
 		}
 	}
 	return written(op, version, updated.Time, leaseExp.ptr()), true, nil

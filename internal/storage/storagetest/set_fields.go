@@ -143,3 +143,56 @@ func testSaveProgressInstanceFields(t *testing.T, e *env) {
 	assert.Empty(t, got.RuntimeID)
 	assert.Equal(t, int64(1), got.Version)
 }
+
+// testSaveProgressRuntimeFields: Operation.Runtime is Operation.Instance for the provisioner's
+// runtime the operation is of: written with a written save (alone or batched), not with a
+// conflicting one; the runtime's other columns stay.
+func testSaveProgressRuntimeFields(t *testing.T, e *env) {
+	const n = 8
+	ops := make([]storage.Operation, n)
+	for i := range n {
+		rt := newRuntime(fmt.Sprintf("rt%d", i), "tenant-a")
+		rt.Secrets = storage.Secrets{"kubeconfig": "kc"}
+		var err error
+		_, ops[i], err = e.s.Runtimes().InsertRuntimeWithOperation(ctx, rt, newOp(fmt.Sprintf("op%d", i), rt.ID, "provisioner_provision", storage.StateInProgress, nil))
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op := ops[i]
+			if i%2 == 0 {
+				op.Runtime = &storage.RuntimeFields{CompassRuntimeID: sp(fmt.Sprintf("compass-%d", i))}
+			}
+			saved, err := e.s.Operations().SaveProgress(ctx, op, nil)
+			if err == nil && saved.Runtime != nil {
+				err = fmt.Errorf("a written save returns no runtime fields")
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		got, err := e.s.Runtimes().GetRuntime(ctx, fmt.Sprintf("rt%d", i))
+		require.NoError(t, err)
+		assert.Equal(t, storage.Secrets{"kubeconfig": "kc"}, got.Secrets)
+		if i%2 == 0 {
+			assert.Equal(t, fmt.Sprintf("compass-%d", i), got.CompassRuntimeID)
+			assert.Equal(t, int64(2), got.Version)
+		} else {
+			assert.Empty(t, got.CompassRuntimeID)
+			assert.Equal(t, int64(1), got.Version)
+		}
+	}
+	stale := ops[1]
+	stale.Runtime = &storage.RuntimeFields{CompassRuntimeID: sp("lost")}
+	_, err := e.s.Operations().SaveProgress(ctx, stale, nil)
+	assert.ErrorIs(t, err, storage.ErrConflict)
+	got, err := e.s.Runtimes().GetRuntime(ctx, "rt1")
+	require.NoError(t, err)
+	assert.Empty(t, got.CompassRuntimeID)
+}

@@ -108,6 +108,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"RuntimeOperationStatus", testRuntimeOperationStatus},
 		{"SetInstanceFields", testSetInstanceFields},
 		{"SaveProgressInstanceFields", testSaveProgressInstanceFields},
+		{"SaveProgressRuntimeFields", testSaveProgressRuntimeFields},
 		{"SetCompassRuntimeID", testSetCompassRuntimeID},
 		{"StaticAllocations", testStaticAllocations},
 		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},
