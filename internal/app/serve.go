@@ -131,8 +131,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	cfg.Engine.Address = ln.Addr().String()
 	// An embedded provisioner's finished operations wake the broker's operations waiting for
 	// them, or signal those waiting in memory.
-	signals := engine.NewSignals()
-	eng, err := engine.New(provisioner.WakeWaiters(store, log, signals), cfg.Engine, log, engine.WithRegisterer(reg), engine.WithSignals(signals))
+	eng, err := provisioner.NewEngine(store, cfg.Engine, log, engine.WithRegisterer(reg))
 	if err != nil {
 		return err
 	}

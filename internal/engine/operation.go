@@ -83,7 +83,7 @@ func (op *Operation[T]) WaitIsSignaled() { op.signaled = true }
 
 // WaitIsSignaledBy is WaitIsSignaled where the end of the wait is signalled in this process
 // with key (Signals.Signal): the run may wait in memory for it instead of being written and
-// claimed again (Signals).
+// claimed again (Signals). An empty key is WaitIsSignaled.
 func (op *Operation[T]) WaitIsSignaledBy(key string) { op.signaled, op.signalKey = true, key }
 
 // WaitSignaled reports whether this run said WaitIsSignaled.

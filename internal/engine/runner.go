@@ -325,7 +325,7 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	name := sd.Step.Name()
 	stepCtx, cancel := r.runContext(ctx, started, st, sd)
 	defer cancel()
-	stepCtx = context.WithValue(stepCtx, deferralKey{}, instanceDeferral(r))
+	stepCtx = context.WithValue(stepCtx, deferralKey{}, deferral(r))
 	in := r.op
 	in.step, in.now, in.clock, in.memo = name, started, r.x.clock, &r.memo
 	out, wait, err := callStep(stepCtx, sd.Step, in, newStepLogger(r.log, name))
@@ -402,43 +402,6 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		r.stepDone(now, sd, took)
 		return true
 	}
-}
-
-// deferralKey is the context key of the run a step runs in (DeferInstanceFields).
-type deferralKey struct{}
-
-// instanceDeferral is a run that takes its instance's (or runtime's) fields to write with its
-// next save.
-type instanceDeferral interface {
-	deferInstance(id string, f storage.InstanceFields) bool
-	deferRuntime(id string, f storage.RuntimeFields) bool
-}
-
-func (r *run[T]) deferInstance(id string, f storage.InstanceFields) bool {
-	if id == "" || id != r.op.InstanceID {
-		return false
-	}
-	r.op.Instance = r.op.Instance.Merge(&f)
-	return true
-}
-
-func (r *run[T]) deferRuntime(id string, f storage.RuntimeFields) bool {
-	if id == "" || id != r.op.InstanceID || f.CompassRuntimeID == nil {
-		return false
-	}
-	r.op.Runtime = &storage.RuntimeFields{CompassRuntimeID: f.CompassRuntimeID}
-	return true
-}
-
-// DeferInstanceFields makes the fields of instance id that a step sets ride on the next write
-// of the operation it runs for (storage.Operation.Instance: the same transaction), and reports
-// whether it did: only in a step run by the engine, for the operation's own instance. Else the
-// caller writes them itself. A step whose outcome is written right after it (not local,
-// read-only or idempotent) has them written before the next step runs; the others' ride on the
-// next write, as their outcome does.
-func DeferInstanceFields(ctx context.Context, id string, f storage.InstanceFields) bool {
-	d, ok := ctx.Value(deferralKey{}).(instanceDeferral)
-	return ok && d.deferInstance(id, f)
 }
 
 // park parks the run on key (Operation.WaitIsSignaledBy), its lease kept and nothing written:
@@ -724,34 +687,4 @@ func (b WaitBackoff) stretch(wait, waited time.Duration, signaled bool) time.Dur
 	}
 	share := float64(waited%time.Second) / float64(time.Second)
 	return max(wait, stretched-time.Duration(float64(stretched)*waitJitter*share))
-}
-
-// DeferringInstances is Instances whose SetInstanceFields, called in a step the engine runs
-// for an operation of that instance, rides on the operation's next write (DeferInstanceFields):
-// the write a step's outcome gets anyway, no statement of its own. Elsewhere it writes at once.
-type DeferringInstances struct{ storage.Instances }
-
-func (d DeferringInstances) SetInstanceFields(ctx context.Context, id string, f storage.InstanceFields) error {
-	if DeferInstanceFields(ctx, id, f) {
-		return nil
-	}
-	return d.Instances.SetInstanceFields(ctx, id, f)
-}
-
-// DeferRuntimeFields is DeferInstanceFields for the provisioner's runtime an operation is of
-// (its InstanceID): storage.Operation.Runtime.
-func DeferRuntimeFields(ctx context.Context, id string, f storage.RuntimeFields) bool {
-	d, ok := ctx.Value(deferralKey{}).(instanceDeferral)
-	return ok && d.deferRuntime(id, f)
-}
-
-// DeferringRuntimes is DeferringInstances for the provisioner's runtimes: SetCompassRuntimeID,
-// called in a step the engine runs for an operation of that runtime, rides on its next write.
-type DeferringRuntimes struct{ storage.Runtimes }
-
-func (d DeferringRuntimes) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
-	if DeferRuntimeFields(ctx, id, storage.RuntimeFields{CompassRuntimeID: &compassID}) {
-		return nil
-	}
-	return d.Runtimes.SetCompassRuntimeID(ctx, id, compassID)
 }

@@ -24,6 +24,14 @@ func WakeWaiters(store storage.Store, log logrus.FieldLogger, signals *engine.Si
 	return wakingStore{Store: store, ops: wakingOperations{Operations: store.Operations(), log: log, signals: signals}}
 }
 
+// NewEngine builds the engine that runs the broker's operations (and an embedded provisioner's)
+// on store through WakeWaiters, with the signals that let those waiting for the provisioner
+// wait in memory.
+func NewEngine(store storage.Store, cfg engine.Config, log logrus.FieldLogger, opts ...engine.Option) (*engine.Engine, error) {
+	signals := engine.NewSignals()
+	return engine.New(WakeWaiters(store, log, signals), cfg, log, append(opts, engine.WithSignals(signals))...)
+}
+
 type wakingStore struct {
 	storage.Store
 	ops wakingOperations

@@ -346,25 +346,15 @@ type InstanceFields struct {
 	ShootName *string
 }
 
-// Merge returns f with the fields other sets set as other sets them (a new value; nil when
-// both are).
-func (f *InstanceFields) Merge(other *InstanceFields) *InstanceFields {
-	if f == nil && other == nil {
-		return nil
-	}
+// Merge returns f with the fields other sets as other sets them (a new value; f is not changed).
+func (f *InstanceFields) Merge(other InstanceFields) *InstanceFields {
 	var out InstanceFields
-	for _, from := range []*InstanceFields{f, other} {
-		if from == nil {
-			continue
-		}
-		if from.RuntimeID != nil {
-			out.RuntimeID = from.RuntimeID
-		}
-		if from.DashboardURL != nil {
-			out.DashboardURL = from.DashboardURL
-		}
-		if from.ShootName != nil {
-			out.ShootName = from.ShootName
+	if f != nil {
+		out = *f
+	}
+	for dst, v := range map[**string]*string{&out.RuntimeID: other.RuntimeID, &out.DashboardURL: other.DashboardURL, &out.ShootName: other.ShootName} {
+		if v != nil {
+			*dst = v
 		}
 	}
 	return &out

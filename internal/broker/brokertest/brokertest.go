@@ -152,8 +152,7 @@ func Start(t testing.TB, o Options) *Broker {
 		workers = 32
 	}
 	// As the broker wires it: the embedded provisioner's finished operations wake their waiters.
-	signals := engine.NewSignals()
-	eng, err := engine.New(provisioner.WakeWaiters(store, log, signals), engine.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, engine.WithRegisterer(reg), engine.WithSignals(signals))
+	eng, err := provisioner.NewEngine(store, engine.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, engine.WithRegisterer(reg))
 	must(t, err)
 
 	built, sb, sbURL := externalSystems(t, o, reg)

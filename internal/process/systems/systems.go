@@ -171,11 +171,11 @@ func AwaitProvisionerStatus(p client.Client, op Step, st *gqlschema.OperationSta
 	}
 	if !done {
 		if s, ok := p.(client.Signaling); ok && s.SignalsFinishedOperations() {
+			key := "" // signalled, but not in memory, without the operation's ID
 			if st.ID != nil && *st.ID != "" {
-				op.WaitIsSignaledBy(client.FinishedSignal(*st.ID))
-			} else {
-				op.WaitIsSignaled()
+				key = client.FinishedSignal(*st.ID)
 			}
+			op.WaitIsSignaledBy(key)
 		}
 		return poll, nil
 	}
@@ -231,8 +231,7 @@ type Step interface {
 	Retry(msg string, interval, maxTime time.Duration) (time.Duration, error)
 	RetryWithoutFail(msg string, interval, maxTime time.Duration) time.Duration
 	NotCompleted(msg string)
-	// WaitIsSignaled: what the step waits for wakes the operation when done (its polls back off further).
-	WaitIsSignaled()
-	// WaitIsSignaledBy: WaitIsSignaled, and the end is signalled in process with key (engine.Signals).
+	// WaitIsSignaledBy: what the step waits for wakes the operation when done (its polls back
+	// off further); a key signals it in process too (engine.Signals).
 	WaitIsSignaledBy(key string)
 }

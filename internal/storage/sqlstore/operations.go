@@ -406,16 +406,16 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 		}
 		a := s.d.Array
 		args = append(args, steps, stages, types, msgs, a(durs), a(waits), created)
-		f := op.Instance
-		if f == nil {
-			f = &storage.InstanceFields{}
+		var inst storage.InstanceFields
+		if op.Instance != nil {
+			inst = *op.Instance
 		}
-		args = append(args, op.Instance != nil, optional(f.RuntimeID), optional(f.DashboardURL), optional(f.ShootName))
-		var compass *string
+		var rt storage.RuntimeFields
 		if op.Runtime != nil {
-			compass = op.Runtime.CompassRuntimeID
+			rt = *op.Runtime
 		}
-		args = append(args, optional(compass))
+		args = append(args, op.Instance != nil, optional(inst.RuntimeID), optional(inst.DashboardURL), optional(inst.ShootName),
+			optional(rt.CompassRuntimeID))
 		// Only what the database decides comes back: the rest is what the caller wrote.
 		var (
 			version           int64
@@ -474,18 +474,14 @@ func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation,
 	}
 	// The instance's and the runtime's fields the steps deferred (storage.Operation.Instance,
 	// Runtime).
-	var fields []sq.UpdateBuilder
-	if op.Instance != nil {
-		if upd, ok := s.instanceFieldsUpdate(op.InstanceID, *op.Instance, updated.Time); ok {
-			fields = append(fields, upd)
+	for _, w := range []struct {
+		table, idCol string
+		cols         []column
+	}{{"instances", "instance_id", instanceColumns(op.Instance)}, {"runtimes", "id", runtimeColumns(op.Runtime)}} {
+		upd, ok := s.columnsUpdate(w.table, w.idCol, op.InstanceID, w.cols, updated.Time)
+		if !ok {
+			continue
 		}
-	}
-	if op.Runtime != nil && op.Runtime.CompassRuntimeID != nil {
-		if upd, ok := s.columnsUpdate("runtimes", "id", op.InstanceID, []column{{"compass_runtime_id", *op.Runtime.CompassRuntimeID}}, updated.Time); ok {
-			fields = append(fields, upd)
-		}
-	}
-	for _, upd := range fields {
 		q, qargs, err := upd.ToSql()
 		if err != nil {
 			return storage.Operation{}, false, err

@@ -50,9 +50,12 @@ func (s *Store) columnsUpdate(table, idCol, id string, cols []column, now time.T
 		Where(sq.And{sq.Eq{idCol: id}, changed}), true
 }
 
-// instanceColumns are the columns f sets.
-func instanceColumns(f storage.InstanceFields) []column {
+// instanceColumns are the columns f sets (none for nil).
+func instanceColumns(f *storage.InstanceFields) []column {
 	var cols []column
+	if f == nil {
+		return cols
+	}
 	if f.RuntimeID != nil {
 		cols = append(cols, column{"runtime_id", *f.RuntimeID})
 	}
@@ -65,21 +68,23 @@ func instanceColumns(f storage.InstanceFields) []column {
 	return cols
 }
 
-// instanceFieldsUpdate writes f on instance id unless it has them (SaveProgress's transaction
-// form); false when f sets nothing.
-func (s *Store) instanceFieldsUpdate(id string, f storage.InstanceFields, now time.Time) (sq.UpdateBuilder, bool) {
-	return s.columnsUpdate("instances", "instance_id", id, instanceColumns(f), now)
+// runtimeColumns are the columns f sets (none for nil).
+func runtimeColumns(f *storage.RuntimeFields) []column {
+	if f == nil || f.CompassRuntimeID == nil {
+		return nil
+	}
+	return []column{{"compass_runtime_id", *f.CompassRuntimeID}}
 }
 
 func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.InstanceFields) error {
-	if err := s.setColumns(ctx, "instances", "instance_id", id, instanceColumns(f)); err != nil {
+	if err := s.setColumns(ctx, "instances", "instance_id", id, instanceColumns(&f)); err != nil {
 		return fmt.Errorf("setting fields of instance %s: %w", id, err)
 	}
 	return nil
 }
 
 func (s *Store) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
-	if err := s.setColumns(ctx, "runtimes", "id", id, []column{{"compass_runtime_id", compassID}}); err != nil {
+	if err := s.setColumns(ctx, "runtimes", "id", id, runtimeColumns(&storage.RuntimeFields{CompassRuntimeID: &compassID})); err != nil {
 		return fmt.Errorf("setting the Compass ID of runtime %s: %w", id, err)
 	}
 	return nil

@@ -94,29 +94,15 @@ func testSaveProgressInstanceFields(t *testing.T, e *env) {
 		require.NoError(t, err)
 		ops[i] = mustInsertOp(t, e.s, newOp("op-"+id, id, "provision", storage.StateInProgress, nil))
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
+	saveAllAtOnce(t, e, ops, func(i int, op *storage.Operation) {
+		switch i % 3 {
+		case 0:
+			op.Instance = &storage.InstanceFields{RuntimeID: sp(fmt.Sprintf("rt-%d", i))}
+		case 1:
+			op.Instance = &storage.InstanceFields{DashboardURL: sp("https://console.x"), ShootName: sp(fmt.Sprintf("c-%d", i))}
+		}
+	})
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			op := ops[i]
-			switch i % 3 {
-			case 0:
-				op.Instance = &storage.InstanceFields{RuntimeID: sp(fmt.Sprintf("rt-%d", i))}
-			case 1:
-				op.Instance = &storage.InstanceFields{DashboardURL: sp("https://console.x"), ShootName: sp(fmt.Sprintf("c-%d", i))}
-			}
-			saved, err := e.s.Operations().SaveProgress(ctx, op, nil)
-			if err == nil && saved.Instance != nil {
-				err = fmt.Errorf("a written save returns no instance fields")
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	for i := range n {
-		require.NoError(t, errs[i])
 		got, err := e.s.Instances().GetInstance(ctx, fmt.Sprintf("i%d", i))
 		require.NoError(t, err)
 		switch i % 3 {
@@ -157,26 +143,12 @@ func testSaveProgressRuntimeFields(t *testing.T, e *env) {
 		_, ops[i], err = e.s.Runtimes().InsertRuntimeWithOperation(ctx, rt, newOp(fmt.Sprintf("op%d", i), rt.ID, "provisioner_provision", storage.StateInProgress, nil))
 		require.NoError(t, err)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, n)
+	saveAllAtOnce(t, e, ops, func(i int, op *storage.Operation) {
+		if i%2 == 0 {
+			op.Runtime = &storage.RuntimeFields{CompassRuntimeID: sp(fmt.Sprintf("compass-%d", i))}
+		}
+	})
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			op := ops[i]
-			if i%2 == 0 {
-				op.Runtime = &storage.RuntimeFields{CompassRuntimeID: sp(fmt.Sprintf("compass-%d", i))}
-			}
-			saved, err := e.s.Operations().SaveProgress(ctx, op, nil)
-			if err == nil && saved.Runtime != nil {
-				err = fmt.Errorf("a written save returns no runtime fields")
-			}
-			errs[i] = err
-		}()
-	}
-	wg.Wait()
-	for i := range n {
-		require.NoError(t, errs[i])
 		got, err := e.s.Runtimes().GetRuntime(ctx, fmt.Sprintf("rt%d", i))
 		require.NoError(t, err)
 		assert.Equal(t, storage.Secrets{"kubeconfig": "kc"}, got.Secrets)
@@ -195,4 +167,29 @@ func testSaveProgressRuntimeFields(t *testing.T, e *env) {
 	got, err := e.s.Runtimes().GetRuntime(ctx, "rt1")
 	require.NoError(t, err)
 	assert.Empty(t, got.CompassRuntimeID)
+}
+
+// saveAllAtOnce saves every op at once (a store may write them together), each changed by set
+// first, and requires every save to be written and to return no fields to write.
+func saveAllAtOnce(t *testing.T, e *env, ops []storage.Operation, set func(i int, op *storage.Operation)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ops))
+	for i := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op := ops[i]
+			set(i, &op)
+			saved, err := e.s.Operations().SaveProgress(ctx, op, nil)
+			if err == nil && (saved.Instance != nil || saved.Runtime != nil) {
+				err = fmt.Errorf("a written save returns no fields to write")
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i := range ops {
+		require.NoError(t, errs[i], "save %d", i)
+	}
 }

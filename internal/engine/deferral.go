@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+)
+
+// A step's writes of single fields of its operation's instance (or, for an operation of the
+// provisioner, of its runtime) ride on the operation's next write (storage.Operation.Instance,
+// Runtime: the same statement or transaction) instead of a statement of their own. A step
+// whose outcome is written right after it (not local, read-only or idempotent) has them
+// written before the next step runs; the others' ride on the next write, as their outcome does.
+
+// deferralKey is the context key of the run a step runs in.
+type deferralKey struct{}
+
+// deferral is a run that takes fields of its operation's instance or runtime to write with its
+// next save.
+type deferral interface {
+	deferFields(id string, set func(op *storage.Operation)) bool
+}
+
+func (r *run[T]) deferFields(id string, set func(op *storage.Operation)) bool {
+	if id == "" || id != r.op.InstanceID {
+		return false
+	}
+	set(&r.op.Operation)
+	return true
+}
+
+// deferTo has the run of ctx, if any and of an operation of id, apply set to its operation;
+// false when ctx is not a step run by the engine for id's operation.
+func deferTo(ctx context.Context, id string, set func(op *storage.Operation)) bool {
+	d, ok := ctx.Value(deferralKey{}).(deferral)
+	return ok && d.deferFields(id, set)
+}
+
+// DeferInstanceFields makes the fields of instance id that a step sets ride on the next write
+// of the operation it runs for, and reports whether it did: only in a step run by the engine,
+// for the operation's own instance. Else the caller writes them itself.
+func DeferInstanceFields(ctx context.Context, id string, f storage.InstanceFields) bool {
+	return deferTo(ctx, id, func(op *storage.Operation) { op.Instance = op.Instance.Merge(f) })
+}
+
+// DeferRuntimeFields is DeferInstanceFields for the provisioner's runtime an operation is of
+// (its InstanceID).
+func DeferRuntimeFields(ctx context.Context, id string, f storage.RuntimeFields) bool {
+	return deferTo(ctx, id, func(op *storage.Operation) { op.Runtime = &f })
+}
+
+// DeferringInstances is Instances whose SetInstanceFields, called in a step the engine runs
+// for an operation of that instance, rides on the operation's next write (DeferInstanceFields).
+// Elsewhere it writes at once.
+type DeferringInstances struct{ storage.Instances }
+
+func (d DeferringInstances) SetInstanceFields(ctx context.Context, id string, f storage.InstanceFields) error {
+	if DeferInstanceFields(ctx, id, f) {
+		return nil
+	}
+	return d.Instances.SetInstanceFields(ctx, id, f)
+}
+
+// DeferringRuntimes is DeferringInstances for the provisioner's runtimes' Compass ID.
+type DeferringRuntimes struct{ storage.Runtimes }
+
+func (d DeferringRuntimes) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
+	if DeferRuntimeFields(ctx, id, storage.RuntimeFields{CompassRuntimeID: &compassID}) {
+		return nil
+	}
+	return d.Runtimes.SetCompassRuntimeID(ctx, id, compassID)
+}
