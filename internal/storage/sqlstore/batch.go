@@ -221,7 +221,8 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		secrets                                   = make([][]byte, n)
 		kept                                      = make([]int32, n)
 		evReq                                     = make([]int32, 0, events)
-		evStep, evStage, evType, evMsg, evTime    = make([]string, 0, events), make([]string, 0, events), make([]string, 0, events), make([]string, 0, events), make([]string, 0, events)
+		evStep, evStage, evType, evMsg            = make([]string, 0, events), make([]string, 0, events), make([]string, 0, events), make([]string, 0, events)
+		evTime                                    = make(pgTimeArray, 0, events)
 		evDur, evWait                             = make([]int64, 0, events), make([]int64, 0, events)
 		instReq                                   []int32
 		instRuntime, instDashboard, instShoot     pgNullTextArray
@@ -261,7 +262,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 			evStep, evStage = append(evStep, e.Step), append(evStage, e.Stage)
 			evType, evMsg = append(evType, string(e.Type)), append(evMsg, e.Message)
 			evDur, evWait = append(evDur, e.Duration.Microseconds()), append(evWait, e.Wait.Microseconds())
-			evTime = append(evTime, e.CreatedAt.Format(time.RFC3339Nano))
+			evTime = append(evTime, sql.NullString{String: e.CreatedAt.Format(time.RFC3339Nano), Valid: true})
 		}
 	}
 	a := s.d.Array
@@ -270,10 +271,10 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		nullText = pgNullTextArray
 	)
 	args := []any{
-		a(reqs), text(ids), a(versions), text(owners), text(states), text(descs), nullText(dues), nullText(leases), nullText(deadlines), text(stages),
-		pgByteTextArray(progress), text(lasts), nullText(data), a(secrets), a(kept),
+		a(reqs), text(ids), a(versions), text(owners), text(states), text(descs), pgTimeArray(dues), pgTimeArray(leases), pgTimeArray(deadlines), text(stages),
+		pgByteTextArray(progress), text(lasts), nullText(data), pgByteaArray(secrets), a(kept),
 		s.d.timeArg(now),
-		a(evReq), text(evStep), text(evStage), text(evType), text(evMsg), a(evDur), a(evWait), text(evTime),
+		a(evReq), text(evStep), text(evStage), text(evType), text(evMsg), a(evDur), a(evWait), evTime,
 		a(instReq), instRuntime, instDashboard, instShoot,
 		a(rtReq), rtCompass,
 	}

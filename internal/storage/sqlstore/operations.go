@@ -397,12 +397,12 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 	if s.saveProgressStmt != nil {
 		n := len(events)
 		steps, stages, types, msgs := make(pgTextArray, n), make(pgTextArray, n), make(pgTextArray, n), make(pgTextArray, n)
-		durs, waits, created := make([]int64, n), make([]int64, n), make(pgTextArray, n)
+		durs, waits, created := make([]int64, n), make([]int64, n), make(pgTimeArray, n)
 		for i, e := range events {
 			e = defaultEvent(e, op, now)
 			steps[i], stages[i], types[i], msgs[i] = e.Step, e.Stage, string(e.Type), e.Message
 			durs[i], waits[i] = e.Duration.Microseconds(), e.Wait.Microseconds()
-			created[i] = e.CreatedAt.Format(time.RFC3339Nano)
+			created[i] = sql.NullString{String: e.CreatedAt.Format(time.RFC3339Nano), Valid: true}
 		}
 		a := s.d.Array
 		args = append(args, steps, stages, types, msgs, a(durs), a(waits), created)

@@ -150,11 +150,27 @@ const (
 
 // connectWith opens a pool of size conns whose sessions are set with set.
 func connectWith(ctx context.Context, cfg Config, conns int, set string) (*sqlx.DB, error) {
-	c, err := pq.NewConnector(cfg.DSN())
+	c, err := connector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("opening postgres database: %w", err)
+		return nil, err
 	}
 	return pool(ctx, sqlx.NewDb(sql.OpenDB(sessionSettings{Connector: c, set: set}), "postgres"), cfg, conns, conns)
+}
+
+// connector connects to cfg's database with binary parameters: lib/pq then sends a []byte
+// parameter in binary format (a bytea as its bytes, not hex; the batched statements' arrays,
+// see sqlstore's pgarray.go) and any other parameter as text, as before.
+func connector(cfg Config) (*pq.Connector, error) {
+	pc, err := pq.NewConfig(cfg.DSN())
+	if err != nil {
+		return nil, fmt.Errorf("opening postgres database %s: %w", redacted(cfg.DSN()), err)
+	}
+	pc.BinaryParameters = true
+	c, err := pq.NewConnectorConfig(pc)
+	if err != nil {
+		return nil, fmt.Errorf("opening postgres database %s: %w", redacted(cfg.DSN()), err)
+	}
+	return c, nil
 }
 
 // pool sizes db and checks that it connects.
@@ -208,10 +224,11 @@ func Migrate(ctx context.Context, cfg Config, log logrus.FieldLogger) (int, erro
 }
 
 func connect(ctx context.Context, cfg Config) (*sqlx.DB, error) {
-	db, err := sqlx.Open("postgres", cfg.DSN())
+	c, err := connector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("opening postgres database: %w", err)
+		return nil, err
 	}
+	db := sqlx.NewDb(sql.OpenDB(c), "postgres")
 	maxOpen := cfg.MaxOpenConns
 	if maxOpen <= 0 {
 		maxOpen = 50
