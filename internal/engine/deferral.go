@@ -46,7 +46,7 @@ func DeferInstanceFields(ctx context.Context, id string, f storage.InstanceField
 // DeferRuntimeFields is DeferInstanceFields for the provisioner's runtime an operation is of
 // (its InstanceID).
 func DeferRuntimeFields(ctx context.Context, id string, f storage.RuntimeFields) bool {
-	return deferTo(ctx, id, func(op *storage.Operation) { op.Runtime = &f })
+	return deferTo(ctx, id, func(op *storage.Operation) { op.Runtime = op.Runtime.Merge(f) })
 }
 
 // DeferringInstances is Instances whose SetInstanceFields, called in a step the engine runs

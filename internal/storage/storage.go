@@ -86,7 +86,29 @@ type Operation struct {
 // RuntimeFields are the provisioner's runtime's columns a step sets alone; nil leaves one as it is.
 type RuntimeFields struct {
 	CompassRuntimeID *string
+	// Kubeconfig is the runtime's Secrets[KubeconfigSecret], encrypted in a column of its own: a
+	// step stores it without reading and re-encrypting the runtime's other secrets.
+	Kubeconfig *string
 }
+
+// Merge returns f with the fields other sets as other sets them (a new value; f is not changed).
+func (f *RuntimeFields) Merge(other RuntimeFields) *RuntimeFields {
+	var out RuntimeFields
+	if f != nil {
+		out = *f
+	}
+	for dst, v := range map[**string]*string{&out.CompassRuntimeID: other.CompassRuntimeID, &out.Kubeconfig: other.Kubeconfig} {
+		if v != nil {
+			*dst = v
+		}
+	}
+	return &out
+}
+
+// KubeconfigSecret is the runtime's secret holding its cluster's kubeconfig. The stores keep it
+// apart from the runtime's other secrets (RuntimeFields.Kubeconfig); Runtime.Secrets has it as
+// any other.
+const KubeconfigSecret = "kubeconfig"
 
 // Kept is a set of an operation's payload columns (Data, Secrets).
 type Kept uint8

@@ -376,9 +376,12 @@ func TestProvisionReadsTheKubeconfigOnceARun(t *testing.T) {
 		e := newEngineEnv(t, defaultConfig())
 		op := e.drive(e.provision("rt-1", testConfig(true)))
 		require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
-		// Wait_For_Cluster_Creation's read-modify-write of the runtime; five steps opened the
-		// cluster after it without a read.
-		assert.Equal(t, 1, e.faulty.readCount())
+		// Wait_For_Cluster_Creation's kubeconfig rode on the operation's save (no read-modify-write
+		// of the runtime); five steps opened the cluster after it without a read.
+		assert.Equal(t, 0, e.faulty.readCount())
+		rt, err := e.store.Runtimes().GetRuntime(e.ctx, "rt-1")
+		require.NoError(t, err)
+		assert.NotEmpty(t, rt.Secrets[operations.KubeconfigKey], "the kubeconfig is stored with the runtime")
 	})
 	t.Run("a wait between", func(t *testing.T) {
 		e := newEngineEnv(t, defaultConfig())
@@ -386,12 +389,12 @@ func TestProvisionReadsTheKubeconfigOnceARun(t *testing.T) {
 		id := e.provision("rt-1", testConfig(true))
 		_, err := e.eng.RunDue(e.ctx)
 		require.NoError(t, err)
-		assert.Equal(t, 1, e.faulty.readCount(), "Create_Bindings_For_Operators and Start_Installation used the stored kubeconfig")
+		assert.Equal(t, 0, e.faulty.readCount(), "Create_Bindings_For_Operators and Start_Installation used the kubeconfig of the memo")
 		e.clock.Advance(time.Minute)
 		e.rt.set(func(r *fakeRuntime) { r.kymaState = runtimeclient.KymaReady })
 		op := e.drive(id)
 		require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
-		assert.Equal(t, 2, e.faulty.readCount(), "the run after the wait read the kubeconfig once for its three steps")
+		assert.Equal(t, 1, e.faulty.readCount(), "the run after the wait read the stored kubeconfig once for its three steps")
 	})
 }
 

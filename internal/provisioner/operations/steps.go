@@ -63,7 +63,7 @@ func (d Deps) directorFailed(op Op, what string, err error) (Op, time.Duration, 
 }
 
 // KubeconfigKey is where a runtime's kubeconfig is kept in its encrypted secrets.
-const KubeconfigKey = "kubeconfig"
+const KubeconfigKey = storage.KubeconfigSecret
 
 // waitFor asks to run the step again after the poll interval, recording why.
 func (d Deps) waitFor(op Op, reason string) (Op, time.Duration, error) {

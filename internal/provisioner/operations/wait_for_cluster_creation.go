@@ -51,6 +51,13 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 	if kc == "" && alloc == nil {
 		return op, 0, nil // nothing to store
 	}
+	// The kubeconfig alone rides on the operation's next save, in the runtime's column of its
+	// own (the step is read-only: a run again after a crash reads it again); the later steps of
+	// this run take it from the memo.
+	if alloc == nil && engine.DeferRuntimeFields(ctx, op.Data.RuntimeID, storage.RuntimeFields{Kubeconfig: &kc}) {
+		engine.Remember(op, kubeconfigMemo, kc)
+		return op, 0, nil
+	}
 	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
 		if kc != "" {
 			if rt.Secrets == nil {

@@ -102,7 +102,7 @@ var saveProgressBatchSQL = `WITH x AS (
 ), r AS (
 	-- Likewise the provisioner's runtime fields (storage.Operation.Runtime).
 	` + runtimeFieldsUpdate + `
-	FROM unnest(?::int[], ?::text[]) AS f(req, compass_runtime_id)
+	FROM unnest(?::int[], ?::text[], ?::bytea[]) AS f(req, compass_runtime_id, kubeconfig)
 	JOIN u ON u.req = f.req
 	WHERE ` + runtimeFieldsWhere + `
 )
@@ -117,9 +117,11 @@ const (
 	instanceFieldsWhere = `t.instance_id = u.instance_id AND (t.runtime_id <> COALESCE(f.runtime_id, t.runtime_id)
 		OR t.dashboard_url <> COALESCE(f.dashboard_url, t.dashboard_url) OR t.shoot_name <> COALESCE(f.shoot_name, t.shoot_name))`
 	// runtimeFieldsUpdate and runtimeFieldsWhere are the same for the runtime t of u.
+	// A kubeconfig given is written (its ciphertext differs each time).
 	runtimeFieldsUpdate = `UPDATE runtimes t SET compass_runtime_id = COALESCE(f.compass_runtime_id, t.compass_runtime_id),
-		updated_at = u.updated_at, version = t.version + 1`
-	runtimeFieldsWhere = `t.id = u.instance_id AND t.compass_runtime_id <> COALESCE(f.compass_runtime_id, t.compass_runtime_id)`
+		kubeconfig = COALESCE(f.kubeconfig, t.kubeconfig), updated_at = u.updated_at, version = t.version + 1`
+	runtimeFieldsWhere = `t.id = u.instance_id AND (t.compass_runtime_id <> COALESCE(f.compass_runtime_id, t.compass_runtime_id)
+		OR f.kubeconfig IS NOT NULL)`
 )
 
 // prefixed qualifies each column of a comma-separated list with prefix (the batch joins u, whose
@@ -228,6 +230,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		instRuntime, instDashboard, instShoot     pgNullTextArray
 		rtReq                                     []int32
 		rtCompass                                 pgNullTextArray
+		rtKubeconfig                              pgByteaArray
 	)
 	now := time.Now()
 	for i, c := range batch {
@@ -254,7 +257,8 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 			instRuntime, instDashboard, instShoot = append(instRuntime, optional(f.RuntimeID)), append(instDashboard, optional(f.DashboardURL)), append(instShoot, optional(f.ShootName))
 		}
 		if f := op.Runtime; f != nil {
-			rtReq, rtCompass = append(rtReq, int32(i)), append(rtCompass, optional(f.CompassRuntimeID))
+			kc, _ := r.w.kubeconfig.([]byte)
+			rtReq, rtCompass, rtKubeconfig = append(rtReq, int32(i)), append(rtCompass, optional(f.CompassRuntimeID)), append(rtKubeconfig, kc)
 		}
 		for _, e := range r.events {
 			e = defaultEvent(e, op, now)
@@ -276,7 +280,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		s.d.timeArg(now),
 		a(evReq), text(evStep), text(evStage), text(evType), text(evMsg), a(evDur), a(evWait), evTime,
 		a(instReq), instRuntime, instDashboard, instShoot,
-		a(rtReq), rtCompass,
+		a(rtReq), rtCompass, rtKubeconfig,
 	}
 	rows, err := s.saveBatchStmt.QueryxContext(ctx, args...)
 	if err != nil {
@@ -316,7 +320,7 @@ func (s *Store) saveProgressTx(ctx context.Context, batch saveBatch) ([]*storage
 	now := time.Now()
 	out := make([]*storage.Operation, len(batch))
 	for i, c := range batch {
-		saved, ok, err := s.saveInTx(ctx, tx, c.req.op, s.saveProgressArgs(c.req.op, c.req.w), c.req.events, now)
+		saved, ok, err := s.saveInTx(ctx, tx, c.req.op, c.req.w, s.saveProgressArgs(c.req.op, c.req.w), c.req.events, now)
 		if err != nil {
 			return nil, err
 		}

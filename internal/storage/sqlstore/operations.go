@@ -86,6 +86,8 @@ type opWrite struct {
 	progress []byte
 	data     any
 	secrets  any
+	// kubeconfig is the encrypted storage.RuntimeFields.Kubeconfig of a save (nil: none).
+	kubeconfig any
 }
 
 func (s *Store) encodeOperation(op storage.Operation) (opWrite, error) {
@@ -110,7 +112,16 @@ func (s *Store) encodeSave(op storage.Operation) (opWrite, error) {
 	if kept&storage.KeepSecrets != 0 {
 		op.Secrets = nil
 	}
-	return s.encodeOperation(op)
+	w, err := s.encodeOperation(op)
+	if err != nil {
+		return opWrite{}, err
+	}
+	if f := op.Runtime; f != nil && f.Kubeconfig != nil {
+		if w.kubeconfig, err = s.encryptKubeconfig(true, *f.Kubeconfig); err != nil {
+			return opWrite{}, err
+		}
+	}
+	return w, nil
 }
 
 func (s *Store) InsertOperation(ctx context.Context, op storage.Operation) (storage.Operation, error) {
@@ -339,7 +350,7 @@ var saveProgressCTE = `WITH u AS (
 ), r AS (
 	-- Likewise the provisioner's runtime fields (storage.Operation.Runtime).
 	` + runtimeFieldsUpdate + `
-	FROM u, (SELECT CAST(? AS TEXT) AS compass_runtime_id) f
+	FROM u, (SELECT CAST(? AS TEXT) AS compass_runtime_id, CAST(? AS BYTEA) AS kubeconfig) f
 	WHERE ` + runtimeFieldsWhere + `
 )
 SELECT version, updated_at, lease_expires_at FROM u`
@@ -415,7 +426,7 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 			rt = *op.Runtime
 		}
 		args = append(args, op.Instance != nil, optional(inst.RuntimeID), optional(inst.DashboardURL), optional(inst.ShootName),
-			optional(rt.CompassRuntimeID))
+			optional(rt.CompassRuntimeID), w.kubeconfig)
 		// Only what the database decides comes back: the rest is what the caller wrote.
 		var (
 			version           int64
@@ -436,7 +447,7 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 		return storage.Operation{}, err
 	}
 	defer rollback(tx)
-	out, ok, err := s.saveInTx(ctx, tx, op, args, events, now)
+	out, ok, err := s.saveInTx(ctx, tx, op, w, args, events, now)
 	if err != nil {
 		return storage.Operation{}, err
 	}
@@ -452,7 +463,7 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 
 // saveInTx is one save in the transaction form (dialects without arrays): the update and, if
 // it matched (ok), the events. A save that matched no row wrote nothing.
-func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation, args []any, events []storage.Event, now time.Time) (out storage.Operation, ok bool, err error) {
+func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation, w opWrite, args []any, events []storage.Event, now time.Time) (out storage.Operation, ok bool, err error) {
 	var (
 		version           int64
 		updated, leaseExp dbTime
@@ -474,11 +485,11 @@ func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation,
 	}
 	// The instance's and the runtime's fields the steps deferred (storage.Operation.Instance,
 	// Runtime).
-	for _, w := range []struct {
+	for _, f := range []struct {
 		table, idCol string
 		cols         []column
-	}{{"instances", "instance_id", instanceColumns(op.Instance)}, {"runtimes", "id", runtimeColumns(op.Runtime)}} {
-		upd, ok := s.columnsUpdate(w.table, w.idCol, op.InstanceID, w.cols, updated.Time)
+	}{{"instances", "instance_id", instanceColumns(op.Instance)}, {"runtimes", "id", runtimeColumns(op.Runtime, w.kubeconfig)}} {
+		upd, ok := s.columnsUpdate(f.table, f.idCol, op.InstanceID, f.cols, updated.Time)
 		if !ok {
 			continue
 		}

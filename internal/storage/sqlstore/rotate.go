@@ -7,24 +7,25 @@ import (
 
 const rotateBatch = 500
 
-// RotateSecrets re-encrypts, under the primary key, every instance and operation secret written
-// under another key. Each row is written with compare-and-swap on its old ciphertext (no version
+// RotateSecrets re-encrypts, under the primary key, every instance, operation, runtime (its
+// kubeconfig too) and binding secret written under another key. Each row is written with compare-and-swap on its old ciphertext (no version
 // bump), so a concurrent write of new secrets wins and is not overwritten.
 func (s *Store) RotateSecrets(ctx context.Context) (int, error) {
 	total := 0
-	for _, t := range []struct{ table, id string }{{"instances", "instance_id"}, {"operations", "id"}, {"runtimes", "id"}, {"bindings", "id"}} {
-		n, err := s.rotateTable(ctx, t.table, t.id)
+	for _, t := range []struct{ table, id, col string }{{"instances", "instance_id", "secrets"}, {"operations", "id", "secrets"},
+		{"runtimes", "id", "secrets"}, {"runtimes", "id", "kubeconfig"}, {"bindings", "id", "secrets"}} {
+		n, err := s.rotateTable(ctx, t.table, t.id, t.col)
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("rotating secrets of %s (%d rows done): %w", t.table, total, err)
+			return total, fmt.Errorf("rotating %s of %s (%d rows done): %w", t.col, t.table, total, err)
 		}
 	}
 	return total, nil
 }
 
-func (s *Store) rotateTable(ctx context.Context, table, idCol string) (int, error) {
-	sel := s.d.rebind(fmt.Sprintf("SELECT %[2]s, secrets FROM %[1]s WHERE secrets IS NOT NULL AND %[2]s > ? ORDER BY %[2]s LIMIT %[3]d", table, idCol, rotateBatch))
-	upd := s.d.rebind(fmt.Sprintf("UPDATE %s SET secrets = ? WHERE %s = ? AND secrets = ?", table, idCol))
+func (s *Store) rotateTable(ctx context.Context, table, idCol, col string) (int, error) {
+	sel := s.d.rebind(fmt.Sprintf("SELECT %[2]s, %[4]s FROM %[1]s WHERE %[4]s IS NOT NULL AND %[2]s > ? ORDER BY %[2]s LIMIT %[3]d", table, idCol, rotateBatch, col))
+	upd := s.d.rebind(fmt.Sprintf("UPDATE %[1]s SET %[3]s = ? WHERE %[2]s = ? AND %[3]s = ?", table, idCol, col))
 	count, after := 0, ""
 	for {
 		type row struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-const runtimeCols = "id, tenant, name, backend, compass_runtime_id, config, allocation, secrets, deleted, created_at, updated_at, version"
+const runtimeCols = "id, tenant, name, backend, compass_runtime_id, config, allocation, secrets, deleted, created_at, updated_at, version, kubeconfig"
 
 func (s *Store) Runtimes() storage.Runtimes { return s }
 
@@ -22,11 +22,11 @@ func (s *Store) scanRuntime(r rowScanner) (storage.Runtime, error) {
 		rt               storage.Runtime
 		config           sql.NullString
 		allocation       sql.NullString
-		secrets          []byte
+		secrets, kc      []byte
 		created, updated dbTime
 	)
 	if err := r.Scan(&rt.ID, &rt.Tenant, &rt.Name, &rt.Backend, &rt.CompassRuntimeID, &config, &allocation, &secrets, &rt.Deleted,
-		&created, &updated, &rt.Version); err != nil {
+		&created, &updated, &rt.Version, &kc); err != nil {
 		return storage.Runtime{}, err
 	}
 	if config.Valid && config.String != "" {
@@ -40,8 +40,54 @@ func (s *Store) scanRuntime(r rowScanner) (storage.Runtime, error) {
 	if err != nil {
 		return storage.Runtime{}, fmt.Errorf("runtime %s: %w", rt.ID, err)
 	}
+	// The kubeconfig's column wins over a copy in the secrets (a runtime written before the
+	// column keeps its kubeconfig there until its next write).
+	if kc != nil {
+		plain, err := s.kr.Decrypt(kc)
+		if err != nil {
+			return storage.Runtime{}, fmt.Errorf("runtime %s: decrypting the kubeconfig: %w", rt.ID, err)
+		}
+		if sec == nil {
+			sec = storage.Secrets{}
+		}
+		sec[storage.KubeconfigSecret] = string(plain)
+	}
 	rt.Secrets = sec
 	return rt, nil
+}
+
+// encryptRuntimeSecrets encrypts a runtime's secrets for its two columns: the kubeconfig on its
+// own (nil when there is none) and the rest.
+func (s *Store) encryptRuntimeSecrets(sec storage.Secrets) (rest, kubeconfig any, err error) {
+	kc, ok := sec[storage.KubeconfigSecret]
+	if ok {
+		others := make(storage.Secrets, len(sec)-1)
+		for k, v := range sec {
+			if k != storage.KubeconfigSecret {
+				others[k] = v
+			}
+		}
+		sec = others
+	}
+	if rest, err = s.encryptSecrets(sec); err != nil {
+		return nil, nil, err
+	}
+	if kubeconfig, err = s.encryptKubeconfig(ok, kc); err != nil {
+		return nil, nil, err
+	}
+	return rest, kubeconfig, nil
+}
+
+// encryptKubeconfig is the kubeconfig column's value: NULL when there is none.
+func (s *Store) encryptKubeconfig(set bool, kc string) (any, error) {
+	if !set {
+		return nil, nil
+	}
+	ct, err := s.kr.Encrypt([]byte(kc))
+	if err != nil {
+		return nil, fmt.Errorf("encrypting the kubeconfig: %w", err)
+	}
+	return ct, nil
 }
 
 func (s *Store) InsertRuntimeWithOperation(ctx context.Context, rt storage.Runtime, op storage.Operation) (storage.Runtime, storage.Operation, error) {
@@ -59,7 +105,7 @@ func (s *Store) insertRuntimeWithOperation(ctx context.Context, rt storage.Runti
 	if op.InstanceID != rt.ID {
 		return storage.Runtime{}, storage.Operation{}, fmt.Errorf("operation is for %q, not for the runtime", op.InstanceID)
 	}
-	sec, err := s.encryptSecrets(rt.Secrets)
+	sec, kc, err := s.encryptRuntimeSecrets(rt.Secrets)
 	if err != nil {
 		return storage.Runtime{}, storage.Operation{}, err
 	}
@@ -69,9 +115,9 @@ func (s *Store) insertRuntimeWithOperation(ctx context.Context, rt storage.Runti
 		created = rt.CreatedAt
 	}
 	q, args, err := sq.Insert("runtimes").
-		Columns("id", "tenant", "name", "backend", "compass_runtime_id", "config", "allocation", "secrets", "deleted", "created_at", "updated_at", "version").
+		Columns("id", "tenant", "name", "backend", "compass_runtime_id", "config", "allocation", "secrets", "deleted", "created_at", "updated_at", "version", "kubeconfig").
 		Values(rt.ID, rt.Tenant, rt.Name, rt.Backend, rt.CompassRuntimeID, nullJSON(rt.Config), nullJSON(rt.Allocation), sec, rt.Deleted,
-			s.d.timeArg(created), s.d.timeArg(now), 1).
+			s.d.timeArg(created), s.d.timeArg(now), 1, kc).
 		Suffix("RETURNING " + runtimeCols).ToSql()
 	if err != nil {
 		return storage.Runtime{}, storage.Operation{}, err
@@ -104,7 +150,7 @@ func (s *Store) UpdateRuntime(ctx context.Context, rt storage.Runtime) (storage.
 }
 
 func (s *Store) updateRuntime(ctx context.Context, rt storage.Runtime) (storage.Runtime, error) {
-	sec, err := s.encryptSecrets(rt.Secrets)
+	sec, kc, err := s.encryptRuntimeSecrets(rt.Secrets)
 	if err != nil {
 		return storage.Runtime{}, err
 	}
@@ -116,6 +162,7 @@ func (s *Store) updateRuntime(ctx context.Context, rt storage.Runtime) (storage.
 		Set("config", nullJSON(rt.Config)).
 		Set("allocation", nullJSON(rt.Allocation)).
 		Set("secrets", sec).
+		Set("kubeconfig", kc).
 		Set("deleted", rt.Deleted).
 		Set("updated_at", s.d.timeArg(time.Now())).
 		Set("version", sq.Expr("version + 1")).

@@ -11,10 +11,12 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-// column is one NOT NULL text column and the value setColumns gives it.
+// column is one column and the value setColumns gives it: a NOT NULL text column is written
+// only when its value differs, an encrypted one (always) whenever it is given.
 type column struct {
-	name  string
-	value string
+	name   string
+	value  any
+	always bool
 }
 
 // setColumns writes cols of the row id of table in one statement, with updated_at and the
@@ -44,7 +46,11 @@ func (s *Store) columnsUpdate(table, idCol, id string, cols []column, now time.T
 	changed := sq.Or{}
 	for _, c := range cols {
 		upd = upd.Set(c.name, c.value)
-		changed = append(changed, sq.NotEq{c.name: c.value})
+		if c.always {
+			changed = append(changed, sq.Expr("1 = 1"))
+		} else {
+			changed = append(changed, sq.NotEq{c.name: c.value})
+		}
 	}
 	return upd.Set("updated_at", s.d.timeArg(now)).Set("version", sq.Expr("version + 1")).
 		Where(sq.And{sq.Eq{idCol: id}, changed}), true
@@ -57,23 +63,31 @@ func instanceColumns(f *storage.InstanceFields) []column {
 		return cols
 	}
 	if f.RuntimeID != nil {
-		cols = append(cols, column{"runtime_id", *f.RuntimeID})
+		cols = append(cols, column{name: "runtime_id", value: *f.RuntimeID})
 	}
 	if f.DashboardURL != nil {
-		cols = append(cols, column{"dashboard_url", *f.DashboardURL})
+		cols = append(cols, column{name: "dashboard_url", value: *f.DashboardURL})
 	}
 	if f.ShootName != nil {
-		cols = append(cols, column{"shoot_name", *f.ShootName})
+		cols = append(cols, column{name: "shoot_name", value: *f.ShootName})
 	}
 	return cols
 }
 
-// runtimeColumns are the columns f sets (none for nil).
-func runtimeColumns(f *storage.RuntimeFields) []column {
-	if f == nil || f.CompassRuntimeID == nil {
+// runtimeColumns are the columns f sets (none for nil); kubeconfig is f's Kubeconfig encrypted
+// (opWrite.kubeconfig).
+func runtimeColumns(f *storage.RuntimeFields, kubeconfig any) []column {
+	if f == nil {
 		return nil
 	}
-	return []column{{"compass_runtime_id", *f.CompassRuntimeID}}
+	var cols []column
+	if f.CompassRuntimeID != nil {
+		cols = append(cols, column{name: "compass_runtime_id", value: *f.CompassRuntimeID})
+	}
+	if f.Kubeconfig != nil && kubeconfig != nil {
+		cols = append(cols, column{name: "kubeconfig", value: kubeconfig, always: true})
+	}
+	return cols
 }
 
 func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.InstanceFields) error {
@@ -84,7 +98,7 @@ func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.Inst
 }
 
 func (s *Store) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
-	if err := s.setColumns(ctx, "runtimes", "id", id, runtimeColumns(&storage.RuntimeFields{CompassRuntimeID: &compassID})); err != nil {
+	if err := s.setColumns(ctx, "runtimes", "id", id, runtimeColumns(&storage.RuntimeFields{CompassRuntimeID: &compassID}, nil)); err != nil {
 		return fmt.Errorf("setting the Compass ID of runtime %s: %w", id, err)
 	}
 	return nil

@@ -132,41 +132,68 @@ func testSaveProgressInstanceFields(t *testing.T, e *env) {
 
 // testSaveProgressRuntimeFields: Operation.Runtime is Operation.Instance for the provisioner's
 // runtime the operation is of: written with a written save (alone or batched), not with a
-// conflicting one; the runtime's other columns stay.
+// conflicting one; the runtime's other columns stay. A kubeconfig replaces the runtime's
+// Secrets[KubeconfigSecret] and leaves its other secrets.
 func testSaveProgressRuntimeFields(t *testing.T, e *env) {
 	const n = 8
 	ops := make([]storage.Operation, n)
 	for i := range n {
 		rt := newRuntime(fmt.Sprintf("rt%d", i), "tenant-a")
-		rt.Secrets = storage.Secrets{"kubeconfig": "kc"}
+		rt.Secrets = storage.Secrets{storage.KubeconfigSecret: "kc", "admin": "a"}
 		var err error
 		_, ops[i], err = e.s.Runtimes().InsertRuntimeWithOperation(ctx, rt, newOp(fmt.Sprintf("op%d", i), rt.ID, "provisioner_provision", storage.StateInProgress, nil))
 		require.NoError(t, err)
 	}
 	saveAllAtOnce(t, e, ops, func(i int, op *storage.Operation) {
 		if i%2 == 0 {
-			op.Runtime = &storage.RuntimeFields{CompassRuntimeID: sp(fmt.Sprintf("compass-%d", i))}
+			op.Runtime = op.Runtime.Merge(storage.RuntimeFields{CompassRuntimeID: sp(fmt.Sprintf("compass-%d", i))})
+		}
+		if i%3 == 0 {
+			op.Runtime = op.Runtime.Merge(storage.RuntimeFields{Kubeconfig: sp(fmt.Sprintf("kc-%d", i))})
 		}
 	})
 	for i := range n {
 		got, err := e.s.Runtimes().GetRuntime(ctx, fmt.Sprintf("rt%d", i))
 		require.NoError(t, err)
-		assert.Equal(t, storage.Secrets{"kubeconfig": "kc"}, got.Secrets)
+		want := storage.Secrets{storage.KubeconfigSecret: "kc", "admin": "a"}
+		if i%3 == 0 {
+			want[storage.KubeconfigSecret] = fmt.Sprintf("kc-%d", i)
+		}
+		assert.Equal(t, want, got.Secrets, "runtime %d", i)
 		if i%2 == 0 {
 			assert.Equal(t, fmt.Sprintf("compass-%d", i), got.CompassRuntimeID)
-			assert.Equal(t, int64(2), got.Version)
 		} else {
 			assert.Empty(t, got.CompassRuntimeID)
-			assert.Equal(t, int64(1), got.Version)
+		}
+		if i%2 == 0 || i%3 == 0 {
+			assert.Equal(t, int64(2), got.Version, "runtime %d", i)
+		} else {
+			assert.Equal(t, int64(1), got.Version, "runtime %d", i)
 		}
 	}
 	stale := ops[1]
-	stale.Runtime = &storage.RuntimeFields{CompassRuntimeID: sp("lost")}
+	stale.Runtime = &storage.RuntimeFields{CompassRuntimeID: sp("lost"), Kubeconfig: sp("lost")}
 	_, err := e.s.Operations().SaveProgress(ctx, stale, nil)
 	assert.ErrorIs(t, err, storage.ErrConflict)
 	got, err := e.s.Runtimes().GetRuntime(ctx, "rt1")
 	require.NoError(t, err)
 	assert.Empty(t, got.CompassRuntimeID)
+	assert.Equal(t, "kc", got.Secrets[storage.KubeconfigSecret])
+
+	// The runtime's own writes keep the kubeconfig with the other secrets' changes, and drop it
+	// with them.
+	got.Secrets["admin"] = "b"
+	got, err = e.s.Runtimes().UpdateRuntime(ctx, got)
+	require.NoError(t, err)
+	assert.Equal(t, storage.Secrets{storage.KubeconfigSecret: "kc", "admin": "b"}, got.Secrets)
+	delete(got.Secrets, storage.KubeconfigSecret)
+	got, err = e.s.Runtimes().UpdateRuntime(ctx, got)
+	require.NoError(t, err)
+	assert.Equal(t, storage.Secrets{"admin": "b"}, got.Secrets)
+	got.Secrets = nil
+	got, err = e.s.Runtimes().UpdateRuntime(ctx, got)
+	require.NoError(t, err)
+	assert.Empty(t, got.Secrets)
 }
 
 // saveAllAtOnce saves every op at once (a store may write them together), each changed by set

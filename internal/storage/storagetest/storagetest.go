@@ -1418,6 +1418,11 @@ func testRotateSecrets(t *testing.T, e *env) {
 		op.Secrets = storage.Secrets{"sm": fmt.Sprint("sm-", i)}
 		mustInsertOp(t, e.s, op)
 	}
+	// A runtime's kubeconfig is encrypted apart from its other secrets: both are rotated.
+	rt := newRuntime("rt", "tenant-a")
+	rt.Secrets = storage.Secrets{storage.KubeconfigSecret: "kc-rt", "admin": "a"}
+	_, _, err = e.s.Runtimes().InsertRuntimeWithOperation(ctx, rt, newOp("op-rt", "rt", "provisioner_provision", storage.StatePending, nil))
+	require.NoError(t, err)
 	n, err := e.s.RotateSecrets(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, n, "everything is under the primary already")
@@ -1432,7 +1437,7 @@ func testRotateSecrets(t *testing.T, e *env) {
 	mustInsertOp(t, rotating, op)
 	n, err = rotating.RotateSecrets(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, 4, n)
+	assert.Equal(t, 6, n, "four operations' and instances' secrets, the runtime's secrets and kubeconfig")
 	n, err = rotating.RotateSecrets(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, n)
@@ -1441,7 +1446,10 @@ func testRotateSecrets(t *testing.T, e *env) {
 	gi, err := onlyB.Instances().GetInstance(ctx, "i")
 	require.NoError(t, err)
 	assert.Equal(t, "kc-i", gi.Secrets["kubeconfig"])
-	page, err := onlyB.Operations().ListOperations(ctx, storage.OperationFilter{})
+	grt, err := onlyB.Runtimes().GetRuntime(ctx, "rt")
+	require.NoError(t, err)
+	assert.Equal(t, storage.Secrets{storage.KubeconfigSecret: "kc-rt", "admin": "a"}, grt.Secrets)
+	page, err := onlyB.Operations().ListOperations(ctx, storage.OperationFilter{Types: []string{"provision"}})
 	require.NoError(t, err)
 	assert.Len(t, page.Items, 4)
 	for _, o := range page.Items {
