@@ -362,7 +362,7 @@ func (d *Durable) Handler(next http.Handler) http.Handler {
 }
 
 func (d *Durable) unavailable(w http.ResponseWriter, err error) {
-	writeJSON(w, http.StatusServiceUnavailable, errorBody{Message: fmt.Sprintf("sandbox: saving the %s stand-in's state: %v", d.p.System, err)})
+	WriteJSON(w, http.StatusServiceUnavailable, errorBody{Message: fmt.Sprintf("sandbox: saving the %s stand-in's state: %v", d.p.System, err)})
 }
 
 // Do runs fn as a request of its own, for a stand-in that another one calls directly: alone

@@ -60,11 +60,11 @@ func (t *TokenIssuer) count(events ...string) {
 func (t *TokenIssuer) ServeToken(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
 	if err := r.ParseForm(); err != nil {
-		writeJSON(w, http.StatusBadRequest, oauthError{Error: "invalid_request", ErrorDescription: err.Error()})
+		WriteJSON(w, http.StatusBadRequest, oauthError{Error: "invalid_request", ErrorDescription: err.Error()})
 		return
 	}
 	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
-		writeJSON(w, http.StatusBadRequest, oauthError{Error: "unsupported_grant_type",
+		WriteJSON(w, http.StatusBadRequest, oauthError{Error: "unsupported_grant_type",
 			ErrorDescription: fmt.Sprintf("grant_type %q is not supported", gt)})
 		return
 	}
@@ -75,7 +75,7 @@ func (t *TokenIssuer) ServeToken(w http.ResponseWriter, r *http.Request) {
 	if id == "" || id != t.clientID || secret != t.secret {
 		t.count("token", "token.rejected")
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf("Basic realm=%q", t.Realm))
-		writeJSON(w, http.StatusUnauthorized, oauthError{Error: "invalid_client", ErrorDescription: "bad client credentials"})
+		WriteJSON(w, http.StatusUnauthorized, oauthError{Error: "invalid_client", ErrorDescription: "bad client credentials"})
 		return
 	}
 	t.count("token")
@@ -85,7 +85,7 @@ func (t *TokenIssuer) ServeToken(w http.ResponseWriter, r *http.Request) {
 	t.mu.Lock()
 	t.tokens[tok] = t.now().Add(t.ttl)
 	t.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{
+	WriteJSON(w, http.StatusOK, map[string]any{
 		"access_token": tok,
 		"token_type":   "bearer",
 		"expires_in":   int(t.ttl.Seconds()),
@@ -108,7 +108,7 @@ func (t *TokenIssuer) Protect(next http.HandlerFunc) http.HandlerFunc {
 		if !t.Authorized(r) {
 			t.count("unauthorized")
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-			writeJSON(w, http.StatusUnauthorized, errorBody{Message: "missing, unknown or expired bearer token"})
+			WriteJSON(w, http.StatusUnauthorized, errorBody{Message: "missing, unknown or expired bearer token"})
 			return
 		}
 		next(w, r)

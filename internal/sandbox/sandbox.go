@@ -212,7 +212,7 @@ func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.systems[name]
 	if !ok {
 		s.mu.Unlock()
-		writeJSON(w, http.StatusNotFound, errorBody{Message: fmt.Sprintf("no sandbox system at /%s", name)})
+		WriteJSON(w, http.StatusNotFound, errorBody{Message: fmt.Sprintf("no sandbox system at /%s", name)})
 		return
 	}
 	e.stats.Requests++
@@ -265,13 +265,13 @@ func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status != 0 {
 		s.log.WithFields(logrus.Fields{"system": name, "method": r.Method, "path": r.URL.Path, "status": status}).
 			Debug("injected fault")
-		writeJSON(w, status, errorBody{Message: fmt.Sprintf("sandbox: injected fault in %s", name)})
+		WriteJSON(w, status, errorBody{Message: fmt.Sprintf("sandbox: injected fault in %s", name)})
 		return
 	}
 	if lose {
 		e.handler.ServeHTTP(discardWriter{header: http.Header{}}, r)
 		s.log.WithFields(logrus.Fields{"system": name, "method": r.Method, "path": r.URL.Path}).Debug("injected lost response")
-		writeJSON(w, http.StatusBadGateway, errorBody{Message: fmt.Sprintf("sandbox: injected lost response in %s", name)})
+		WriteJSON(w, http.StatusBadGateway, errorBody{Message: fmt.Sprintf("sandbox: injected lost response in %s", name)})
 		return
 	}
 	e.handler.ServeHTTP(w, r)
@@ -291,7 +291,7 @@ const maxBody = 8 << 20
 func bufferBody(w http.ResponseWriter, r *http.Request) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, errorBody{Message: "reading request body: " + err.Error()})
+		WriteJSON(w, http.StatusBadRequest, errorBody{Message: "reading request body: " + err.Error()})
 		return false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -302,10 +302,22 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+// WriteJSON answers status with v encoded as JSON (as json.Encoder writes it: a newline after);
+// the stand-ins answer every request with it.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	writeJSONAs(w, "application/json", status, v)
+}
+
+// writeJSONAs is WriteJSON with another content type.
+func writeJSONAs(w http.ResponseWriter, contentType string, status int, v any) {
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteJSONCharset is WriteJSON naming the charset (as Azure's endpoints do).
+func WriteJSONCharset(w http.ResponseWriter, status int, v any) {
+	writeJSONAs(w, "application/json; charset=utf-8", status, v)
 }
 
 func (s *Sandbox) lookup(w http.ResponseWriter, r *http.Request) (*entry, string, bool) {
@@ -314,7 +326,7 @@ func (s *Sandbox) lookup(w http.ResponseWriter, r *http.Request) (*entry, string
 	e, ok := s.systems[name]
 	s.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, errorBody{Message: fmt.Sprintf("unknown system %q", name)})
+		WriteJSON(w, http.StatusNotFound, errorBody{Message: fmt.Sprintf("unknown system %q", name)})
 	}
 	return e, name, ok
 }
@@ -333,12 +345,12 @@ func (s *Sandbox) handleList(w http.ResponseWriter, _ *http.Request) {
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	writeJSON(w, http.StatusOK, map[string]any{"systems": out})
+	WriteJSON(w, http.StatusOK, map[string]any{"systems": out})
 }
 
 func (s *Sandbox) handleResetAll(w http.ResponseWriter, r *http.Request) {
 	if err := s.Reset(r.Context()); err != nil {
-		writeJSON(w, http.StatusInternalServerError, errorBody{Message: err.Error()})
+		WriteJSON(w, http.StatusInternalServerError, errorBody{Message: err.Error()})
 		return
 	}
 	s.log.Info("sandbox reset")
@@ -354,7 +366,7 @@ func (s *Sandbox) handleResetOne(w http.ResponseWriter, r *http.Request) {
 	e.stats = Stats{}
 	s.mu.Unlock()
 	if err := e.sys.Reset(r.Context()); err != nil {
-		writeJSON(w, http.StatusInternalServerError, errorBody{Message: err.Error()})
+		WriteJSON(w, http.StatusInternalServerError, errorBody{Message: err.Error()})
 		return
 	}
 	s.log.WithField("system", name).Info("system reset")
@@ -369,7 +381,7 @@ func (s *Sandbox) handleSystemAdmin(w http.ResponseWriter, r *http.Request) {
 	}
 	a, ok := e.sys.(Administered)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, errorBody{Message: fmt.Sprintf("system %q has no endpoint %s", name, r.URL.Path)})
+		WriteJSON(w, http.StatusNotFound, errorBody{Message: fmt.Sprintf("system %q has no endpoint %s", name, r.URL.Path)})
 		return
 	}
 	http.StripPrefix("/_sandbox/"+name, a.Admin()).ServeHTTP(w, r)
@@ -380,7 +392,7 @@ func (s *Sandbox) handleObjects(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, e.sys.Objects())
+	WriteJSON(w, http.StatusOK, e.sys.Objects())
 }
 
 func (s *Sandbox) handleStats(w http.ResponseWriter, r *http.Request) {
@@ -389,7 +401,7 @@ func (s *Sandbox) handleStats(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, _ := s.Stats(name)
-	writeJSON(w, http.StatusOK, st)
+	WriteJSON(w, http.StatusOK, st)
 }
 
 func (s *Sandbox) handleGetFaults(w http.ResponseWriter, r *http.Request) {
@@ -398,7 +410,7 @@ func (s *Sandbox) handleGetFaults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, _ := s.Faults(name)
-	writeJSON(w, http.StatusOK, f)
+	WriteJSON(w, http.StatusOK, f)
 }
 
 func (s *Sandbox) handlePutFaults(w http.ResponseWriter, r *http.Request) {
@@ -408,14 +420,14 @@ func (s *Sandbox) handlePutFaults(w http.ResponseWriter, r *http.Request) {
 	}
 	var f Faults
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&f); err != nil {
-		writeJSON(w, http.StatusBadRequest, errorBody{Message: "decoding faults: " + err.Error()})
+		WriteJSON(w, http.StatusBadRequest, errorBody{Message: "decoding faults: " + err.Error()})
 		return
 	}
 	if err := s.SetFaults(name, f); err != nil {
-		writeJSON(w, http.StatusBadRequest, errorBody{Message: err.Error()})
+		WriteJSON(w, http.StatusBadRequest, errorBody{Message: err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, f)
+	WriteJSON(w, http.StatusOK, f)
 }
 
 func (s *Sandbox) handleDeleteFaults(w http.ResponseWriter, r *http.Request) {

@@ -261,12 +261,6 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 func (s *StandIn) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -278,7 +272,7 @@ func (s *StandIn) countEvents(events ...string) {
 func pathID(w http.ResponseWriter, r *http.Request, key string) (int64, bool) {
 	id, err := strconv.ParseInt(r.PathValue(key), 10, 64)
 	if err != nil || id <= 0 {
-		writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("invalid evaluation id %q", r.PathValue(key))})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("invalid evaluation id %q", r.PathValue(key))})
 		return 0, false
 	}
 	return id, true
@@ -316,19 +310,19 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	var req Definition
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
 		s.count(0, "create")
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.totals.Inc("create")
 	if msg := validate(&req); msg != "" {
-		writeJSON(w, http.StatusBadRequest, apiError{Message: msg})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: msg})
 		return
 	}
 	if req.ParentID != 0 {
 		if _, ok := s.get(req.ParentID); !ok {
-			writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("parent evaluation %d does not exist", req.ParentID)})
+			sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("parent evaluation %d does not exist", req.ParentID)})
 			return
 		}
 	}
@@ -347,7 +341,7 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.evals.Create(key(id), st)
 	s.createsByName.Add(e.Name, 1)
-	writeJSON(w, http.StatusOK, clone(e))
+	sandbox.WriteJSON(w, http.StatusOK, clone(e))
 }
 
 func (s *StandIn) count(id int64, op string) {
@@ -387,7 +381,7 @@ func (s *StandIn) handleList(w http.ResponseWriter, r *http.Request) {
 	for _, st := range sortedEvals(all) {
 		out = append(out, clone(&st.Evaluation))
 	}
-	writeJSON(w, http.StatusOK, out)
+	sandbox.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
@@ -400,10 +394,10 @@ func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
 	s.countLocked(id, "get")
 	st, ok := s.get(id)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
 		return
 	}
-	writeJSON(w, http.StatusOK, clone(&st.Evaluation))
+	sandbox.WriteJSON(w, http.StatusOK, clone(&st.Evaluation))
 }
 
 func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
@@ -416,7 +410,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 	s.totals.Inc("delete")
 	st, ok := s.get(id)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
 		return
 	}
 	s.evals.Delete(key(id))
@@ -427,7 +421,7 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.deletesByName.Add(st.Evaluation.Name, 1)
-	writeJSON(w, http.StatusOK, clone(&st.Evaluation))
+	sandbox.WriteJSON(w, http.StatusOK, clone(&st.Evaluation))
 }
 
 func (s *StandIn) handleTag(w http.ResponseWriter, r *http.Request) {
@@ -438,7 +432,7 @@ func (s *StandIn) handleTag(w http.ResponseWriter, r *http.Request) {
 	var t Tag
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&t); err != nil {
 		s.count(id, "tag")
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
 		return
 	}
 	s.mu.Lock()
@@ -446,16 +440,16 @@ func (s *StandIn) handleTag(w http.ResponseWriter, r *http.Request) {
 	s.countLocked(id, "tag")
 	st, ok := s.get(id)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
 		return
 	}
 	if msg := validateTag(t); msg != "" {
-		writeJSON(w, http.StatusBadRequest, apiError{Message: msg})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: msg})
 		return
 	}
 	st.Evaluation.Tags = addTag(st.Evaluation.Tags, t)
 	s.put(st)
-	writeJSON(w, http.StatusOK, clone(&st.Evaluation))
+	sandbox.WriteJSON(w, http.StatusOK, clone(&st.Evaluation))
 }
 
 // addTag adds t unless a tag with the same class and content is already there.
@@ -485,13 +479,13 @@ func (s *StandIn) linkTargets(w http.ResponseWriter, r *http.Request, op string)
 	child, cok := s.get(cid)
 	switch {
 	case !pok:
-		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", pid)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", pid)})
 		return nil, nil, false
 	case !cok:
-		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", cid)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", cid)})
 		return nil, nil, false
 	case pid == cid:
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "an evaluation cannot be its own child"})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "an evaluation cannot be its own child"})
 		return nil, nil, false
 	}
 	return parent, child, true
@@ -506,12 +500,12 @@ func (s *StandIn) handleLink(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &child.Evaluation
 	if c.ParentID != 0 && c.ParentID != parent.Evaluation.ID {
-		writeJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("evaluation %d already has parent %d", c.ID, c.ParentID)})
+		sandbox.WriteJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("evaluation %d already has parent %d", c.ID, c.ParentID)})
 		return
 	}
 	c.ParentID = parent.Evaluation.ID
 	s.put(child)
-	writeJSON(w, http.StatusOK, clone(c))
+	sandbox.WriteJSON(w, http.StatusOK, clone(c))
 }
 
 func (s *StandIn) handleUnlink(w http.ResponseWriter, r *http.Request) {
@@ -525,5 +519,5 @@ func (s *StandIn) handleUnlink(w http.ResponseWriter, r *http.Request) {
 		child.Evaluation.ParentID = 0
 		s.put(child)
 	}
-	writeJSON(w, http.StatusOK, clone(&child.Evaluation))
+	sandbox.WriteJSON(w, http.StatusOK, clone(&child.Evaluation))
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 type armError struct {
@@ -15,7 +17,7 @@ type armError struct {
 
 // writeError answers as ARM does: {"error": {"code", "message"}}.
 func writeError(w http.ResponseWriter, status int, code, format string, args ...any) {
-	writeJSON(w, status, map[string]armError{"error": {Code: code, Message: fmt.Sprintf(format, args...)}})
+	sandbox.WriteJSONCharset(w, status, map[string]armError{"error": {Code: code, Message: fmt.Sprintf(format, args...)}})
 }
 
 type kind int

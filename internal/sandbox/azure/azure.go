@@ -220,7 +220,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case p == "/oauth2/v2.0/token" || (strings.HasSuffix(p, "/oauth2/v2.0/token") && strings.Count(p, "/") == 4):
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
-			writeJSON(w, http.StatusMethodNotAllowed, oauthError{Error: "invalid_request", ErrorDescription: "the token endpoint accepts POST only"})
+			sandbox.WriteJSONCharset(w, http.StatusMethodNotAllowed, oauthError{Error: "invalid_request", ErrorDescription: "the token endpoint accepts POST only"})
 			return
 		}
 		s.serveToken(w, r)

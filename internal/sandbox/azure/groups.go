@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 var groupName = regexp.MustCompile(`^[-\w.()]{1,90}$`)
@@ -57,7 +59,7 @@ func (s *Server) getGroup(w http.ResponseWriter, rt route) {
 		groupNotFound(w, rt.group)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.groupJSON(g))
+	sandbox.WriteJSONCharset(w, http.StatusOK, s.groupJSON(g))
 }
 
 func (s *Server) putGroup(w http.ResponseWriter, rt route, body []byte) {
@@ -90,7 +92,7 @@ func (s *Server) putGroup(w http.ResponseWriter, rt route, body []byte) {
 			writeError(w, http.StatusConflict, "InvalidResourceGroupLocation", "Invalid resource group location '%s'. The Resource group already exists in location '%s'.", loc, g.Location)
 		default:
 			g.Tags = maps.Clone(req.Tags)
-			writeJSON(w, http.StatusOK, s.groupJSON(g))
+			sandbox.WriteJSONCharset(w, http.StatusOK, s.groupJSON(g))
 		}
 		return
 	}
@@ -98,7 +100,7 @@ func (s *Server) putGroup(w http.ResponseWriter, rt route, body []byte) {
 		Calls: map[string]int{"put": 1}}
 	s.groups.Put(key, g)
 	s.groupCreates.Inc(key)
-	writeJSON(w, http.StatusCreated, s.groupJSON(g))
+	sandbox.WriteJSONCharset(w, http.StatusCreated, s.groupJSON(g))
 }
 
 func (s *Server) deleteGroup(w http.ResponseWriter, rt route) {

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 var namespaceName = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{4,48}[a-zA-Z0-9]$`)
@@ -92,7 +94,7 @@ func (s *Server) getNamespace(w http.ResponseWriter, rt route) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.namespaceJSON(g, ns))
+	sandbox.WriteJSONCharset(w, http.StatusOK, s.namespaceJSON(g, ns))
 }
 
 func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte) {
@@ -129,14 +131,14 @@ func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte) {
 	now := s.opts.Now()
 	if existing != nil {
 		existing.Tags, existing.Sku, existing.Kafka, existing.Updated = maps.Clone(req.Tags), sku, kafka, now
-		writeJSON(w, http.StatusOK, s.namespaceJSON(g, existing))
+		sandbox.WriteJSONCharset(w, http.StatusOK, s.namespaceJSON(g, existing))
 		return
 	}
 	ns := &namespace{Name: rt.namespace, Location: req.Location, Tags: maps.Clone(req.Tags), Sku: sku, Kafka: kafka,
 		Created: now, Updated: now, Primary: randomKey(), Secondary: randomKey(), Calls: map[string]int{"put": 1}}
 	g.Namespaces[key] = ns
 	s.namespaceCreates.Inc(key)
-	writeJSON(w, http.StatusCreated, s.namespaceJSON(g, ns))
+	sandbox.WriteJSONCharset(w, http.StatusCreated, s.namespaceJSON(g, ns))
 }
 
 // validateNamespace checks the name and body of a namespace PUT and returns the sku and Kafka
@@ -199,6 +201,6 @@ func (s *Server) listKeys(w http.ResponseWriter, rt route) {
 	conn := func(key string) string {
 		return "Endpoint=sb://" + ns.Name + ".servicebus.windows.net/;SharedAccessKeyName=" + RootRule + ";SharedAccessKey=" + key
 	}
-	writeJSON(w, http.StatusOK, keysResponse{PrimaryConnectionString: conn(ns.Primary), SecondaryConnectionString: conn(ns.Secondary),
+	sandbox.WriteJSONCharset(w, http.StatusOK, keysResponse{PrimaryConnectionString: conn(ns.Primary), SecondaryConnectionString: conn(ns.Secondary),
 		PrimaryKey: ns.Primary, SecondaryKey: ns.Secondary, KeyName: RootRule})
 }

@@ -1,10 +1,11 @@
 package azure
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 type oauthError struct {
@@ -22,21 +23,15 @@ func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case scope == "":
 			s.countEvents("token", "token.rejected")
-			writeJSON(w, http.StatusBadRequest, oauthError{Error: "invalid_request",
+			sandbox.WriteJSONCharset(w, http.StatusBadRequest, oauthError{Error: "invalid_request",
 				ErrorDescription: "AADSTS900144: The request body must contain the following parameter: 'scope'."})
 			return
 		case strings.ContainsAny(scope, " \t") || !strings.HasSuffix(scope, "/.default") || scope == "/.default":
 			s.countEvents("token", "token.rejected")
-			writeJSON(w, http.StatusBadRequest, oauthError{Error: "invalid_scope",
+			sandbox.WriteJSONCharset(w, http.StatusBadRequest, oauthError{Error: "invalid_scope",
 				ErrorDescription: fmt.Sprintf("AADSTS1002012: The provided value for scope %s is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier (application ID URI).", scope)})
 			return
 		}
 	}
 	s.issuer.ServeToken(w, r)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -229,12 +229,6 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 func (s *StandIn) countEvents(events ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -246,7 +240,7 @@ func (s *StandIn) countEvents(events ...string) {
 // namespaceExists answers 404 for an unknown namespace; s.mu must be held.
 func (s *StandIn) namespaceExists(w http.ResponseWriter, ns string) bool {
 	if s.namespaces != nil && !s.namespaces[ns] {
-		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("namespace %q not found", ns)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("namespace %q not found", ns)})
 		return false
 	}
 	return true
@@ -262,7 +256,7 @@ func (s *StandIn) lookup(w http.ResponseWriter, r *http.Request, op string) (*te
 	}
 	t, ok := s.get(tenantKey(ns, name, env))
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("data tenant %s/%s not found in namespace %q", name, env, ns)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("data tenant %s/%s not found in namespace %q", name, env, ns)})
 		return nil, false
 	}
 	t.Calls[op]++
@@ -279,22 +273,22 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.totals.Inc("create")
 	switch {
 	case decodeErr != nil:
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + decodeErr.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + decodeErr.Error()})
 		return
 	case !s.namespaceExists(w, ns):
 		return
 	case strings.TrimSpace(req.Name) == "" || strings.TrimSpace(req.Environment) == "":
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "name and environment are required"})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "name and environment are required"})
 		return
 	case strings.Contains(req.Name, "/") || strings.Contains(req.Environment, "/"):
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "name and environment must not contain '/'"})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "name and environment must not contain '/'"})
 		return
 	}
 	key := tenantKey(ns, req.Name, req.Environment)
 	if t, ok := s.get(key); ok {
 		t.Calls["create"]++
 		s.tenants.Put(key, t)
-		writeJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("data tenant %s/%s already exists in namespace %q", req.Name, req.Environment, ns)})
+		sandbox.WriteJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("data tenant %s/%s already exists in namespace %q", req.Name, req.Environment, ns)})
 		return
 	}
 	t := &tenant{
@@ -305,7 +299,7 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	s.tenants.Put(key, t)
 	s.createsByTenant.Inc(key)
-	writeJSON(w, http.StatusCreated, t.DataTenant)
+	sandbox.WriteJSON(w, http.StatusCreated, t.DataTenant)
 }
 
 func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
@@ -315,7 +309,7 @@ func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, t.DataTenant)
+	sandbox.WriteJSON(w, http.StatusOK, t.DataTenant)
 }
 
 func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
@@ -342,13 +336,13 @@ func (s *StandIn) handleSetMetadata(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case decodeErr != nil:
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + decodeErr.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + decodeErr.Error()})
 		return
 	case strings.TrimSpace(req.Key) == "":
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "key is required"})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "key is required"})
 		return
 	case strings.Contains(req.Key, "/"):
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "key must not contain '/'"})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "key must not contain '/'"})
 		return
 	}
 	status := http.StatusCreated
@@ -356,7 +350,7 @@ func (s *StandIn) handleSetMetadata(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	t.Metadata[req.Key] = req.Value
-	writeJSON(w, status, MetadataItem{DataTenant: t.DataTenant, Key: req.Key, Value: req.Value})
+	sandbox.WriteJSON(w, status, MetadataItem{DataTenant: t.DataTenant, Key: req.Key, Value: req.Value})
 }
 
 func (s *StandIn) handleListMetadata(w http.ResponseWriter, r *http.Request) {
@@ -371,7 +365,7 @@ func (s *StandIn) handleListMetadata(w http.ResponseWriter, r *http.Request) {
 		out = append(out, MetadataItem{DataTenant: t.DataTenant, Key: k, Value: v})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	writeJSON(w, http.StatusOK, out)
+	sandbox.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *StandIn) handleDeleteMetadata(w http.ResponseWriter, r *http.Request) {
@@ -383,7 +377,7 @@ func (s *StandIn) handleDeleteMetadata(w http.ResponseWriter, r *http.Request) {
 	}
 	key := r.PathValue("key")
 	if _, exists := t.Metadata[key]; !exists {
-		writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("metadata %q not found", key)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("metadata %q not found", key)})
 		return
 	}
 	delete(t.Metadata, key)

@@ -20,6 +20,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // Object is a GraphQL object value: its fields by name. A field whose value is a FieldFunc is
@@ -126,11 +128,7 @@ type Operation struct {
 type Resolver func(name string, args map[string]any) (any, error)
 
 // WriteJSON writes v as a JSON answer with status.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func WriteJSON(w http.ResponseWriter, status int, v any) { sandbox.WriteJSON(w, status, v) }
 
 // Decode reads a POST request like gqlgen's POST transport and prepares its operation. When it
 // cannot, it answers (400 for a body that is not a JSON request, 422 for a query that does not

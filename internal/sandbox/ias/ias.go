@@ -246,12 +246,6 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 func (s *StandIn) authorised(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		user, password, ok := r.BasicAuth()
@@ -263,7 +257,7 @@ func (s *StandIn) authorised(next http.HandlerFunc) http.HandlerFunc {
 			s.totals.Inc("unauthorized")
 			s.mu.Unlock()
 			w.Header().Set("WWW-Authenticate", `Basic realm="ias"`)
-			writeJSON(w, http.StatusUnauthorized, apiError{Message: "missing or wrong basic auth credentials"})
+			sandbox.WriteJSON(w, http.StatusUnauthorized, apiError{Message: "missing or wrong basic auth credentials"})
 			return
 		}
 		next(w, r)
@@ -295,7 +289,7 @@ func (s *StandIn) countLocked(id, op string) *record {
 }
 
 func notFound(w http.ResponseWriter, id string) {
-	writeJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("service provider %q not found", id)})
+	sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("service provider %q not found", id)})
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
@@ -318,7 +312,7 @@ func (s *StandIn) handleSearch(w http.ResponseWriter, r *http.Request) {
 	for _, rec := range recs {
 		out.ServiceProviders = append(out.ServiceProviders, clone(rec.SP))
 	}
-	writeJSON(w, http.StatusOK, out)
+	sandbox.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
@@ -329,13 +323,13 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.totals.Inc("create")
 	switch {
 	case err != nil:
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
 		return
 	case strings.TrimSpace(req.Name) == "":
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "sp_name is required"})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "sp_name is required"})
 		return
 	case len(req.Name) > 255:
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "sp_name is longer than 255 characters"})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "sp_name is longer than 255 characters"})
 		return
 	}
 	id := newID() // 122 random bits: never taken, so nothing is read
@@ -359,7 +353,7 @@ func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
 		notFound(w, id)
 		return
 	}
-	writeJSON(w, http.StatusOK, clone(rec.SP))
+	sandbox.WriteJSON(w, http.StatusOK, clone(rec.SP))
 }
 
 func validURI(u string) bool {
@@ -375,16 +369,16 @@ func (s *StandIn) handleUpdate(w http.ResponseWriter, r *http.Request) {
 	rec := s.countLocked(req.ID, "update")
 	switch {
 	case err != nil:
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
 		return
 	case req.ID == "":
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "id is required"})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "id is required"})
 		return
 	case rec == nil:
 		notFound(w, req.ID)
 		return
 	case req.SSOType != "" && req.SSOType != SSOTypeOpenIDConnect && req.SSOType != SSOTypeSAML2:
-		writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("sso_type %q is neither %q nor %q", req.SSOType, SSOTypeOpenIDConnect, SSOTypeSAML2)})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("sso_type %q is neither %q nor %q", req.SSOType, SSOTypeOpenIDConnect, SSOTypeSAML2)})
 		return
 	}
 	uris := append([]string{}, req.RedirectURIs...)
@@ -393,7 +387,7 @@ func (s *StandIn) handleUpdate(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, u := range uris {
 		if !validURI(u) {
-			writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("redirect URI %q is not an absolute http(s) URL", u)})
+			sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("redirect URI %q is not an absolute http(s) URL", u)})
 			return
 		}
 	}
@@ -407,7 +401,7 @@ func (s *StandIn) handleUpdate(w http.ResponseWriter, r *http.Request) {
 	if req.RedirectURIs != nil {
 		sp.RedirectURIs = append([]string{}, req.RedirectURIs...)
 	}
-	writeJSON(w, http.StatusOK, clone(sp))
+	sandbox.WriteJSON(w, http.StatusOK, clone(sp))
 }
 
 var subjectNameIdentifiers = map[string]bool{"none": true, "uid": true, "mail": true, "loginName": true, "displayName": true}
@@ -424,15 +418,15 @@ func (s *StandIn) handleRBA(w http.ResponseWriter, r *http.Request) {
 		notFound(w, id)
 		return
 	case err != nil:
-		writeJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
 		return
 	case req.SubjectNameIdentifier != "" && !subjectNameIdentifiers[req.SubjectNameIdentifier]:
-		writeJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("unknown subject_name_identifier %q", req.SubjectNameIdentifier)})
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("unknown subject_name_identifier %q", req.SubjectNameIdentifier)})
 		return
 	}
 	for _, a := range req.AssertionAttributes {
 		if a.AssertionAttributeName == "" || a.UserAttributeName == "" {
-			writeJSON(w, http.StatusBadRequest, apiError{Message: "an assertion attribute needs assertion_attribute_name and user_attribute_name"})
+			sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "an assertion attribute needs assertion_attribute_name and user_attribute_name"})
 			return
 		}
 	}
@@ -446,7 +440,7 @@ func (s *StandIn) handleRBA(w http.ResponseWriter, r *http.Request) {
 	if req.DefaultAuthenticatingIDP != "" {
 		sp.DefaultAuthenticatingIDP = req.DefaultAuthenticatingIDP
 	}
-	writeJSON(w, http.StatusOK, clone(sp))
+	sandbox.WriteJSON(w, http.StatusOK, clone(sp))
 }
 
 func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
@@ -475,7 +469,7 @@ func (s *StandIn) handleCreateSecret(w http.ResponseWriter, r *http.Request) {
 	}
 	secret := randomHex(24)
 	rec.Secrets = append(rec.Secrets, secret)
-	writeJSON(w, http.StatusCreated, Secret{ClientID: rec.SP.ID, ClientSecret: secret})
+	sandbox.WriteJSON(w, http.StatusCreated, Secret{ClientID: rec.SP.ID, ClientSecret: secret})
 }
 
 func (s *StandIn) handleDeleteSecrets(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // maxBody bounds a request body; kubeconfigs are a few kilobytes.
@@ -14,12 +16,6 @@ const maxBody = 4 << 20
 // apiError is the mothership's error body.
 type apiError struct {
 	Error string `json:"error"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 func validate(c *Cluster) string {
@@ -70,18 +66,18 @@ func (s *Server) handleApply(update bool) http.HandlerFunc {
 		s.totals.Inc("apply")
 		if err != nil {
 			s.totals.Inc("apply.invalid")
-			writeJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON: " + err.Error()})
+			sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Error: "invalid JSON: " + err.Error()})
 			return
 		}
 		if msg := validate(&req); msg != "" {
 			s.totals.Inc("apply.invalid")
-			writeJSON(w, http.StatusBadRequest, apiError{Error: msg})
+			sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Error: msg})
 			return
 		}
 		c, ok := s.cluster(req.RuntimeID)
 		if !ok {
 			if update {
-				writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", req.RuntimeID)})
+				sandbox.WriteJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", req.RuntimeID)})
 				return
 			}
 			c = &cluster{Calls: map[string]int{}}
@@ -89,7 +85,7 @@ func (s *Server) handleApply(update bool) http.HandlerFunc {
 		c.Calls["apply"]++
 		s.clusters.Put(req.RuntimeID, c)
 		c.apply(req, s.isFailing(&req), s.opts.Now())
-		writeJSON(w, http.StatusOK, s.state(r, req.RuntimeID, c))
+		sandbox.WriteJSON(w, http.StatusOK, s.state(r, req.RuntimeID, c))
 	}
 }
 
@@ -100,12 +96,12 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("runtimeID")
 	c, ok := s.cluster(id)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", id)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", id)})
 		return
 	}
 	c.Calls["status"]++
 	s.clusters.Put(id, c)
-	writeJSON(w, http.StatusOK, s.state(r, id, c))
+	sandbox.WriteJSON(w, http.StatusOK, s.state(r, id, c))
 }
 
 // handleDelete starts the deletion; asking again while it runs or after it ended changes nothing.
@@ -116,7 +112,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("runtimeID")
 	c, ok := s.cluster(id)
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", id)})
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Error: fmt.Sprintf("cluster %q not found", id)})
 		return
 	}
 	c.Calls["delete"]++
@@ -124,7 +120,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if c.DeleteAt.IsZero() {
 		c.DeleteAt = s.opts.Now()
 	}
-	writeJSON(w, http.StatusOK, s.state(r, id, c))
+	sandbox.WriteJSON(w, http.StatusOK, s.state(r, id, c))
 }
 
 func (s *Server) state(r *http.Request, id string, c *cluster) State {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // bindingRequest is the body of POST /v1/service_bindings.
@@ -35,7 +37,7 @@ func (s *Server) handleListBindings(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].CreatedAt.Before(out.Items[j].CreatedAt) })
 	out.NumItems = len(out.Items)
-	writeJSON(w, http.StatusOK, out)
+	sandbox.WriteJSON(w, http.StatusOK, out)
 }
 
 // handleCreateBinding creates bindings synchronously whatever async asks: the broker binds with
@@ -85,7 +87,7 @@ func (s *Server) handleCreateBinding(w http.ResponseWriter, r *http.Request) {
 	id := uuid.NewString()
 	creds, err := json.Marshal(s.credentials(r, in, id))
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: "InternalError", Description: "encoding the credentials: " + err.Error()})
+		sandbox.WriteJSON(w, http.StatusInternalServerError, apiError{Error: "InternalError", Description: "encoding the credentials: " + err.Error()})
 		return
 	}
 	b := &binding{
@@ -95,7 +97,7 @@ func (s *Server) handleCreateBinding(w http.ResponseWriter, r *http.Request) {
 	}
 	s.bindings.Create(id, b) // a new UUID: nothing to read
 	s.bindingCreatesByName.Inc(b.Name)
-	writeJSON(w, http.StatusCreated, b.view())
+	sandbox.WriteJSON(w, http.StatusCreated, b.view())
 }
 
 func (s *Server) handleGetBinding(w http.ResponseWriter, r *http.Request) {
@@ -105,7 +107,7 @@ func (s *Server) handleGetBinding(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, b.view())
+	sandbox.WriteJSON(w, http.StatusOK, b.view())
 }
 
 func (s *Server) handleDeleteBinding(w http.ResponseWriter, r *http.Request) {
@@ -117,7 +119,7 @@ func (s *Server) handleDeleteBinding(w http.ResponseWriter, r *http.Request) {
 	}
 	s.bindings.Delete(b.ID)
 	s.bindingDeletesByName.Inc(b.Name)
-	writeJSON(w, http.StatusOK, struct{}{})
+	sandbox.WriteJSON(w, http.StatusOK, struct{}{})
 }
 
 // lookupBinding counts op and finds the binding of the path, answering 404 when it does not exist;

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 const (
@@ -77,7 +79,7 @@ func (s *Server) handleListOfferings(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out.NumItems = len(out.Items)
-	writeJSON(w, http.StatusOK, out)
+	sandbox.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleListPlans(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +95,7 @@ func (s *Server) handleListPlans(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out.NumItems = len(out.Items)
-	writeJSON(w, http.StatusOK, out)
+	sandbox.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) plan(id string) (Plan, bool) {
@@ -122,7 +124,7 @@ func (s *Server) handleListInstances(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].CreatedAt.Before(out.Items[j].CreatedAt) })
 	out.NumItems = len(out.Items)
-	writeJSON(w, http.StatusOK, out)
+	sandbox.WriteJSON(w, http.StatusOK, out)
 }
 
 func validateInstanceRequest(req *instanceRequest) string {
@@ -191,10 +193,10 @@ func (s *Server) handleCreateInstance(w http.ResponseWriter, r *http.Request) {
 	s.instanceCreatesByName.Add(in.Name, 1)
 	if async {
 		w.Header().Set("Location", operationPath(in.ID, op.ID))
-		writeJSON(w, http.StatusAccepted, struct{}{})
+		sandbox.WriteJSON(w, http.StatusAccepted, struct{}{})
 		return
 	}
-	writeJSON(w, http.StatusCreated, in.view())
+	sandbox.WriteJSON(w, http.StatusCreated, in.view())
 }
 
 // newOperation is a succeeded operation on an instance, stored with it (putInstance); s.mu must
@@ -232,7 +234,7 @@ func (s *Server) handleGetInstance(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, in.view())
+	sandbox.WriteJSON(w, http.StatusOK, in.view())
 }
 
 func (s *Server) handleGetOperation(w http.ResponseWriter, r *http.Request) {
@@ -250,7 +252,7 @@ func (s *Server) handleGetOperation(w http.ResponseWriter, r *http.Request) {
 		notFound(w, "operation", opID)
 		return
 	}
-	writeJSON(w, http.StatusOK, *op)
+	sandbox.WriteJSON(w, http.StatusOK, *op)
 }
 
 func (s *Server) handleDeleteInstance(w http.ResponseWriter, r *http.Request) {
@@ -287,8 +289,8 @@ func (s *Server) handleDeleteInstance(w http.ResponseWriter, r *http.Request) {
 	}
 	if async {
 		w.Header().Set("Location", operationPath(in.ID, op.ID))
-		writeJSON(w, http.StatusAccepted, struct{}{})
+		sandbox.WriteJSON(w, http.StatusAccepted, struct{}{})
 		return
 	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	sandbox.WriteJSON(w, http.StatusOK, struct{}{})
 }

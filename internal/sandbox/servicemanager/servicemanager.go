@@ -493,15 +493,9 @@ type apiError struct {
 	Description string `json:"description"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 // fail answers status with an error body; code is Service Manager's error name.
 func fail(w http.ResponseWriter, status int, code, format string, args ...any) {
-	writeJSON(w, status, apiError{Error: code, Description: fmt.Sprintf(format, args...)})
+	sandbox.WriteJSON(w, status, apiError{Error: code, Description: fmt.Sprintf(format, args...)})
 }
 
 func badRequest(w http.ResponseWriter, format string, args ...any) {
