@@ -113,8 +113,14 @@ func PooledTransport() *http.Transport {
 	return tr
 }
 
-// NewHTTPClient is a client's HTTP client: each request bounded by timeout, sent through
-// transport (http.DefaultTransport when nil), e.g. CallMetrics.Transport.
+// NewHTTPClient is a client's HTTP client: each request (its answer's body included) bounded by
+// timeout, sent through transport (http.DefaultTransport when nil), e.g. CallMetrics.Transport.
 func NewHTTPClient(timeout time.Duration, transport http.RoundTripper) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: transport}
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
+	if timeout > 0 {
+		transport = requestTimeout{next: transport, d: timeout}
+	}
+	return &http.Client{Transport: transport}
 }

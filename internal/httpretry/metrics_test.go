@@ -72,9 +72,11 @@ func TestNilCallMetricsObserveNothing(t *testing.T) {
 	assert.Equal(t, httpretry.ConnsPerHost, pooled.MaxConnsPerHost)
 	custom := &http.Transport{}
 	assert.Same(t, custom, m.Transport("avs", custom))
+	// Each request is bounded through its context (TestARequestIsBoundedByTheClientsTimeout), not
+	// by http.Client.Timeout, and goes through the default transport.
 	c := httpretry.NewHTTPClient(3*time.Second, nil)
-	assert.Equal(t, 3*time.Second, c.Timeout)
-	assert.Nil(t, c.Transport, "the default transport")
+	assert.Zero(t, c.Timeout)
+	assert.NotNil(t, c.Transport)
 }
 
 // Concurrent calls to one system reuse their connections: with http.DefaultTransport (2 idle
