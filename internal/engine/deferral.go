@@ -61,12 +61,12 @@ func (d DeferringInstances) SetInstanceFields(ctx context.Context, id string, f 
 	return d.Instances.SetInstanceFields(ctx, id, f)
 }
 
-// DeferringRuntimes is DeferringInstances for the provisioner's runtimes' Compass ID.
+// DeferringRuntimes is DeferringInstances for the provisioner's runtimes (SetRuntimeFields).
 type DeferringRuntimes struct{ storage.Runtimes }
 
-func (d DeferringRuntimes) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
-	if DeferRuntimeFields(ctx, id, storage.RuntimeFields{CompassRuntimeID: &compassID}) {
+func (d DeferringRuntimes) SetRuntimeFields(ctx context.Context, id string, f storage.RuntimeFields) error {
+	if DeferRuntimeFields(ctx, id, f) {
 		return nil
 	}
-	return d.Runtimes.SetCompassRuntimeID(ctx, id, compassID)
+	return d.Runtimes.SetRuntimeFields(ctx, id, f)
 }

@@ -67,15 +67,15 @@ func TestInstanceFieldsRideOnTheOperationsWrite(t *testing.T) {
 
 func sp(s string) *string { return &s }
 
-// countingRuntimes counts the SetCompassRuntimeID calls that reach the store.
+// countingRuntimes counts the SetRuntimeFields calls that reach the store.
 type countingRuntimes struct {
 	storage.Runtimes
 	sets atomic.Int32
 }
 
-func (c *countingRuntimes) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
+func (c *countingRuntimes) SetRuntimeFields(ctx context.Context, id string, f storage.RuntimeFields) error {
 	c.sets.Add(1)
-	return c.Runtimes.SetCompassRuntimeID(ctx, id, compassID)
+	return c.Runtimes.SetRuntimeFields(ctx, id, f)
 }
 
 // DeferringRuntimes: a step's Compass ID of the runtime its operation is of rides on the
@@ -90,7 +90,7 @@ func TestRuntimeFieldsRideOnTheOperationsWrite(t *testing.T) {
 	rts := DeferringRuntimes{Runtimes: counting}
 	var seen string
 	register := step("register", func(ctx context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
-		return op, 0, rts.SetCompassRuntimeID(ctx, op.InstanceID, "compass-1")
+		return op, 0, rts.SetRuntimeFields(ctx, op.InstanceID, storage.RuntimeFields{CompassRuntimeID: sp("compass-1")})
 	})
 	next := step("next", func(ctx context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
 		rt, err := h.store.Runtimes().GetRuntime(ctx, op.InstanceID)

@@ -451,14 +451,10 @@ func (e *Engine) heldIDs() map[string]*holding {
 }
 
 func (e *Engine) runOne(ctx context.Context, x *executor, op storage.Operation) {
-	def, ok := e.defs[op.Type]
-	if !ok {
+	if def, ok := e.defs[op.Type]; !ok {
 		// Cannot happen: claims are filtered by registered types.
 		e.log.WithField("operation_id", op.ID).Errorf("no process for operation type %q", op.Type)
-		e.unhold(ctx, op.ID)
-		return
-	}
-	if leave := def.execute(ctx, x, op); leave != nil {
+	} else if leave := def.execute(ctx, x, op); leave != nil {
 		leave() // parked: still held, its run goes on when signalled
 		return
 	}

@@ -67,9 +67,10 @@ type Runtimes interface {
 	GetRuntime(ctx context.Context, id string) (Runtime, error)
 	// UpdateRuntime writes rt if rt.Version is current (ErrConflict otherwise).
 	UpdateRuntime(ctx context.Context, rt Runtime) (Runtime, error)
-	// SetCompassRuntimeID writes the runtime's Compass ID as Instances.SetInstanceFields writes
-	// an instance's fields: one statement, no read, nothing written when it is already set.
-	SetCompassRuntimeID(ctx context.Context, id, compassID string) error
+	// SetRuntimeFields writes the fields f sets as Instances.SetInstanceFields writes an
+	// instance's: one statement, no read, nothing written when they already have these values
+	// (a kubeconfig, encrypted anew, differs each time). ErrNotFound when there is no such runtime.
+	SetRuntimeFields(ctx context.Context, id string, f RuntimeFields) error
 	ListRuntimes(ctx context.Context, f RuntimeFilter) (Page[Runtime], error)
 	// StartRuntimeOperation inserts op for the runtime op.InstanceID unless that runtime has an
 	// active operation (ErrOperationInProgress) or does not exist (ErrNotFound); the check and

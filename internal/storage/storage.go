@@ -97,12 +97,17 @@ func (f *RuntimeFields) Merge(other RuntimeFields) *RuntimeFields {
 	if f != nil {
 		out = *f
 	}
-	for dst, v := range map[**string]*string{&out.CompassRuntimeID: other.CompassRuntimeID, &out.Kubeconfig: other.Kubeconfig} {
+	overlay(map[**string]*string{&out.CompassRuntimeID: other.CompassRuntimeID, &out.Kubeconfig: other.Kubeconfig})
+	return &out
+}
+
+// overlay sets each field to its value where one is given (not nil).
+func overlay(fields map[**string]*string) {
+	for dst, v := range fields {
 		if v != nil {
 			*dst = v
 		}
 	}
-	return &out
 }
 
 // KubeconfigSecret is the runtime's secret holding its cluster's kubeconfig. The stores keep it
@@ -374,11 +379,7 @@ func (f *InstanceFields) Merge(other InstanceFields) *InstanceFields {
 	if f != nil {
 		out = *f
 	}
-	for dst, v := range map[**string]*string{&out.RuntimeID: other.RuntimeID, &out.DashboardURL: other.DashboardURL, &out.ShootName: other.ShootName} {
-		if v != nil {
-			*dst = v
-		}
-	}
+	overlay(map[**string]*string{&out.RuntimeID: other.RuntimeID, &out.DashboardURL: other.DashboardURL, &out.ShootName: other.ShootName})
 	return &out
 }
 

@@ -370,7 +370,7 @@ func (d *fakeDirector) SetRuntimeStatusCondition(_ context.Context, tenant, comp
 
 // --- storage.Runtimes with injected faults -----------------------------------
 
-// faultyRuntimes is the real store with its writes (UpdateRuntime, SetCompassRuntimeID) failing:
+// faultyRuntimes is the real store with its writes (UpdateRuntime, SetRuntimeFields) failing:
 // with updateErr for the next failUpdates calls (negative: always).
 type faultyRuntimes struct {
 	storage.Runtimes
@@ -401,11 +401,11 @@ func (f *faultyRuntimes) UpdateRuntime(ctx context.Context, rt storage.Runtime) 
 	return f.Runtimes.UpdateRuntime(ctx, rt)
 }
 
-func (f *faultyRuntimes) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
+func (f *faultyRuntimes) SetRuntimeFields(ctx context.Context, id string, fields storage.RuntimeFields) error {
 	if err := f.write(); err != nil {
 		return err
 	}
-	return f.Runtimes.SetCompassRuntimeID(ctx, id, compassID)
+	return f.Runtimes.SetRuntimeFields(ctx, id, fields)
 }
 
 // write counts a write and returns its injected failure.

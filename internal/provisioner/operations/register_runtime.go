@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
 
@@ -25,7 +26,7 @@ func (s RegisterRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (
 	if err != nil {
 		return s.directorFailed(op, "registering the runtime", err)
 	}
-	if err := s.Runtimes.SetCompassRuntimeID(ctx, op.Data.RuntimeID, id); err != nil {
+	if err := s.Runtimes.SetRuntimeFields(ctx, op.Data.RuntimeID, storage.RuntimeFields{CompassRuntimeID: &id}); err != nil {
 		return s.waitFor(op, fmt.Sprintf("storing the Compass runtime ID: %v", err))
 	}
 	op.Data.CompassRuntimeID = id

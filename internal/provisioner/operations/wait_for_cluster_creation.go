@@ -51,10 +51,13 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 	if kc == "" && alloc == nil {
 		return op, 0, nil // nothing to store
 	}
-	// The kubeconfig alone rides on the operation's next save, in the runtime's column of its
-	// own (the step is read-only: a run again after a crash reads it again); the later steps of
-	// this run take it from the memo.
-	if alloc == nil && engine.DeferRuntimeFields(ctx, op.Data.RuntimeID, storage.RuntimeFields{Kubeconfig: &kc}) {
+	// The kubeconfig alone is one column of the runtime (no read of its other secrets); in a run
+	// of the engine it rides on the operation's next save (Deps.Runtimes is
+	// engine.DeferringRuntimes; the step is read-only: a run again after a crash reads it again).
+	if alloc == nil {
+		if err := s.Runtimes.SetRuntimeFields(ctx, op.Data.RuntimeID, storage.RuntimeFields{Kubeconfig: &kc}); err != nil {
+			return s.waitFor(op, fmt.Sprintf("storing the kubeconfig: %v", err))
+		}
 		engine.Remember(op, kubeconfigMemo, kc)
 		return op, 0, nil
 	}

@@ -117,11 +117,10 @@ const (
 	instanceFieldsWhere = `t.instance_id = u.instance_id AND (t.runtime_id <> COALESCE(f.runtime_id, t.runtime_id)
 		OR t.dashboard_url <> COALESCE(f.dashboard_url, t.dashboard_url) OR t.shoot_name <> COALESCE(f.shoot_name, t.shoot_name))`
 	// runtimeFieldsUpdate and runtimeFieldsWhere are the same for the runtime t of u.
-	// A kubeconfig given is written (its ciphertext differs each time).
 	runtimeFieldsUpdate = `UPDATE runtimes t SET compass_runtime_id = COALESCE(f.compass_runtime_id, t.compass_runtime_id),
 		kubeconfig = COALESCE(f.kubeconfig, t.kubeconfig), updated_at = u.updated_at, version = t.version + 1`
 	runtimeFieldsWhere = `t.id = u.instance_id AND (t.compass_runtime_id <> COALESCE(f.compass_runtime_id, t.compass_runtime_id)
-		OR f.kubeconfig IS NOT NULL)`
+		OR t.kubeconfig IS DISTINCT FROM COALESCE(f.kubeconfig, t.kubeconfig))`
 )
 
 // prefixed qualifies each column of a comma-separated list with prefix (the batch joins u, whose

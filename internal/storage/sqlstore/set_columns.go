@@ -11,12 +11,10 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-// column is one column and the value setColumns gives it: a NOT NULL text column is written
-// only when its value differs, an encrypted one (always) whenever it is given.
+// column is one column and the value setColumns gives it.
 type column struct {
-	name   string
-	value  any
-	always bool
+	name  string
+	value any
 }
 
 // setColumns writes cols of the row id of table in one statement, with updated_at and the
@@ -46,11 +44,8 @@ func (s *Store) columnsUpdate(table, idCol, id string, cols []column, now time.T
 	changed := sq.Or{}
 	for _, c := range cols {
 		upd = upd.Set(c.name, c.value)
-		if c.always {
-			changed = append(changed, sq.Expr("1 = 1"))
-		} else {
-			changed = append(changed, sq.NotEq{c.name: c.value})
-		}
+		// NULL-safe: a kubeconfig column may hold none yet.
+		changed = append(changed, sq.Expr(c.name+" IS DISTINCT FROM ?", c.value))
 	}
 	return upd.Set("updated_at", s.d.timeArg(now)).Set("version", sq.Expr("version + 1")).
 		Where(sq.And{sq.Eq{idCol: id}, changed}), true
@@ -85,7 +80,7 @@ func runtimeColumns(f *storage.RuntimeFields, kubeconfig any) []column {
 		cols = append(cols, column{name: "compass_runtime_id", value: *f.CompassRuntimeID})
 	}
 	if f.Kubeconfig != nil && kubeconfig != nil {
-		cols = append(cols, column{name: "kubeconfig", value: kubeconfig, always: true})
+		cols = append(cols, column{name: "kubeconfig", value: kubeconfig})
 	}
 	return cols
 }
@@ -97,9 +92,16 @@ func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.Inst
 	return nil
 }
 
-func (s *Store) SetCompassRuntimeID(ctx context.Context, id, compassID string) error {
-	if err := s.setColumns(ctx, "runtimes", "id", id, runtimeColumns(&storage.RuntimeFields{CompassRuntimeID: &compassID}, nil)); err != nil {
-		return fmt.Errorf("setting the Compass ID of runtime %s: %w", id, err)
+func (s *Store) SetRuntimeFields(ctx context.Context, id string, f storage.RuntimeFields) error {
+	var kc any
+	if f.Kubeconfig != nil {
+		var err error
+		if kc, err = s.encryptKubeconfig(true, *f.Kubeconfig); err != nil {
+			return fmt.Errorf("setting fields of runtime %s: %w", id, err)
+		}
+	}
+	if err := s.setColumns(ctx, "runtimes", "id", id, runtimeColumns(&f, kc)); err != nil {
+		return fmt.Errorf("setting fields of runtime %s: %w", id, err)
 	}
 	return nil
 }

@@ -56,14 +56,16 @@ func testSetInstanceFields(t *testing.T, e *env) {
 	assert.ErrorIs(t, insts.SetInstanceFields(ctx, "missing", storage.InstanceFields{RuntimeID: sp("x")}), storage.ErrNotFound)
 }
 
-func testSetCompassRuntimeID(t *testing.T, e *env) {
+// testSetRuntimeFields: a runtime's fields written in one statement; an ID it has is not written
+// again; a kubeconfig replaces the one in its secrets and leaves the others.
+func testSetRuntimeFields(t *testing.T, e *env) {
 	rts := e.s.Runtimes()
 	rt := newRuntime("rt1", "tenant-a")
 	rt.Secrets = storage.Secrets{"kubeconfig": "kc"}
 	stored, _, err := rts.InsertRuntimeWithOperation(ctx, rt, newOp("op1", "rt1", "provisioner_provision", storage.StatePending, nil))
 	require.NoError(t, err)
 
-	require.NoError(t, rts.SetCompassRuntimeID(ctx, "rt1", "compass-1"))
+	require.NoError(t, rts.SetRuntimeFields(ctx, "rt1", storage.RuntimeFields{CompassRuntimeID: sp("compass-1")}))
 	got, err := rts.GetRuntime(ctx, "rt1")
 	require.NoError(t, err)
 	assert.Equal(t, "compass-1", got.CompassRuntimeID)
@@ -71,13 +73,24 @@ func testSetCompassRuntimeID(t *testing.T, e *env) {
 	assert.Equal(t, storage.Secrets{"kubeconfig": "kc"}, got.Secrets)
 	assert.JSONEq(t, string(stored.Config), string(got.Config))
 
-	require.NoError(t, rts.SetCompassRuntimeID(ctx, "rt1", "compass-1"))
+	require.NoError(t, rts.SetRuntimeFields(ctx, "rt1", storage.RuntimeFields{CompassRuntimeID: sp("compass-1")}))
 	again, err := rts.GetRuntime(ctx, "rt1")
 	require.NoError(t, err)
 	assert.Equal(t, got.Version, again.Version, "an ID the runtime already has is not written")
 	_, err = rts.UpdateRuntime(ctx, stored)
 	assert.ErrorIs(t, err, storage.ErrConflict)
-	assert.ErrorIs(t, rts.SetCompassRuntimeID(ctx, "missing", "x"), storage.ErrNotFound)
+	assert.ErrorIs(t, rts.SetRuntimeFields(ctx, "missing", storage.RuntimeFields{CompassRuntimeID: sp("x")}), storage.ErrNotFound)
+
+	rt2 := newRuntime("rt2", "tenant-a")
+	rt2.Secrets = storage.Secrets{"admin": "a"}
+	_, _, err = rts.InsertRuntimeWithOperation(ctx, rt2, newOp("op2", "rt2", "provisioner_provision", storage.StatePending, nil))
+	require.NoError(t, err)
+	for _, kc := range []string{"kc-1", "kc-2"} {
+		require.NoError(t, rts.SetRuntimeFields(ctx, "rt2", storage.RuntimeFields{Kubeconfig: sp(kc)}))
+		got, err := rts.GetRuntime(ctx, "rt2")
+		require.NoError(t, err)
+		assert.Equal(t, storage.Secrets{"admin": "a", storage.KubeconfigSecret: kc}, got.Secrets)
+	}
 }
 
 // testSaveProgressInstanceFields: the instance fields a save carries (Operation.Instance) are

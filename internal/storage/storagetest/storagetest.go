@@ -109,7 +109,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"SetInstanceFields", testSetInstanceFields},
 		{"SaveProgressInstanceFields", testSaveProgressInstanceFields},
 		{"SaveProgressRuntimeFields", testSaveProgressRuntimeFields},
-		{"SetCompassRuntimeID", testSetCompassRuntimeID},
+		{"SetRuntimeFields", testSetRuntimeFields},
 		{"StaticAllocations", testStaticAllocations},
 		{"StaticAllocationIdempotent", testStaticAllocationIdempotent},
 		{"StaticRelease", testStaticRelease},
