@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -191,7 +194,7 @@ func (d *Durable) collect() (Rows, []unpinner, error) {
 				rows[kind][key] = nil
 				continue
 			}
-			b, merr := json.Marshal(v)
+			b, merr := encodeRow(v)
 			if merr != nil && err == nil {
 				err = fmt.Errorf("encoding %s %s: %w", kind, key, merr)
 			}
@@ -456,7 +459,53 @@ type tallyRow struct {
 	n int // a row of Counts
 }
 
-func (r tallyRow) MarshalJSON() ([]byte, error) { return json.Marshal(r.m) }
+// MarshalJSON writes the counters as a JSON object with its keys sorted, as json.Marshal would:
+// a tally is rewritten with every request its stand-in serves, and encoding the map by
+// reflection was ~1% of the broker's CPU at full load (issue 16).
+func (r tallyRow) MarshalJSON() ([]byte, error) {
+	keys := slices.Sorted(maps.Keys(r.m))
+	b := make([]byte, 0, 16*len(keys)+2)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if plainJSONString(k) {
+			b = append(append(append(b, '"'), k...), '"')
+		} else {
+			q, err := json.Marshal(k)
+			if err != nil {
+				return nil, err
+			}
+			b = append(b, q...)
+		}
+		b = strconv.AppendInt(append(b, ':'), int64(r.m[k]), 10)
+	}
+	return append(b, '}'), nil
+}
+
+// plainJSONString: s is written in JSON as itself between quotes (printable ASCII that
+// encoding/json would not escape).
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeRow encodes a row's value. A value with its own MarshalJSON is asked directly:
+// json.Marshal would re-scan and compact what it returns, which was a third of the stand-ins'
+// encoding (issue 16); those methods return json.Marshal's compact output already.
+func encodeRow(v any) ([]byte, error) {
+	if m, ok := v.(json.Marshaler); ok {
+		if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || !rv.IsNil() {
+			return m.MarshalJSON()
+		}
+	}
+	return json.Marshal(v)
+}
 
 func (r *tallyRow) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '{' {

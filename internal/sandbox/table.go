@@ -363,7 +363,7 @@ func (t *Table[T]) collect(rows Rows, pins *[]unpinner) error {
 		var b []byte
 		if e.v != nil {
 			var merr error
-			if b, merr = json.Marshal(e.v); merr != nil && err == nil {
+			if b, merr = encodeRow(e.v); merr != nil && err == nil {
 				err = fmt.Errorf("encoding %s %s: %w", t.kind, k, merr)
 			}
 		}
