@@ -70,6 +70,9 @@ type Clusters struct {
 }
 
 func (c Clusters) ForKubeconfig(kubeconfig string) (Runtime, error) {
+	if server, ok := simulatedServer(kubeconfig); ok {
+		return simulatedFor(c.Simulated, server)
+	}
 	cfg, err := clientcmd.Load([]byte(kubeconfig))
 	if err != nil {
 		return nil, fmt.Errorf("reading the runtime's kubeconfig: %w", err)

@@ -301,24 +301,7 @@ func (b *Backend) Kubeconfig(_ context.Context, spec infrastructure.Spec) (strin
 // Kubeconfig is the kubeconfig of the simulated runtime runtimeID; its server URL carries how
 // long the runtime's Kyma installation and agent connection take.
 func Kubeconfig(runtimeID string, installation, agentConnection time.Duration) string {
-	server := fmt.Sprintf("%s://%s?installationDuration=%s&agentConnectionDuration=%s", KubeconfigScheme, runtimeID, installation, agentConnection)
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: %[1]s
-  cluster:
-    server: %[2]s
-contexts:
-- name: %[1]s
-  context:
-    cluster: %[1]s
-    user: admin
-current-context: %[1]s
-users:
-- name: admin
-  user:
-    token: simulated
-`, runtimeID, server)
+	return runtimeclient.SimulatedKubeconfig(runtimeID, installation, agentConnection)
 }
 
 // Update returns spec.RequestedAt in Unix milliseconds as the revision Status reports once
