@@ -70,10 +70,11 @@ func (o *SandboxObjects) upsertAll(ctx context.Context, db *stmtCache, calls san
 	for _, c := range sorted {
 		n += len(c.req.rows)
 	}
-	systems, kinds, keys, values := make(pgTextArray, 0, n), make(pgTextArray, 0, n), make(pgTextArray, 0, n), make(pgTextArray, 0, n)
+	// The values go into the array as they are (no string copy of each document).
+	systems, kinds, keys, values := make(pgTextArray, 0, n), make(pgTextArray, 0, n), make(pgTextArray, 0, n), make(pgByteTextArray, 0, n)
 	for _, c := range sorted {
 		for _, r := range c.req.rows {
-			systems, kinds, keys, values = append(systems, c.req.system), append(kinds, r.kind), append(keys, r.key), append(values, string(r.value))
+			systems, kinds, keys, values = append(systems, c.req.system), append(kinds, r.kind), append(keys, r.key), append(values, r.value)
 		}
 	}
 	st, err := db.byName(ctx, "sandbox_upsert_batch", func() string { return o.d.rebind(sandboxBatchSQL) })
