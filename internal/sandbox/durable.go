@@ -519,7 +519,10 @@ func (r *tallyRow) UnmarshalJSON(b []byte) error {
 // row written with the change takes them in.
 func (c *Counts) tally(fold bool) map[string]int {
 	if r, ok := c.one.Get(""); ok {
-		return maps.Clone(r.m)
+		if m := maps.Clone(r.m); m != nil {
+			return m
+		}
+		return map[string]int{}
 	}
 	m := map[string]int{}
 	for key, r := range c.one.All() {
@@ -536,6 +539,12 @@ func (c *Counts) tally(fold bool) map[string]int {
 // Add adds n to the counter key.
 func (c *Counts) Add(key string, n int) {
 	if c.one != nil {
+		// The row is the table's to change and put back (a write under way holds its encoding).
+		if r, ok := c.one.Get(""); ok && r.m != nil {
+			r.m[key] += n
+			c.one.Put("", r)
+			return
+		}
 		m := c.tally(true)
 		m[key] += n
 		c.one.Put("", &tallyRow{m: m})
@@ -558,6 +567,9 @@ func (c *Counts) Inc(key string) int {
 // Get returns the counter key.
 func (c *Counts) Get(key string) int {
 	if c.one != nil {
+		if r, ok := c.one.Get(""); ok && r.m != nil {
+			return r.m[key]
+		}
 		return c.tally(false)[key]
 	}
 	if c.byValue != nil {
