@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpbody"
 )
 
 // maxResponse bounds how much of a response body is read.
@@ -48,7 +50,7 @@ func DoJSON(ctx context.Context, httpc *http.Client, authorize func(*http.Reques
 	}
 	defer resp.Body.Close()
 	NoteAnswer(ctx, resp.StatusCode)
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	data, err := httpbody.Read(io.LimitReader(resp.Body, maxResponse), resp.ContentLength, maxResponse)
 	if err != nil {
 		return nil, fmt.Errorf("reading response: %w", err)
 	}

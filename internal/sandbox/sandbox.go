@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpbody"
 )
 
 // System is a stand-in for one external system. It is mounted at /<Name()>/ and sees request paths
@@ -289,7 +291,7 @@ const maxBody = 8 << 20
 
 // bufferBody reads the request's body into memory, answering 400 when it cannot.
 func bufferBody(w http.ResponseWriter, r *http.Request) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, err := httpbody.Read(http.MaxBytesReader(w, r.Body, maxBody), r.ContentLength, maxBody)
 	if err != nil {
 		WriteJSON(w, http.StatusBadRequest, errorBody{Message: "reading request body: " + err.Error()})
 		return false
