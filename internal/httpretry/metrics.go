@@ -96,7 +96,7 @@ func (o observed) RoundTrip(req *http.Request) (*http.Response, error) {
 const IdleConnsPerHost = 64
 
 // ConnsPerHost bounds a client's connections to one system, so its concurrent calls: the
-// engine's workers (APP_ENGINE_WORKERS, 256) are many more, since more operations running at
+// engine's workers (APP_ENGINE_WORKERS, 384) are many more, since more operations running at
 // once make bigger group commits, and a system gets no more than 64 calls at once from a
 // replica, as when the workers were 64. A call beyond waits for a connection within its
 // attempt's timeout.
