@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -32,12 +31,11 @@ func (t requestTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
 // body is read within the timeout.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel context.CancelFunc
-	once   sync.Once
+	cancel context.CancelFunc // safe to call more than once
 }
 
 func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	b.once.Do(b.cancel)
+	b.cancel()
 	return err
 }

@@ -514,15 +514,20 @@ func (r *tallyRow) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, &r.n)
 }
 
+// row is the Tally's row of counters, nil until its first change.
+func (c *Counts) row() *tallyRow {
+	if r, ok := c.one.Get(""); ok && r.m != nil {
+		return r
+	}
+	return nil
+}
+
 // tally returns a copy of the Tally's counters. Until the tally's row exists, the rows of former
 // Counts are its counters (a scan of the kind); fold, for a change, deletes them, as the tally's
 // row written with the change takes them in.
 func (c *Counts) tally(fold bool) map[string]int {
-	if r, ok := c.one.Get(""); ok {
-		if m := maps.Clone(r.m); m != nil {
-			return m
-		}
-		return map[string]int{}
+	if r := c.row(); r != nil {
+		return maps.Clone(r.m)
 	}
 	m := map[string]int{}
 	for key, r := range c.one.All() {
@@ -540,7 +545,7 @@ func (c *Counts) tally(fold bool) map[string]int {
 func (c *Counts) Add(key string, n int) {
 	if c.one != nil {
 		// The row is the table's to change and put back (a write under way holds its encoding).
-		if r, ok := c.one.Get(""); ok && r.m != nil {
+		if r := c.row(); r != nil {
 			r.m[key] += n
 			c.one.Put("", r)
 			return
@@ -567,7 +572,7 @@ func (c *Counts) Inc(key string) int {
 // Get returns the counter key.
 func (c *Counts) Get(key string) int {
 	if c.one != nil {
-		if r, ok := c.one.Get(""); ok && r.m != nil {
+		if r := c.row(); r != nil {
 			return r.m[key]
 		}
 		return c.tally(false)[key]

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/simulated"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,5 +52,5 @@ func TestCachedOpensEachKubeconfigOnce(t *testing.T) {
 }
 
 func simulatedKubeconfig(runtimeID string) string {
-	return simulated.Kubeconfig(runtimeID, time.Second, time.Second)
+	return runtimeclient.SimulatedKubeconfig(runtimeID, time.Second, time.Second)
 }

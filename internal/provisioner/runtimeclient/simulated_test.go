@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/simulated"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,7 +26,7 @@ func TestSimulatedRuntimeDurationsFromItsKubeconfig(t *testing.T) {
 		return s
 	}
 
-	s := open(runtimeclient.Clusters{}, simulated.Kubeconfig("rt-1", 10*time.Second, time.Second))
+	s := open(runtimeclient.Clusters{}, runtimeclient.SimulatedKubeconfig("rt-1", 10*time.Second, time.Second))
 	assert.Equal(t, 10*time.Second, s.InstallDuration)
 	assert.Equal(t, time.Second, s.ConnectionDuration)
 	s.Now = at(9 * time.Second)
@@ -42,12 +41,12 @@ func TestSimulatedRuntimeDurationsFromItsKubeconfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, runtimeclient.ConnectionSynchronized, conn)
 
-	s = open(runtimeclient.Clusters{}, simulated.Kubeconfig("rt-1", 0, 0))
+	s = open(runtimeclient.Clusters{}, runtimeclient.SimulatedKubeconfig("rt-1", 0, 0))
 	assert.Equal(t, time.Duration(0), s.InstallDuration, "zero in the spec is zero")
 	assert.Equal(t, time.Duration(0), s.ConnectionDuration)
 
 	fast := runtimeclient.Clusters{Simulated: runtimeclient.Simulated{InstallDuration: time.Millisecond, ConnectionDuration: time.Millisecond}}
-	s = open(fast, simulated.Kubeconfig("rt-1", time.Hour, time.Hour))
+	s = open(fast, runtimeclient.SimulatedKubeconfig("rt-1", time.Hour, time.Hour))
 	assert.Equal(t, time.Millisecond, s.InstallDuration, "set on Clusters wins")
 
 	old := `apiVersion: v1

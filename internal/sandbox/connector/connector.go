@@ -228,7 +228,7 @@ func (s *StandIn) refuse(w http.ResponseWriter, status int, event, msg string) {
 	s.mu.Lock()
 	s.calls.Inc(event)
 	s.mu.Unlock()
-	gql.WriteJSON(w, status, gql.Response{Errors: []gql.Error{{Message: msg, Extensions: map[string]any{"error": gql.KindUnauthorized}}}})
+	sandbox.WriteJSON(w, status, gql.Response{Errors: []gql.Error{{Message: msg, Extensions: map[string]any{"error": gql.KindUnauthorized}}}})
 }
 
 // errRejected keeps the one-time token valid when the operation failed.
@@ -266,9 +266,9 @@ func (s *StandIn) handleTokenSecured(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, director.ErrInvalidToken):
 		s.refuse(w, http.StatusForbidden, "refused.token", "invalid token: "+err.Error())
 	case err != nil && !errors.Is(err, errRejected):
-		gql.WriteJSON(w, http.StatusServiceUnavailable, gql.Response{Errors: []gql.Error{{Message: err.Error(), Extensions: map[string]any{"error": gql.KindInternal}}}})
+		sandbox.WriteJSON(w, http.StatusServiceUnavailable, gql.Response{Errors: []gql.Error{{Message: err.Error(), Extensions: map[string]any{"error": gql.KindInternal}}}})
 	default:
-		gql.WriteJSON(w, http.StatusOK, resp)
+		sandbox.WriteJSON(w, http.StatusOK, resp)
 	}
 }
 
@@ -301,7 +301,7 @@ func (s *StandIn) handleCertificateSecured(w http.ResponseWriter, r *http.Reques
 	if !ok {
 		return
 	}
-	gql.WriteJSON(w, http.StatusOK, s.execute(op, c))
+	sandbox.WriteJSON(w, http.StatusOK, s.execute(op, c))
 }
 
 // caller is who a request is served for: the runtime of a one-time token (with the new token
@@ -443,7 +443,7 @@ func (s *StandIn) handleGetLifetime(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	d := s.lifetimeLocked()
 	s.mu.Unlock()
-	gql.WriteJSON(w, http.StatusOK, lifetimeBody{Lifetime: d.String()})
+	sandbox.WriteJSON(w, http.StatusOK, lifetimeBody{Lifetime: d.String()})
 }
 
 // handlePutLifetime sets the lifetime of certificates issued from now on ({"lifetime": "10s"});
@@ -451,14 +451,14 @@ func (s *StandIn) handleGetLifetime(w http.ResponseWriter, _ *http.Request) {
 func (s *StandIn) handlePutLifetime(w http.ResponseWriter, r *http.Request) {
 	var body lifetimeBody
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<12)).Decode(&body); err != nil {
-		gql.WriteJSON(w, http.StatusBadRequest, map[string]string{"message": "decoding the lifetime: " + err.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, map[string]string{"message": "decoding the lifetime: " + err.Error()})
 		return
 	}
 	var d time.Duration
 	if body.Lifetime != "" {
 		var err error
 		if d, err = time.ParseDuration(body.Lifetime); err != nil || d < 0 || (d > 0 && d < time.Second) {
-			gql.WriteJSON(w, http.StatusBadRequest, map[string]string{"message": fmt.Sprintf("lifetime %q must be a duration of at least 1s, or 0s for the default", body.Lifetime)})
+			sandbox.WriteJSON(w, http.StatusBadRequest, map[string]string{"message": fmt.Sprintf("lifetime %q must be a duration of at least 1s, or 0s for the default", body.Lifetime)})
 			return
 		}
 	}
@@ -467,5 +467,5 @@ func (s *StandIn) handlePutLifetime(w http.ResponseWriter, r *http.Request) {
 	s.durable.Touch(kindSettings, keyLifetime)
 	out := s.lifetimeLocked()
 	s.mu.Unlock()
-	gql.WriteJSON(w, http.StatusOK, lifetimeBody{Lifetime: out.String()})
+	sandbox.WriteJSON(w, http.StatusOK, lifetimeBody{Lifetime: out.String()})
 }

@@ -278,7 +278,7 @@ func (s *StandIn) runtimeResolvers(runtimeID string) map[string]resolver {
 func (s *StandIn) admin() http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /applications", func(w http.ResponseWriter, _ *http.Request) {
-		gql.WriteJSON(w, http.StatusOK, map[string]any{"applications": s.Applications()})
+		sandbox.WriteJSON(w, http.StatusOK, map[string]any{"applications": s.Applications()})
 	})
 	m.HandleFunc("POST /applications", s.handleRegisterApplication)
 	m.HandleFunc("PUT /applications/{id}", s.onApp(s.changeApplication))
@@ -297,7 +297,7 @@ func decodeInput(w http.ResponseWriter, r *http.Request) (ApplicationInput, bool
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.UseNumber()
 	if err := dec.Decode(&in); err != nil {
-		gql.WriteJSON(w, http.StatusBadRequest, adminError{Message: "decoding the application: " + err.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, adminError{Message: "decoding the application: " + err.Error()})
 		return in, false
 	}
 	return in, true
@@ -311,7 +311,7 @@ func (s *StandIn) handleRegisterApplication(w http.ResponseWriter, r *http.Reque
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.check(&in, ""); err != nil {
-		gql.WriteJSON(w, http.StatusBadRequest, adminError{Message: err.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, adminError{Message: err.Error()})
 		return
 	}
 	a := &application{Seq: int64(s.seq.Inc(seqApplications)), App: Application{ID: uuid.NewString(), Tenant: in.Tenant},
@@ -319,7 +319,7 @@ func (s *StandIn) handleRegisterApplication(w http.ResponseWriter, r *http.Reque
 	a.apply(in)
 	s.apps[a.App.ID] = a
 	s.durable.Touch(kindApplication, a.App.ID)
-	gql.WriteJSON(w, http.StatusCreated, a.view())
+	sandbox.WriteJSON(w, http.StatusCreated, a.view())
 }
 
 // onApp serves a request about the application of the path's {id} with fn, with the lock held;
@@ -330,7 +330,7 @@ func (s *StandIn) onApp(fn func(w http.ResponseWriter, r *http.Request, a *appli
 		defer s.mu.Unlock()
 		a, ok := s.apps[r.PathValue("id")]
 		if !ok {
-			gql.WriteJSON(w, http.StatusNotFound, adminError{Message: fmt.Sprintf("no application %s", r.PathValue("id"))})
+			sandbox.WriteJSON(w, http.StatusNotFound, adminError{Message: fmt.Sprintf("no application %s", r.PathValue("id"))})
 			return
 		}
 		fn(w, r, a)
@@ -347,15 +347,15 @@ func (s *StandIn) changeApplication(w http.ResponseWriter, r *http.Request, a *a
 		in.Tenant = a.App.Tenant
 	}
 	if in.Tenant != a.App.Tenant {
-		gql.WriteJSON(w, http.StatusBadRequest, adminError{Message: "an application cannot move to another tenant"})
+		sandbox.WriteJSON(w, http.StatusBadRequest, adminError{Message: "an application cannot move to another tenant"})
 		return
 	}
 	if err := s.check(&in, a.App.ID); err != nil {
-		gql.WriteJSON(w, http.StatusBadRequest, adminError{Message: err.Error()})
+		sandbox.WriteJSON(w, http.StatusBadRequest, adminError{Message: err.Error()})
 		return
 	}
 	a.apply(in)
-	gql.WriteJSON(w, http.StatusOK, a.view())
+	sandbox.WriteJSON(w, http.StatusOK, a.view())
 }
 
 func (s *StandIn) deleteApplication(w http.ResponseWriter, _ *http.Request, a *application) {
@@ -367,15 +367,15 @@ func (s *StandIn) deleteApplication(w http.ResponseWriter, _ *http.Request, a *a
 func (s *StandIn) assign(w http.ResponseWriter, r *http.Request, a *application) {
 	rt := r.PathValue("runtime")
 	if _, ok := s.get(a.App.Tenant, rt); !ok {
-		gql.WriteJSON(w, http.StatusNotFound, adminError{Message: fmt.Sprintf("tenant %s has no runtime %s", a.App.Tenant, rt)})
+		sandbox.WriteJSON(w, http.StatusNotFound, adminError{Message: fmt.Sprintf("tenant %s has no runtime %s", a.App.Tenant, rt)})
 		return
 	}
 	a.assign(rt)
-	gql.WriteJSON(w, http.StatusOK, a.view())
+	sandbox.WriteJSON(w, http.StatusOK, a.view())
 }
 
 // unassign removes the application from a runtime; removing it again changes nothing.
 func (s *StandIn) unassign(w http.ResponseWriter, r *http.Request, a *application) {
 	delete(a.Credentials, r.PathValue("runtime"))
-	gql.WriteJSON(w, http.StatusOK, a.view())
+	sandbox.WriteJSON(w, http.StatusOK, a.view())
 }

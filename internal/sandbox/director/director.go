@@ -297,7 +297,7 @@ func (s *StandIn) handleGraphQL(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			s.countEvents("unauthorized")
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-			gql.WriteJSON(w, http.StatusUnauthorized, map[string]string{"message": "missing, unknown or expired bearer token and no client certificate of the sandbox CA"})
+			sandbox.WriteJSON(w, http.StatusUnauthorized, map[string]string{"message": "missing, unknown or expired bearer token and no client certificate of the sandbox CA"})
 			return
 		}
 		resolvers = s.runtimeResolvers(runtimeID)
@@ -310,14 +310,14 @@ func (s *StandIn) handleGraphQL(w http.ResponseWriter, r *http.Request) {
 	tenant := strings.TrimSpace(r.Header.Get("Tenant"))
 	if tenant == "" {
 		s.countEvents("invalid")
-		gql.WriteJSON(w, http.StatusOK, gql.Response{Errors: []gql.Error{{Message: "Tenant is required",
+		sandbox.WriteJSON(w, http.StatusOK, gql.Response{Errors: []gql.Error{{Message: "Tenant is required",
 			Extensions: map[string]any{"error": gql.KindTenantRequired}}}})
 		return
 	}
 	s.mu.Lock()
 	resp := s.execute(tenant, op, resolvers)
 	s.mu.Unlock()
-	gql.WriteJSON(w, http.StatusOK, resp)
+	sandbox.WriteJSON(w, http.StatusOK, resp)
 }
 
 func newToken() string {

@@ -127,27 +127,24 @@ type Operation struct {
 // Resolver resolves the root field name from its arguments.
 type Resolver func(name string, args map[string]any) (any, error)
 
-// WriteJSON writes v as a JSON answer with status.
-func WriteJSON(w http.ResponseWriter, status int, v any) { sandbox.WriteJSON(w, status, v) }
-
 // Decode reads a POST request like gqlgen's POST transport and prepares its operation. When it
 // cannot, it answers (400 for a body that is not a JSON request, 422 for a query that does not
 // parse or validate or variables that do not fit) and returns false.
 func (s *Schema) Decode(w http.ResponseWriter, r *http.Request) (*Operation, bool) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		WriteJSON(w, http.StatusBadRequest, Response{Errors: []Error{{Message: "transport not supported"}}})
+		sandbox.WriteJSON(w, http.StatusBadRequest, Response{Errors: []Error{{Message: "transport not supported"}}})
 		return nil, false
 	}
 	var req Request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.UseNumber()
 	if err := dec.Decode(&req); err != nil {
-		WriteJSON(w, http.StatusBadRequest, Response{Errors: []Error{{Message: "json request body could not be decoded: " + err.Error()}}})
+		sandbox.WriteJSON(w, http.StatusBadRequest, Response{Errors: []Error{{Message: "json request body could not be decoded: " + err.Error()}}})
 		return nil, false
 	}
 	op, errs := s.Prepare(req)
 	if errs != nil {
-		WriteJSON(w, http.StatusUnprocessableEntity, Response{Errors: errs})
+		sandbox.WriteJSON(w, http.StatusUnprocessableEntity, Response{Errors: errs})
 		return nil, false
 	}
 	return op, true

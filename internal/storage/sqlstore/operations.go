@@ -116,8 +116,8 @@ func (s *Store) encodeSave(op storage.Operation) (opWrite, error) {
 	if err != nil {
 		return opWrite{}, err
 	}
-	if f := op.Runtime; f != nil && f.Kubeconfig != nil {
-		if w.kubeconfig, err = s.encryptKubeconfig(true, *f.Kubeconfig); err != nil {
+	if f := op.Runtime; f != nil {
+		if w.kubeconfig, err = s.encryptKubeconfig(f.Kubeconfig); err != nil {
 			return opWrite{}, err
 		}
 	}

@@ -59,8 +59,9 @@ func (s *Store) scanRuntime(r rowScanner) (storage.Runtime, error) {
 // encryptRuntimeSecrets encrypts a runtime's secrets for its two columns: the kubeconfig on its
 // own (nil when there is none) and the rest.
 func (s *Store) encryptRuntimeSecrets(sec storage.Secrets) (rest, kubeconfig any, err error) {
-	kc, ok := sec[storage.KubeconfigSecret]
-	if ok {
+	var kc *string
+	if v, ok := sec[storage.KubeconfigSecret]; ok {
+		kc = &v
 		others := make(storage.Secrets, len(sec)-1)
 		for k, v := range sec {
 			if k != storage.KubeconfigSecret {
@@ -72,18 +73,18 @@ func (s *Store) encryptRuntimeSecrets(sec storage.Secrets) (rest, kubeconfig any
 	if rest, err = s.encryptSecrets(sec); err != nil {
 		return nil, nil, err
 	}
-	if kubeconfig, err = s.encryptKubeconfig(ok, kc); err != nil {
+	if kubeconfig, err = s.encryptKubeconfig(kc); err != nil {
 		return nil, nil, err
 	}
 	return rest, kubeconfig, nil
 }
 
-// encryptKubeconfig is the kubeconfig column's value: NULL when there is none.
-func (s *Store) encryptKubeconfig(set bool, kc string) (any, error) {
-	if !set {
+// encryptKubeconfig is the kubeconfig column's value: NULL when there is none (nil).
+func (s *Store) encryptKubeconfig(kc *string) (any, error) {
+	if kc == nil {
 		return nil, nil
 	}
-	ct, err := s.kr.Encrypt([]byte(kc))
+	ct, err := s.kr.Encrypt([]byte(*kc))
 	if err != nil {
 		return nil, fmt.Errorf("encrypting the kubeconfig: %w", err)
 	}

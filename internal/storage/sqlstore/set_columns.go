@@ -70,7 +70,7 @@ func instanceColumns(f *storage.InstanceFields) []column {
 }
 
 // runtimeColumns are the columns f sets (none for nil); kubeconfig is f's Kubeconfig encrypted
-// (opWrite.kubeconfig).
+// (opWrite.kubeconfig), nil when f sets none.
 func runtimeColumns(f *storage.RuntimeFields, kubeconfig any) []column {
 	if f == nil {
 		return nil
@@ -79,7 +79,7 @@ func runtimeColumns(f *storage.RuntimeFields, kubeconfig any) []column {
 	if f.CompassRuntimeID != nil {
 		cols = append(cols, column{name: "compass_runtime_id", value: *f.CompassRuntimeID})
 	}
-	if f.Kubeconfig != nil && kubeconfig != nil {
+	if kubeconfig != nil {
 		cols = append(cols, column{name: "kubeconfig", value: kubeconfig})
 	}
 	return cols
@@ -93,12 +93,9 @@ func (s *Store) SetInstanceFields(ctx context.Context, id string, f storage.Inst
 }
 
 func (s *Store) SetRuntimeFields(ctx context.Context, id string, f storage.RuntimeFields) error {
-	var kc any
-	if f.Kubeconfig != nil {
-		var err error
-		if kc, err = s.encryptKubeconfig(true, *f.Kubeconfig); err != nil {
-			return fmt.Errorf("setting fields of runtime %s: %w", id, err)
-		}
+	kc, err := s.encryptKubeconfig(f.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("setting fields of runtime %s: %w", id, err)
 	}
 	if err := s.setColumns(ctx, "runtimes", "id", id, runtimeColumns(&f, kc)); err != nil {
 		return fmt.Errorf("setting fields of runtime %s: %w", id, err)

@@ -41,9 +41,6 @@ const Type = "simulated"
 // FailureReason is the Status reason of a simulated creation failure.
 const FailureReason = "simulated failure"
 
-// KubeconfigScheme is the scheme of the server URL in simulated kubeconfigs.
-const KubeconfigScheme = "simulated"
-
 // Spec configures the simulation.
 type Spec struct {
 	DomainDelay         time.Duration
@@ -295,13 +292,7 @@ func (b *Backend) Kubeconfig(_ context.Context, spec infrastructure.Spec) (strin
 	if spec.RuntimeID == "" {
 		return "", errors.New("simulated backend: runtime ID is empty")
 	}
-	return Kubeconfig(spec.RuntimeID, b.installation, b.agentConnection), nil
-}
-
-// Kubeconfig is the kubeconfig of the simulated runtime runtimeID; its server URL carries how
-// long the runtime's Kyma installation and agent connection take.
-func Kubeconfig(runtimeID string, installation, agentConnection time.Duration) string {
-	return runtimeclient.SimulatedKubeconfig(runtimeID, installation, agentConnection)
+	return runtimeclient.SimulatedKubeconfig(spec.RuntimeID, b.installation, b.agentConnection), nil
 }
 
 // Update returns spec.RequestedAt in Unix milliseconds as the revision Status reports once
