@@ -46,7 +46,7 @@ bench-osb:
 # Provisionings/s end to end: the real broker (embedded sandbox, fastest simulated clusters) on
 # SQLite and PostgreSQL, with engine writes, events and rows written per provisioning (target 250/s).
 bench-e2e:
-	bash scripts/with-postgres.sh go run ./tools/bench/e2e -rounds 3
+	bash scripts/with-postgres.sh go run ./tools/bench/e2e -rounds 3 -reference
 
 # The real broker binary on PostgreSQL with 20,000 provisionings in flight waiting on 30-minute
 # simulated clusters: due lag, RSS, step runs/s, events and database growth (tools/bench/fleet).

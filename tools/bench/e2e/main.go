@@ -68,6 +68,7 @@ type options struct {
 	set        string
 	env        []string
 	keep       bool
+	reference  bool
 }
 
 func main() {
@@ -90,6 +91,7 @@ func main() {
 	flag.StringVar(&o.set, "set", fastest, "APP_PROVISIONER_SET_JSON (default: the simulated backend with every duration 0)")
 	flag.StringVar(&o.src, "src", "", "build the broker from this checkout instead (e.g. an export of the previous commit, for before/after)")
 	flag.BoolVar(&o.keep, "keep", false, "keep PostgreSQL's database of the run (its name is printed) to look at its rows")
+	flag.BoolVar(&o.reference, "reference", false, "measure River's rate before and after the runs (PostgreSQL) and print the target scaled to this machine beside it")
 	flag.Parse()
 	o.drivers = strings.Split(*drivers, ",")
 	if *env != "" {
@@ -118,6 +120,13 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	var ref *reference
+	if o.reference && os.Getenv("KEB_TEST_DATABASE_URL") != "" {
+		ref = &reference{}
+		if ref.before, err = measureRiver(); err != nil {
+			return err
+		}
+	}
 	figures := map[string][]figure{}
 	for round := 1; round <= max(o.rounds, 1); round++ {
 		for _, d := range o.drivers {
@@ -135,6 +144,15 @@ func run(o options) error {
 			if fs := figures[d]; len(fs) > 0 {
 				fmt.Println(summary(d, o, fs))
 			}
+		}
+	}
+	if ref != nil {
+		if ref.after, err = measureRiver(); err != nil {
+			return err
+		}
+		fmt.Println(ref.line())
+		if fs := figures["postgres"]; len(fs) > 0 {
+			fmt.Println(ref.scaled(o, fs))
 		}
 	}
 	return nil

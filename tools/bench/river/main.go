@@ -48,6 +48,7 @@ type options struct {
 	riverWorkers              int
 	fetchCooldown, fetchPoll  time.Duration
 	sqlite                    bool
+	riverOnly                 bool
 	timeout                   time.Duration
 }
 
@@ -61,6 +62,7 @@ func main() {
 	flag.DurationVar(&o.fetchCooldown, "river-fetch-cooldown", time.Millisecond, "River's FetchCooldown (its minimum: fetch as often as workers free up)")
 	flag.DurationVar(&o.fetchPoll, "river-fetch-poll", 5*time.Millisecond, "River's FetchPollInterval")
 	flag.BoolVar(&o.sqlite, "sqlite", false, "also measure the engine on SQLite in each round")
+	flag.BoolVar(&o.riverOnly, "river-only", false, "measure River alone and print its median as \"river driver=postgres ... jobs_per_sec=Y\": the machine's reference for make bench-e2e's scaled target")
 	flag.DurationVar(&o.timeout, "round-timeout", 3*time.Minute, "a round that takes longer fails the run")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the first engine round (PostgreSQL) to this file")
 	flag.Parse()
@@ -74,6 +76,9 @@ func run(o options, cpuProfile string) error {
 	server := os.Getenv("KEB_TEST_DATABASE_URL")
 	if server == "" {
 		return errors.New("KEB_TEST_DATABASE_URL is not set (run make bench-engine)")
+	}
+	if o.riverOnly {
+		return runRiverOnly(o, server)
 	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
@@ -125,6 +130,25 @@ func run(o options, cpuProfile string) error {
 		fmt.Printf("engine driver=sqlite operations=%d steps=%d rounds=%d transitions_per_sec=%.0f\n",
 			o.operations, o.steps, o.rounds, median(sqliteRates))
 	}
+	return nil
+}
+
+// runRiverOnly measures River's rounds alone: the reference the e2e bench scales its absolute
+// target by (a machine's speed for a Go process writing PostgreSQL).
+func runRiverOnly(o options, server string) error {
+	jobs := o.operations * o.steps
+	var rates []float64
+	for round := 0; round < o.rounds; round++ {
+		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+		elapsed, _, err := riverRound(ctx, server, jobs, o)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("round %d, River: %w", round+1, err)
+		}
+		rates = append(rates, float64(jobs)/elapsed.Seconds())
+		fmt.Fprintf(os.Stderr, "round %d: River %.0f jobs/s (%.2fs)\n", round+1, float64(jobs)/elapsed.Seconds(), elapsed.Seconds())
+	}
+	fmt.Printf("river driver=postgres jobs=%d rounds=%d river_workers=%d jobs_per_sec=%.0f\n", jobs, o.rounds, o.riverWorkers, median(rates))
 	return nil
 }
 
