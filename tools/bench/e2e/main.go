@@ -121,7 +121,10 @@ func run(o options) error {
 		return err
 	}
 	var ref *reference
-	if o.reference && os.Getenv("KEB_TEST_DATABASE_URL") != "" {
+	switch {
+	case o.reference && os.Getenv("KEB_TEST_DATABASE_URL") == "":
+		fmt.Println("e2e reference skipped: River needs KEB_TEST_DATABASE_URL (make bench-e2e starts a server)")
+	case o.reference:
 		ref = &reference{}
 		if ref.before, err = measureRiver(); err != nil {
 			return err
