@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/jsonappend"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
@@ -72,7 +70,7 @@ func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte)
 			b = append(b, ',')
 		}
 		first = false
-		b = value(append(appendJSONString(b, k), ':'), v)
+		b = value(append(jsonappend.String(b, k), ':'), v)
 	}
 	return append(b, '}')
 }
@@ -118,10 +116,10 @@ func appendStepV2(b []byte, sp storage.StepProgress, base int64) []byte {
 		b = appendDelta(append(b, ','), until, base)
 	}
 	if last >= 6 {
-		b = appendJSONString(append(b, ','), sp.LastError)
+		b = jsonappend.String(append(b, ','), sp.LastError)
 	}
 	if last >= 7 {
-		b = appendJSONString(append(b, ','), sp.LastWait)
+		b = jsonappend.String(append(b, ','), sp.LastWait)
 	}
 	if last >= 8 {
 		b = appendDelta(append(b, ','), sp.Due, base)
@@ -378,13 +376,13 @@ func appendProgress(b []byte, p storage.Progress) ([]byte, error) {
 	}
 	if len(p.StageStartedAt) > 0 {
 		field("stage_started_at")
-		if b, err = appendMap(b, p.StageStartedAt, appendTime); err != nil {
+		if b, err = jsonappend.SortedMap(b, p.StageStartedAt, appendTime); err != nil {
 			return nil, err
 		}
 	}
 	if len(p.Steps) > 0 {
 		field("steps")
-		if b, err = appendMap(b, p.Steps, appendStepProgress); err != nil {
+		if b, err = jsonappend.SortedMap(b, p.Steps, appendStepProgress); err != nil {
 			return nil, err
 		}
 	}
@@ -426,11 +424,11 @@ func appendStepProgress(b []byte, sp storage.StepProgress) ([]byte, error) {
 	}
 	if sp.LastError != "" {
 		b = append(b, `,"last_error":`...)
-		b = appendJSONString(b, sp.LastError)
+		b = jsonappend.String(b, sp.LastError)
 	}
 	if sp.LastWait != "" {
 		b = append(b, `,"last_wait":`...)
-		b = appendJSONString(b, sp.LastWait)
+		b = jsonappend.String(b, sp.LastWait)
 	}
 	if !sp.Due.IsZero() {
 		b = append(b, `,"due":`...)
@@ -445,29 +443,13 @@ func appendStepProgress(b []byte, sp storage.StepProgress) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendMap writes m as a JSON object with its keys sorted, as encoding/json does.
-func appendMap[V any](b []byte, m map[string]V, value func([]byte, V) ([]byte, error)) ([]byte, error) {
-	b = append(b, '{')
-	for i, k := range slices.Sorted(maps.Keys(m)) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(appendJSONString(b, k), ':')
-		var err error
-		if b, err = value(b, m[k]); err != nil {
-			return nil, err
-		}
-	}
-	return append(b, '}'), nil
-}
-
 func appendStrings(b []byte, ss []string) []byte {
 	b = append(b, '[')
 	for i, s := range ss {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s)
+		b = jsonappend.String(b, s)
 	}
 	return append(b, ']')
 }
@@ -479,59 +461,4 @@ func appendTime(b []byte, t time.Time) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '"'), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString quotes s as encoding/json does: HTML-safe, invalid UTF-8 as U+FFFD, U+2028
-// and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
