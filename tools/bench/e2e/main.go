@@ -104,10 +104,11 @@ func main() {
 }
 
 func run(o options) error {
-	root, err := testenv.RepoRoot()
+	repo, err := testenv.RepoRoot()
 	if err != nil {
 		return err
 	}
+	root := repo
 	if o.src != "" {
 		root = o.src
 	}
@@ -126,7 +127,8 @@ func run(o options) error {
 		fmt.Println("e2e reference skipped: River needs KEB_TEST_DATABASE_URL (make bench-e2e starts a server)")
 	case o.reference:
 		ref = &reference{}
-		if ref.before, err = measureRiver(); err != nil {
+		// River from this checkout, also when -src builds the broker from another.
+		if ref.before, err = measureRiver(repo); err != nil {
 			return err
 		}
 	}
@@ -150,12 +152,12 @@ func run(o options) error {
 		}
 	}
 	if ref != nil {
-		if ref.after, err = measureRiver(); err != nil {
+		if ref.after, err = measureRiver(repo); err != nil {
 			return err
 		}
 		fmt.Println(ref.line())
 		if fs := figures["postgres"]; len(fs) > 0 {
-			fmt.Println(ref.scaled(o, fs))
+			fmt.Println(ref.scaled(fs))
 		}
 	}
 	return nil
@@ -171,14 +173,12 @@ type figure struct {
 // machine CPU per provisioning. The machine's speed for this load changes from run to run
 // (runs of one build land 10-15% apart), so one run says little about a small change.
 func summary(driver string, o options, fs []figure) string {
-	rates, ms := make([]float64, len(fs)), make([]float64, 0, len(fs))
-	for i, f := range fs {
-		rates[i] = f.rate
+	rates, ms := sortedRates(fs), make([]float64, 0, len(fs))
+	for _, f := range fs {
 		if f.machineOK {
 			ms = append(ms, f.machineMs)
 		}
 	}
-	slices.Sort(rates)
 	slices.Sort(ms)
 	line := fmt.Sprintf("e2e summary driver=%s rounds=%d n=%d c=%d provisionings_per_s=%.1f (min=%.1f max=%.1f) target=%.0f ratio=%.2f",
 		driver, len(fs), o.n, o.c, median(rates), rates[0], rates[len(rates)-1], target, median(rates)/target)
@@ -186,6 +186,16 @@ func summary(driver string, o options, fs []figure) string {
 		line += fmt.Sprintf(" machine_cpu_ms_per_provisioning=%.1f (min=%.1f max=%.1f)", median(ms), ms[0], ms[len(ms)-1])
 	}
 	return line
+}
+
+// sortedRates is the runs' rates, lowest first.
+func sortedRates(fs []figure) []float64 {
+	rates := make([]float64, len(fs))
+	for i, f := range fs {
+		rates[i] = f.rate
+	}
+	slices.Sort(rates)
+	return rates
 }
 
 func median(sorted []float64) float64 {

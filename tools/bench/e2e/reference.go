@@ -7,21 +7,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"time"
-
-	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
 )
 
 // riverWhereTargetSet is River's tuned jobs/s (make bench-engine) on the 2-core machine where
-// issue 16 set the target of 250 provisionings/s: the issue's own table gives both.
+// issue 16 set the target of 250 provisionings/s: the issue's own table gives both. The target
+// is a rate on one machine, and sessions run on machines up to ~2.5x slower; River's rate,
+// measured on the same machine and PostgreSQL server in the same invocation, scales it. River,
+// like a provisioning, is a Go process writing small rows to PostgreSQL: across two machines
+// 2.14x apart in River's rate, the e2e rate of one build moved 1.9-2.1x.
 const riverWhereTargetSet = 32600.0
-
-// The target is a rate on one machine; sessions run on machines up to ~2.5x slower. River's
-// rate, measured on the same machine and PostgreSQL server in the same invocation, scales it:
-// River, like a provisioning, is a Go process writing small rows to PostgreSQL. Across two
-// machines 2.14x apart in River's rate, the e2e rate of one build moved 1.9-2.1x.
 
 // reference is River's rate measured before and after the runs.
 type reference struct {
@@ -38,30 +34,22 @@ func (r reference) line() string {
 		r.jobsPerSec(), r.before, r.after, riverWhereTargetSet, r.jobsPerSec()/riverWhereTargetSet, r.scaledTarget())
 }
 
-var riverRate = regexp.MustCompile(`(?m)^river driver=postgres .* jobs_per_sec=([0-9.]+)`)
-
 // scaled is PostgreSQL's median rate against the scaled target.
-func (r reference) scaled(o options, fs []figure) string {
-	rates := make([]float64, len(fs))
-	for i, f := range fs {
-		rates[i] = f.rate
-	}
-	slices.Sort(rates)
+func (r reference) scaled(fs []figure) string {
+	rate := median(sortedRates(fs))
 	return fmt.Sprintf("e2e scaled driver=postgres rounds=%d provisionings_per_s=%.1f target_scaled=%.0f ratio_scaled=%.2f (target=%.0f ratio=%.2f)",
-		len(fs), median(rates), r.scaledTarget(), median(rates)/r.scaledTarget(), target, median(rates)/target)
+		len(fs), rate, r.scaledTarget(), rate/r.scaledTarget(), target, rate/target)
 }
 
-// measureRiver runs River alone (tools/bench/river, its own module, of this checkout: not of
-// -src) on the server of KEB_TEST_DATABASE_URL and returns its median jobs/s.
-func measureRiver() (float64, error) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return 0, err
-	}
+var riverRate = regexp.MustCompile(`(?m)^river driver=postgres .* jobs_per_sec=([0-9.]+)`)
+
+// measureRiver runs River alone (tools/bench/river, its own module, in the checkout at repo)
+// on the server of KEB_TEST_DATABASE_URL and returns its median jobs/s.
+func measureRiver(repo string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "run", ".", "-river-only", "-rounds", "3")
-	cmd.Dir = filepath.Join(root, "tools", "bench", "river")
+	cmd.Dir = filepath.Join(repo, "tools", "bench", "river")
 	cmd.Env = os.Environ()
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
