@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
-	"github.com/kyma-project/kyma-environment-broker/internal/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass/fromsecret"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
-	pdirector "github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director/fromsecret"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,7 +55,7 @@ func main() {
 //     Director with the OAuth client of the Secret APP_CREDENTIALS_NAMESPACE /
 //     APP_OAUTH_CREDENTIALS_SECRET_NAME there, followed as it changes (seed 000);
 //   - else a stateless local stand-in.
-func directorClient(ctx context.Context, cfg config.Config, directorCfg director.Config, log logrus.FieldLogger) (pdirector.Client, error) {
+func directorClient(ctx context.Context, cfg config.Config, directorCfg director.Config, log logrus.FieldLogger) (compass.Client, error) {
 	if directorCfg.OAuthClientID != "" {
 		log.Info("Director OAuth client from APP_DIRECTOR_OAUTH_* (overrides the credentials Secret)")
 		return director.New(directorCfg)

@@ -10,13 +10,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edpstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/iasstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/smstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,13 +24,13 @@ import (
 
 // inventory is what exists in every system, read over the sandbox's inspection endpoints.
 type inventory struct {
-	AVS        avs.Objects
-	EDP        edp.Objects
-	IAS        ias.Objects
-	SM         servicemanager.Objects
-	Azure      azure.Objects
-	Reconciler reconciler.Objects
-	Director   director.Objects
+	AVS        avsstandin.Objects
+	EDP        edpstandin.Objects
+	IAS        iasstandin.Objects
+	SM         smstandin.Objects
+	Azure      azurestandin.Objects
+	Reconciler reconcilerstandin.Objects
+	Director   directorstandin.Objects
 	// Tokens are the Director's one-time tokens still valid, per runtime (validTokens of its
 	// objects; nil where the stand-in does not report them).
 	Tokens map[string]*int
@@ -73,8 +73,8 @@ func readInventory(t testing.TB, sandboxURL string) inventory {
 }
 
 // evaluations are the AVS evaluations other than the configured parents.
-func (inv inventory) evaluations() []avs.Object {
-	var out []avs.Object
+func (inv inventory) evaluations() []avsstandin.Object {
+	var out []avsstandin.Object
 	for _, e := range inv.AVS.Evaluations {
 		if e.ID != standins.AVSParentID {
 			out = append(out, e)
@@ -84,10 +84,10 @@ func (inv inventory) evaluations() []avs.Object {
 }
 
 // liveClusters are the reconciler's clusters not deleted.
-func (inv inventory) liveClusters() []reconciler.Object {
-	var out []reconciler.Object
+func (inv inventory) liveClusters() []reconcilerstandin.Object {
+	var out []reconcilerstandin.Object
 	for _, c := range inv.Reconciler.Clusters {
-		if c.Status != reconciler.StatusDeleted {
+		if c.Status != reconcilerstandin.StatusDeleted {
 			out = append(out, c)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/console"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/storagetest"
@@ -61,7 +61,7 @@ func documented(t *testing.T) []string {
 // implemented are the routes the broker's handlers register: the operator API's, brokerapi's
 // OSB routes, health and this package's.
 func implemented(t *testing.T) []string {
-	catalog, err := plans.FromConfig(plans.Config{})
+	catalog, err := catalog.FromConfig(catalog.Config{})
 	require.NoError(t, err)
 	log := logrus.New()
 	op := operator.New(storagetest.OpenSQLite(t), broker.NewCatalog(catalog), log)

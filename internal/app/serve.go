@@ -19,12 +19,12 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/console"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
@@ -69,7 +69,7 @@ type Config struct {
 	// variables with the field name.
 	Broker   broker.Config                `ignored:"true"`
 	Runtime  provisioning.RuntimeDefaults `ignored:"true"`
-	Plans    plans.Config                 `ignored:"true"`
+	Plans    catalog.Config               `ignored:"true"`
 	Auth     auth.Config                  `ignored:"true"`
 	Database driver.Config                `ignored:"true"`
 	Engine   engine.Config                `ignored:"true"`
@@ -120,7 +120,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		return err
 	}
 	defer store.Close()
-	catalog, err := plans.FromConfig(cfg.Plans)
+	catalog, err := catalog.FromConfig(cfg.Plans)
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 	if err != nil {
 		return err
 	}
-	calls, err := httpretry.NewCallMetrics(reg)
+	calls, err := clientkit.NewCallMetrics(reg)
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 		}
 		cfg.PointAt(l.URL, standins.DefaultCredentials())
 		// The clients reach the stand-ins without the network; the listener serves everyone else.
-		cfg.SetTransport(l.Transport(httpretry.PooledTransport()))
+		cfg.SetTransport(l.Transport(clientkit.PooledTransport()))
 		log.WithFields(logrus.Fields{"address": l.URL, "tlsAddress": l.TLSURL, "systems": l.Sandbox.Systems()}).
 			Info("sandbox serving the external systems (APP_SANDBOX_ENABLED=false to use real ones); inspect it at " + l.URL +
 				"/_sandbox/; its CA is at " + l.URL + "/_sandbox/connector/ca.pem")

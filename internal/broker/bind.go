@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -232,7 +232,7 @@ func (b *Broker) liveInstance(ctx context.Context, instanceID string) (storage.I
 
 // bindingParameters enforces the catalog's binding schema and returns expiration_seconds.
 func bindingParameters(raw json.RawMessage) (int, error) {
-	expiration := plans.BindingExpirationDefault
+	expiration := catalog.BindingExpirationDefault
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return expiration, nil
@@ -250,8 +250,8 @@ func bindingParameters(raw json.RawMessage) (int, error) {
 		if err := json.Unmarshal(v, &i); err != nil {
 			return 0, errors.New("parameters.expiration_seconds: must be an integer")
 		}
-		if i < plans.BindingExpirationMin || i > plans.BindingExpirationMax {
-			return 0, fmt.Errorf("parameters.expiration_seconds: must be between %d and %d, not %d", plans.BindingExpirationMin, plans.BindingExpirationMax, i)
+		if i < catalog.BindingExpirationMin || i > catalog.BindingExpirationMax {
+			return 0, fmt.Errorf("parameters.expiration_seconds: must be between %d and %d, not %d", catalog.BindingExpirationMin, catalog.BindingExpirationMax, i)
 		}
 		expiration = int(i)
 	}

@@ -4,19 +4,19 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 )
 
 // PlansCatalog adapts the plans configuration to the broker and the operator endpoints.
 type PlansCatalog struct {
-	c        *plans.Catalog
+	c        *catalog.Catalog
 	services *regionCache[[]domain.Service]
 }
 
 // NewCatalog wraps a loaded plans configuration.
-func NewCatalog(c *plans.Catalog) *PlansCatalog {
+func NewCatalog(c *catalog.Catalog) *PlansCatalog {
 	return &PlansCatalog{c: c, services: newRegionCache[[]domain.Service]()}
 }
 
@@ -43,7 +43,7 @@ func (p *PlansCatalog) Plan(id string) (Plan, bool) {
 func (p *PlansCatalog) CanUpgrade(from, to string) bool { return p.c.CanUpgrade(from, to) }
 
 func (p *PlansCatalog) Active(rawContext json.RawMessage) (*bool, error) {
-	ctx, err := plans.DecodeContext(rawContext)
+	ctx, err := catalog.DecodeContext(rawContext)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (p *PlansCatalog) PlanName(id string) string {
 }
 
 func (p *PlansCatalog) ValidateProvision(planID, platformRegion string, rawParams, rawContext json.RawMessage) (Validated, error) {
-	ctx, err := plans.ParseContext(rawContext)
+	ctx, err := catalog.ParseContext(rawContext)
 	if err != nil {
 		return Validated{}, err
 	}
@@ -95,7 +95,7 @@ func (p *PlansCatalog) ValidateUpdate(planID string, current instance.Parameters
 	if err != nil {
 		return instance.Parameters{}, err
 	}
-	cur, err := convert[plans.ProvisioningParameters](current)
+	cur, err := convert[catalog.ProvisioningParameters](current)
 	if err != nil {
 		return instance.Parameters{}, err
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,7 +20,7 @@ import (
 func TestCatalogPrepared(t *testing.T) {
 	t.Parallel()
 	b := bt.Start(t, bt.Options{NoEngine: true})
-	loaded, err := plans.FromConfig(plans.Config{})
+	loaded, err := catalog.FromConfig(catalog.Config{})
 	require.NoError(t, err)
 	catalog := broker.NewCatalog(loaded)
 

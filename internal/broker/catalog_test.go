@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -12,7 +12,7 @@ import (
 // A region's services are built once and shared; past the bound they are built per call, the
 // same as the cached ones.
 func TestCatalogServicesAreBuiltOncePerRegion(t *testing.T) {
-	loaded, err := plans.FromConfig(plans.Config{})
+	loaded, err := catalog.FromConfig(catalog.Config{})
 	require.NoError(t, err)
 	c := NewCatalog(loaded)
 

@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 )
@@ -74,7 +74,7 @@ type answer struct {
 
 func serveBoth(t *testing.T, store storage.Store, level logrus.Level) (fast, ref func(*http.Request) answer) {
 	t.Helper()
-	loaded, err := plans.FromConfig(plans.Config{})
+	loaded, err := catalog.FromConfig(catalog.Config{})
 	require.NoError(t, err)
 	catalog := NewCatalog(loaded)
 	start := func(fastLastOperation bool) func(*http.Request) answer {

@@ -31,7 +31,7 @@ type Config struct {
 	// a provisioning in 18-22 statements, 256-640 took 10.2-11.3 ms in 14-17; later, 384 did
 	// 14-17% more provisionings/s than 256 in 7.8-8.3 statements against 9.7-10.2. With 20,000
 	// in flight the broker's RSS peaked at 162-171 MB with 256, 182 with 384, 194 with 512. The
-	// external systems' clients bound their own concurrency (httpretry.ConnsPerHost).
+	// external systems' clients bound their own concurrency (clientkit.ConnsPerHost).
 	Workers int `envconfig:"ENGINE_WORKERS" default:"384"`
 	// LeaseDuration: how long a claim is valid without a heartbeat [30s]. A replica that dies
 	// loses its operations to the others after this long.

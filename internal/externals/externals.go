@@ -11,19 +11,19 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
-	"github.com/kyma-project/kyma-environment-broker/internal/avs"
-	"github.com/kyma-project/kyma-environment-broker/internal/director"
-	"github.com/kyma-project/kyma-environment-broker/internal/edp"
-	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/edp"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/eventhubs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
-	"github.com/kyma-project/kyma-environment-broker/internal/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
-	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
-	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/resources"
 )
 
@@ -52,7 +52,7 @@ type Settings struct {
 	OverridesFile string `envconfig:"OVERRIDES_FILE"`
 	// RetryTime bounds a provisioning or upgrade step's retries of a failing system,
 	// CleanupRetryTime a deprovisioning step's (then it gives up without failing). CallTimeout is
-	// the budget of one client call (its few attempts, see httpretry.Calls, which every client reads
+	// the budget of one client call (its few attempts, see clientkit.Calls, which every client reads
 	// from the same variable) and bounds one run of a step calling a system: a failing system
 	// costs a worker at most that long, then the step waits durably for its next try.
 	RetryTime        time.Duration `envconfig:"EXTERNAL_RETRY_TIME" default:"10m"`
@@ -112,11 +112,11 @@ func (c *Config) SetTransport(t http.RoundTripper) {
 // clientCalls are every client's backoff bounds and call policy.
 func (c *Config) clientCalls() []struct {
 	initial, max *time.Duration
-	calls        *httpretry.Calls
+	calls        *clientkit.Calls
 } {
 	return []struct {
 		initial, max *time.Duration
-		calls        *httpretry.Calls
+		calls        *clientkit.Calls
 	}{
 		{&c.AVS.RetryInitialBackoff, &c.AVS.RetryMaxBackoff, &c.AVS.Calls}, {&c.EDP.RetryInitialBackoff, &c.EDP.RetryMaxBackoff, &c.EDP.Calls},
 		{&c.IAS.RetryInitialBackoff, &c.IAS.RetryMaxBackoff, &c.IAS.Calls},
@@ -140,14 +140,14 @@ func (c *Config) SetRetryBackoff(initial, max time.Duration) {
 }
 
 // SetCalls sets every client's call policy (attempts, budget, breaker).
-func (c *Config) SetCalls(calls httpretry.Calls) {
+func (c *Config) SetCalls(calls clientkit.Calls) {
 	for _, b := range c.clientCalls() {
 		*b.calls = calls
 	}
 }
 
 // Instrument makes every client count and time its requests in m (keb_external_* metrics).
-func (c *Config) Instrument(m *httpretry.CallMetrics) {
+func (c *Config) Instrument(m *clientkit.CallMetrics) {
 	c.AVS.Metrics, c.EDP.Metrics, c.IAS.Metrics, c.ServiceManager.Metrics = m, m, m, m
 	c.Azure.Metrics, c.Reconciler.Metrics, c.Director.Metrics = m, m, m
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -71,10 +71,10 @@ func TestBadAccountPoolAndOverridesFileAreNamed(t *testing.T) {
 
 func TestInstrumentReachesEveryClient(t *testing.T) {
 	var cfg Config
-	m, err := httpretry.NewCallMetrics(prometheus.NewRegistry())
+	m, err := clientkit.NewCallMetrics(prometheus.NewRegistry())
 	require.NoError(t, err)
 	cfg.Instrument(m)
-	for name, got := range map[string]*httpretry.CallMetrics{
+	for name, got := range map[string]*clientkit.CallMetrics{
 		"AVS": cfg.AVS.Metrics, "EDP": cfg.EDP.Metrics, "IAS": cfg.IAS.Metrics, "ServiceManager": cfg.ServiceManager.Metrics,
 		"Azure": cfg.Azure.Metrics, "Reconciler": cfg.Reconciler.Metrics, "Director": cfg.Director.Metrics,
 	} {
@@ -86,7 +86,7 @@ func TestCallPolicyReachesEveryClient(t *testing.T) {
 	cfg, err := Load()
 	require.NoError(t, err)
 	assert.Equal(t, 15*time.Second, cfg.Settings.CallTimeout, "one call's budget by default")
-	want := httpretry.Calls{Attempts: 3, Timeout: 15 * time.Second, BreakerThreshold: 10, BreakerCooldown: 15 * time.Second}
+	want := clientkit.Calls{Attempts: 3, Timeout: 15 * time.Second, BreakerThreshold: 10, BreakerCooldown: 15 * time.Second}
 	for _, b := range cfg.clientCalls() {
 		assert.Equal(t, want, *b.calls, "the defaults")
 	}
@@ -98,16 +98,16 @@ func TestCallPolicyReachesEveryClient(t *testing.T) {
 	cfg, err = Load()
 	require.NoError(t, err)
 	assert.Equal(t, 7*time.Second, cfg.Settings.CallTimeout)
-	want = httpretry.Calls{Attempts: 2, Timeout: 7 * time.Second, BreakerThreshold: 4, BreakerCooldown: time.Minute}
-	for name, got := range map[string]httpretry.Calls{
+	want = clientkit.Calls{Attempts: 2, Timeout: 7 * time.Second, BreakerThreshold: 4, BreakerCooldown: time.Minute}
+	for name, got := range map[string]clientkit.Calls{
 		"AVS": cfg.AVS.Calls, "EDP": cfg.EDP.Calls, "IAS": cfg.IAS.Calls, "ServiceManager": cfg.ServiceManager.Calls,
 		"Azure": cfg.Azure.Calls, "Reconciler": cfg.Reconciler.Calls, "Director": cfg.Director.Calls,
 	} {
 		assert.Equal(t, want, got, name)
 	}
 
-	cfg.SetCalls(httpretry.Calls{Attempts: 1})
+	cfg.SetCalls(clientkit.Calls{Attempts: 1})
 	for _, b := range cfg.clientCalls() {
-		assert.Equal(t, httpretry.Calls{Attempts: 1}, *b.calls)
+		assert.Equal(t, clientkit.Calls{Attempts: 1}, *b.calls)
 	}
 }

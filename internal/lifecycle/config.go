@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -35,7 +35,7 @@ func (c Config) Validate() error {
 }
 
 // ExpiryDays are the catalog's plans with an expiry.
-func ExpiryDays(c *plans.Catalog) map[string]int {
+func ExpiryDays(c *catalog.Catalog) map[string]int {
 	out := map[string]int{}
 	for _, p := range c.Plans() {
 		if p.ExpiryDays > 0 {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
@@ -59,7 +59,7 @@ func waitFinished(t *testing.T, b *bt.Broker, id string) storage.Operation {
 }
 
 func expiryDays(t *testing.T) map[string]int {
-	c, err := plans.FromConfig(plans.Config{})
+	c, err := catalog.FromConfig(catalog.Config{})
 	require.NoError(t, err)
 	days := lifecycle.ExpiryDays(c)
 	require.Equal(t, map[string]int{bt.TrialPlanID: 14, bt.FreePlanID: 30}, days, "the plans file's expiry_days")

@@ -2,11 +2,11 @@ package module
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,32 +31,13 @@ const (
 	DefaultKymaName      = "default-kyma"
 	DefaultKymaNamespace = "kyma-system"
 	FieldManager         = "kyma-cli"
-	PolicyCreateAndDel   = "CreateAndDelete"
-	PolicyIgnore         = "Ignore"
+	PolicyCreateAndDel   = modulespec.PolicyCreateAndDel
+	PolicyIgnore         = modulespec.PolicyIgnore
 	StateReady           = "Ready"
 )
 
 // ModuleSpec is an entry of the Kyma resource's spec.modules.
-type ModuleSpec struct {
-	Name                 string `json:"name"`
-	Channel              string `json:"channel,omitempty"`
-	CustomResourcePolicy string `json:"customResourcePolicy,omitempty"`
-}
-
-// Validate checks the entry.
-func (m ModuleSpec) Validate() error {
-	if !resourceName.MatchString(m.Name) {
-		return fmt.Errorf("module name %q: lower-case letters, digits and dashes", m.Name)
-	}
-	if m.Channel != "" && !channelName.MatchString(m.Channel) {
-		return fmt.Errorf("channel %q: 3 to 32 lower-case letters", m.Channel)
-	}
-	switch m.CustomResourcePolicy {
-	case "", PolicyCreateAndDel, PolicyIgnore:
-		return nil
-	}
-	return fmt.Errorf("policy %q: want %s or %s", m.CustomResourcePolicy, PolicyCreateAndDel, PolicyIgnore)
-}
+type ModuleSpec = modulespec.ModuleSpec
 
 // Cluster is a Kubernetes cluster with the Kyma and ModuleTemplate CRDs.
 type Cluster struct {
@@ -161,19 +142,7 @@ func (c *Cluster) editModules(ctx context.Context, ns, name string, edit func([]
 
 // KymaModules reads a Kyma resource's spec.modules.
 func KymaModules(obj *unstructured.Unstructured) ([]ModuleSpec, error) {
-	raw, ok, err := unstructured.NestedFieldNoCopy(obj.Object, "spec", "modules")
-	if err != nil || !ok || raw == nil {
-		return nil, err
-	}
-	data, err := json.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	var mods []ModuleSpec
-	if err := json.Unmarshal(data, &mods); err != nil {
-		return nil, fmt.Errorf("Kyma %s/%s: spec.modules: %w", obj.GetNamespace(), obj.GetName(), err)
-	}
-	return mods, nil
+	return modulespec.KymaModules(obj)
 }
 
 func equalModules(a, b []ModuleSpec) bool {
@@ -345,10 +314,8 @@ func (c *Cluster) apply(ctx context.Context, client dynamic.ResourceInterface, o
 	return nil
 }
 
-// Component configuration keys that carry a module's channel and custom resource policy from the
-// broker through the provisioner's Kyma components (each component is a module) into the Kyma
-// resource's spec.modules.
+// Component configuration keys that carry a module's channel and policy (see modulespec).
 const (
-	ConfigKeyChannel              = "kyma-module.channel"
-	ConfigKeyCustomResourcePolicy = "kyma-module.customResourcePolicy"
+	ConfigKeyChannel              = modulespec.ConfigKeyChannel
+	ConfigKeyCustomResourcePolicy = modulespec.ConfigKeyCustomResourcePolicy
 )

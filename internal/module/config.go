@@ -6,6 +6,7 @@ import (
 	"path"
 	"regexp"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"sigs.k8s.io/yaml"
 )
 
@@ -49,8 +50,8 @@ const (
 var (
 	componentName = regexp.MustCompile(`^[a-z0-9.\-]+[.][a-z]{2,}(/[a-z0-9\-_.]+)+$`)
 	semver        = regexp.MustCompile(`^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.\-]+)?(\+[0-9A-Za-z.\-]+)?$`)
-	resourceName  = regexp.MustCompile(`^[a-z0-9]([a-z0-9\-]*[a-z0-9])?$`)
-	channelName   = regexp.MustCompile(`^[a-z]{3,32}$`)
+	resourceName  = modulespec.ResourceName
+	channelName   = modulespec.ChannelName
 )
 
 // LoadConfig reads and checks a module config file, filling in defaults.

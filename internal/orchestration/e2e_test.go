@@ -17,7 +17,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	ot "github.com/kyma-project/kyma-environment-broker/internal/orchestration/orchestrationtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
@@ -165,12 +165,12 @@ func TestRetryRerunsOnlyTheFailed(t *testing.T) {
 		c.Settings.RetryTime, c.Reconciler.Calls.BreakerCooldown = 2*time.Second, 200*time.Millisecond
 	}})
 	ids := ot.Fleet(t, b, 12, 2)
-	require.NoError(t, b.Sandbox.SetFaults(reconciler.Name, sandbox.Faults{OutageUntil: time.Now().Add(time.Hour)}))
+	require.NoError(t, b.Sandbox.SetFaults(reconcilerstandin.Name, sandbox.Faults{OutageUntil: time.Now().Add(time.Hour)}))
 	id := ot.UpgradeKyma(t, b, "2.22.0", 4, map[string]any{"globalAccount": "ga-0"}, map[string]any{"globalAccount": "ga-1"})
 	maxSeen := 0
 	check := invariant(t, 12, 4, &maxSeen)
 	ot.Wait(t, b, id, time.Minute, func(st dto.StatusResponse) bool { return st.OperationStats[dto.Failed] >= 4 }, check)
-	require.NoError(t, b.Sandbox.SetFaults(reconciler.Name, sandbox.Faults{}))
+	require.NoError(t, b.Sandbox.SetFaults(reconcilerstandin.Name, sandbox.Faults{}))
 	st := ot.Wait(t, b, id, time.Minute, nil, check)
 	require.Equal(t, dto.Failed, st.State)
 	failed := st.OperationStats[dto.Failed]

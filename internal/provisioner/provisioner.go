@@ -12,8 +12,8 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/api"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/backends"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
@@ -31,7 +31,7 @@ type Options struct {
 	// with the durations the simulated backend's spec put in them].
 	Clusters runtimeclient.Factory
 	// Director [a local stand-in that keeps no state].
-	Director director.Client
+	Director compass.Client
 	// PollInterval between checks of a backend or cluster [2s].
 	PollInterval time.Duration
 	// DirectorRetryTime and DirectorCleanupTime are the windows of a failing Director in
@@ -74,7 +74,7 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 		o.Clusters = runtimeclient.Cached(runtimeclient.Clusters{}, openedClusters)
 	}
 	if o.Director == nil {
-		o.Director = director.Local{ConnectorURL: o.Config.ConnectorURL}
+		o.Director = compass.Local{ConnectorURL: o.Config.ConnectorURL}
 	}
 	if o.Environ == nil {
 		o.Environ = os.Environ()

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/runtimeagent"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,7 +17,7 @@ import (
 // table is filled.
 func TestConnectsFromTheTokenAndFillsTheStatus(t *testing.T) {
 	e := newEnv(t)
-	app := e.registerApp(e.prefix+"-orders", director.Bundle{Name: "api"})
+	app := e.registerApp(e.prefix+"-orders", directorstandin.Bundle{Name: "api"})
 	a := e.agent()
 
 	start := time.Now()
@@ -222,13 +222,13 @@ func TestFiftyApplicationsMatchTheDirectorAfterOneSync(t *testing.T) {
 	a.Reconcile(e.ctx())
 	e.waitState(runtimeagent.Synchronized)
 
-	apps := make([]director.Application, 50)
+	apps := make([]directorstandin.Application, 50)
 	for i := range apps {
-		auth := director.AuthBasic
+		auth := directorstandin.AuthBasic
 		if i%2 == 1 {
-			auth = director.AuthOAuth
+			auth = directorstandin.AuthOAuth
 		}
-		apps[i] = e.registerApp(fmt.Sprintf("%s-app-%02d", e.prefix, i), director.Bundle{Name: "api", Auth: auth, OAuthURL: "https://oauth.example.com/token"})
+		apps[i] = e.registerApp(fmt.Sprintf("%s-app-%02d", e.prefix, i), directorstandin.Bundle{Name: "api", Auth: auth, OAuthURL: "https://oauth.example.com/token"})
 	}
 	start := time.Now()
 	a.Reconcile(e.ctx())
@@ -241,9 +241,9 @@ func TestFiftyApplicationsMatchTheDirectorAfterOneSync(t *testing.T) {
 		sandboxtest.UnassignApplication(t, e.sb.URL, app.ID, e.runtimeID)
 	}
 	for i, app := range apps[20:30] {
-		sandboxtest.ChangeApplication(t, e.sb.URL, app.ID, director.ApplicationInput{
+		sandboxtest.ChangeApplication(t, e.sb.URL, app.ID, directorstandin.ApplicationInput{
 			Tenant: e.tenant, Name: app.Name, Description: fmt.Sprintf("changed %d", i), ProviderName: "ACME 2",
-			Labels: map[string]any{"team": "payments"}, Bundles: []director.Bundle{{Name: "api"}, {Name: "events", Auth: director.AuthOAuth, OAuthURL: "https://oauth.example.com/token"}},
+			Labels: map[string]any{"team": "payments"}, Bundles: []directorstandin.Bundle{{Name: "api"}, {Name: "events", Auth: directorstandin.AuthOAuth, OAuthURL: "https://oauth.example.com/token"}},
 		})
 	}
 	start = time.Now()
@@ -276,7 +276,7 @@ func TestFiftyApplicationsMatchTheDirectorAfterOneSync(t *testing.T) {
 func (e *env) requireMatch() {
 	t := e.t
 	t.Helper()
-	want := map[string]director.Application{}
+	want := map[string]directorstandin.Application{}
 	for _, app := range e.sb.Director.Applications() {
 		for _, rt := range app.Runtimes {
 			if rt == e.runtimeID {

@@ -5,7 +5,7 @@ import (
 	"crypto/x509"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/connector"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/connector"
 )
 
 // Keys of the certificate Secrets (as the Compass Runtime Agent writes them).

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/connector"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/connector"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/connector"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/connector"
 )
 
 // Connector is what the agent asks the Connector (internal/connector's client in production): on

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	kebdirector "github.com/kyma-project/kyma-environment-broker/internal/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client/contracttest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
@@ -14,7 +14,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest/gardenersim"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/runtimeagent"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -31,7 +31,7 @@ func TestProvisionedRuntimeConnectsAndSynchronises(t *testing.T) {
 	e := newEnv(t) // for the sandbox, a namespace and the agent's test settings
 	ctx := e.ctx()
 	creds := standins.DefaultCredentials()
-	dir, err := kebdirector.New(kebdirector.Config{
+	dir, err := director.New(director.Config{
 		URL: e.sb.URL + "/director/graphql", OAuthTokenURL: e.sb.URL + "/director/oauth/token",
 		OAuthClientID: creds.DirectorClientID, OAuthClientSecret: creds.DirectorClientSecret,
 	})
@@ -84,7 +84,7 @@ func TestProvisionedRuntimeConnectsAndSynchronises(t *testing.T) {
 	require.NotNil(t, done.CompassRuntimeID)
 	e.runtimeID = *done.CompassRuntimeID
 
-	app := sandboxtest.RegisterApplication(t, e.sb.URL, director.ApplicationInput{Tenant: e.tenant, Name: e.prefix + "-e2e", Bundles: []director.Bundle{{Name: "api"}}})
+	app := sandboxtest.RegisterApplication(t, e.sb.URL, directorstandin.ApplicationInput{Tenant: e.tenant, Name: e.prefix + "-e2e", Bundles: []directorstandin.Bundle{{Name: "api"}}})
 	sandboxtest.AssignApplication(t, e.sb.URL, app.ID, e.runtimeID)
 	e.waitFor("the assigned application", func(runtimeagent.CompassConnection) bool {
 		_, ok := e.clusterApps()[app.Name]

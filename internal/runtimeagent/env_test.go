@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/runtimeagent"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
@@ -202,9 +202,9 @@ func (e *env) credentials() runtimeagent.ClientCredentials {
 }
 
 // registerApp registers an application in the runtime's tenant and assigns it to the runtime.
-func (e *env) registerApp(name string, bundles ...director.Bundle) director.Application {
+func (e *env) registerApp(name string, bundles ...directorstandin.Bundle) directorstandin.Application {
 	e.t.Helper()
-	app := sandboxtest.RegisterApplication(e.t, e.sb.URL, director.ApplicationInput{
+	app := sandboxtest.RegisterApplication(e.t, e.sb.URL, directorstandin.ApplicationInput{
 		Tenant: e.tenant, Name: name, Description: "the " + name + " application", ProviderName: "ACME",
 		Labels: map[string]any{"team": "orders"}, Bundles: bundles,
 	})

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 )
 
 // graphqlClient posts GraphQL requests to the Director over the agent's mutual-TLS client.
@@ -25,7 +25,7 @@ func (g graphqlClient) call(ctx context.Context, url, tenant, query string, vars
 		} `json:"errors"`
 	}
 	setTenant := func(r *http.Request) { r.Header.Set("Tenant", tenant) }
-	if _, err := httpretry.DoJSON(ctx, g.http, setTenant, http.MethodPost, url, "", nil, map[string]any{"query": query, "variables": vars}, &resp); err != nil {
+	if _, err := clientkit.DoJSON(ctx, g.http, setTenant, http.MethodPost, url, "", nil, map[string]any{"query": query, "variables": vars}, &resp); err != nil {
 		return fmt.Errorf("the Director at %s: %w", url, err)
 	}
 	if len(resp.Errors) > 0 {

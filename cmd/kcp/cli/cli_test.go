@@ -25,7 +25,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	ot "github.com/kyma-project/kyma-environment-broker/internal/orchestration/orchestrationtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
 )
 
 // kcp runs one kcp command line in-process, as the binary does, with the environment env.
@@ -101,12 +101,12 @@ func TestKcpEndToEnd(t *testing.T) {
 	assert.Contains(t, k.ok("events", "--operation-id", ops.Data[0].OperationID), "Apply_Cluster_Configuration")
 
 	// Failures while the reconciler is down, then a retry through kcp.
-	require.NoError(t, b.Sandbox.SetFaults(reconciler.Name, sandbox.Faults{OutageUntil: time.Now().Add(time.Hour)}))
+	require.NoError(t, b.Sandbox.SetFaults(reconcilerstandin.Name, sandbox.Faults{OutageUntil: time.Now().Add(time.Hour)}))
 	out, errs, code = k.run("upgrade", "kyma", "--version", "2.22.0", "-t", "account=ga-1", "--parallel-workers", "5", "--wait", "--poll-interval", "20ms")
 	assert.Equal(t, 1, code, "a failed orchestration fails the command")
 	assert.Contains(t, errs, "ended failed")
 	assert.Regexp(t, `operations failed\s+10\n`, out)
-	require.NoError(t, b.Sandbox.SetFaults(reconciler.Name, sandbox.Faults{}))
+	require.NoError(t, b.Sandbox.SetFaults(reconcilerstandin.Name, sandbox.Faults{}))
 	var failed dto.StatusResponseList
 	k.json(&failed, "orchestrations", "--state", "failed")
 	require.Len(t, failed.Data, 1)

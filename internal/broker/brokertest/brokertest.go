@@ -21,12 +21,12 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/console"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
@@ -144,7 +144,7 @@ func Start(t testing.TB, o Options) *Broker {
 	must(t, err)
 	t.Cleanup(func() { store.Close() })
 
-	catalog, err := plans.FromConfig(plans.Config{})
+	catalog, err := catalog.FromConfig(catalog.Config{})
 	must(t, err)
 	reg := prometheus.NewRegistry()
 	workers := o.Workers
@@ -239,7 +239,7 @@ func Start(t testing.TB, o Options) *Broker {
 func externalSystems(t testing.TB, o Options, reg prometheus.Registerer) (externals.Built, *sandbox.Sandbox, string) {
 	cfg, err := externals.Load()
 	must(t, err)
-	calls, err := httpretry.NewCallMetrics(reg)
+	calls, err := clientkit.NewCallMetrics(reg)
 	must(t, err)
 	cfg.Instrument(calls)
 	s := &cfg.Settings

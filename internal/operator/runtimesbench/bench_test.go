@@ -18,7 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
@@ -157,7 +157,7 @@ func BenchmarkRuntimes(b *testing.B) {
 			began := time.Now()
 			seed(b, store)
 			b.Logf("%s: seeded %d instances in %s", drv, instances, time.Since(began).Round(time.Millisecond))
-			catalog, err := plans.FromConfig(plans.Config{})
+			catalog, err := catalog.FromConfig(catalog.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}

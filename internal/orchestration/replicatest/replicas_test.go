@@ -18,7 +18,7 @@ import (
 	dto "github.com/kyma-project/kyma-environment-broker/common/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	ot "github.com/kyma-project/kyma-environment-broker/internal/orchestration/orchestrationtest"
@@ -57,7 +57,7 @@ func TestOneSchedulerAtATime(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	catalog, err := plans.FromConfig(plans.Config{})
+	catalog, err := catalog.FromConfig(catalog.Config{})
 	require.NoError(t, err)
 	l := &leaders{changes: make(chan int, 10)}
 	cancels := make([]context.CancelFunc, 2)

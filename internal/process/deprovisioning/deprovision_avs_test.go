@@ -3,10 +3,10 @@ package deprovisioning
 import (
 	"testing"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,7 +21,7 @@ var avsCleanup = cleanupStep{
 		return r
 	},
 	remaining:        func(t *testing.T, e *env) int { return len(evaluationIDs(t, e)) },
-	deletions:        func(t *testing.T, e *env) int { return sum(objects[sbavs.Objects](t, e, "avs").DeletesByName) },
+	deletions:        func(t *testing.T, e *env) int { return sum(objects[avsstandin.Objects](t, e, "avs").DeletesByName) },
 	wrongCredentials: func(c *standins.Credentials) { c.AVSClientSecret = "rotated" },
 }
 
@@ -44,7 +44,7 @@ func createEvaluations(t *testing.T, e *env) instance.Resources {
 func evaluationIDs(t *testing.T, e *env) []int64 {
 	t.Helper()
 	var ids []int64
-	for _, ev := range objects[sbavs.Objects](t, e, "avs").Evaluations {
+	for _, ev := range objects[avsstandin.Objects](t, e, "avs").Evaluations {
 		if ev.ID != standins.AVSParentID {
 			ids = append(ids, ev.ID)
 		}
@@ -66,7 +66,7 @@ func TestDeprovisionAVS_DeletesBothEvaluationsNotTheParent(t *testing.T) {
 	assertDone(t, out, wait, err)
 	assert.Zero(t, out.Data.Resources.AVSInternalEvaluationID)
 	assert.Zero(t, out.Data.Resources.AVSExternalEvaluationID)
-	objs := objects[sbavs.Objects](t, e, "avs")
+	objs := objects[avsstandin.Objects](t, e, "avs")
 	assert.Equal(t, map[string]int{"internal-" + testInstanceID: 1, "external-" + testInstanceID: 1}, objs.DeletesByName)
 	require.Len(t, objs.Evaluations, 1)
 	assert.EqualValues(t, standins.AVSParentID, objs.Evaluations[0].ID, "the pre-provisioned parent evaluation stays")
@@ -82,7 +82,7 @@ func TestDeprovisionAVS_OnlyTheRecordedEvaluation(t *testing.T) {
 	assertDone(t, out, wait, err)
 	assert.Zero(t, out.Data.Resources.AVSInternalEvaluationID)
 	assert.Equal(t, []int64{external}, evaluationIDs(t, e))
-	assert.Equal(t, 1, objects[sbavs.Objects](t, e, "avs").Calls["delete"])
+	assert.Equal(t, 1, objects[avsstandin.Objects](t, e, "avs").Calls["delete"])
 }
 
 func TestDeprovisionAVS_OneAlreadyGone(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/sirupsen/logrus"
 )
 
@@ -24,7 +24,7 @@ func (s DeprovisionEMS) Run(ctx context.Context, op Op, log logrus.FieldLogger) 
 	}
 	creds, ok := s.Systems.SMCredentials(op.Secrets)
 	if !ok {
-		return op, s.Systems.Cleanup(&op, smSystem, "deprovisioning Enterprise Messaging", httpretry.Permanent(errors.New("no Service Manager credentials configured")), s.PollInterval), nil
+		return op, s.Systems.Cleanup(&op, smSystem, "deprovisioning Enterprise Messaging", clientkit.Permanent(errors.New("no Service Manager credentials configured")), s.PollInterval), nil
 	}
 	if res.EMSBindingID != "" {
 		if err := s.Systems.ServiceManager.Unbind(ctx, creds, res.EMSBindingID); err != nil {

@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	sbsm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/smstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
-	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,11 +24,11 @@ var emsCleanup = cleanupStep{
 		return r
 	},
 	remaining: func(t *testing.T, e *env) int {
-		objs := objects[sbsm.Objects](t, e, "servicemanager")
+		objs := objects[smstandin.Objects](t, e, "servicemanager")
 		return len(objs.Instances) + len(objs.Bindings)
 	},
 	deletions: func(t *testing.T, e *env) int {
-		objs := objects[sbsm.Objects](t, e, "servicemanager")
+		objs := objects[smstandin.Objects](t, e, "servicemanager")
 		return sum(objs.InstanceDeletesByName) + sum(objs.BindingDeletesByName)
 	},
 	wrongCredentials: func(c *standins.Credentials) { c.SMClientSecret = "rotated" },
@@ -42,7 +42,7 @@ func createEMS(t *testing.T, e *env, name string, bind bool) instance.Resources 
 	creds, ok := sm.DefaultCredentials()
 	require.True(t, ok)
 	in, err := sm.ProvisionInstance(testCtx(t), creds, servicemanager.InstanceRequest{
-		Name: name, OfferingName: sbsm.OfferingEnterpriseMessaging, PlanName: sbsm.PlanDefault,
+		Name: name, OfferingName: smstandin.OfferingEnterpriseMessaging, PlanName: smstandin.PlanDefault,
 		Labels: map[string][]string{"instance_id": {testInstanceID}},
 	})
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestDeprovisionEMS_UnbindsThenDeprovisions(t *testing.T) {
 	assertDone(t, out, wait, err)
 	assert.Empty(t, out.Data.Resources.EMSInstanceID)
 	assert.Empty(t, out.Data.Resources.EMSBindingID)
-	objs := objects[sbsm.Objects](t, e, "servicemanager")
+	objs := objects[smstandin.Objects](t, e, "servicemanager")
 	require.Len(t, objs.Instances, 1)
 	assert.Equal(t, other.EMSInstanceID, objs.Instances[0].ID, "another runtime's instance stays")
 	require.Len(t, objs.Bindings, 1)
@@ -86,7 +86,7 @@ func TestDeprovisionEMS_UnrecordedBindingGoesWithTheInstance(t *testing.T) {
 
 	out, wait, err := runStep(e, DeprovisionEMS{e.deps}, withResources(res), t0)
 	assertDone(t, out, wait, err)
-	objs := objects[sbsm.Objects](t, e, "servicemanager")
+	objs := objects[smstandin.Objects](t, e, "servicemanager")
 	assert.Empty(t, objs.Instances)
 	assert.Empty(t, objs.Bindings, "the Service Manager refuses to delete an instance with bindings")
 }
@@ -108,13 +108,13 @@ func TestDeprovisionEMS_InstanceStillBeingCreated(t *testing.T) {
 	out, wait, err = runStep(e, DeprovisionEMS{e.deps}, out, t0.Add(time.Minute))
 	assertDone(t, out, wait, err)
 	assert.Empty(t, out.Data.Resources.EMSInstanceID)
-	objs := objects[sbsm.Objects](t, e, "servicemanager")
+	objs := objects[smstandin.Objects](t, e, "servicemanager")
 	require.Len(t, objs.Instances, 1, "the deletion was accepted and runs")
 	require.NotNil(t, objs.Instances[0].LastOperation)
-	assert.Equal(t, sbsm.OperationDelete, objs.Instances[0].LastOperation.Type)
+	assert.Equal(t, smstandin.OperationDelete, objs.Instances[0].LastOperation.Type)
 
 	e.clock.Advance(time.Minute)
-	objs = objects[sbsm.Objects](t, e, "servicemanager")
+	objs = objects[smstandin.Objects](t, e, "servicemanager")
 	assert.Empty(t, objs.Instances)
 	assert.Equal(t, map[string]int{"kyma-ems-prov-1": 1}, objs.InstanceDeletesByName)
 }
@@ -131,5 +131,5 @@ func TestDeprovisionEMS_NoServiceManagerCredentials(t *testing.T) {
 	assertGaveUp(t, out, wait, err, emsStep, "Service Manager (EMS)")
 	assert.Contains(t, out.LastError, "no Service Manager credentials configured")
 	assert.Equal(t, res, out.Data.Resources)
-	assert.Len(t, objects[sbsm.Objects](t, e, "servicemanager").Instances, 1)
+	assert.Len(t, objects[smstandin.Objects](t, e, "servicemanager").Instances, 1)
 }

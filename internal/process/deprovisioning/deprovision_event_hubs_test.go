@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
-	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,8 +25,12 @@ var eventHubsCleanup = cleanupStep{
 		r.EventHubResourceGroup, r.EventHubNamespace = "", ""
 		return r
 	},
-	remaining:        func(t *testing.T, e *env) int { return len(objects[sbazure.Objects](t, e, "azure").ResourceGroups) },
-	deletions:        func(t *testing.T, e *env) int { return sum(objects[sbazure.Objects](t, e, "azure").GroupDeletesByName) },
+	remaining: func(t *testing.T, e *env) int {
+		return len(objects[azurestandin.Objects](t, e, "azure").ResourceGroups)
+	},
+	deletions: func(t *testing.T, e *env) int {
+		return sum(objects[azurestandin.Objects](t, e, "azure").GroupDeletesByName)
+	},
 	wrongCredentials: func(c *standins.Credentials) { c.AzureClientSecret = "rotated" },
 }
 
@@ -57,7 +61,7 @@ func TestDeprovisionEventHubs_DeletesTheGroupWithItsNamespace(t *testing.T) {
 	assertDone(t, out, wait, err)
 	assert.Empty(t, out.Data.Resources.EventHubResourceGroup)
 	assert.Empty(t, out.Data.Resources.EventHubNamespace)
-	objs := objects[sbazure.Objects](t, e, "azure")
+	objs := objects[azurestandin.Objects](t, e, "azure")
 	require.Len(t, objs.ResourceGroups, 1)
 	assert.Equal(t, "kyma-eventhubs-other", objs.ResourceGroups[0].Name, "another runtime's group stays")
 	assert.Equal(t, map[string]int{res.EventHubResourceGroup: 1}, objs.GroupDeletesByName)
@@ -73,9 +77,9 @@ func TestDeprovisionEventHubs_WaitsForTheDeletion(t *testing.T) {
 	assertRetrying(t, out, wait, err, "Azure Event Hubs")
 	assert.Equal(t, "Azure Event Hubs: deleting the resource group: still being deleted", out.LastError)
 	assert.Equal(t, res, out.Data.Resources, "kept until the group is gone")
-	objs := objects[sbazure.Objects](t, e, "azure")
+	objs := objects[azurestandin.Objects](t, e, "azure")
 	require.Len(t, objs.ResourceGroups, 1)
-	assert.Equal(t, sbazure.StateDeleting, objs.ResourceGroups[0].ProvisioningState)
+	assert.Equal(t, azurestandin.StateDeleting, objs.ResourceGroups[0].ProvisioningState)
 
 	e.clock.Advance(time.Minute)
 	out, wait, err = runStep(e, step, out, t0.Add(time.Minute))
@@ -85,7 +89,7 @@ func TestDeprovisionEventHubs_WaitsForTheDeletion(t *testing.T) {
 	out, wait, err = runStep(e, step, out, t0.Add(2*time.Minute))
 	assertDone(t, out, wait, err)
 	assert.Equal(t, instance.Resources{}, out.Data.Resources)
-	objs = objects[sbazure.Objects](t, e, "azure")
+	objs = objects[azurestandin.Objects](t, e, "azure")
 	assert.Empty(t, objs.ResourceGroups)
 	assert.Equal(t, map[string]int{res.EventHubResourceGroup: 1}, objs.GroupDeletesByName, "the deletion was started once")
 }

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
-	sbrec "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,10 +49,10 @@ func registerCluster(t *testing.T, e *env, runtimeID string) instance.Resources 
 }
 
 // clusters are the reconciler's clusters whose status matches, by runtime ID.
-func clusters(t *testing.T, e *env, status func(string) bool) map[string]sbrec.Object {
+func clusters(t *testing.T, e *env, status func(string) bool) map[string]reconcilerstandin.Object {
 	t.Helper()
-	out := map[string]sbrec.Object{}
-	for _, c := range objects[sbrec.Objects](t, e, "reconciler").Clusters {
+	out := map[string]reconcilerstandin.Object{}
+	for _, c := range objects[reconcilerstandin.Objects](t, e, "reconciler").Clusters {
 		if status(c.Status) {
 			out[c.RuntimeID] = c
 		}
@@ -90,7 +90,7 @@ func TestDeregisterCluster_WaitsForTheReconciler(t *testing.T) {
 	out, wait, err = runStep(e, step, out, e.clock.Now())
 	assertDone(t, out, wait, err)
 	assert.Empty(t, out.Data.Resources.ReconcilerClusterID)
-	objs := objects[sbrec.Objects](t, e, "reconciler")
+	objs := objects[reconcilerstandin.Objects](t, e, "reconciler")
 	assert.Equal(t, 1, objs.Calls["delete"], "deletion asked once")
 	assert.Contains(t, clusters(t, e, func(s string) bool { return s == reconciler.StatusReady }), "rt-other", "another runtime's cluster stays")
 }
@@ -111,7 +111,7 @@ func TestDeregisterCluster_UnknownClusterCountsAsGone(t *testing.T) {
 	out, wait, err := runStep(e, DeregisterCluster{e.deps}, withResources(instance.Resources{ReconcilerClusterID: "rt-never-registered"}), t0)
 	assertDone(t, out, wait, err)
 	assert.Empty(t, out.Data.Resources.ReconcilerClusterID)
-	objs := objects[sbrec.Objects](t, e, "reconciler")
+	objs := objects[reconcilerstandin.Objects](t, e, "reconciler")
 	assert.Equal(t, 1, objs.Calls["status"])
 	assert.Zero(t, objs.Calls["delete"], "nothing to delete")
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edpstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,8 +19,8 @@ var edpCleanup = cleanupStep{
 		r.EDPSubAccountID = ""
 		return r
 	},
-	remaining:        func(t *testing.T, e *env) int { return len(objects[sbedp.Objects](t, e, "edp").DataTenants) },
-	deletions:        func(t *testing.T, e *env) int { return sum(objects[sbedp.Objects](t, e, "edp").DeletesByTenant) },
+	remaining:        func(t *testing.T, e *env) int { return len(objects[edpstandin.Objects](t, e, "edp").DataTenants) },
+	deletions:        func(t *testing.T, e *env) int { return sum(objects[edpstandin.Objects](t, e, "edp").DeletesByTenant) },
 	wrongCredentials: func(c *standins.Credentials) { c.EDPClientSecret = "rotated" },
 }
 
@@ -43,12 +43,12 @@ func TestEDPDeregistration_RemovesTheSubaccountsDataTenantWithItsMetadata(t *tes
 	e := newSystemsEnv(t, standins.Options{})
 	res := registerInEDP(t, e, testSA)
 	registerInEDP(t, e, "sa-other")
-	require.Len(t, objects[sbedp.Objects](t, e, "edp").DataTenants[0].Metadata, 3)
+	require.Len(t, objects[edpstandin.Objects](t, e, "edp").DataTenants[0].Metadata, 3)
 
 	out, wait, err := runStep(e, EDPDeregistration{e.deps}, withResources(res), t0)
 	assertDone(t, out, wait, err)
 	assert.Empty(t, out.Data.Resources.EDPSubAccountID)
-	objs := objects[sbedp.Objects](t, e, "edp")
+	objs := objects[edpstandin.Objects](t, e, "edp")
 	require.Len(t, objs.DataTenants, 1)
 	assert.Equal(t, "sa-other", objs.DataTenants[0].Name, "another subaccount's registration stays")
 	assert.Equal(t, 1, sum(objs.DeletesByTenant))

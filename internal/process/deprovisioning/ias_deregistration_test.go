@@ -5,7 +5,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	sbias "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/iasstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,8 +19,8 @@ var iasCleanup = cleanupStep{
 		r.IASServiceProviderID, r.IASClientID = "", ""
 		return r
 	},
-	remaining:        func(t *testing.T, e *env) int { return len(objects[sbias.Objects](t, e, "ias").ServiceProviders) },
-	deletions:        func(t *testing.T, e *env) int { return sum(objects[sbias.Objects](t, e, "ias").DeletesByName) },
+	remaining:        func(t *testing.T, e *env) int { return len(objects[iasstandin.Objects](t, e, "ias").ServiceProviders) },
+	deletions:        func(t *testing.T, e *env) int { return sum(objects[iasstandin.Objects](t, e, "ias").DeletesByName) },
 	wrongCredentials: func(c *standins.Credentials) { c.IASPassword = "rotated" },
 }
 
@@ -54,7 +54,7 @@ func TestIASDeregistration_DeletesOnlyTheRuntimesServiceProvider(t *testing.T) {
 	assertDone(t, out, wait, err)
 	assert.Empty(t, out.Data.Resources.IASServiceProviderID)
 	assert.Empty(t, out.Data.Resources.IASClientID, "the OIDC client went with the service provider")
-	objs := objects[sbias.Objects](t, e, "ias")
+	objs := objects[iasstandin.Objects](t, e, "ias")
 	require.Len(t, objs.ServiceProviders, 1)
 	assert.Equal(t, other.ID, objs.ServiceProviders[0].ID, "another runtime's service provider stays")
 	assert.Equal(t, map[string]int{"kyma-" + testInstanceID: 1}, objs.DeletesByName)

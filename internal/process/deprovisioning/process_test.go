@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
-	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
-	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
-	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
-	sbias "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
-	sbsm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edpstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/iasstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/smstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
@@ -150,10 +150,10 @@ func createEverything(t *testing.T, e *env) instance.Resources {
 func assertNothingLeft(t *testing.T, e *env) {
 	t.Helper()
 	assert.Empty(t, evaluationIDs(t, e), "AVS")
-	assert.Empty(t, objects[sbias.Objects](t, e, "ias").ServiceProviders, "IAS")
-	assert.Empty(t, objects[sbedp.Objects](t, e, "edp").DataTenants, "EDP")
-	assert.Empty(t, objects[sbazure.Objects](t, e, "azure").ResourceGroups, "Azure")
-	sm := objects[sbsm.Objects](t, e, "servicemanager")
+	assert.Empty(t, objects[iasstandin.Objects](t, e, "ias").ServiceProviders, "IAS")
+	assert.Empty(t, objects[edpstandin.Objects](t, e, "edp").DataTenants, "EDP")
+	assert.Empty(t, objects[azurestandin.Objects](t, e, "azure").ResourceGroups, "Azure")
+	sm := objects[smstandin.Objects](t, e, "servicemanager")
 	assert.Empty(t, sm.Instances, "Service Manager")
 	assert.Empty(t, sm.Bindings, "Service Manager")
 	assert.Empty(t, clusters(t, e, func(s string) bool { return s != reconciler.StatusDeleted }), "Reconciler")
@@ -226,8 +226,8 @@ func TestProcess_SystemDownDoesNotBlock(t *testing.T) {
 	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
 	assert.Equal(t, []string{"De-provision_AVS_Evaluations"}, op.Progress.ExecutedButNotCompleted)
 	assert.Len(t, evaluationIDs(t, e), 2, "left behind")
-	assert.Empty(t, objects[sbias.Objects](t, e, "ias").ServiceProviders, "the other systems are cleaned up")
-	assert.Empty(t, objects[sbedp.Objects](t, e, "edp").DataTenants)
+	assert.Empty(t, objects[iasstandin.Objects](t, e, "ias").ServiceProviders, "the other systems are cleaned up")
+	assert.Empty(t, objects[edpstandin.Objects](t, e, "edp").DataTenants)
 	assert.NotNil(t, getInstance(t, e.store).DeletedAt)
 
 	var data instance.DeprovisioningData

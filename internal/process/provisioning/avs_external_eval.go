@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/sirupsen/logrus"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
@@ -32,7 +32,7 @@ func TestAVSExternalEval_MonitorsTheDashboard(t *testing.T) {
 	setDashboard(t, e, consoleURL)
 	out := e.mustRun(t, externalEvalStep(e), ready(), t0)
 
-	objs := objects[sbavs.Objects](t, e, "avs")
+	objs := objects[avsstandin.Objects](t, e, "avs")
 	ev := evaluation(t, objs, externalEvalName)
 	assert.Equal(t, ev.ID, out.Data.Resources.AVSExternalEvaluationID)
 	assert.Empty(t, out.LastError)
@@ -52,9 +52,9 @@ func TestAVSExternalEval_Idempotent(t *testing.T) {
 	again := e.mustRun(t, externalEvalStep(e), op, t0.Add(testPoll)) // lost result
 	assert.Equal(t, first.Data.Resources.AVSExternalEvaluationID, again.Data.Resources.AVSExternalEvaluationID)
 
-	before := objects[sbavs.Objects](t, e, "avs").Calls
+	before := objects[avsstandin.Objects](t, e, "avs").Calls
 	e.mustRun(t, externalEvalStep(e), again, t0.Add(2*testPoll))
-	objs := objects[sbavs.Objects](t, e, "avs")
+	objs := objects[avsstandin.Objects](t, e, "avs")
 	assert.Equal(t, before, objs.Calls, "a finished step does not call AVS")
 	assert.Equal(t, 1, objs.CreatesByName[externalEvalName], "exactly one evaluation")
 }
@@ -65,7 +65,7 @@ func TestAVSExternalEval_DownRetriesThenFails(t *testing.T) {
 	out := e.downThenGiveUp(t, externalEvalStep(e), ready(), "avs", "AVS")
 	assert.Contains(t, out.LastError, "creating the external evaluation")
 	assert.Zero(t, out.Data.Resources.AVSExternalEvaluationID)
-	assert.Empty(t, objects[sbavs.Objects](t, e, "avs").CreatesByName)
+	assert.Empty(t, objects[avsstandin.Objects](t, e, "avs").CreatesByName)
 }
 
 // AVS refuses an evaluation without a URL: an instance without a dashboard cannot be monitored.
@@ -85,5 +85,5 @@ func TestAVSExternalEval_InstanceReadErrorPolls(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, testPoll, wait)
 	assert.Contains(t, out.LastError, "reading the instance")
-	assert.Empty(t, objects[sbavs.Objects](t, e, "avs").Calls, "AVS is not called")
+	assert.Empty(t, objects[avsstandin.Objects](t, e, "avs").Calls, "AVS is not called")
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,9 +13,9 @@ import (
 func internalEvalStep(e *env) step { return provisioning.AVSInternalEval{Deps: e.deps} }
 
 // evaluation returns the sandbox's evaluation named name.
-func evaluation(t *testing.T, objs sbavs.Objects, name string) sbavs.Object {
+func evaluation(t *testing.T, objs avsstandin.Objects, name string) avsstandin.Object {
 	t.Helper()
-	var found []sbavs.Object
+	var found []avsstandin.Object
 	for _, ev := range objs.Evaluations {
 		if ev.Name == name {
 			found = append(found, ev)
@@ -33,7 +33,7 @@ func TestAVSInternalEval_CreatesTheEvaluation(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	out := e.mustRun(t, internalEvalStep(e), newOp(provData("azure", "westeurope")), t0)
 
-	objs := objects[sbavs.Objects](t, e, "avs")
+	objs := objects[avsstandin.Objects](t, e, "avs")
 	ev := evaluation(t, objs, "kyma-internal-"+testInstanceID)
 	assert.Equal(t, ev.ID, out.Data.Resources.AVSInternalEvaluationID)
 	assert.Empty(t, out.LastError)
@@ -61,9 +61,9 @@ func TestAVSInternalEval_Idempotent(t *testing.T) {
 	assert.Equal(t, first.Data.Resources.AVSInternalEvaluationID, again.Data.Resources.AVSInternalEvaluationID)
 
 	// A rerun of the finished step does not call AVS at all.
-	before := objects[sbavs.Objects](t, e, "avs").Calls
+	before := objects[avsstandin.Objects](t, e, "avs").Calls
 	e.mustRun(t, internalEvalStep(e), again, t0.Add(2*testPoll))
-	objs := objects[sbavs.Objects](t, e, "avs")
+	objs := objects[avsstandin.Objects](t, e, "avs")
 	assert.Equal(t, before, objs.Calls)
 	assert.Equal(t, 1, objs.CreatesByName["kyma-internal-"+testInstanceID], "exactly one evaluation")
 	evaluation(t, objs, "kyma-internal-"+testInstanceID)
@@ -74,7 +74,7 @@ func TestAVSInternalEval_DownRetriesThenFails(t *testing.T) {
 	out := e.downThenGiveUp(t, internalEvalStep(e), newOp(provData("azure", "westeurope")), "avs", "AVS")
 	assert.Contains(t, out.LastError, "creating the internal evaluation")
 	assert.Zero(t, out.Data.Resources.AVSInternalEvaluationID)
-	assert.Empty(t, objects[sbavs.Objects](t, e, "avs").CreatesByName)
+	assert.Empty(t, objects[avsstandin.Objects](t, e, "avs").CreatesByName)
 }
 
 func TestAVSInternalEval_RecoversWithinTheRetryWindow(t *testing.T) {
@@ -87,7 +87,7 @@ func TestAVSInternalEval_RecoversWithinTheRetryWindow(t *testing.T) {
 	out = e.mustRun(t, internalEvalStep(e), out, t0.Add(testPoll))
 	assert.NotZero(t, out.Data.Resources.AVSInternalEvaluationID)
 	assert.Empty(t, out.LastError, "no stale error once the step succeeded")
-	assert.Equal(t, 1, objects[sbavs.Objects](t, e, "avs").CreatesByName["kyma-internal-"+testInstanceID])
+	assert.Equal(t, 1, objects[avsstandin.Objects](t, e, "avs").CreatesByName["kyma-internal-"+testInstanceID])
 }
 
 // A configured parent evaluation that AVS does not know is a configuration error: retrying

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/sirupsen/logrus"
 )

@@ -4,9 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/avs"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,9 +20,9 @@ func monitored(t *testing.T, e *env) Op {
 	return e.mustRun(t, internalEvalStep(e), ready(), t0)
 }
 
-func internalEvalTags(t *testing.T, e *env) []sbavs.Tag {
+func internalEvalTags(t *testing.T, e *env) []avsstandin.Tag {
 	t.Helper()
-	return evaluation(t, objects[sbavs.Objects](t, e, "avs"), "kyma-internal-"+testInstanceID).Tags
+	return evaluation(t, objects[avsstandin.Objects](t, e, "avs"), "kyma-internal-"+testInstanceID).Tags
 }
 
 func TestAVSTags_Name(t *testing.T) {
@@ -36,7 +36,7 @@ func TestAVSTags_TagsTheInternalEvaluation(t *testing.T) {
 	assert.Empty(t, out.LastError)
 
 	set := e.deps.Systems.AVSSettings
-	assert.ElementsMatch(t, []sbavs.Tag{
+	assert.ElementsMatch(t, []avsstandin.Tag{
 		{Content: "rt-1", TagClassID: set.RuntimeIDTagClassID, TagClassName: "RuntimeID"},
 		{Content: testInstanceID, TagClassID: set.InstanceIDTagClassID, TagClassName: "InstanceID"},
 		{Content: "c-1a2b3c", TagClassID: set.ShootNameTagClassID, TagClassName: "ShootName"},
@@ -48,7 +48,7 @@ func TestAVSTags_SendsOnlyTheMissingTags(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	op := monitored(t, e)
 	set := e.deps.Systems.AVSSettings
-	assert.Equal(t, []sbavs.Tag{{Content: testInstanceID, TagClassID: set.InstanceIDTagClassID, TagClassName: "InstanceID"}},
+	assert.Equal(t, []avsstandin.Tag{{Content: testInstanceID, TagClassID: set.InstanceIDTagClassID, TagClassName: "InstanceID"}},
 		internalEvalTags(t, e), "tagged at its creation")
 	before, err := e.sb.Sandbox.Stats("avs")
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestAVSTags_SkippedWithoutInternalEvaluation(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	out := e.mustRun(t, tagsStep(e), ready(), t0)
 	assert.False(t, out.Data.Resources.AVSTagged)
-	assert.Empty(t, objects[sbavs.Objects](t, e, "avs").Calls, "AVS is not called")
+	assert.Empty(t, objects[avsstandin.Objects](t, e, "avs").Calls, "AVS is not called")
 }
 
 func TestAVSTags_Idempotent(t *testing.T) {
@@ -95,9 +95,9 @@ func TestAVSTags_Idempotent(t *testing.T) {
 	assert.True(t, out.Data.Resources.AVSTagged)
 	assert.Len(t, internalEvalTags(t, e), 3, "no duplicated tags")
 
-	before := objects[sbavs.Objects](t, e, "avs").Calls
+	before := objects[avsstandin.Objects](t, e, "avs").Calls
 	e.mustRun(t, tagsStep(e), out, t0.Add(2*testPoll))
-	assert.Equal(t, before, objects[sbavs.Objects](t, e, "avs").Calls, "a finished step does not call AVS")
+	assert.Equal(t, before, objects[avsstandin.Objects](t, e, "avs").Calls, "a finished step does not call AVS")
 }
 
 func TestAVSTags_DownRetriesThenFails(t *testing.T) {

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
-	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
-	sbrec "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,7 +48,7 @@ func TestCheckClusterConfiguration_WaitsUntilReady(t *testing.T) {
 
 	// Reading the status changes nothing in the reconciler.
 	c := cluster(t, e)
-	assert.Equal(t, sbrec.StatusReady, c.Status)
+	assert.Equal(t, reconcilerstandin.StatusReady, c.Status)
 	assert.Equal(t, 1, c.ConfigurationVersionsCreated)
 	assert.Equal(t, 3, c.Calls["status"])
 	assert.Equal(t, 1, c.Calls["apply"])

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
-	sbdirector "github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
@@ -190,7 +190,7 @@ func TestCheckRuntime_DirectorConsoleIsTheDashboard(t *testing.T) {
 	// Reading it again (a rerun) changes nothing in the Director.
 	_, _, err = runCheck(e, out)
 	require.NoError(t, err)
-	objs := objects[sbdirector.Objects](t, e, "director")
+	objs := objects[directorstandin.Objects](t, e, "director")
 	assert.Len(t, objs.Tenants[testGA], 1)
 	assert.Equal(t, 1, objs.RegistrationsByRuntimeID["rt-1"])
 }

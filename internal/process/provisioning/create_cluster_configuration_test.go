@@ -5,7 +5,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	sbrec "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,9 +25,9 @@ func withKubeconfig() Op {
 }
 
 // cluster returns the reconciler's only cluster.
-func cluster(t *testing.T, e *env) sbrec.Object {
+func cluster(t *testing.T, e *env) reconcilerstandin.Object {
 	t.Helper()
-	objs := objects[sbrec.Objects](t, e, "reconciler")
+	objs := objects[reconcilerstandin.Objects](t, e, "reconciler")
 	require.Len(t, objs.Clusters, 1)
 	return objs.Clusters[0]
 }
@@ -46,8 +46,8 @@ func TestCreateClusterConfiguration_HandsTheClusterToTheReconciler(t *testing.T)
 	c := cluster(t, e)
 	assert.Equal(t, "rt-1", c.RuntimeID)
 	assert.Equal(t, int64(1), c.ConfigurationVersion)
-	assert.Equal(t, sbrec.RuntimeInput{Name: "c1", Description: "Kyma runtime of instance " + testInstanceID}, c.RuntimeInput)
-	assert.Equal(t, sbrec.Metadata{
+	assert.Equal(t, reconcilerstandin.RuntimeInput{Name: "c1", Description: "Kyma runtime of instance " + testInstanceID}, c.RuntimeInput)
+	assert.Equal(t, reconcilerstandin.Metadata{
 		GlobalAccountID: testGA, SubAccountID: testSA, ServiceID: "svc", ServicePlanID: "plan-azure", ServicePlanName: "azure",
 		ShootName: "c-1a2b3c", InstanceID: testInstanceID, Region: "westeurope",
 	}, c.Metadata)
@@ -58,14 +58,14 @@ func TestCreateClusterConfiguration_HandsTheClusterToTheReconciler(t *testing.T)
 
 	// Every component gets the global entries and its own, secrets marked (and masked by the
 	// stand-in's snapshot).
-	global := sbrec.Configuration{Key: "global.domainName", Value: "kyma.example"}
-	assert.Equal(t, []sbrec.Component{
-		{Component: "istio", Namespace: "kyma-system", Configuration: []sbrec.Configuration{global}},
-		{Component: "serverless", Namespace: "kyma-system", Configuration: []sbrec.Configuration{global}},
-		{Component: provisioning.MonitoringComponent, Namespace: "kyma-system", Configuration: []sbrec.Configuration{
+	global := reconcilerstandin.Configuration{Key: "global.domainName", Value: "kyma.example"}
+	assert.Equal(t, []reconcilerstandin.Component{
+		{Component: "istio", Namespace: "kyma-system", Configuration: []reconcilerstandin.Configuration{global}},
+		{Component: "serverless", Namespace: "kyma-system", Configuration: []reconcilerstandin.Configuration{global}},
+		{Component: provisioning.MonitoringComponent, Namespace: "kyma-system", Configuration: []reconcilerstandin.Configuration{
 			global,
 			{Key: provisioning.GrafanaClientIDKey, Value: "ias-client"},
-			{Key: provisioning.GrafanaClientSecretK, Value: sbrec.Masked, Secret: true},
+			{Key: provisioning.GrafanaClientSecretK, Value: reconcilerstandin.Masked, Secret: true},
 		}},
 	}, c.Components)
 	assertNotInData(t, out, "ias-s3cret", "kubeconfig-t0ken")
@@ -105,7 +105,7 @@ func TestCreateClusterConfiguration_DownRetriesThenFails(t *testing.T) {
 	out := e.downThenGiveUp(t, applyStep(e), withKubeconfig(), "reconciler", "Reconciler")
 	assert.Contains(t, out.LastError, "applying the cluster configuration")
 	assert.Zero(t, out.Data.ReconcilerConfigurationVersion)
-	assert.Empty(t, objects[sbrec.Objects](t, e, "reconciler").Clusters)
+	assert.Empty(t, objects[reconcilerstandin.Objects](t, e, "reconciler").Clusters)
 }
 
 // A configuration the reconciler rejects (here: no kubeconfig) fails at once.
@@ -127,5 +127,5 @@ func TestCreateClusterConfiguration_MissingSecretValueFails(t *testing.T) {
 	require.Error(t, err)
 	assert.Zero(t, wait)
 	assert.Contains(t, err.Error(), "secret value missing")
-	assert.Empty(t, objects[sbrec.Objects](t, e, "reconciler").Clusters, "no incomplete configuration is applied")
+	assert.Empty(t, objects[reconcilerstandin.Objects](t, e, "reconciler").Clusters, "no incomplete configuration is applied")
 }

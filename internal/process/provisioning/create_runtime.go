@@ -7,7 +7,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/module"
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
@@ -114,10 +114,10 @@ func KymaConfigInput(version string, defaults []string, modules *instance.Module
 		for _, m := range modules.List {
 			c := component(m.Name)
 			if m.Channel != "" {
-				c.Configuration = append(c.Configuration, &gqlschema.ConfigEntryInput{Key: module.ConfigKeyChannel, Value: m.Channel})
+				c.Configuration = append(c.Configuration, &gqlschema.ConfigEntryInput{Key: modulespec.ConfigKeyChannel, Value: m.Channel})
 			}
 			if m.CustomResourcePolicy != "" {
-				c.Configuration = append(c.Configuration, &gqlschema.ConfigEntryInput{Key: module.ConfigKeyCustomResourcePolicy, Value: m.CustomResourcePolicy})
+				c.Configuration = append(c.Configuration, &gqlschema.ConfigEntryInput{Key: modulespec.ConfigKeyCustomResourcePolicy, Value: m.CustomResourcePolicy})
 			}
 			k.Components = append(k.Components, c)
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/module"
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
@@ -126,7 +126,7 @@ func TestCreateRuntime_ModulesParameter(t *testing.T) {
 		"list": {&instance.Modules{List: []instance.Module{{Name: "keda", Channel: "fast", CustomResourcePolicy: "Ignore"}, {Name: "serverless"}}},
 			[]*gqlschema.ComponentConfigurationInput{
 				{Component: "keda", Namespace: "kyma-system", Configuration: []*gqlschema.ConfigEntryInput{
-					{Key: module.ConfigKeyChannel, Value: "fast"}, {Key: module.ConfigKeyCustomResourcePolicy, Value: "Ignore"}}},
+					{Key: modulespec.ConfigKeyChannel, Value: "fast"}, {Key: modulespec.ConfigKeyCustomResourcePolicy, Value: "Ignore"}}},
 				{Component: "serverless", Namespace: "kyma-system", Configuration: []*gqlschema.ConfigEntryInput{{Key: "function.replicas", Value: "2"}}},
 			}},
 		"none": {&instance.Modules{Default: &no}, nil},

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
-	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edpstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,7 +31,7 @@ func TestEDPRegistration_RegistersTheSubaccount(t *testing.T) {
 	assert.Equal(t, testSA, out.Data.Resources.EDPSubAccountID)
 	assert.Empty(t, out.LastError)
 
-	objs := objects[sbedp.Objects](t, e, "edp")
+	objs := objects[edpstandin.Objects](t, e, "edp")
 	require.Len(t, objs.DataTenants, 1)
 	dt := objs.DataTenants[0]
 	assert.Equal(t, standins.EDPNamespace, dt.Namespace.Name)
@@ -56,9 +56,9 @@ func TestEDPRegistration_Idempotent(t *testing.T) {
 	assert.Equal(t, testSA, out.Data.Resources.EDPSubAccountID)
 
 	// A rerun of the finished step does not call EDP.
-	before := objects[sbedp.Objects](t, e, "edp").Calls
+	before := objects[edpstandin.Objects](t, e, "edp").Calls
 	e.mustRun(t, edpStep(e), out, t0.Add(2*testPoll))
-	objs := objects[sbedp.Objects](t, e, "edp")
+	objs := objects[edpstandin.Objects](t, e, "edp")
 	assert.Equal(t, before, objs.Calls)
 	assert.Len(t, objs.DataTenants, 1)
 	assert.Equal(t, 1, objs.CreatesByTenant[dataTenantKey(e)], "exactly one data tenant")
@@ -70,7 +70,7 @@ func TestEDPRegistration_DownRetriesThenFails(t *testing.T) {
 	out := e.downThenGiveUp(t, edpStep(e), newOp(provData("azure", "westeurope")), "edp", "EDP")
 	assert.Contains(t, out.LastError, "registering the runtime")
 	assert.Empty(t, out.Data.Resources.EDPSubAccountID)
-	assert.Empty(t, objects[sbedp.Objects](t, e, "edp").DataTenants)
+	assert.Empty(t, objects[edpstandin.Objects](t, e, "edp").DataTenants)
 }
 
 // A namespace EDP does not know is a configuration error: retrying cannot help.
@@ -87,7 +87,7 @@ func TestEDPRegistration_UnknownNamespaceFails(t *testing.T) {
 func TestEDPRegistration_DeadEDPCostsNoRequests(t *testing.T) {
 	e := newEnv(t)
 	e.sb = systemstest.StartWith(t, standins.Options{Now: e.clock.Now},
-		httpretry.Calls{Attempts: 3, Timeout: 5 * time.Second, BreakerThreshold: 6, BreakerCooldown: time.Hour})
+		clientkit.Calls{Attempts: 3, Timeout: 5 * time.Second, BreakerThreshold: 6, BreakerCooldown: time.Hour})
 	e.deps.Systems = e.sb.Systems
 	e.sb.Down(t, "edp")
 	op := newOp(provData("azure", "westeurope"))

@@ -8,7 +8,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	sbias "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/iasstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,9 +19,9 @@ func iasRegistrationStep(e *env) step { return provisioning.IASRegistration{Deps
 const spName = "kyma-runtime-" + testInstanceID
 
 // serviceProvider returns the sandbox's only service provider named spName.
-func serviceProvider(t *testing.T, objs sbias.Objects) sbias.Object {
+func serviceProvider(t *testing.T, objs iasstandin.Objects) iasstandin.Object {
 	t.Helper()
-	var found []sbias.Object
+	var found []iasstandin.Object
 	for _, sp := range objs.ServiceProviders {
 		if sp.Name == spName {
 			found = append(found, sp)
@@ -58,7 +58,7 @@ func TestIASRegistration_RegistersAndGivesGrafanaTheClient(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	out := registerIAS(t, e, newOp(provData("azure", "westeurope")))
 
-	sp := serviceProvider(t, objects[sbias.Objects](t, e, "ias"))
+	sp := serviceProvider(t, objects[iasstandin.Objects](t, e, "ias"))
 	assert.Equal(t, sp.ID, out.Data.Resources.IASServiceProviderID)
 	assert.Equal(t, sp.ID, out.Data.Resources.IASClientID, "the OIDC client ID is the service provider's ID")
 	assert.Equal(t, 1, sp.Secrets, "one client secret")
@@ -92,7 +92,7 @@ func TestIASRegistration_Idempotent(t *testing.T) {
 	assert.Equal(t, out.Data, again.Data)
 	assert.Equal(t, out.Secrets, again.Secrets)
 
-	objs := objects[sbias.Objects](t, e, "ias")
+	objs := objects[iasstandin.Objects](t, e, "ias")
 	assert.Equal(t, 1, objs.CreatesByName[spName], "exactly one service provider")
 	assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "exactly one client secret")
 }
@@ -140,7 +140,7 @@ func TestIASRegistration_OneSecretAfterCrashesAndLostAnswers(t *testing.T) {
 			st, err := e.sb.Sandbox.Stats("ias")
 			require.NoError(t, err)
 			assert.Positive(t, st.LostResponses, "answers were lost")
-			objs := objects[sbias.Objects](t, e, "ias")
+			objs := objects[iasstandin.Objects](t, e, "ias")
 			assert.Equal(t, 1, objs.CreatesByName[spName], "exactly one service provider")
 			assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "exactly one valid client secret")
 			assert.NotEmpty(t, out.Secrets[overrides.SecretKey(provisioning.MonitoringComponent, provisioning.GrafanaClientSecretK)])
@@ -165,7 +165,7 @@ func TestIASRegistration_LostAnswersInTheCreatingRun(t *testing.T) {
 				break
 			}
 		}
-		objs := objects[sbias.Objects](t, e, "ias")
+		objs := objects[iasstandin.Objects](t, e, "ias")
 		assert.Equal(t, 1, objs.CreatesByName[spName], "seed %d: exactly one service provider", seed)
 		assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "seed %d: exactly one valid client secret", seed)
 		assert.Equal(t, serviceProvider(t, objs).ID, out.Data.Resources.IASClientID)
@@ -182,7 +182,7 @@ func TestIASRegistration_DownRetriesThenFails(t *testing.T) {
 		out := e.downThenGiveUp(t, iasRegistrationStep(e), newOp(provData("azure", "westeurope")), "ias", "IAS")
 		assert.Contains(t, out.LastError, "registering the service provider")
 		assert.Empty(t, out.Data.Resources.IASServiceProviderID)
-		assert.Empty(t, objects[sbias.Objects](t, e, "ias").ServiceProviders)
+		assert.Empty(t, objects[iasstandin.Objects](t, e, "ias").ServiceProviders)
 	})
 	t.Run("generating the secret", func(t *testing.T) {
 		e := newSystemsEnv(t, standins.Options{})
@@ -197,7 +197,7 @@ func TestIASRegistration_DownRetriesThenFails(t *testing.T) {
 		out = e.mustRun(t, iasRegistrationStep(e), out, t0.Add(testPoll))
 		assert.Equal(t, registered.Data.Resources.IASServiceProviderID, out.Data.Resources.IASClientID)
 		assert.Empty(t, out.LastError)
-		assert.Equal(t, 1, serviceProvider(t, objects[sbias.Objects](t, e, "ias")).Secrets)
+		assert.Equal(t, 1, serviceProvider(t, objects[iasstandin.Objects](t, e, "ias")).Secrets)
 	})
 }
 

@@ -3,9 +3,9 @@ package provisioning_test
 import (
 	"testing"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	sbias "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/iasstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 )
@@ -35,7 +35,7 @@ func TestIASType_MakesItAnOIDCApplication(t *testing.T) {
 	assert.True(t, out.Data.Resources.IASOIDCConfigured)
 	assert.Empty(t, out.LastError)
 
-	sp := serviceProvider(t, objects[sbias.Objects](t, e, "ias"))
+	sp := serviceProvider(t, objects[iasstandin.Objects](t, e, "ias"))
 	assert.Equal(t, ias.SSOTypeOpenIDConnect, sp.SSOType)
 	assert.Equal(t, []string{"https://grafana.c-1a2b3c.kyma.example/login/generic_oauth"}, sp.RedirectURIs)
 	assert.Equal(t, ias.SubjectNameIdentifier, sp.SubjectNameIdentifier)
@@ -46,7 +46,7 @@ func TestIASType_SkippedWithoutServiceProvider(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	out := e.mustRun(t, iasTypeStep(e), ready(), t0)
 	assert.False(t, out.Data.Resources.IASOIDCConfigured)
-	assert.Empty(t, objects[sbias.Objects](t, e, "ias").Calls, "IAS is not called")
+	assert.Empty(t, objects[iasstandin.Objects](t, e, "ias").Calls, "IAS is not called")
 }
 
 func TestIASType_Idempotent(t *testing.T) {
@@ -54,9 +54,9 @@ func TestIASType_Idempotent(t *testing.T) {
 	op := iasRegistered(t, e)
 	e.mustRun(t, iasTypeStep(e), op, t0)
 	out := e.mustRun(t, iasTypeStep(e), op, t0.Add(testPoll)) // lost result: configured again
-	before := objects[sbias.Objects](t, e, "ias")
+	before := objects[iasstandin.Objects](t, e, "ias")
 	e.mustRun(t, iasTypeStep(e), out, t0.Add(2*testPoll))
-	objs := objects[sbias.Objects](t, e, "ias")
+	objs := objects[iasstandin.Objects](t, e, "ias")
 	assert.Equal(t, before.Calls, objs.Calls, "a finished step does not call IAS")
 	assert.Equal(t, 1, objs.CreatesByName[spName])
 	sp := serviceProvider(t, objs)

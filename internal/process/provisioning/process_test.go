@@ -8,18 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
-	sbavs "github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
-	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
-	sbedp "github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
-	sbias "github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
-	sbrec "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
-	sbsm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edpstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/iasstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/smstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
@@ -172,28 +172,28 @@ func TestProcess_AllSystems(t *testing.T) {
 	assert.Equal(t, "c-1a2b3c.kyma.example", data.ShootDomain)
 
 	// What exists in the systems: one of each.
-	avsObjs := objects[sbavs.Objects](t, e, "avs")
+	avsObjs := objects[avsstandin.Objects](t, e, "avs")
 	assert.Len(t, evaluation(t, avsObjs, "kyma-internal-"+testInstanceID).Tags, 3)
 	assert.Equal(t, consoleURL, evaluation(t, avsObjs, externalEvalName).URL)
-	sp := serviceProvider(t, objects[sbias.Objects](t, e, "ias"))
+	sp := serviceProvider(t, objects[iasstandin.Objects](t, e, "ias"))
 	assert.Equal(t, []string{"https://grafana.c-1a2b3c.kyma.example/login/generic_oauth"}, sp.RedirectURIs)
 	assert.Equal(t, 1, sp.Secrets)
-	assert.Len(t, objects[sbedp.Objects](t, e, "edp").DataTenants, 1)
-	smObjs := objects[sbsm.Objects](t, e, "servicemanager")
+	assert.Len(t, objects[edpstandin.Objects](t, e, "edp").DataTenants, 1)
+	smObjs := objects[smstandin.Objects](t, e, "servicemanager")
 	assert.Len(t, smObjs.Instances, 1)
 	assert.Len(t, smObjs.Bindings, 1)
-	assert.Empty(t, objects[sbazure.Objects](t, e, "azure").ResourceGroups)
+	assert.Empty(t, objects[azurestandin.Objects](t, e, "azure").ResourceGroups)
 	c := cluster(t, e)
-	assert.Equal(t, sbrec.StatusReady, c.Status)
+	assert.Equal(t, reconcilerstandin.StatusReady, c.Status)
 	assert.Equal(t, len(testKubeconfig), c.Kubeconfig.Length)
-	components := map[string][]sbrec.Configuration{}
+	components := map[string][]reconcilerstandin.Configuration{}
 	for _, comp := range c.Components {
 		components[comp.Component] = comp.Configuration
 	}
-	assert.Contains(t, components[provisioning.MonitoringComponent], sbrec.Configuration{Key: provisioning.GrafanaClientSecretK, Value: sbrec.Masked, Secret: true})
-	assert.Contains(t, components[provisioning.EventingComponent], sbrec.Configuration{Key: provisioning.EMSCredentialsKey, Value: sbrec.Masked, Secret: true})
-	assert.Contains(t, components[provisioning.SMProxyComponent], sbrec.Configuration{Key: provisioning.SMClientSecretKey, Value: sbrec.Masked, Secret: true})
-	assert.Contains(t, components["istio"], sbrec.Configuration{Key: "global.disableLegacyConnectivity", Value: "true"}, "the shipped defaults")
+	assert.Contains(t, components[provisioning.MonitoringComponent], reconcilerstandin.Configuration{Key: provisioning.GrafanaClientSecretK, Value: reconcilerstandin.Masked, Secret: true})
+	assert.Contains(t, components[provisioning.EventingComponent], reconcilerstandin.Configuration{Key: provisioning.EMSCredentialsKey, Value: reconcilerstandin.Masked, Secret: true})
+	assert.Contains(t, components[provisioning.SMProxyComponent], reconcilerstandin.Configuration{Key: provisioning.SMClientSecretKey, Value: reconcilerstandin.Masked, Secret: true})
+	assert.Contains(t, components["istio"], reconcilerstandin.Configuration{Key: "global.disableLegacyConnectivity", Value: "true"}, "the shipped defaults")
 
 	// The provisioner only created the cluster, with the resolved account.
 	req := e.prov.Calls()[0].Provision
@@ -223,8 +223,8 @@ func TestProcess_Kyma1OnAzure(t *testing.T) {
 	op := runProcess(t, e, data)
 	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
 	assert.ElementsMatch(t, []string{"Get_Kubeconfig", "Create_Cluster_Configuration", "Check_Cluster_Configuration"}, steptest.Skipped(op))
-	assert.Empty(t, objects[sbrec.Objects](t, e, "reconciler").Clusters)
-	groups := objects[sbazure.Objects](t, e, "azure").ResourceGroups
+	assert.Empty(t, objects[reconcilerstandin.Objects](t, e, "reconciler").Clusters)
+	groups := objects[azurestandin.Objects](t, e, "azure").ResourceGroups
 	require.Len(t, groups, 1)
 	assert.Len(t, groups[0].Namespaces, 1)
 

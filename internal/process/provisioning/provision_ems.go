@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
-	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -87,7 +87,7 @@ func ensureEMS(ctx context.Context, sm systems.ServiceManager, creds servicemana
 			}
 		}
 		if lo := inst.LastOperation; lo != nil && lo.State == servicemanager.StateFailed {
-			return 0, httpretry.Permanent(fmt.Errorf("the service instance failed: %s", lo.Description))
+			return 0, clientkit.Permanent(fmt.Errorf("the service instance failed: %s", lo.Description))
 		}
 		if !inst.Ready {
 			return time.Second, nil
@@ -100,7 +100,7 @@ func ensureEMS(ctx context.Context, sm systems.ServiceManager, creds servicemana
 	res.EMSBindingID = b.ID
 	raw, err := json.Marshal(b.Credentials)
 	if err != nil {
-		return 0, httpretry.Permanent(fmt.Errorf("encoding the binding's credentials: %w", err))
+		return 0, clientkit.Permanent(fmt.Errorf("encoding the binding's credentials: %w", err))
 	}
 	o.Set(secrets, EventingComponent,
 		overrides.Entry{Key: EMSEnabledKey, Value: "true"},

@@ -7,7 +7,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	sbsm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/smstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,7 +41,7 @@ func TestProvisionEMS_WaitsForTheInstanceThenBindsIt(t *testing.T) {
 	out = e.mustRun(t, emsStep(e), out, e.clock.Now())
 	assert.Empty(t, out.LastError)
 
-	objs := objects[sbsm.Objects](t, e, "servicemanager")
+	objs := objects[smstandin.Objects](t, e, "servicemanager")
 	require.Len(t, objs.Instances, 1)
 	inst := objs.Instances[0]
 	assert.Equal(t, out.Data.Resources.EMSInstanceID, inst.ID)
@@ -82,7 +82,7 @@ func TestProvisionEMS_Idempotent(t *testing.T) {
 	assert.Equal(t, first.Data, again.Data)
 
 	name := provisioning.EMSName(testOpID)
-	objs := objects[sbsm.Objects](t, e, "servicemanager")
+	objs := objects[smstandin.Objects](t, e, "servicemanager")
 	assert.Len(t, objs.Instances, 1)
 	assert.Len(t, objs.Bindings, 1)
 	assert.Equal(t, 1, objs.InstanceCreatesByName[name], "exactly one instance")
@@ -115,7 +115,7 @@ func TestProvisionEMS_DownRetriesThenFails(t *testing.T) {
 		out := e.downThenGiveUp(t, emsStep(e), newOp(provData("azure", "westeurope")), "servicemanager", emsSystem)
 		assert.Contains(t, out.LastError, "provisioning Enterprise Messaging")
 		assert.Empty(t, out.Data.Resources.EMSInstanceID)
-		assert.Empty(t, objects[sbsm.Objects](t, e, "servicemanager").Instances)
+		assert.Empty(t, objects[smstandin.Objects](t, e, "servicemanager").Instances)
 	})
 	t.Run("binding", func(t *testing.T) {
 		e := newSystemsEnv(t, standins.Options{SMProvisionDelay: smProvisionDelay})
@@ -134,5 +134,5 @@ func TestProvisionEMS_RejectedCredentialsFail(t *testing.T) {
 	out, wait, err := e.run(emsStep(e), newOp(provData("azure", "westeurope")), t0)
 	assertFailed(t, wait, err, emsSystem, "Provision EMS")
 	assert.Empty(t, out.Data.Resources.EMSInstanceID)
-	assert.Empty(t, objects[sbsm.Objects](t, e, "servicemanager").Instances)
+	assert.Empty(t, objects[smstandin.Objects](t, e, "servicemanager").Instances)
 }

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/sirupsen/logrus"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	sbazure "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,7 +57,7 @@ func TestProvisionEventHubs_WaitsForTheNamespaceThenGivesKafkaItsCredentials(t *
 	out = e.mustRun(t, eventHubsStep(e), out, e.clock.Now())
 	assert.Empty(t, out.LastError)
 
-	objs := objects[sbazure.Objects](t, e, "azure")
+	objs := objects[azurestandin.Objects](t, e, "azure")
 	require.Len(t, objs.ResourceGroups, 1)
 	g := objs.ResourceGroups[0]
 	assert.Equal(t, rg, g.Name)
@@ -93,7 +93,7 @@ func TestProvisionEventHubs_Idempotent(t *testing.T) {
 	assert.Equal(t, first.Data, again.Data)
 
 	_, name := provisioning.EventHubNames(testOpID)
-	objs := objects[sbazure.Objects](t, e, "azure")
+	objs := objects[azurestandin.Objects](t, e, "azure")
 	require.Len(t, objs.ResourceGroups, 1)
 	assert.Len(t, objs.ResourceGroups[0].Namespaces, 1)
 	assert.Equal(t, 1, objs.NamespaceCreatesByName[name], "exactly one namespace")
@@ -104,7 +104,7 @@ func TestProvisionEventHubs_DownRetriesThenFails(t *testing.T) {
 	out := e.downThenGiveUp(t, eventHubsStep(e), kyma1Azure(), "azure", "Azure Event Hubs")
 	assert.Contains(t, out.LastError, "creating the namespace")
 	assert.Empty(t, out.Data.Overrides)
-	assert.Empty(t, objects[sbazure.Objects](t, e, "azure").ResourceGroups)
+	assert.Empty(t, objects[azurestandin.Objects](t, e, "azure").ResourceGroups)
 }
 
 func TestProvisionEventHubs_NoRegionFails(t *testing.T) {
@@ -115,5 +115,5 @@ func TestProvisionEventHubs_NoRegionFails(t *testing.T) {
 	assertFailed(t, wait, err, "Azure Event Hubs", "Provision Azure Event Hubs")
 	assert.Contains(t, err.Error(), "region is empty")
 	assert.Empty(t, out.Data.Overrides)
-	assert.Empty(t, objects[sbazure.Objects](t, e, "azure").ResourceGroups)
+	assert.Empty(t, objects[azurestandin.Objects](t, e, "azure").ResourceGroups)
 }

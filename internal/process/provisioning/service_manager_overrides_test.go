@@ -5,7 +5,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
-	sbsm "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/smstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,7 +36,7 @@ func TestServiceManagerOverrides_GivesTheProxyTheCredentials(t *testing.T) {
 	assert.Equal(t, sb.SMClientID, out.Secrets[overrides.SecretKey(provisioning.SMProxyComponent, provisioning.SMClientIDKey)])
 	assert.Equal(t, sb.SMClientSecret, out.Secrets[overrides.SecretKey(provisioning.SMProxyComponent, provisioning.SMClientSecretKey)])
 	assertNotInData(t, out, sb.SMClientID, sb.SMClientSecret)
-	assert.Empty(t, objects[sbsm.Objects](t, e, "servicemanager").Calls, "no call to the Service Manager")
+	assert.Empty(t, objects[smstandin.Objects](t, e, "servicemanager").Calls, "no call to the Service Manager")
 }
 
 func TestServiceManagerOverrides_Idempotent(t *testing.T) {

@@ -8,16 +8,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/avs"
-	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/eventhubs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/ias"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
-	"github.com/kyma-project/kyma-environment-broker/internal/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
-	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
-	"github.com/kyma-project/kyma-environment-broker/internal/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
@@ -110,12 +110,12 @@ type Systems struct {
 	CleanupRetryTime time.Duration
 }
 
-// Temporary tells whether a system's error may go away on retry: a client's *httpretry.Error says
-// so itself; any other failure not marked httpretry.Permanent counts as temporary.
-func Temporary(err error) bool { return httpretry.Retryable(err) }
+// Temporary tells whether a system's error may go away on retry: a client's *clientkit.Error says
+// so itself; any other failure not marked clientkit.Permanent counts as temporary.
+func Temporary(err error) bool { return clientkit.Retryable(err) }
 
 // NotFound tells whether a system answered that the object does not exist.
-func NotFound(err error) bool { return httpretry.IsNotFound(err) }
+func NotFound(err error) bool { return clientkit.IsNotFound(err) }
 
 // Failure names the system in an error: the operation's description then says which system
 // failed, next to the step's name the engine adds.

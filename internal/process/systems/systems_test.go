@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems/systemstest"
@@ -30,15 +30,15 @@ func opAt(now time.Time) *engine.Operation[struct{}] {
 }
 
 func TestTemporaryClassifiesClientAndOtherErrors(t *testing.T) {
-	assert.True(t, systems.Temporary(&httpretry.Error{Op: "x", Temporary: true, Err: errors.New("503")}))
-	assert.False(t, systems.Temporary(&httpretry.Error{Op: "x", StatusCode: 400, Err: errors.New("400")}))
-	assert.False(t, systems.Temporary(httpretry.Permanent(errors.New("bad"))))
+	assert.True(t, systems.Temporary(&clientkit.Error{Op: "x", Temporary: true, Err: errors.New("503")}))
+	assert.False(t, systems.Temporary(&clientkit.Error{Op: "x", StatusCode: 400, Err: errors.New("400")}))
+	assert.False(t, systems.Temporary(clientkit.Permanent(errors.New("bad"))))
 	assert.True(t, systems.Temporary(errors.New("connection reset")))
 }
 
 func TestRetryRetriesTemporaryErrorsWithinTheWindowAndNamesSystemAndStep(t *testing.T) {
 	s := systems.Systems{RetryTime: time.Minute}
-	temp := &httpretry.Error{Op: "registering", Temporary: true, Err: errors.New("503")}
+	temp := &clientkit.Error{Op: "registering", Temporary: true, Err: errors.New("503")}
 
 	op := opAt(t0.Add(30 * time.Second))
 	wait, err := s.Retry(op, "EDP", "registering the runtime", temp, 5*time.Second)
@@ -53,7 +53,7 @@ func TestRetryRetriesTemporaryErrorsWithinTheWindowAndNamesSystemAndStep(t *test
 	assert.Contains(t, err.Error(), "step EDP_Registration gave up after 1m0s")
 
 	op = opAt(t0)
-	_, err = s.Retry(op, "EDP", "registering the runtime", &httpretry.Error{Op: "x", StatusCode: 404, Err: errors.New("no namespace")}, time.Second)
+	_, err = s.Retry(op, "EDP", "registering the runtime", &clientkit.Error{Op: "x", StatusCode: 404, Err: errors.New("no namespace")}, time.Second)
 	require.Error(t, err, "a permanent error fails at once")
 	assert.Contains(t, err.Error(), "step EDP_Registration failed")
 }
@@ -72,7 +72,7 @@ func TestCleanupGivesUpWithoutFailing(t *testing.T) {
 
 func TestCleanupRecordsAPermanentAnswerAsNotCompletedAtOnce(t *testing.T) {
 	s := systems.Systems{CleanupRetryTime: 5 * time.Minute}
-	forbidden := &httpretry.Error{Op: "deleting data tenant", StatusCode: 403, Attempts: 1, Err: &httpretry.StatusError{Code: 403, Body: "forbidden"}}
+	forbidden := &clientkit.Error{Op: "deleting data tenant", StatusCode: 403, Attempts: 1, Err: &clientkit.StatusError{Code: 403, Body: "forbidden"}}
 	op := opAt(t0) // the step's first run
 	assert.Zero(t, s.Cleanup(op, "EDP", "deregistering the runtime", forbidden, time.Second), "no window of retries")
 	assert.Equal(t, []string{"EDP_Registration"}, op.Progress.ExecutedButNotCompleted)

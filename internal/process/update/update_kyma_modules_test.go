@@ -8,7 +8,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/module"
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
@@ -66,7 +66,7 @@ func TestUpdateKymaModules_AppliesChangedModulesThroughTheProvisioner(t *testing
 	assert.Equal(t, "1.24.8", k.Version, "the runtime's Kyma version stays")
 	secret := true
 	assert.Equal(t, []*gqlschema.ComponentConfigurationInput{
-		{Component: "keda", Namespace: "kyma-system", Configuration: []*gqlschema.ConfigEntryInput{{Key: module.ConfigKeyChannel, Value: "fast"}}},
+		{Component: "keda", Namespace: "kyma-system", Configuration: []*gqlschema.ConfigEntryInput{{Key: modulespec.ConfigKeyChannel, Value: "fast"}}},
 		{Component: "serverless", Namespace: "kyma-system", Configuration: []*gqlschema.ConfigEntryInput{{Key: "registry.password", Value: "s3cret", Secret: &secret}}},
 	}, k.Components, "exactly the new modules, with the provisioning's overrides")
 

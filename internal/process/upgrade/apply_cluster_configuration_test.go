@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
-	"github.com/kyma-project/kyma-environment-broker/internal/reconciler"
-	recsandbox "github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
@@ -23,8 +23,8 @@ func runApply(ctx context.Context, e *env, op KymaOp, now time.Time) (KymaOp, ti
 	return steptest.Run(ctx, ApplyClusterConfiguration{e.deps}, op, now)
 }
 
-func reconcilerObjects(t *testing.T, e *env) recsandbox.Objects {
-	return objects[recsandbox.Objects](t, e, "reconciler")
+func reconcilerObjects(t *testing.T, e *env) reconcilerstandin.Objects {
+	return objects[reconcilerstandin.Objects](t, e, "reconciler")
 }
 
 // withKubeconfig is an initialised upgrade to version after Get_Kubeconfig ran.
@@ -55,22 +55,22 @@ func TestApplyClusterConfiguration_AppliesAndWaitsUntilReady(t *testing.T) {
 	assert.Equal(t, "2.21.0", c.KymaVersion)
 	assert.Equal(t, "production", c.Profile)
 	assert.Equal(t, []string{"admin@example.com"}, c.Administrators)
-	assert.Equal(t, recsandbox.RuntimeInput{Name: "c1", Description: "Kyma runtime of instance " + testInstanceID}, c.RuntimeInput)
-	assert.Equal(t, recsandbox.Metadata{
+	assert.Equal(t, reconcilerstandin.RuntimeInput{Name: "c1", Description: "Kyma runtime of instance " + testInstanceID}, c.RuntimeInput)
+	assert.Equal(t, reconcilerstandin.Metadata{
 		GlobalAccountID: testGA, SubAccountID: testSA, ServiceID: "svc", ServicePlanID: "plan-azure", ServicePlanName: "azure",
 		ShootName: "c-1234567", InstanceID: testInstanceID, Region: "westeurope",
 	}, c.Metadata)
 	sum := sha256.Sum256([]byte(testKubeconfig))
-	assert.Equal(t, recsandbox.KubeconfigInfo{Length: len(testKubeconfig), SHA256: hex.EncodeToString(sum[:8])}, c.Kubeconfig)
+	assert.Equal(t, reconcilerstandin.KubeconfigInfo{Length: len(testKubeconfig), SHA256: hex.EncodeToString(sum[:8])}, c.Kubeconfig)
 	var names []string
 	for _, comp := range c.Components {
 		names = append(names, comp.Component)
 	}
 	assert.Equal(t, []string{"istio", "serverless", "monitoring"}, names, "the default components, then those the overrides name")
-	assert.Equal(t, []recsandbox.Configuration{
+	assert.Equal(t, []reconcilerstandin.Configuration{
 		{Key: "global.domainName", Value: "c-1234567.kyma.local"},
 		{Key: "grafana.clientID", Value: "grafana-id"},
-		{Key: "grafana.clientSecret", Value: recsandbox.Masked, Secret: true},
+		{Key: "grafana.clientSecret", Value: reconcilerstandin.Masked, Secret: true},
 	}, c.Components[2].Configuration, "global entries go to every component; the secret is marked secret")
 	assert.NotContains(t, dataJSON(t, out.Data), grafanaSecret)
 

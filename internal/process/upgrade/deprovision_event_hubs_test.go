@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
-	azsandbox "github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,8 +21,8 @@ func runEventHubs(ctx context.Context, e *env, op KymaOp, now time.Time) (KymaOp
 	return steptest.Run(ctx, DeprovisionEventHubs{e.deps}, op, now)
 }
 
-func azureObjects(t *testing.T, e *env) azsandbox.Objects {
-	return objects[azsandbox.Objects](t, e, "azure")
+func azureObjects(t *testing.T, e *env) azurestandin.Objects {
+	return objects[azurestandin.Objects](t, e, "azure")
 }
 
 // withEventHubs is an initialised upgrade of a Kyma 1.x runtime whose provisioning created an

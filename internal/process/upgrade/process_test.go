@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
-	"github.com/kyma-project/kyma-environment-broker/internal/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"

@@ -9,7 +9,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
-	smsandbox "github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/smstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,8 +21,8 @@ func runEMS(ctx context.Context, e *env, op KymaOp, now time.Time) (KymaOp, time
 	return steptest.Run(ctx, ProvisionEMS{e.deps}, op, now)
 }
 
-func smObjects(t *testing.T, e *env) smsandbox.Objects {
-	return objects[smsandbox.Objects](t, e, "servicemanager")
+func smObjects(t *testing.T, e *env) smstandin.Objects {
+	return objects[smstandin.Objects](t, e, "servicemanager")
 }
 
 func TestProvisionEMS_Name(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
-	"github.com/kyma-project/kyma-environment-broker/internal/module"
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/steptest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
@@ -202,5 +202,5 @@ func TestUpgradeRuntime_KeepsTheInstancesModules(t *testing.T) {
 	calls := e.prov.CallsTo("UpgradeRuntime")
 	require.Len(t, calls, 1)
 	assert.Equal(t, []*gqlschema.ComponentConfigurationInput{{Component: "keda", Namespace: "kyma-system",
-		Configuration: []*gqlschema.ConfigEntryInput{{Key: module.ConfigKeyChannel, Value: "fast"}}}}, calls[0].Upgrade.KymaConfig.Components)
+		Configuration: []*gqlschema.ConfigEntryInput{{Key: modulespec.ConfigKeyChannel, Value: "fast"}}}}, calls[0].Upgrade.KymaConfig.Components)
 }

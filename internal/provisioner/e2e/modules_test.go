@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/module"
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/stretchr/testify/assert"
@@ -21,14 +21,14 @@ func TestKymaModulesReachTheKymaResource(t *testing.T) {
 	in := input("modules-1")
 	in.KymaConfig.Components = []*gqlschema.ComponentConfigurationInput{
 		{Component: "sample", Namespace: "kyma-system", Configuration: []*gqlschema.ConfigEntryInput{
-			{Key: module.ConfigKeyChannel, Value: "fast"}, {Key: module.ConfigKeyCustomResourcePolicy, Value: module.PolicyIgnore},
+			{Key: modulespec.ConfigKeyChannel, Value: "fast"}, {Key: modulespec.ConfigKeyCustomResourcePolicy, Value: modulespec.PolicyIgnore},
 		}},
 		{Component: "keda", Namespace: "kyma-system"},
 	}
 	st, err := e.client.ProvisionRuntime(ctx, tenant, in)
 	require.NoError(t, err)
 	wait(t, e.client, *st.ID, gqlschema.OperationStateSucceeded)
-	assert.Equal(t, []module.ModuleSpec{{Name: "sample", Channel: "fast", CustomResourcePolicy: module.PolicyIgnore}, {Name: "keda"}}, e.kymaModules(t))
+	assert.Equal(t, []modulespec.ModuleSpec{{Name: "sample", Channel: "fast", CustomResourcePolicy: modulespec.PolicyIgnore}, {Name: "keda"}}, e.kymaModules(t))
 
 	up, err := e.client.UpgradeRuntime(ctx, tenant, *st.RuntimeID, gqlschema.UpgradeRuntimeInput{KymaConfig: &gqlschema.KymaConfigInput{
 		Version:    in.KymaConfig.Version,
@@ -36,18 +36,18 @@ func TestKymaModulesReachTheKymaResource(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	wait(t, e.client, *up.ID, gqlschema.OperationStateSucceeded)
-	assert.Equal(t, []module.ModuleSpec{{Name: "btp-operator"}}, e.kymaModules(t))
+	assert.Equal(t, []modulespec.ModuleSpec{{Name: "btp-operator"}}, e.kymaModules(t))
 
 	depID, err := e.client.DeprovisionRuntime(ctx, tenant, *st.RuntimeID)
 	require.NoError(t, err)
 	wait(t, e.client, depID, gqlschema.OperationStateSucceeded)
 }
 
-func (e *env) kymaModules(t *testing.T) []module.ModuleSpec {
+func (e *env) kymaModules(t *testing.T) []modulespec.ModuleSpec {
 	t.Helper()
 	k, err := e.dyn.Resource(kymaGVR).Namespace(runtimeclient.KymaNamespace).Get(context.Background(), runtimeclient.KymaName, metav1.GetOptions{})
 	require.NoError(t, err)
-	mods, err := module.KymaModules(k)
+	mods, err := modulespec.KymaModules(k)
 	require.NoError(t, err)
 	return mods
 }

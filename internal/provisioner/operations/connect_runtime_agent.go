@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
@@ -52,7 +52,7 @@ func (s ConnectRuntimeAgent) Run(ctx context.Context, op Op, _ logrus.FieldLogge
 		return s.waitFor(op, fmt.Sprintf("writing the agent configuration: %v", err))
 	}
 	// A failure runs the step again with the kept token; writing the configuration again is harmless.
-	if err := s.Director.SetRuntimeStatusCondition(ctx, op.Data.Tenant, op.Data.CompassRuntimeID, director.ConditionConnected); err != nil {
+	if err := s.Director.SetRuntimeStatusCondition(ctx, op.Data.Tenant, op.Data.CompassRuntimeID, compass.ConditionConnected); err != nil {
 		return s.directorFailed(op, "setting the runtime's status condition", err)
 	}
 	// The agent has its token; the operation need not keep it.
@@ -67,16 +67,16 @@ func (s ConnectRuntimeAgent) Run(ctx context.Context, op Op, _ logrus.FieldLogge
 }
 
 // keptToken is the token an earlier run of the step kept, if it is young enough to hand out.
-func keptToken(op Op) (director.Token, bool) {
+func keptToken(op Op) (compass.Token, bool) {
 	tok := op.Secrets[agentTokenKey]
 	issued, err := time.Parse(time.RFC3339Nano, op.Secrets[agentTokenIssuedKey])
 	if tok == "" || err != nil || op.Now().Sub(issued) >= agentTokenReuse {
-		return director.Token{}, false
+		return compass.Token{}, false
 	}
-	return director.Token{Token: tok, ConnectorURL: op.Secrets[agentConnectorKey]}, true
+	return compass.Token{Token: tok, ConnectorURL: op.Secrets[agentConnectorKey]}, true
 }
 
-func keepToken(op *Op, tok director.Token) {
+func keepToken(op *Op, tok compass.Token) {
 	if op.Secrets == nil {
 		op.Secrets = storage.Secrets{}
 	}

@@ -7,11 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	kebdirector "github.com/kyma-project/kyma-environment-broker/internal/director"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	standin "github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
@@ -22,21 +22,21 @@ import (
 type directorEnv struct {
 	*env
 	sb     *sandbox.Sandbox
-	st     *standin.StandIn
-	client *kebdirector.Client
+	st     *directorstandin.StandIn
+	client *director.Client
 }
 
 func newDirectorEnv(t *testing.T, seed uint64) *directorEnv {
 	// a breaker opened by a test's outage lets the next call through once the Director is back
-	return newDirectorEnvWith(t, seed, httpretry.Calls{BreakerCooldown: time.Millisecond})
+	return newDirectorEnvWith(t, seed, clientkit.Calls{BreakerCooldown: time.Millisecond})
 }
 
-func newDirectorEnvWith(t *testing.T, seed uint64, calls httpretry.Calls) *directorEnv {
+func newDirectorEnvWith(t *testing.T, seed uint64, calls clientkit.Calls) *directorEnv {
 	t.Helper()
 	e := newEnv(t)
-	st := standin.New(standin.Options{ClientID: "keb", ClientSecret: "s3cret", ConnectorURL: "https://connector.sandbox.example/graphql"})
+	st := directorstandin.New(directorstandin.Options{ClientID: "keb", ClientSecret: "s3cret", ConnectorURL: "https://connector.sandbox.example/graphql"})
 	sb, base := sandboxtest.Serve(t, sandbox.Options{Seed: seed}, st)
-	c := sandboxtest.NewClient(t, kebdirector.New, kebdirector.Config{
+	c := sandboxtest.NewClient(t, director.New, director.Config{
 		URL: base + "/director/graphql", OAuthTokenURL: base + "/director/oauth/token", OAuthClientID: "keb", OAuthClientSecret: "s3cret",
 		Timeout: 2 * time.Second, RetryInitialBackoff: time.Millisecond, RetryMaxBackoff: 5 * time.Millisecond,
 		Calls: calls,
@@ -55,7 +55,7 @@ func (e *directorEnv) registered(id string) operations.Data {
 	return op.Data
 }
 
-func (e *directorEnv) runtimeObject(compassID string) standin.Object {
+func (e *directorEnv) runtimeObject(compassID string) directorstandin.Object {
 	e.t.Helper()
 	for _, rt := range e.st.Snapshot().Tenants[tenant] {
 		if rt.ID == compassID {
@@ -63,7 +63,7 @@ func (e *directorEnv) runtimeObject(compassID string) standin.Object {
 		}
 	}
 	e.t.Fatalf("runtime %s not in the Director", compassID)
-	return standin.Object{}
+	return directorstandin.Object{}
 }
 
 // startedAt is an operation whose step first ran at first, as the engine records it.
@@ -116,12 +116,12 @@ func TestConnectRuntimeAgentLeavesOneValidToken(t *testing.T) {
 
 func TestConnectRuntimeAgentUnderLostAnswers(t *testing.T) {
 	// the breaker is off: this test's runs follow each other faster than any cool-down
-	e := newDirectorEnvWith(t, 11, httpretry.Calls{BreakerThreshold: -1})
+	e := newDirectorEnvWith(t, 11, clientkit.Calls{BreakerThreshold: -1})
 	var ids []string
 	for _, id := range []string{"rt-1", "rt-2", "rt-3", "rt-4", "rt-5", "rt-6"} {
 		data := e.registered(id)
 		ids = append(ids, data.CompassRuntimeID)
-		require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{LostResponseRate: 0.5}))
+		require.NoError(t, e.sb.SetFaults(directorstandin.Name, sandbox.Faults{LostResponseRate: 0.5}))
 		op := stepOp("Connect_Runtime_Agent", t0, data)
 		for i := 0; ; i++ {
 			require.Less(t, i, 100, "Connect_Runtime_Agent did not finish: %s", op.LastError)
@@ -132,9 +132,9 @@ func TestConnectRuntimeAgentUnderLostAnswers(t *testing.T) {
 			}
 			op = out
 		}
-		require.NoError(t, e.sb.SetFaults(standin.Name, sandbox.Faults{}))
+		require.NoError(t, e.sb.SetFaults(directorstandin.Name, sandbox.Faults{}))
 	}
-	st, err := e.sb.Stats(standin.Name)
+	st, err := e.sb.Stats(directorstandin.Name)
 	require.NoError(t, err)
 	assert.Positive(t, st.LostResponses)
 	for _, id := range ids {
@@ -167,7 +167,7 @@ func TestDirectorStepsFailAtOnceOnAnAnswerWaitingWillNotChange(t *testing.T) {
 func TestDirectorDownIsRetriedWithinTheWindowNamingIt(t *testing.T) {
 	e := newDirectorEnv(t, 5)
 	data := e.runtimeData("rt-1", true, false)
-	sandboxtest.Outage(t, e.sb, standin.Name)
+	sandboxtest.Outage(t, e.sb, directorstandin.Name)
 	step := operations.RegisterRuntime{Deps: e.deps}
 
 	start := time.Now()
@@ -190,7 +190,7 @@ func TestDeprovisioningDoesNotWaitForTheDirector(t *testing.T) {
 	data := e.registered("rt-1")
 	data.RequestedAt = map[string]time.Time{"delete": t0}
 	e.backend.set(func(b *fakeBackend) { b.deleted = true })
-	sandboxtest.Outage(t, e.sb, standin.Name)
+	sandboxtest.Outage(t, e.sb, directorstandin.Name)
 	step := operations.WaitForClusterDeletion{Deps: e.deps}
 
 	op, wait, err := step.Run(e.ctx, startedAt(step.Name(), t0, t0.Add(time.Minute), data), testLog())

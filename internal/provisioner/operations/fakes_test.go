@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
@@ -303,7 +303,7 @@ type fakeDirector struct {
 	labelsErr error
 	labelled  []labelsCall
 
-	token    director.Token
+	token    compass.Token
 	tokenErr error
 	tokens   []string // compass IDs tokens were requested for
 
@@ -347,7 +347,7 @@ func (d *fakeDirector) UpdateRuntimeLabels(_ context.Context, tenant, compassID 
 	return d.labelsErr
 }
 
-func (d *fakeDirector) RequestOneTimeToken(_ context.Context, _, compassID string) (director.Token, error) {
+func (d *fakeDirector) RequestOneTimeToken(_ context.Context, _, compassID string) (compass.Token, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.tokens = append(d.tokens, compassID)
@@ -444,7 +444,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { _ = store.Close() })
 	e := &env{
 		t: t, ctx: ctx, store: store, backend: newFakeBackend(), rt: &fakeRuntime{},
-		director: &fakeDirector{compassID: "compass-1", token: director.Token{Token: "one-time", ConnectorURL: "https://connector.example/graphql"}},
+		director: &fakeDirector{compassID: "compass-1", token: compass.Token{Token: "one-time", ConnectorURL: "https://connector.example/graphql"}},
 	}
 	e.clusters = &fakeClusters{rt: e.rt}
 	e.deps = operations.Deps{

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -22,7 +22,7 @@ func (s RegisterRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (
 	}
 	// Registered with its condition in one request; a rerun finds it (the Director is asked for
 	// the runtime with this runtime ID first) and sets the condition if it differs.
-	id, err := s.Director.RegisterRuntime(ctx, op.Data.Tenant, op.Data.RuntimeID, op.Data.Config.Cluster.Name, director.ConditionProvisioning, op.Data.Config.Labels)
+	id, err := s.Director.RegisterRuntime(ctx, op.Data.Tenant, op.Data.RuntimeID, op.Data.Config.Cluster.Name, compass.ConditionProvisioning, op.Data.Config.Labels)
 	if err != nil {
 		return s.directorFailed(op, "registering the runtime", err)
 	}

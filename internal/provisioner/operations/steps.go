@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
-	"github.com/kyma-project/kyma-environment-broker/internal/module"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -27,7 +27,7 @@ type Deps struct {
 	Runtimes storage.Runtimes
 	Backends Backends
 	Clusters runtimeclient.Factory
-	Director director.Client
+	Director compass.Client
 	// ConnectorURL is given to the agent when the Director's token carries none.
 	ConnectorURL string
 	// PollInterval is how long a step waits before asking a backend or cluster again.
@@ -52,7 +52,7 @@ const (
 // built) fails the operation at once. Either way the Director and its answer are named.
 func (d Deps) directorFailed(op Op, what string, err error) (Op, time.Duration, error) {
 	msg := fmt.Sprintf("Director: %s: %v", what, err)
-	if !httpretry.Retryable(err) {
+	if !clientkit.Retryable(err) {
 		return op, 0, fmt.Errorf("%s: step %s failed", msg, op.CurrentStep())
 	}
 	window := d.DirectorRetryTime
@@ -144,12 +144,12 @@ func (d Deps) updateRuntime(ctx context.Context, id string, change func(*storage
 func kymaSpec(k *Kyma) runtimeclient.KymaSpec {
 	s := runtimeclient.KymaSpec{Version: k.Version, Profile: k.Profile}
 	for _, c := range k.Components {
-		m := module.ModuleSpec{Name: c.Name}
+		m := modulespec.ModuleSpec{Name: c.Name}
 		for _, e := range c.Configuration {
 			switch e.Key {
-			case module.ConfigKeyChannel:
+			case modulespec.ConfigKeyChannel:
 				m.Channel = e.Value
-			case module.ConfigKeyCustomResourcePolicy:
+			case modulespec.ConfigKeyCustomResourcePolicy:
 				m.CustomResourcePolicy = e.Value
 			}
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/module"
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/operations"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
@@ -436,7 +436,7 @@ func TestStartInstallation(t *testing.T) {
 				require.NoError(t, err)
 				assert.Zero(t, wait)
 				assert.Equal(t, t0, op.Data.RequestedAt["install"])
-				assert.Equal(t, []runtimeclient.KymaSpec{{Version: "2.20.0", Profile: "Evaluation", Modules: []module.ModuleSpec{{Name: "istio"}, {Name: "serverless"}}}},
+				assert.Equal(t, []runtimeclient.KymaSpec{{Version: "2.20.0", Profile: "Evaluation", Modules: []modulespec.ModuleSpec{{Name: "istio"}, {Name: "serverless"}}}},
 					e.rt.snapshot().applied)
 			})
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -35,7 +35,7 @@ func (s WaitForClusterDeletion) Run(ctx context.Context, op Op, _ logrus.FieldLo
 			// once for an answer waiting will not change) the runtime is left registered, recorded
 			// with the Director's answer, and the deletion goes on.
 			msg := fmt.Sprintf("Director: unregistering the runtime: %v", err)
-			if !httpretry.Retryable(err) {
+			if !clientkit.Retryable(err) {
 				op.NotCompleted(msg)
 			} else {
 				window := s.DirectorCleanupTime

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/sirupsen/logrus"
 )
@@ -36,9 +36,9 @@ func (s WaitForClusterDomain) Run(ctx context.Context, op Op, _ logrus.FieldLogg
 		op.Data.ClusterDomain = st.Domain
 	}
 	labels := map[string]string{
-		"gardenerClusterName":    op.Data.Config.Cluster.Name,
-		"gardenerClusterDomain":  op.Data.ClusterDomain,
-		director.ConsoleURLLabel: "https://console." + op.Data.ClusterDomain,
+		"gardenerClusterName":   op.Data.Config.Cluster.Name,
+		"gardenerClusterDomain": op.Data.ClusterDomain,
+		compass.ConsoleURLLabel: "https://console." + op.Data.ClusterDomain,
 	}
 	if err := s.Director.UpdateRuntimeLabels(ctx, op.Data.Tenant, op.Data.CompassRuntimeID, labels); err != nil {
 		return s.directorFailed(op, "labelling the runtime", err)

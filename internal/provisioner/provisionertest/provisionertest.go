@@ -13,8 +13,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -45,7 +45,7 @@ type Options struct {
 	Clusters runtimeclient.Factory
 	Config   *config.Config
 	// Director is the provisioner's Director client [a local stand-in].
-	Director director.Client
+	Director compass.Client
 }
 
 // New starts a provisioner and its engine; both stop when the test ends.

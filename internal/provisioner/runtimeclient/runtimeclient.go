@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/module"
+	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -31,7 +31,7 @@ type KymaSpec struct {
 	Version string
 	Profile string
 	// Modules are the components, installed as Kyma modules (spec.modules).
-	Modules []module.ModuleSpec
+	Modules []modulespec.ModuleSpec
 }
 
 // AgentConfig is what the Runtime Agent needs to connect (Secret compass-agent-configuration).

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 )
 
@@ -91,27 +91,27 @@ func DirectorGraphQL(t testing.TB, base, tenant, query string, vars map[string]a
 }
 
 // RegisterApplication registers an application in the sandbox Director at base (admin endpoint).
-func RegisterApplication(t testing.TB, base string, in director.ApplicationInput) director.Application {
+func RegisterApplication(t testing.TB, base string, in directorstandin.ApplicationInput) directorstandin.Application {
 	t.Helper()
-	return adminJSON[director.Application](t, http.MethodPost, base+"/_sandbox/director/applications", in, http.StatusCreated)
+	return adminJSON[directorstandin.Application](t, http.MethodPost, base+"/_sandbox/director/applications", in, http.StatusCreated)
 }
 
 // ChangeApplication replaces an application's name, description, labels and bundles.
-func ChangeApplication(t testing.TB, base, id string, in director.ApplicationInput) director.Application {
+func ChangeApplication(t testing.TB, base, id string, in directorstandin.ApplicationInput) directorstandin.Application {
 	t.Helper()
-	return adminJSON[director.Application](t, http.MethodPut, base+"/_sandbox/director/applications/"+id, in, http.StatusOK)
+	return adminJSON[directorstandin.Application](t, http.MethodPut, base+"/_sandbox/director/applications/"+id, in, http.StatusOK)
 }
 
 // AssignApplication assigns an application to a runtime of its tenant.
 func AssignApplication(t testing.TB, base, id, runtimeID string) {
 	t.Helper()
-	adminJSON[director.Application](t, http.MethodPut, base+"/_sandbox/director/applications/"+id+"/runtimes/"+runtimeID, nil, http.StatusOK)
+	adminJSON[directorstandin.Application](t, http.MethodPut, base+"/_sandbox/director/applications/"+id+"/runtimes/"+runtimeID, nil, http.StatusOK)
 }
 
 // UnassignApplication removes an application from a runtime.
 func UnassignApplication(t testing.TB, base, id, runtimeID string) {
 	t.Helper()
-	adminJSON[director.Application](t, http.MethodDelete, base+"/_sandbox/director/applications/"+id+"/runtimes/"+runtimeID, nil, http.StatusOK)
+	adminJSON[directorstandin.Application](t, http.MethodDelete, base+"/_sandbox/director/applications/"+id+"/runtimes/"+runtimeID, nil, http.StatusOK)
 }
 
 // SetCertificateLifetime sets the lifetime of the client certificates the Connector issues from

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avs"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azure"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/connector"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/director"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edp"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/ias"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconciler"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/servicemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/connectorstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edpstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/iasstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/smstandin"
 	"github.com/sirupsen/logrus"
 )
 
@@ -64,7 +64,7 @@ const (
 	EDPNamespace = "kyma-dev"
 	// TLSURL is where the TLS listener is assumed to be when Options.TLSURL is empty.
 	TLSURL            = "https://127.0.0.1:8443"
-	AzureSubscription = azure.DefaultSubscriptionID
+	AzureSubscription = azurestandin.DefaultSubscriptionID
 )
 
 // Options configure the stand-ins' behaviour; zero durations make every asynchronous change
@@ -98,8 +98,8 @@ type Options struct {
 // Systems are the stand-ins in one sandbox, with those the TLS listener needs.
 type Systems struct {
 	Sandbox   *sandbox.Sandbox
-	Connector *connector.StandIn
-	Director  *director.StandIn
+	Connector *connectorstandin.StandIn
+	Director  *directorstandin.StandIn
 	// TLSURL is the base URL the Connector's URLs are built on.
 	TLSURL string
 }
@@ -109,18 +109,18 @@ func (s Systems) ConnectorURL() string { return ConnectorURL(s.TLSURL) }
 
 // ConnectorURL is the Connector's token-secured endpoint on the TLS listener at base.
 func ConnectorURL(base string) string {
-	return strings.TrimRight(base, "/") + "/" + connector.Name + connector.TokenSecuredPath
+	return strings.TrimRight(base, "/") + "/" + connectorstandin.Name + connectorstandin.TokenSecuredPath
 }
 
 // CertificateSecuredConnectorURL is the Connector's certificate-secured endpoint at base.
 func CertificateSecuredConnectorURL(base string) string {
-	return strings.TrimRight(base, "/") + "/" + connector.Name + connector.CertificateSecuredPath
+	return strings.TrimRight(base, "/") + "/" + connectorstandin.Name + connectorstandin.CertificateSecuredPath
 }
 
 // DirectorURL is the Director's GraphQL endpoint at base, which accepts runtimes' certificates
 // on the TLS listener.
 func DirectorURL(base string) string {
-	return strings.TrimRight(base, "/") + "/" + director.Name + "/graphql"
+	return strings.TrimRight(base, "/") + "/" + directorstandin.Name + "/graphql"
 }
 
 // New returns a sandbox with every stand-in registered, its state loaded from o.Store.
@@ -154,36 +154,36 @@ func OpenSystems(ctx context.Context, o Options) (Systems, error) {
 	out := Systems{Sandbox: sb, TLSURL: o.TLSURL}
 	for _, open := range []func() (sandbox.System, error){
 		func() (sandbox.System, error) {
-			return avs.Open(ctx, avs.Options{ClientID: c.AVSClientID, ClientSecret: c.AVSClientSecret, ParentIDs: parents, Now: o.Now, Store: store})
+			return avsstandin.Open(ctx, avsstandin.Options{ClientID: c.AVSClientID, ClientSecret: c.AVSClientSecret, ParentIDs: parents, Now: o.Now, Store: store})
 		},
 		func() (sandbox.System, error) {
-			return edp.Open(ctx, edp.Options{ClientID: c.EDPClientID, ClientSecret: c.EDPClientSecret, Namespaces: namespaces, Now: o.Now, Store: store})
+			return edpstandin.Open(ctx, edpstandin.Options{ClientID: c.EDPClientID, ClientSecret: c.EDPClientSecret, Namespaces: namespaces, Now: o.Now, Store: store})
 		},
 		func() (sandbox.System, error) {
-			return ias.Open(ctx, ias.Options{User: c.IASUser, Password: c.IASPassword, Store: store})
+			return iasstandin.Open(ctx, iasstandin.Options{User: c.IASUser, Password: c.IASPassword, Store: store})
 		},
 		func() (sandbox.System, error) {
-			return servicemanager.Open(ctx, servicemanager.Options{ClientID: c.SMClientID, ClientSecret: c.SMClientSecret,
+			return smstandin.Open(ctx, smstandin.Options{ClientID: c.SMClientID, ClientSecret: c.SMClientSecret,
 				ProvisionDelay: o.SMProvisionDelay, Now: o.Now, Store: store})
 		},
 		func() (sandbox.System, error) {
-			return azure.Open(ctx, azure.Options{ClientID: c.AzureClientID, ClientSecret: c.AzureClientSecret,
+			return azurestandin.Open(ctx, azurestandin.Options{ClientID: c.AzureClientID, ClientSecret: c.AzureClientSecret,
 				ActivationTime: o.AzureActivationTime, DeletionTime: o.AzureDeletionTime, Now: o.Now, Store: store})
 		},
 		func() (sandbox.System, error) {
-			return reconciler.Open(ctx, reconciler.Options{ReconcileTime: o.ReconcileTime, DeleteTime: o.ReconcileDeleteTime,
+			return reconcilerstandin.Open(ctx, reconcilerstandin.Options{ReconcileTime: o.ReconcileTime, DeleteTime: o.ReconcileDeleteTime,
 				FailingComponents: o.FailingComponents, Now: o.Now, Store: store})
 		},
 		func() (sandbox.System, error) {
 			var err error
-			out.Director, err = director.Open(ctx, director.Options{ClientID: c.DirectorClientID, ClientSecret: c.DirectorClientSecret,
+			out.Director, err = directorstandin.Open(ctx, directorstandin.Options{ClientID: c.DirectorClientID, ClientSecret: c.DirectorClientSecret,
 				ConnectorURL: ConnectorURL(o.TLSURL), Now: o.Now, Store: store})
 			return out.Director, err
 		},
 		func() (sandbox.System, error) {
 			var err error
 			// The Connector uses up the one-time tokens the Director issued: their state is the Director's.
-			out.Connector, err = connector.Open(ctx, connector.Options{Tokens: out.Director, DirectorURL: DirectorURL(o.TLSURL),
+			out.Connector, err = connectorstandin.Open(ctx, connectorstandin.Options{Tokens: out.Director, DirectorURL: DirectorURL(o.TLSURL),
 				CertificateSecuredURL: CertificateSecuredConnectorURL(o.TLSURL), Now: o.Now, Store: store})
 			return out.Connector, err
 		},

@@ -37,7 +37,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
-	"github.com/kyma-project/kyma-environment-broker/internal/broker/plans"
+	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 )
@@ -66,7 +66,7 @@ func run(conc int, duration time.Duration, rounds, instances int, only, cpuProfi
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	log.SetLevel(logrus.InfoLevel) // the production default
-	loaded, err := plans.FromConfig(plans.Config{})
+	loaded, err := catalog.FromConfig(catalog.Config{})
 	if err != nil {
 		return fmt.Errorf("loading plans: %w", err)
 	}

@@ -37,9 +37,9 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/sirupsen/logrus"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/engine/bench/enginebench"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/kyma-project/kyma-environment-broker/tools/bench/benchkit"
+	"github.com/kyma-project/kyma-environment-broker/tools/bench/engine/enginebench"
 )
 
 type options struct {

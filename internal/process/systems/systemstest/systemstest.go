@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
-	"github.com/kyma-project/kyma-environment-broker/internal/httpretry"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
@@ -34,11 +34,11 @@ type Env struct {
 // windows are a minute (provisioning) and 5 minutes (cleanup) of the test's clock.
 func Start(t testing.TB, o standins.Options) *Env {
 	t.Helper()
-	return StartWith(t, o, httpretry.Calls{Attempts: 3, Timeout: 5 * time.Second, BreakerThreshold: 10, BreakerCooldown: time.Millisecond})
+	return StartWith(t, o, clientkit.Calls{Attempts: 3, Timeout: 5 * time.Second, BreakerThreshold: 10, BreakerCooldown: time.Millisecond})
 }
 
 // StartWith is Start with the clients' call policy calls (attempts, budget, breaker).
-func StartWith(t testing.TB, o standins.Options, calls httpretry.Calls) *Env {
+func StartWith(t testing.TB, o standins.Options, calls clientkit.Calls) *Env {
 	t.Helper()
 	sb, err := standins.New(o)
 	if err != nil {

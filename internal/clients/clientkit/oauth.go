@@ -1,0 +1,93 @@
+package clientkit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+)
+
+// Tokens hands out OAuth2 client-credentials tokens, caching the current one until it expires or the
+// server rejects it. It is safe for concurrent use.
+type Tokens struct {
+	source oauth2.TokenSource // fetches a new token
+
+	mu     sync.Mutex
+	cached oauth2.TokenSource // caches the current token; replaced when the server rejects it
+}
+
+// NewTokens returns tokens fetched from tokenURL with the client credentials in the Authorization
+// header. Token requests go through httpc, whose timeout bounds them.
+func NewTokens(httpc *http.Client, tokenURL, clientID, clientSecret string) *Tokens {
+	cc := &clientcredentials.Config{
+		ClientID:     clientID,
+		ClientSecret: clientSecret,
+		TokenURL:     tokenURL,
+		AuthStyle:    oauth2.AuthStyleInHeader,
+	}
+	// The token source outlives any one call; its requests are bounded by httpc's timeout.
+	tokenCtx := context.WithValue(context.Background(), oauth2.HTTPClient, httpc)
+	source := fetcher{cc: cc, ctx: tokenCtx}
+	return &Tokens{source: source, cached: oauth2.ReuseTokenSource(nil, source)}
+}
+
+// fetcher fetches a new token on every call; clientcredentials.Config.TokenSource would cache it.
+type fetcher struct {
+	cc  *clientcredentials.Config
+	ctx context.Context
+}
+
+func (f fetcher) Token() (*oauth2.Token, error) { return f.cc.Token(f.ctx) }
+
+// Token returns a valid access token, fetching one if needed, without waiting past ctx.
+func (t *Tokens) Token(ctx context.Context) (*oauth2.Token, error) {
+	type result struct {
+		tok *oauth2.Token
+		err error
+	}
+	t.mu.Lock()
+	ts := t.cached
+	t.mu.Unlock()
+	ch := make(chan result, 1)
+	go func() {
+		tok, err := ts.Token()
+		ch <- result{tok, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, fmt.Errorf("obtaining OAuth token: %w", r.err)
+		}
+		return r.tok, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("obtaining OAuth token: %w", ctx.Err())
+	}
+}
+
+// drop forgets the cached token, so that the next call fetches a new one.
+func (t *Tokens) drop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cached = oauth2.ReuseTokenSource(nil, t.source)
+}
+
+// Authorized runs call with a valid token. When the server answers 401 to a token it still
+// considers valid (the server restarted, the token was revoked), it fetches a new token and runs
+// call once more.
+func (t *Tokens) Authorized(ctx context.Context, call func(*oauth2.Token) error) error {
+	for try := 1; ; try++ {
+		tok, err := t.Token(ctx)
+		if err != nil {
+			return err
+		}
+		err = call(tok)
+		if try == 1 && StatusOf(err) == http.StatusUnauthorized {
+			t.drop()
+			continue
+		}
+		return err
+	}
+}

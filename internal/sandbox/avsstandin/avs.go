@@ -1,0 +1,523 @@
+// Package avs is the sandbox stand-in for SAP's Availability Service (AVS) evaluation API as the broker
+// uses it: an OAuth2 client-credentials token endpoint and the v2 evaluation metadata resource with
+// tags and parent/child links. It keeps its state in a sandbox.Store (one row per evaluation and
+// counter) and counts calls per evaluation and creations per name, so tests can see duplicates.
+package avsstandin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+)
+
+// Name is the path prefix the stand-in is mounted at.
+const Name = "avs"
+
+// Tag is an evaluation tag.
+type Tag struct {
+	Content      string `json:"content"`
+	TagClassID   int64  `json:"tag_class_id"`
+	TagClassName string `json:"tag_class_name,omitempty"`
+}
+
+// Definition is what a client defines: the body of POST /api/v2/evaluationmetadata.
+type Definition struct {
+	Name             string `json:"name"`
+	Description      string `json:"description"`
+	DefinitionType   string `json:"definition_type"`
+	URL              string `json:"url"`
+	CheckType        string `json:"check_type"`
+	Interval         int32  `json:"interval"`
+	TesterAccessID   int64  `json:"tester_access_id"`
+	Timeout          int    `json:"timeout"`
+	ReadOnly         bool   `json:"read_only"`
+	ContentCheck     string `json:"content_check"`
+	ContentCheckType string `json:"content_check_type"`
+	Threshold        int64  `json:"threshold"`
+	GroupID          int64  `json:"group_id"`
+	Visibility       string `json:"visibility"`
+	ParentID         int64  `json:"parent_id"`
+	Tags             []Tag  `json:"tags"`
+}
+
+// Evaluation is an evaluation as the API returns it: its definition and what AVS adds.
+type Evaluation struct {
+	ID int64 `json:"id"`
+	Definition
+	Status    string `json:"status"`
+	Owner     string `json:"owner"`
+	CreatedAt int64  `json:"created_at"`
+}
+
+// Options configures the stand-in.
+type Options struct {
+	// ClientID and ClientSecret are the only credentials the token endpoint accepts.
+	ClientID     string
+	ClientSecret string
+	// TokenTTL is the lifetime of issued tokens; one hour when zero.
+	TokenTTL time.Duration
+	// ParentIDs are parent evaluations that exist from the start and survive Reset, like the
+	// pre-provisioned parent evaluation the broker's configuration points at.
+	ParentIDs []int64
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+	// Store keeps the evaluations and counts; Open loads them from it. New uses a new MemoryStore.
+	Store sandbox.Store
+}
+
+// Object is one evaluation in the inspection snapshot with the calls made on it.
+type Object struct {
+	Evaluation
+	Calls map[string]int `json:"calls"`
+}
+
+// Objects is the inspection snapshot served at GET /_sandbox/avs/objects.
+type Objects struct {
+	// Evaluations lists the existing evaluations by id.
+	Evaluations []Object `json:"evaluations"`
+	// CreatesByName counts successful creations per evaluation name, deleted ones included.
+	CreatesByName map[string]int `json:"createsByName"`
+	// DeletesByName counts successful deletions per evaluation name.
+	DeletesByName map[string]int `json:"deletesByName"`
+	// Calls counts authorised calls per operation, including those that failed validation.
+	Calls map[string]int `json:"calls"`
+}
+
+// StandIn is the AVS stand-in; it implements sandbox.System.
+type StandIn struct {
+	opts Options
+	mux  *http.ServeMux
+
+	issuer *sandbox.TokenIssuer
+
+	durable *sandbox.Durable
+	handler http.Handler
+
+	mu            sync.Mutex
+	seq           *sandbox.Counts        // the last evaluation ID given
+	evals         *sandbox.Table[stored] // by ID; found by name too
+	createsByName *sandbox.Counts
+	deletesByName *sandbox.Counts
+	totals        *sandbox.Counts
+}
+
+// The kinds of rows in the store.
+const (
+	kindEvaluation = "evaluation"
+	kindSeq        = "seq"
+	kindCreates    = "createsByName"
+	kindDeletes    = "deletesByName"
+	kindTotals     = "calls"
+	lookupName     = "name"
+	lookupParent   = "parent"
+
+	// firstID is the ID before the first created evaluation's.
+	firstID = 100000
+)
+
+// stored is an evaluation's row.
+type stored struct {
+	Evaluation Evaluation     `json:"evaluation"`
+	Calls      map[string]int `json:"calls"`
+}
+
+// New returns a stand-in with only the configured parent evaluations that keeps its state in memory.
+func New(opts Options) *StandIn {
+	opts.Store = nil // a new MemoryStore
+	return sandbox.InMemory(Open(context.Background(), opts))
+}
+
+// Open returns a stand-in with the evaluations and counts kept in opts.Store; on an empty store it
+// has only the configured parent evaluations.
+func Open(ctx context.Context, opts Options) (*StandIn, error) {
+	if opts.TokenTTL <= 0 {
+		opts.TokenTTL = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &StandIn{opts: opts}
+	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
+	s.issuer.Realm = Name
+	s.issuer.Count = s.countEvents
+	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.evals = sandbox.NewTable[stored](s.durable, kindEvaluation, false)
+	s.evals.Lookup(lookupName, func(st *stored) []string { return []string{st.Evaluation.Name} })
+	// Every internal evaluation names the configured parent: a shared lookup.
+	s.evals.SharedLookup(lookupParent, func(st *stored) []string {
+		if st.Evaluation.ParentID == 0 {
+			return nil
+		}
+		return []string{key(st.Evaluation.ParentID)}
+	})
+	s.seq = s.durable.Counts(kindSeq)
+	s.createsByName = s.evals.Counts(lookupName, "creates", kindCreates)
+	s.deletesByName = s.evals.Counts(lookupName, "deletes", kindDeletes)
+	s.totals = s.durable.Tally(kindTotals)
+	if err := s.durable.Load(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.durable.Do(ctx, func() error { s.addParents(); return nil }); err != nil {
+		return nil, err
+	}
+	m := http.NewServeMux()
+	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
+	const base = "/api/v2/evaluationmetadata"
+	m.HandleFunc("POST "+base, s.issuer.Protect(s.handleCreate))
+	m.HandleFunc("GET "+base, s.issuer.Protect(s.handleList))
+	m.HandleFunc("GET "+base+"/{id}", s.issuer.Protect(s.handleGet))
+	m.HandleFunc("DELETE "+base+"/{id}", s.issuer.Protect(s.handleDelete))
+	m.HandleFunc("PUT "+base+"/{id}/tag", s.issuer.Protect(s.handleTag))
+	m.HandleFunc("POST "+base+"/{id}/child/{child}", s.issuer.Protect(s.handleLink))
+	m.HandleFunc("DELETE "+base+"/{id}/child/{child}", s.issuer.Protect(s.handleUnlink))
+	s.mux = m
+	s.handler = s.durable.Handler(m)
+	return s, nil
+}
+
+// Name implements sandbox.System.
+func (s *StandIn) Name() string { return Name }
+
+// ServeHTTP implements sandbox.System; paths are relative to /avs.
+func (s *StandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Objects implements sandbox.System.
+func (s *StandIn) Objects() any { return s.Snapshot() }
+
+// Reset implements sandbox.System: it forgets every evaluation and count but the configured
+// parents, durably, and keeps issued tokens valid.
+func (s *StandIn) Reset(ctx context.Context) error {
+	if err := s.durable.Reset(ctx); err != nil {
+		return err
+	}
+	return s.durable.Do(ctx, func() error { s.addParents(); return nil })
+}
+
+// addParents gives an empty store (new or reset) the configured parents; called with the lock held.
+func (s *StandIn) addParents() {
+	if s.seq.Get(kindEvaluation) != 0 {
+		return
+	}
+	s.seq.Add(kindEvaluation, firstID)
+	for _, id := range s.opts.ParentIDs {
+		s.put(&stored{Evaluation: Evaluation{ID: id, Definition: Definition{Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED", Tags: []Tag{}},
+			Status: "ACTIVE", Owner: "sandbox", CreatedAt: s.opts.Now().UnixMilli()}})
+	}
+}
+
+func key(id int64) string { return strconv.FormatInt(id, 10) }
+
+func (s *StandIn) get(id int64) (*stored, bool) { return s.evals.Get(key(id)) }
+
+// put stores the evaluation (new or changed), to be written before the answer.
+func (s *StandIn) put(st *stored) { s.evals.Put(key(st.Evaluation.ID), st) }
+
+// sortedEvals returns the evaluations by ID.
+func sortedEvals(m map[string]*stored) []*stored {
+	out := make([]*stored, 0, len(m))
+	for _, st := range m {
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Evaluation.ID < out[j].Evaluation.ID })
+	return out
+}
+
+// Snapshot returns the inspection snapshot.
+func (s *StandIn) Snapshot() Objects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Objects{
+		Evaluations:   []Object{},
+		CreatesByName: s.createsByName.Map(),
+		DeletesByName: s.deletesByName.Map(),
+		Calls:         s.totals.Map(),
+	}
+	for _, st := range sortedEvals(s.evals.All()) {
+		calls := map[string]int{}
+		for k, v := range st.Calls {
+			calls[k] = v
+		}
+		out.Evaluations = append(out.Evaluations, Object{Evaluation: clone(&st.Evaluation), Calls: calls})
+	}
+	return out
+}
+
+func clone(e *Evaluation) Evaluation {
+	c := *e
+	c.Tags = append([]Tag{}, e.Tags...)
+	return c
+}
+
+type apiError struct {
+	Message string `json:"message"`
+}
+
+func (s *StandIn) countEvents(events ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ev := range events {
+		s.totals.Inc(ev)
+	}
+}
+
+func pathID(w http.ResponseWriter, r *http.Request, key string) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue(key), 10, 64)
+	if err != nil || id <= 0 {
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("invalid evaluation id %q", r.PathValue(key))})
+		return 0, false
+	}
+	return id, true
+}
+
+func validate(req *Definition) string {
+	switch {
+	case strings.TrimSpace(req.Name) == "":
+		return "name is required"
+	case len(req.Name) > 255:
+		return "name is longer than 255 characters"
+	case req.DefinitionType == "":
+		return "definition_type is required"
+	case req.DefinitionType == "BASIC" && req.URL == "":
+		return "url is required for a BASIC evaluation"
+	case req.Interval < 0 || req.Timeout < 0 || req.Threshold < 0:
+		return "interval, timeout and threshold must not be negative"
+	}
+	for _, t := range req.Tags {
+		if msg := validateTag(t); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+func validateTag(t Tag) string {
+	if t.Content == "" || t.TagClassID <= 0 {
+		return "a tag needs content and a positive tag_class_id"
+	}
+	return ""
+}
+
+func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req Definition
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		s.count(0, "create")
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals.Inc("create")
+	if msg := validate(&req); msg != "" {
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: msg})
+		return
+	}
+	if req.ParentID != 0 {
+		if _, ok := s.get(req.ParentID); !ok {
+			sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("parent evaluation %d does not exist", req.ParentID)})
+			return
+		}
+	}
+	// The durable sequence is written with every evaluation: an ID it gives is taken only by a
+	// configured parent (added with the sequence), so nothing is read to find a free one.
+	id := int64(s.seq.Inc(kindEvaluation))
+	for slices.Contains(s.opts.ParentIDs, id) {
+		id = int64(s.seq.Inc(kindEvaluation))
+	}
+	st := &stored{Evaluation: Evaluation{ID: id, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()},
+		Calls: map[string]int{"create": 1}}
+	e := &st.Evaluation
+	e.Tags = []Tag{} // rebuilt below: a tag given twice is kept once
+	for _, t := range req.Tags {
+		e.Tags = addTag(e.Tags, t)
+	}
+	s.evals.Create(key(id), st)
+	s.createsByName.Add(e.Name, 1)
+	sandbox.WriteJSON(w, http.StatusOK, clone(e))
+}
+
+func (s *StandIn) count(id int64, op string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.countLocked(id, op)
+}
+
+func (s *StandIn) countLocked(id int64, op string) {
+	s.totals.Inc(op)
+	s.countOn(id, op)
+}
+
+// countOn counts op on the evaluation id, if it exists.
+func (s *StandIn) countOn(id int64, op string) {
+	if st, ok := s.get(id); ok {
+		if st.Calls == nil {
+			st.Calls = map[string]int{}
+		}
+		st.Calls[op]++
+		s.put(st)
+	}
+}
+
+func (s *StandIn) handleList(w http.ResponseWriter, r *http.Request) {
+	name, byName := r.URL.Query()["name"]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals.Inc("list")
+	out := []Evaluation{}
+	var all map[string]*stored
+	if byName {
+		all = s.evals.Find(lookupName, name[0])
+	} else {
+		all = s.evals.All()
+	}
+	for _, st := range sortedEvals(all) {
+		out = append(out, clone(&st.Evaluation))
+	}
+	sandbox.WriteJSON(w, http.StatusOK, out)
+}
+
+func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.countLocked(id, "get")
+	st, ok := s.get(id)
+	if !ok {
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
+		return
+	}
+	sandbox.WriteJSON(w, http.StatusOK, clone(&st.Evaluation))
+}
+
+func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.totals.Inc("delete")
+	st, ok := s.get(id)
+	if !ok {
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
+		return
+	}
+	s.evals.Delete(key(id))
+	for _, other := range s.evals.Find(lookupParent, key(id)) {
+		if other.Evaluation.ParentID == id {
+			other.Evaluation.ParentID = 0
+			s.put(other)
+		}
+	}
+	s.deletesByName.Add(st.Evaluation.Name, 1)
+	sandbox.WriteJSON(w, http.StatusOK, clone(&st.Evaluation))
+}
+
+func (s *StandIn) handleTag(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r, "id")
+	if !ok {
+		return
+	}
+	var t Tag
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&t); err != nil {
+		s.count(id, "tag")
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.countLocked(id, "tag")
+	st, ok := s.get(id)
+	if !ok {
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
+		return
+	}
+	if msg := validateTag(t); msg != "" {
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: msg})
+		return
+	}
+	st.Evaluation.Tags = addTag(st.Evaluation.Tags, t)
+	s.put(st)
+	sandbox.WriteJSON(w, http.StatusOK, clone(&st.Evaluation))
+}
+
+// addTag adds t unless a tag with the same class and content is already there.
+func addTag(tags []Tag, t Tag) []Tag {
+	for _, have := range tags {
+		if have.TagClassID == t.TagClassID && have.Content == t.Content {
+			return tags
+		}
+	}
+	return append(tags, t)
+}
+
+func (s *StandIn) linkTargets(w http.ResponseWriter, r *http.Request, op string) (parent, child *stored, ok bool) {
+	pid, ok := pathID(w, r, "id")
+	if !ok {
+		return nil, nil, false
+	}
+	cid, ok := pathID(w, r, "child")
+	if !ok {
+		return nil, nil, false
+	}
+	s.countLocked(pid, op)
+	if cid != pid {
+		s.countOn(cid, op)
+	}
+	parent, pok := s.get(pid)
+	child, cok := s.get(cid)
+	switch {
+	case !pok:
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", pid)})
+		return nil, nil, false
+	case !cok:
+		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", cid)})
+		return nil, nil, false
+	case pid == cid:
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "an evaluation cannot be its own child"})
+		return nil, nil, false
+	}
+	return parent, child, true
+}
+
+func (s *StandIn) handleLink(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parent, child, ok := s.linkTargets(w, r, "addChild")
+	if !ok {
+		return
+	}
+	c := &child.Evaluation
+	if c.ParentID != 0 && c.ParentID != parent.Evaluation.ID {
+		sandbox.WriteJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("evaluation %d already has parent %d", c.ID, c.ParentID)})
+		return
+	}
+	c.ParentID = parent.Evaluation.ID
+	s.put(child)
+	sandbox.WriteJSON(w, http.StatusOK, clone(c))
+}
+
+func (s *StandIn) handleUnlink(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	parent, child, ok := s.linkTargets(w, r, "removeChild")
+	if !ok {
+		return
+	}
+	if child.Evaluation.ParentID == parent.Evaluation.ID {
+		child.Evaluation.ParentID = 0
+		s.put(child)
+	}
+	sandbox.WriteJSON(w, http.StatusOK, clone(&child.Evaluation))
+}
