@@ -20,7 +20,7 @@ func runtimeStateStatements(t *testing.T) map[string]string {
 	require.NoError(t, err)
 	out := map[string]string{"runtime_state.sql": runtimeStateSQL + "\n"}
 	for name, ph := range map[string]sq.PlaceholderFormat{"postgres": sq.Dollar, "sqlite": sq.Question} {
-		q, _, err := sq.Select(instanceCols+runtimeExtraCols+runtimeStateSQL).From("instances").
+		q, _, err := sq.Select(instanceCols + runtimeExtraCols + runtimeStateSQL).From("instances").
 			Where(sq.Eq{"(" + runtimeStateSQL + ")": []string{storage.RuntimeFailed, storage.RuntimeProvisioned}}).
 			OrderBy(order...).PlaceholderFormat(ph).ToSql()
 		require.NoError(t, err)
