@@ -192,49 +192,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribing to operation wake-ups: %w", err)
 	}
 	e.reclaim(ctx)
-	// Steps run under stepCtx, which outlives ctx by up to ShutdownTimeout.
-	stepCtx, hardStop := context.WithCancel(context.Background())
-	defer hardStop()
-
-	type job struct {
-		op  storage.Operation
-		ctx context.Context
-		// resume: a parked run going on (Signals); op and ctx are its own.
-		resume func()
-	}
-	// Room for every worker's job and for the new operations kept waiting (handOver).
-	work := make(chan job, e.cfg.Workers+handOverQueue(e.cfg.Workers))
-	freed := make(chan struct{}, 1)
-	var busy atomic.Int64
-	// start gives a worker an operation this engine holds (claimed, or handed over).
-	start := func(op storage.Operation) { work <- job{op: op, ctx: e.hold(stepCtx, op.ID)} }
-	hand := &handOver{e: e, busy: &busy, freed: freed, deliver: start}
-	var wg sync.WaitGroup
-	x := e.executor()
-	if e.signals != nil {
-		// Parked runs hold their operations in memory: at most one per worker (with four, 20,000
-		// provisionings created at once on 30-minute clusters took the broker's RSS to 210 MB).
-		e.signals.start(e.cfg.Workers, func(run func()) {
-			busy.Add(1)
-			work <- job{resume: run}
-		})
-		x.park = e.signals.park
-	}
-	for i := 0; i < e.cfg.Workers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				if j.resume != nil {
-					j.resume()
-				} else {
-					e.runOne(j.ctx, x, j.op)
-				}
-				hand.free()
-			}
-		}()
-	}
-	e.store.Takes(ctx, hand)
+	d := newDispatcher(e)
+	defer d.release()
+	d.startWorkers()
+	e.store.Takes(ctx, d.hand)
 	// Heartbeats go on until the last step has finished, past ctx's end.
 	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
 	defer stopHeartbeat()
@@ -244,80 +205,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	go func() { defer bg.Done(); e.sweepLoop(ctx) }()
 
 	e.log.WithField("workers", e.cfg.Workers).Info("engine started")
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var timerAt time.Time
-	for ctx.Err() == nil {
-		free := e.cfg.Workers - int(busy.Load())
-		if free > 0 && free < e.cfg.Workers/claimGatherShare {
-			// Most workers are busy: let a few more finish (briefly) so one claim serves them all;
-			// a claim is a committed write, costlier per operation than a step's save.
-			e.gatherFreed(ctx, freed, func() bool { return e.cfg.Workers-int(busy.Load()) >= e.cfg.Workers/claimGatherShare })
-			free = e.cfg.Workers - int(busy.Load())
-		}
-		full := false
-		if free > 0 {
-			claimed, err := e.claim(ctx, free)
-			if err != nil && ctx.Err() == nil {
-				e.log.WithError(err).Error("claiming operations")
-			}
-			for _, op := range claimed {
-				busy.Add(1)
-				start(op)
-			}
-			full = len(claimed) == free
-			hand.claimed()
-		}
-		if full {
-			continue
-		}
-		// Nothing more is due now: sleep until the next due time, a wake-up or a freed worker.
-		wait := e.nextWait(ctx, free > 0)
-		timerAt = resetTimer(timer, wait)
-		var freedCh <-chan struct{}
-		if free <= 0 {
-			// Below zero: new operations kept for workers wait beyond them (handOver).
-			freedCh = freed
-		}
-	sleep:
-		for {
-			select {
-			case <-ctx.Done():
-				break sleep
-			case <-wake:
-				break sleep
-			case <-freedCh:
-				break sleep
-			case <-timer.C:
-				break sleep
-			case due := <-e.dueHints:
-				if d := time.Until(due); d < time.Until(timerAt) {
-					timerAt = resetTimer(timer, d)
-				}
-			}
-		}
-	}
+	d.loop(ctx, wake)
 
-	e.stopping.Store(true)
-	hand.close()
-	if e.signals != nil {
-		// Parked runs go back to workers, which release their operations.
-		e.signals.close()
-	}
-	close(work)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(e.cfg.ShutdownTimeout):
-		e.log.Warn("shutdown timeout: cancelling running steps")
-		hardStop()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			e.log.Error("steps ignored cancellation; their leases will expire")
-		}
-	}
+	d.stop()
 	stopHeartbeat()
 	bg.Wait()
 	e.releaseHeld()

@@ -1,69 +1,53 @@
 package fastjson
 
 import (
-	"encoding/json"
+	"fmt"
+	"reflect"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-type doc struct {
-	Steps []string `json:"steps"`
-	N     int      `json:"n"`
-}
-
-// A panic of the fast decoder (go-json's torn cache read) is an encoding/json decode, not a
-// crash, and leaves nothing of the fast decoder's half-done work behind.
-func TestAPanicOfTheFastDecoderFallsBack(t *testing.T) {
-	d := &decoder{fast: func(b []byte, v any) error {
-		v.(*doc).Steps = []string{"half done"}
-		var typedNil *struct{ x int }
-		_ = typedNil.x // what go-json's nil *structDecoder does
-		return nil
-	}}
-	var got doc
-	require.NoError(t, d.unmarshal([]byte(`{"n":3}`), &got))
-	assert.Equal(t, doc{N: 3}, got)
-	var bad doc
-	var want doc
-	assert.Equal(t, json.Unmarshal([]byte(`{"n":"x"}`), &want), d.unmarshal([]byte(`{"n":"x"}`), &bad), "encoding/json's error")
-}
-
-// A type's first decode runs alone; once it completed, decodes of the type run concurrently.
-func TestATypesFirstDecodeRunsAlone(t *testing.T) {
-	var running, most atomic.Int32
-	d := &decoder{fast: func(b []byte, v any) error {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(20 * time.Millisecond)
-		return json.Unmarshal(b, v)
-	}}
-	decodeAtOnce := func() {
-		var wg sync.WaitGroup
+// The crash pattern of go-json's unsynchronised decoder cache (before v0.12.0): many goroutines
+// decoding a type none has decoded yet, all at once, as a restarted worker's first claims do.
+// Each round uses new struct types, so every round's decodes are first decodes.
+func TestConcurrentFirstDecodesOfNewTypes(t *testing.T) {
+	const rounds, goroutines = 200, 16
+	for r := 0; r < rounds; r++ {
+		inner := reflect.StructOf([]reflect.StructField{
+			{Name: "Steps", Type: reflect.TypeFor[[]string](), Tag: reflect.StructTag(fmt.Sprintf(`json:"steps_%d"`, r))},
+		})
+		typ := reflect.StructOf([]reflect.StructField{
+			{Name: "N", Type: reflect.TypeFor[int](), Tag: `json:"n"`},
+			{Name: "Inner", Type: reflect.PointerTo(inner), Tag: `json:"inner"`},
+			{Name: "M", Type: reflect.MapOf(reflect.TypeFor[string](), inner), Tag: `json:"m"`},
+		})
+		doc := []byte(fmt.Sprintf(`{"n":%d,"inner":{"steps_%d":["a","b"]},"m":{"k":{"steps_%d":["c"]}}}`, r, r, r))
 		start := make(chan struct{})
-		for i := 0; i < 8; i++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, goroutines)
+		for g := 0; g < goroutines; g++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				<-start
-				var got doc
-				assert.NoError(t, d.unmarshal([]byte(`{"steps":["a"]}`), &got))
-				assert.Equal(t, []string{"a"}, got.Steps)
+				v := reflect.New(typ)
+				if err := Unmarshal(doc, v.Interface()); err != nil {
+					errs <- err
+					return
+				}
+				got := v.Elem()
+				if got.Field(0).Int() != int64(r) || got.Field(1).Elem().Field(0).Len() != 2 || got.Field(2).Len() != 1 {
+					errs <- fmt.Errorf("round %d: decoded %+v", r, got.Interface())
+				}
 			}()
 		}
 		close(start)
 		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
 	}
-	// All eight miss the type at once: they decode one by one.
-	decodeAtOnce()
-	assert.Equal(t, int32(1), most.Load(), "decodes of a type not yet decoded are serialised")
-	most.Store(0)
-	decodeAtOnce()
-	assert.Greater(t, most.Load(), int32(1), "a known type's decodes are not serialised")
 }

@@ -129,87 +129,155 @@ func (h *Handler) parseRuntimes(q url.Values) (runtimeRequest, error) {
 	if err != nil {
 		return out, err
 	}
-	f := storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{Paging: storage.Paging{Page: page, PageSize: size}}}
-	for key, into := range map[string]*[]string{"account": &f.GlobalAccountIDs, "subaccount": &f.SubAccountIDs,
-		"instance_id": &f.InstanceIDs, "runtime_id": &f.RuntimeIDs, "region": &f.Regions, "shoot": &f.ShootNames} {
-		if *into, err = boundedList(q, key); err != nil {
-			return out, err
+	out.q.Paging = storage.Paging{Page: page, PageSize: size}
+	for _, p := range runtimeFilters {
+		if err := p.parse(h, q, &out); err != nil {
+			return runtimeRequest{}, err
 		}
 	}
-	for _, n := range f.ShootNames {
+	if out.q.Sort, out.q.Descending, err = sortOrder(q); err != nil {
+		return runtimeRequest{}, err
+	}
+	// Naming an instance or runtime asks for it, deprovisioned or not.
+	out.q.IncludeDeleted = len(out.q.InstanceIDs) > 0 || len(out.q.RuntimeIDs) > 0
+	return out, nil
+}
+
+// runtimeFilter parses one query parameter of GET /runtimes into the request; the table runs in
+// order, as state=expired, expired and expires_within check one another.
+type runtimeFilter struct {
+	param string
+	parse func(h *Handler, q url.Values, r *runtimeRequest) error
+}
+
+var runtimeFilters = []runtimeFilter{
+	listFilter("account", func(r *runtimeRequest) *[]string { return &r.q.GlobalAccountIDs }),
+	listFilter("subaccount", func(r *runtimeRequest) *[]string { return &r.q.SubAccountIDs }),
+	listFilter("instance_id", func(r *runtimeRequest) *[]string { return &r.q.InstanceIDs }),
+	listFilter("runtime_id", func(r *runtimeRequest) *[]string { return &r.q.RuntimeIDs }),
+	listFilter("region", func(r *runtimeRequest) *[]string { return &r.q.Regions }),
+	listFilter("shoot", func(r *runtimeRequest) *[]string { return &r.q.ShootNames }),
+	{"shoot", parseShootNames},
+	{"plan", parsePlans},
+	{"state", parseStates},
+	{"expired", parseExpired},
+	{"expires_within", parseExpiresWithin},
+	{"op_detail", parseOpDetail},
+	boolFilter("kyma_config", func(r *runtimeRequest) *bool { return &r.kymaCfg }),
+	boolFilter("cluster_config", func(r *runtimeRequest) *bool { return &r.clusterCfg }),
+}
+
+// listFilter takes a bounded list of values as they are.
+func listFilter(param string, into func(*runtimeRequest) *[]string) runtimeFilter {
+	return runtimeFilter{param, func(_ *Handler, q url.Values, r *runtimeRequest) error {
+		var err error
+		*into(r), err = boundedList(q, param)
+		return err
+	}}
+}
+
+// boolFilter takes true or false, absent being false.
+func boolFilter(param string, into func(*runtimeRequest) *bool) runtimeFilter {
+	return runtimeFilter{param, func(_ *Handler, q url.Values, r *runtimeRequest) error {
+		v := q.Get(param)
+		if v == "" {
+			return nil
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s: must be true or false, got %q", param, v)
+		}
+		*into(r) = b
+		return nil
+	}}
+}
+
+func parseShootNames(_ *Handler, _ url.Values, r *runtimeRequest) error {
+	for _, n := range r.q.ShootNames {
 		if !shootName.MatchString(n) {
-			return out, fmt.Errorf("shoot: %q is not a shoot name (lower-case letters, digits and '-')", n)
+			return fmt.Errorf("shoot: %q is not a shoot name (lower-case letters, digits and '-')", n)
 		}
 	}
+	return nil
+}
+
+func parsePlans(h *Handler, q url.Values, r *runtimeRequest) error {
 	plans, err := boundedList(q, "plan")
 	if err != nil {
-		return out, err
+		return err
 	}
 	for _, p := range plans {
 		id, ok := h.plans.PlanID(p)
 		if !ok {
-			return out, fmt.Errorf("plan: unknown plan %q", p)
+			return fmt.Errorf("plan: unknown plan %q", p)
 		}
-		f.PlanIDs = append(f.PlanIDs, id)
+		r.q.PlanIDs = append(r.q.PlanIDs, id)
 	}
+	return nil
+}
+
+func parseStates(_ *Handler, q url.Values, r *runtimeRequest) error {
 	states, err := boundedList(q, "state")
 	if err != nil {
-		return out, err
+		return err
 	}
 	known := append(storage.RuntimeStates(), stateExpired)
 	for _, st := range states {
 		switch {
 		case st == stateExpired:
 			yes := true
-			f.Expired = &yes
+			r.q.Expired = &yes
 		case slices.Contains(known, st):
-			f.States = append(f.States, st)
+			r.q.States = append(r.q.States, st)
 		default:
-			return out, fmt.Errorf("state: unknown state %q (%s)", st, strings.Join(known, ", "))
+			return fmt.Errorf("state: unknown state %q (%s)", st, strings.Join(known, ", "))
 		}
 	}
-	if v := q.Get("expired"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return out, fmt.Errorf("expired: must be true or false, got %q", v)
-		}
-		if f.Expired != nil && !b {
-			return out, errors.New("expired: false contradicts state=expired")
-		}
-		f.Expired = &b
+	return nil
+}
+
+func parseExpired(_ *Handler, q url.Values, r *runtimeRequest) error {
+	v := q.Get("expired")
+	if v == "" {
+		return nil
 	}
-	if v := q.Get("expires_within"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > maxExpiresWithin {
-			return out, fmt.Errorf("expires_within: must be a duration from 0s to %s (e.g. 72h), got %q", maxExpiresWithin, v)
-		}
-		if f.Expired != nil && *f.Expired {
-			return out, errors.New("expires_within: expired instances do not expire again")
-		}
-		no := false
-		f.Expired, f.CreatedBefore = &no, h.expirer.CreatedBefore(h.clock.Now().Add(d))
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("expired: must be true or false, got %q", v)
 	}
+	if r.q.Expired != nil && !b {
+		return errors.New("expired: false contradicts state=expired")
+	}
+	r.q.Expired = &b
+	return nil
+}
+
+func parseExpiresWithin(h *Handler, q url.Values, r *runtimeRequest) error {
+	v := q.Get("expires_within")
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d > maxExpiresWithin {
+		return fmt.Errorf("expires_within: must be a duration from 0s to %s (e.g. 72h), got %q", maxExpiresWithin, v)
+	}
+	if r.q.Expired != nil && *r.q.Expired {
+		return errors.New("expires_within: expired instances do not expire again")
+	}
+	no := false
+	r.q.Expired, r.q.CreatedBefore = &no, h.expirer.CreatedBefore(h.clock.Now().Add(d))
+	return nil
+}
+
+func parseOpDetail(_ *Handler, q url.Values, r *runtimeRequest) error {
 	switch v := q.Get("op_detail"); v {
 	case "", "last":
 	case "all":
-		out.allOps = true
+		r.allOps = true
 	default:
-		return out, fmt.Errorf("op_detail: must be all or last, got %q", v)
+		return fmt.Errorf("op_detail: must be all or last, got %q", v)
 	}
-	for key, into := range map[string]*bool{"kyma_config": &out.kymaCfg, "cluster_config": &out.clusterCfg} {
-		if v := q.Get(key); v != "" {
-			if *into, err = strconv.ParseBool(v); err != nil {
-				return out, fmt.Errorf("%s: must be true or false, got %q", key, v)
-			}
-		}
-	}
-	if f.Sort, f.Descending, err = sortOrder(q); err != nil {
-		return out, err
-	}
-	// Naming an instance or runtime asks for it, deprovisioned or not.
-	f.IncludeDeleted = len(f.InstanceIDs) > 0 || len(f.RuntimeIDs) > 0
-	out.q = f
-	return out, nil
+	return nil
 }
 
 func (h *Handler) runtimes(w http.ResponseWriter, r *http.Request) {

@@ -20,23 +20,35 @@ func (s *Store) Lifecycle() storage.Lifecycle { return s }
 
 // runtimeStateSQL derives a runtime's state from its row (see storage.RuntimeStates): the
 // archive time, then the newest operation, which triggers keep in last_op_type/last_op_state.
-var runtimeStateSQL = fmt.Sprintf(`CASE
-	WHEN deleted_at IS NOT NULL THEN '%[1]s'
-	WHEN last_op_type = '' THEN '%[2]s'
-	WHEN last_op_state IN ('%[3]s', '%[4]s') THEN CASE last_op_type
-		WHEN '%[5]s' THEN '%[6]s' WHEN '%[7]s' THEN '%[6]s'
-		WHEN '%[8]s' THEN '%[9]s'
-		WHEN '%[10]s' THEN '%[11]s' WHEN '%[12]s' THEN '%[11]s'
-		ELSE '%[2]s' END
-	WHEN last_op_state = '%[13]s' THEN '%[14]s'
-	WHEN last_op_type = '%[7]s' THEN '%[15]s'
-	WHEN last_op_type = '%[5]s' THEN '%[1]s'
-	ELSE '%[16]s' END`,
-	storage.RuntimeDeprovisioned, storage.RuntimeProvisioning, storage.StatePending, storage.StateInProgress,
-	instance.TypeDeprovision, storage.RuntimeDeprovisioning, instance.TypeSuspension,
-	instance.TypeUpdate, storage.RuntimeUpdating,
-	instance.TypeUpgradeKyma, storage.RuntimeUpgrading, instance.TypeUpgradeCluster,
-	storage.StateFailed, storage.RuntimeFailed, storage.RuntimeSuspended, storage.RuntimeProvisioned)
+var runtimeStateSQL = strings.NewReplacer(
+	"{deprovisioned}", storage.RuntimeDeprovisioned,
+	"{provisioning}", storage.RuntimeProvisioning,
+	"{deprovisioning}", storage.RuntimeDeprovisioning,
+	"{updating}", storage.RuntimeUpdating,
+	"{upgrading}", storage.RuntimeUpgrading,
+	"{failed}", storage.RuntimeFailed,
+	"{suspended}", storage.RuntimeSuspended,
+	"{provisioned}", storage.RuntimeProvisioned,
+	"{op.pending}", string(storage.StatePending),
+	"{op.inProgress}", string(storage.StateInProgress),
+	"{op.failed}", string(storage.StateFailed),
+	"{type.deprovision}", string(instance.TypeDeprovision),
+	"{type.suspension}", string(instance.TypeSuspension),
+	"{type.update}", string(instance.TypeUpdate),
+	"{type.upgradeKyma}", string(instance.TypeUpgradeKyma),
+	"{type.upgradeCluster}", string(instance.TypeUpgradeCluster),
+).Replace(`CASE
+	WHEN deleted_at IS NOT NULL THEN '{deprovisioned}'
+	WHEN last_op_type = '' THEN '{provisioning}'
+	WHEN last_op_state IN ('{op.pending}', '{op.inProgress}') THEN CASE last_op_type
+		WHEN '{type.deprovision}' THEN '{deprovisioning}' WHEN '{type.suspension}' THEN '{deprovisioning}'
+		WHEN '{type.update}' THEN '{updating}'
+		WHEN '{type.upgradeKyma}' THEN '{upgrading}' WHEN '{type.upgradeCluster}' THEN '{upgrading}'
+		ELSE '{provisioning}' END
+	WHEN last_op_state = '{op.failed}' THEN '{failed}'
+	WHEN last_op_type = '{type.suspension}' THEN '{suspended}'
+	WHEN last_op_type = '{type.deprovision}' THEN '{deprovisioned}'
+	ELSE '{provisioned}' END`)
 
 const runtimeExtraCols = ", last_op_type, last_op_state, "
 
