@@ -102,6 +102,13 @@ func (c *Config) PointAt(base string, creds standins.Credentials) {
 	c.Director.OAuthClientID, c.Director.OAuthClientSecret = creds.DirectorClientID, creds.DirectorClientSecret
 }
 
+// DisableAll turns every system off: their steps are skipped.
+func (c *Config) DisableAll() {
+	s := &c.Settings
+	s.AVSDisabled, s.ServiceManagerDisabled, s.EventHubsDisabled, s.ReconcilerDisabled, s.DirectorDisabled = true, true, true, true, true
+	c.IAS.Disabled, c.EDP.Disabled = true, true
+}
+
 // SetTransport sends every client's requests through t (the embedded sandbox's in-process
 // transport).
 func (c *Config) SetTransport(t http.RoundTripper) {
