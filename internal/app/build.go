@@ -66,8 +66,8 @@ type App struct {
 // the sandbox), the embedded provisioner, the broker's processes, authentication, the
 // orchestrations, the operator API and the router. Nothing runs until Start or Run; Close
 // releases what Build opened.
-func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (a *App, err error) {
-	a = &App{log: log}
+func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ *App, err error) {
+	a := &App{log: log}
 	defer func() {
 		if err != nil {
 			a.Close()
