@@ -144,7 +144,8 @@ func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng
 func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Client, cfg Config, built externals.Built) error {
 	defs, err := definitions.Broker(definitions.Deps{
 		Store: store, Provisioner: prov, PollInterval: cfg.PollInterval, Runtime: cfg.Runtime, Timeout: cfg.Broker.OperationTimeout,
-		UpgradeTimeout: cfg.Broker.UpgradeTimeout, Systems: built.Systems, Overrides: built.Overrides, Limits: built.Limits,
+		UpgradeTimeout: cfg.Broker.UpgradeTimeout, Systems: built.Systems, Overrides: built.Overrides,
+		Limits: provisioning.Limits{CallTimeout: cfg.Externals.Settings.CallTimeout, ReconcileTimeout: cfg.Externals.Settings.ReconcileTimeout},
 	})
 	if err != nil {
 		return err
@@ -177,7 +178,7 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 			defer cancel()
 			_ = l.Shutdown(shutdownCtx)
 		}
-		cfg.PointAt(l.URL, standins.DefaultCredentials())
+		standins.PointAt(&cfg, l.URL, standins.DefaultCredentials())
 		// The clients reach the stand-ins without the network; the listener serves everyone else.
 		cfg.SetTransport(l.Transport(clientkit.PooledTransport()))
 		log.WithFields(logrus.Fields{"address": l.URL, "tlsAddress": l.TLSURL, "systems": l.Sandbox.Systems()}).

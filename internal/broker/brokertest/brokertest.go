@@ -220,7 +220,7 @@ func startSandbox(t testing.TB, o Options, cfg *externals.Config) (*sandbox.Sand
 		srv := httptest.NewServer(sb)
 		t.Cleanup(srv.Close)
 		sbURL = srv.URL
-		cfg.PointAt(sbURL, standins.DefaultCredentials())
+		standins.PointAt(cfg, sbURL, standins.DefaultCredentials())
 		cfg.SetRetryBackoff(0, time.Second)
 	}
 	if o.Externals != nil {
