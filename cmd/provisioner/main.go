@@ -129,7 +129,11 @@ func run(ctx context.Context, log *logrus.Logger) error {
 	}
 
 	mux := http.NewServeMux()
-	probes := health.New(store, dbCfg, reg)
+	schema, err := driver.LatestSchemaVersion(dbCfg)
+	if err != nil {
+		return err
+	}
+	probes := health.New(store, schema, reg)
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 		mux.Handle(p, probes)
 	}

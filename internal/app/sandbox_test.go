@@ -34,7 +34,7 @@ func TestEmbeddedSandboxKeepsItsStateInTheDatabase(t *testing.T) {
 		t.Helper()
 		store, err := driver.Open(ctx, db, log)
 		require.NoError(t, err)
-		built, stop, err := externalSystems(ctx, cfg, log, store.SandboxObjects())
+		built, stop, err := externalSystems(ctx, cfg, log, store.SandboxObjects(), nil)
 		require.NoError(t, err)
 		require.NotNil(t, built.Director)
 		return built.Director, func() {

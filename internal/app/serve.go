@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,18 +15,14 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
-	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
-	"github.com/kyma-project/kyma-environment-broker/internal/console"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
-	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
-	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
@@ -41,8 +36,6 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/secretfile"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
 )
 
@@ -105,121 +98,20 @@ func Load() (Config, error) {
 	return cfg, err
 }
 
-// Serve runs the broker until ctx ends.
+// Serve runs the broker until ctx ends: Build, then Run.
 func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
-	// Bind before anything else starts: a taken port fails at once, naming the variables, and
-	// the engine's owner identity needs the bound address.
-	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listening on APP_HOST:APP_PORT (%s): %w; set APP_PORT (and APP_HOST) to a free address", addr, err)
-	}
-	defer ln.Close()
-	store, err := driver.Open(ctx, cfg.Database, log)
+	a, err := Build(ctx, cfg, log, Overrides{})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	catalog, err := catalog.FromConfig(cfg.Plans)
-	if err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The engine's default owner is this host and the bound address, which no other live
-	// process can hold, so a restart reclaims its own leases at once.
-	cfg.Engine.Address = ln.Addr().String()
-	// An embedded provisioner's finished operations wake the broker's operations waiting for
-	// them, or signal those waiting in memory.
-	eng, err := provisioner.NewEngine(store, cfg.Engine, log, engine.WithRegisterer(reg))
-	if err != nil {
-		return err
-	}
-	calls, err := clientkit.NewCallMetrics(reg)
-	if err != nil {
-		return err
-	}
-	cfg.Externals.Instrument(calls)
-	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log, store.SandboxObjects())
-	if err != nil {
-		return err
-	}
-	defer stopSandbox()
-	prov, provEngine, err := provisionerClient(ctx, cfg, store, eng, built, log)
-	if err != nil {
-		return err
-	}
-	if err := registerProcesses(eng, store, prov, cfg, built); err != nil {
-		return err
-	}
-	routes, err := authRoutes(ctx, &cfg, log)
-	if err != nil {
-		return err
-	}
-	adapter := broker.NewCatalog(catalog)
-	cfg.Orchestration.UpgradeTimeout = cfg.Broker.UpgradeTimeout
-	orchestrations, err := orchestration.NewManager(store, adapter, cfg.Orchestration, log)
-	if err != nil {
-		return err
-	}
-	expirer := lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: cfg.Broker.OperationTimeout}
-	routes.Operator = operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations),
-		operator.WithProvisioner(prov), operator.WithExpirer(expirer))
-	routes.Health = health.New(store, cfg.Database, reg)
-	routes.APIDoc = apidoc.Handler()
-	routes.Console = console.Handler()
-	routes.MaxBodyBytes = cfg.MaxBodyBytes
-	b := broker.New(store, adapter, prov, cfg.Broker, log)
-	srv := &http.Server{
-		Handler: broker.NewRouter(b, routes, log), ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout,
-	}
-
-	runCtx, stopEngine := context.WithCancel(ctx)
-	defer stopEngine()
-	engineDone := make(chan error, 1)
-	go func() { engineDone <- eng.Run(runCtx) }()
-	provDone := make(chan error, 1)
-	if provEngine != nil {
-		go func() { provDone <- provEngine.Run(runCtx) }()
-	} else {
-		provDone <- nil
-	}
-	waitJobs, err := lifecycle.Start(runCtx, cfg.Lifecycle, store, expirer, log)
-	if err != nil {
-		stopEngine()
-		<-engineDone
-		<-provDone
-		return err
-	}
-	defer waitJobs()
-	// Every replica runs the scheduler; one at a time holds its lock and works.
-	go func() { _ = orchestrations.Scheduler().Run(runCtx) }()
-	serveDone := make(chan error, 1)
-	go func() { serveDone <- srv.Serve(ln) }()
-	log.WithFields(logrus.Fields{"address": addr, "database": cfg.Database.Driver}).Info("broker listening")
-	announce(cfg, log)
-
-	select {
-	case err := <-serveDone:
-		if !errors.Is(err, http.ErrServerClosed) {
-			stopEngine()
-			<-engineDone
-			return fmt.Errorf("serving %s: %w", addr, err)
-		}
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
-	stopEngine()
-	return errors.Join(<-engineDone, <-provDone)
+	defer a.Close()
+	return a.Run(ctx)
 }
 
 // provisionerClient embeds the provisioner (its processes run on the broker's engine, or on
 // an engine of their own it returns when APP_ENQUEUE_IN_PROGRESS_OPERATIONS is false) or
 // connects to a remote one.
-func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng *engine.Engine, built externals.Built, log logrus.FieldLogger) (client.Client, *engine.Engine, error) {
+func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng *engine.Engine, built externals.Built, log logrus.FieldLogger, adjust func(*provisioner.Options)) (client.Client, *engine.Engine, error) {
 	if cfg.ProvisionerURL != "" {
 		return client.NewGraphQL(cfg.ProvisionerURL, &http.Client{Timeout: 30 * time.Second}), nil, nil
 	}
@@ -235,6 +127,9 @@ func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng
 	if built.Director != nil {
 		opts.Director = built.Director
 	}
+	if adjust != nil {
+		adjust(&opts)
+	}
 	p, err := provisioner.New(ctx, store, opts)
 	if err != nil {
 		return nil, nil, err
@@ -249,7 +144,8 @@ func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng
 func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Client, cfg Config, built externals.Built) error {
 	defs, err := definitions.Broker(definitions.Deps{
 		Store: store, Provisioner: prov, PollInterval: cfg.PollInterval, Runtime: cfg.Runtime, Timeout: cfg.Broker.OperationTimeout,
-		UpgradeTimeout: cfg.Broker.UpgradeTimeout, Systems: built.Systems, Overrides: built.Overrides, Limits: built.Limits,
+		UpgradeTimeout: cfg.Broker.UpgradeTimeout, Systems: built.Systems, Overrides: built.Overrides,
+		Limits: provisioning.Limits{CallTimeout: cfg.Externals.Settings.CallTimeout, ReconcileTimeout: cfg.Externals.Settings.ReconcileTimeout},
 	})
 	if err != nil {
 		return err
@@ -261,10 +157,16 @@ func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Clie
 // it first serves the stand-ins on APP_SANDBOX_ADDRESS (plain HTTP) and APP_SANDBOX_TLS_ADDRESS
 // (the Connector and the runtimes' mutual-TLS endpoints), with their state in the broker's
 // database (objects) so that in-flight operations find it after a restart, and points every
-// client at them.
-func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger, objects sandbox.Store) (externals.Built, func(), error) {
+// client at them. reach, when set, does this instead.
+func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger, objects sandbox.Store,
+	reach func(context.Context, *externals.Config, sandbox.Store) (func(), error)) (externals.Built, func(), error) {
 	stop := func() {}
-	if cfg.Settings.SandboxEnabled {
+	if reach != nil {
+		var err error
+		if stop, err = reach(ctx, &cfg, objects); err != nil {
+			return externals.Built{}, func() {}, err
+		}
+	} else if cfg.Settings.SandboxEnabled {
 		l, err := standins.Listen(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects},
 			cfg.Settings.SandboxAddress, cfg.Settings.SandboxTLSAddress)
 		if err != nil {
@@ -276,7 +178,7 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 			defer cancel()
 			_ = l.Shutdown(shutdownCtx)
 		}
-		cfg.PointAt(l.URL, standins.DefaultCredentials())
+		standins.PointAt(&cfg, l.URL, standins.DefaultCredentials())
 		// The clients reach the stand-ins without the network; the listener serves everyone else.
 		cfg.SetTransport(l.Transport(clientkit.PooledTransport()))
 		log.WithFields(logrus.Fields{"address": l.URL, "tlsAddress": l.TLSURL, "systems": l.Sandbox.Systems()}).
@@ -294,7 +196,7 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 // authRoutes builds the middlewares: basic auth on /v2 (credentials generated and printed when
 // none are configured), JWT on /oauth when an issuer is configured (basic there too when
 // allowed or when no issuer is configured), and the operator endpoints with either.
-func authRoutes(ctx context.Context, cfg *Config, log logrus.FieldLogger) (broker.Routes, error) {
+func authRoutes(ctx context.Context, cfg *Config, log logrus.FieldLogger) (authenticated, error) {
 	if !cfg.Auth.BasicEnabled() {
 		password, created, err := secretfile.ReadOrCreate(cfg.CredentialsFile, func() (string, error) {
 			secret := make([]byte, 16)
@@ -304,7 +206,7 @@ func authRoutes(ctx context.Context, cfg *Config, log logrus.FieldLogger) (broke
 			return hex.EncodeToString(secret), nil
 		})
 		if err != nil {
-			return broker.Routes{}, fmt.Errorf("APP_BROKER_CREDENTIALS_FILE: %w", err)
+			return authenticated{}, fmt.Errorf("APP_BROKER_CREDENTIALS_FILE: %w", err)
 		}
 		cfg.Auth.Username, cfg.Auth.Password = generatedUser, password
 		log.WithFields(logrus.Fields{"file": cfg.CredentialsFile, "user": generatedUser, "generated_now": created}).
@@ -312,21 +214,27 @@ func authRoutes(ctx context.Context, cfg *Config, log logrus.FieldLogger) (broke
 	}
 	basic, err := auth.NewBasic(cfg.Auth.Username, cfg.Auth.Password, auth.WithLogger(log))
 	if err != nil {
-		return broker.Routes{}, err
+		return authenticated{}, err
 	}
 	if !cfg.Auth.OIDCEnabled() {
 		log.Info("no APP_BROKER_OIDC_ISSUER: /oauth routes accept basic auth")
-		return broker.Routes{V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic}, nil
+		return authenticated{v2: basic, oauth: basic, Routes: Routes{OperatorAuth: basic}}, nil
 	}
 	verifier, err := auth.NewVerifier(ctx, cfg.Auth, &http.Client{Timeout: 10 * time.Second}, auth.WithLogger(log))
 	if err != nil {
-		return broker.Routes{}, err
+		return authenticated{}, err
 	}
 	oauth := verifier.Require(cfg.Auth.Scope())
 	if cfg.Auth.AllowBasicOnOAuth {
 		oauth = auth.Either(basic, oauth)
 	}
-	return broker.Routes{V2Auth: basic, OAuthAuth: oauth, OperatorAuth: auth.Either(basic, verifier.RequireGroup(cfg.Auth.AdminGroup()))}, nil
+	return authenticated{v2: basic, oauth: oauth, Routes: Routes{OperatorAuth: auth.Either(basic, verifier.RequireGroup(cfg.Auth.AdminGroup()))}}, nil
+}
+
+// authenticated are the OSB API's middlewares and the routes with the operator's.
+type authenticated struct {
+	v2, oauth broker.Middleware
+	Routes
 }
 
 // generatedUser is the basic-auth user when the credentials are generated.

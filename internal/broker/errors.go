@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/unavailable"
 	"github.com/pivotal-cf/brokerapi/v10/domain/apiresponses"
 	"github.com/sirupsen/logrus"
 )
@@ -28,7 +28,7 @@ func unprocessable(action, format string, args ...any) error {
 func internal(log logrus.FieldLogger, action string, err error) error {
 	if storage.IsUnavailable(err) {
 		log.WithError(err).WithField("action", action).Warn("request refused: database unavailable")
-		return apiresponses.NewFailureResponse(errors.New(health.UnavailableMessage), http.StatusServiceUnavailable, action)
+		return apiresponses.NewFailureResponse(errors.New(unavailable.Message), http.StatusServiceUnavailable, action)
 	}
 	log.WithError(err).WithField("action", action).Error("request failed")
 	return apiresponses.NewFailureResponse(errors.New("internal error, see the broker's log"), http.StatusInternalServerError, action)

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// DefaultMaxBodyBytes bounds request bodies when Routes.MaxBodyBytes is zero: the largest valid
+// DefaultMaxBodyBytes bounds request bodies when APIOptions.MaxBodyBytes is zero: the largest valid
 // provisioning request (parameters, context, OIDC settings, module lists) is a few kilobytes.
 const DefaultMaxBodyBytes = 1 << 20
 

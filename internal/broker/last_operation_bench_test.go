@@ -69,7 +69,7 @@ func BenchmarkLastOperationHandler(b *testing.B) {
 		b.Fatal(err)
 	}
 	br := New(store, nil, nil, Config{OperationTimeout: time.Hour, DefaultRequestRegion: "cf-eu10"}, log)
-	h := NewRouter(br, Routes{V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic}, log)
+	h := testRouter(br, basic, log, true)
 	reqs := make([]*http.Request, n)
 	for i := range reqs {
 		r := httptest.NewRequest(http.MethodGet, fmt.Sprintf("/v2/service_instances/inst-%d/last_operation?operation=op-inst-%d", i, i), nil)

@@ -83,7 +83,7 @@ func serveBoth(t *testing.T, store storage.Store, level logrus.Level) (fast, ref
 		basic, err := auth.NewBasic(testUser, testPass, auth.WithLogger(log))
 		require.NoError(t, err)
 		b := New(store, catalog, nil, Config{OperationTimeout: time.Hour, DefaultRequestRegion: "cf-eu10"}, log)
-		srv := httptest.NewServer(newRouter(b, Routes{V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic}, log, fastLastOperation))
+		srv := httptest.NewServer(testRouter(b, basic, log, fastLastOperation))
 		t.Cleanup(srv.Close)
 		return func(req *http.Request) answer {
 			hook.Reset()

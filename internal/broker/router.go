@@ -12,8 +12,7 @@ import (
 	"code.cloudfoundry.org/lager/v3"
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
-	"github.com/kyma-project/kyma-environment-broker/internal/console"
-	"github.com/kyma-project/kyma-environment-broker/internal/health"
+	"github.com/kyma-project/kyma-environment-broker/internal/unavailable"
 	"github.com/pivotal-cf/brokerapi/v10"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/sirupsen/logrus"
@@ -22,102 +21,74 @@ import (
 // Middleware wraps a handler (authentication).
 type Middleware = func(http.Handler) http.Handler
 
-// Routes are the broker's HTTP surface and how each part is protected.
-type Routes struct {
+// APIOptions are how the OSB API is protected and bounded.
+type APIOptions struct {
 	// V2Auth protects /v2 (basic auth); OAuthAuth protects /oauth/... (JWT, or basic too in
-	// the embedded default); OperatorAuth protects /runtimes and /events.
-	V2Auth, OAuthAuth, OperatorAuth Middleware
-	Operator                        http.Handler
-	// Console serves the operator console under /console, behind OperatorAuth: its pages call
-	// the operator API above with the same credentials.
-	Console http.Handler
-	// Health serves /healthz, /readyz and /metrics without authentication.
-	Health http.Handler
-	// APIDoc serves /openapi.yaml and Swagger UI at / without authentication (last: it takes
-	// every path no other route does).
-	APIDoc http.Handler
+	// the embedded default).
+	V2Auth, OAuthAuth Middleware
 	// MaxBodyBytes bounds every request body (413 beyond it); DefaultMaxBodyBytes when zero.
 	MaxBodyBytes int64
 }
 
-// NewRouter mounts brokerapi's OSB handler (with its API-version, request-identity and
-// originating-identity middlewares) at /v2, /oauth/v2 and /oauth/{region}/v2. GET
-// /v2/service_instances/{id}/last_operation, which platforms poll, is answered before the
-// router by lastOperationServer, as brokerapi would answer it.
-func NewRouter(b *Broker, rt Routes, log logrus.FieldLogger) http.Handler {
-	return newRouter(b, rt, log, true)
+// API is the Open Service Broker API, as brokerapi shapes it: brokerapi's handler (with its
+// API-version, request-identity and originating-identity middlewares) behind the guard. The
+// process's router (internal/app) mounts it next to its other endpoints.
+type API struct {
+	osb       http.Handler
+	lastOp    http.Handler
+	v2, oauth Middleware
+	maxBody   int64
 }
 
-// newRouter is NewRouter; without fastLastOperation, last_operation goes through the router and
-// brokerapi like every other request (the reference its tests compare with).
-func newRouter(b *Broker, rt Routes, log logrus.FieldLogger, fastLastOperation bool) http.Handler {
+// NewAPI builds the OSB API of b.
+func NewAPI(b *Broker, o APIOptions, log logrus.FieldLogger) *API {
 	lg := lager.NewLogger("keb")
 	lg.RegisterSink(lagerSink{log: log})
-	maxBody := rt.MaxBodyBytes
+	maxBody := o.MaxBodyBytes
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
 	}
 	osb := osbGuard(maxBody, newCatalogServer(b).wrap(rejectMalformedBodies(brokerapi.NewWithOptions(b, lg))))
 	// Platforms poll last_operation: it is answered before the router, behind the same request
 	// log, Retry-After and authentication (its handler makes the guard's checks).
-	lastOp := logRequests(log, false, health.WithRetryAfter(rt.V2Auth(&lastOperationServer{b: b, lg: lg, log: log})))
+	lastOp := logRequests(log, false, unavailable.WithRetryAfter(o.V2Auth(&lastOperationServer{b: b, lg: lg, log: log})))
+	return &API{osb: osb, lastOp: lastOp, v2: o.V2Auth, oauth: o.OAuthAuth, maxBody: maxBody}
+}
 
-	r := mux.NewRouter()
-	r.Use(requestLog(log), health.WithRetryAfter)
-	r.PathPrefix("/v2/").Handler(rt.V2Auth(osb))
-	r.PathPrefix("/oauth/v2/").Handler(rt.OAuthAuth(stripPrefix("/oauth", "", osb)))
-	r.PathPrefix("/oauth/{region}/v2/").Handler(rt.OAuthAuth(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+// MaxBodyBytes is the bound of request bodies the API applies (the router bounds its other
+// endpoints alike).
+func (a *API) MaxBodyBytes() int64 { return a.maxBody }
+
+// Mount adds the OSB routes to r at /v2, /oauth/v2 and /oauth/{region}/v2 (the region of the
+// last one becomes the request's platform region).
+func (a *API) Mount(r *mux.Router) {
+	r.PathPrefix("/v2/").Handler(a.v2(a.osb))
+	r.PathPrefix("/oauth/v2/").Handler(a.oauth(stripPrefix("/oauth", "", a.osb)))
+	r.PathPrefix("/oauth/{region}/v2/").Handler(a.oauth(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		region := mux.Vars(req)["region"]
-		stripPrefix("/oauth/"+region, region, osb).ServeHTTP(w, req)
+		stripPrefix("/oauth/"+region, region, a.osb).ServeHTTP(w, req)
 	})))
-	if rt.Operator != nil {
-		op := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			if limitBody(w, req, maxBody) {
-				rt.Operator.ServeHTTP(w, req)
-			}
-		})
-		r.PathPrefix("/runtimes").Handler(rt.OperatorAuth(op))
-		r.PathPrefix("/events").Handler(rt.OperatorAuth(op))
-		r.PathPrefix("/upgrade/").Handler(rt.OperatorAuth(op))
-		r.PathPrefix("/expire/").Handler(rt.OperatorAuth(op))
-		r.PathPrefix("/kubeconfig/").Handler(rt.OperatorAuth(op))
-		r.PathPrefix("/info/").Handler(rt.OperatorAuth(op))
-		r.PathPrefix("/orchestrations").Handler(rt.OperatorAuth(op))
-	}
-	if rt.Console != nil {
-		r.PathPrefix(console.Path).Methods(http.MethodGet, http.MethodHead).Handler(rt.OperatorAuth(rt.Console))
-	}
-	if rt.Health != nil {
-		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
-			r.Handle(p, rt.Health)
-		}
-	}
-	if rt.APIDoc != nil {
-		r.PathPrefix("/").Handler(rt.APIDoc)
-	}
-	if !fastLastOperation {
-		lastOp = nil
-	}
-	return &Router{mux: r, lastOp: lastOp}
 }
 
-// Router is the broker's HTTP handler: gorilla/mux's routes, with last_operation polls answered
-// before them.
-type Router struct {
-	mux    *mux.Router
-	lastOp http.Handler
-}
-
-func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if _, ok := lastOperationInstance(req); ok && r.lastOp != nil {
-		r.lastOp.ServeHTTP(w, req)
-		return
+// AnswerPoll answers GET /v2/service_instances/{id}/last_operation, which platforms poll,
+// without the router (lastOperationServer answers as brokerapi would), and reports whether it
+// did; every other request is the router's.
+func (a *API) AnswerPoll(w http.ResponseWriter, req *http.Request) bool {
+	if a.lastOp == nil {
+		return false
 	}
-	r.mux.ServeHTTP(w, req)
+	if _, ok := lastOperationInstance(req); !ok {
+		return false
+	}
+	a.lastOp.ServeHTTP(w, req)
+	return true
 }
 
-// Routes are the router's mounts (what the API document must describe).
-func (r *Router) Routes() *mux.Router { return r.mux }
+// LimitBody answers 413 for a declared length over max and makes reading past max fail; it
+// reports whether the request may go on (the router applies it to the operator API).
+func LimitBody(w http.ResponseWriter, req *http.Request, max int64) bool {
+	return limitBody(w, req, max)
+}
 
 // rejectMalformedBodies answers 400 (OSB: "the request is malformed") for a PUT or PATCH body
 // that is not the JSON object of its request, or has anything but white space after it;
@@ -185,13 +156,13 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.ResponseWriter.WriteHeader(code)
 }
 
-// requestLog logs every request with its request ID (the platform's
+// RequestLog logs every request with its request ID (the platform's
 // X-Broker-API-Request-Identity, or a new one, echoed back).
-func requestLog(log logrus.FieldLogger) mux.MiddlewareFunc {
+func RequestLog(log logrus.FieldLogger) mux.MiddlewareFunc {
 	return func(next http.Handler) http.Handler { return logRequests(log, true, next) }
 }
 
-// logRequests is requestLog; withContext also puts the request ID into the request's context
+// logRequests is RequestLog; withContext also puts the request ID into the request's context
 // (a copy of the request), which handlers that read it from the header do without.
 func logRequests(log logrus.FieldLogger, withContext bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -25,7 +25,7 @@ func TestRequestLogLevels(t *testing.T) {
 	} {
 		log, hook := logtest.NewNullLogger()
 		log.SetLevel(tc.level)
-		h := requestLog(log.WithField("component", "test"))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		h := RequestLog(log.WithField("component", "test"))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(tc.status)
 		}))
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/v2/catalog", nil))

@@ -1,13 +1,12 @@
 // Package externals builds the clients of the broker's external systems from configuration
-// (APP_* variables), or points them all at a sandbox: what cmd/broker and the broker test harness
-// hand to the steps.
+// (APP_* variables): configuration in, clients out. The stand-ins point a configuration at
+// themselves (standins.PointAt); the processes' limits are assembled by internal/app.
 package externals
 
 import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -21,9 +20,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
-	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/resources"
 )
 
@@ -85,21 +82,11 @@ func Load() (Config, error) {
 	return c, nil
 }
 
-// PointAt replaces every system's URL and credentials with the sandbox's at base (http://host:port).
-func (c *Config) PointAt(base string, creds standins.Credentials) {
-	base = strings.TrimRight(base, "/")
-	c.AVS.URL, c.AVS.OAuthURL = base+"/avs", base+"/avs/oauth/token"
-	c.AVS.ClientID, c.AVS.ClientSecret, c.AVS.ParentID = creds.AVSClientID, creds.AVSClientSecret, standins.AVSParentID
-	c.EDP.URL, c.EDP.OAuthURL = base+"/edp", base+"/edp/oauth/token"
-	c.EDP.ClientID, c.EDP.ClientSecret, c.EDP.Namespace = creds.EDPClientID, creds.EDPClientSecret, standins.EDPNamespace
-	c.IAS.URL, c.IAS.UserID, c.IAS.Password = base+"/ias", creds.IASUser, creds.IASPassword
-	c.ServiceManager.URL, c.ServiceManager.TokenURL = base+"/servicemanager", base+"/servicemanager"
-	c.ServiceManager.ClientID, c.ServiceManager.ClientSecret = creds.SMClientID, creds.SMClientSecret
-	c.Azure.ARMURL, c.Azure.TokenURL = base+"/azure", base+"/azure/oauth2/v2.0/token"
-	c.Azure.ClientID, c.Azure.ClientSecret, c.Azure.SubscriptionID = creds.AzureClientID, creds.AzureClientSecret, standins.AzureSubscription
-	c.Reconciler.URL = base + "/reconciler"
-	c.Director.URL, c.Director.OAuthTokenURL = base+"/director/graphql", base+"/director/oauth/token"
-	c.Director.OAuthClientID, c.Director.OAuthClientSecret = creds.DirectorClientID, creds.DirectorClientSecret
+// DisableAll turns every system off: their steps are skipped.
+func (c *Config) DisableAll() {
+	s := &c.Settings
+	s.AVSDisabled, s.ServiceManagerDisabled, s.EventHubsDisabled, s.ReconcilerDisabled, s.DirectorDisabled = true, true, true, true, true
+	c.IAS.Disabled, c.EDP.Disabled = true, true
 }
 
 // SetTransport sends every client's requests through t (the embedded sandbox's in-process
@@ -156,7 +143,6 @@ func (c *Config) Instrument(m *clientkit.CallMetrics) {
 type Built struct {
 	Systems   systems.Systems
 	Overrides overrides.Defaults
-	Limits    provisioning.Limits
 	// Director is the real Director client for the embedded provisioner; nil when disabled.
 	Director *director.Client
 }
@@ -169,7 +155,7 @@ func (c Config) Build() (Built, error) {
 	fail := func(system, disable string, err error) {
 		errs = append(errs, fmt.Errorf("%s (or set %s=true): %w", system, disable, err))
 	}
-	b := Built{Limits: provisioning.Limits{CallTimeout: s.CallTimeout, ReconcileTimeout: s.ReconcileTimeout}}
+	var b Built
 	b.Systems.RetryTime, b.Systems.CleanupRetryTime = s.RetryTime, s.CleanupRetryTime
 	if !s.AVSDisabled {
 		if cl, err := avs.New(c.AVS); err != nil {

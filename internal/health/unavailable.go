@@ -2,38 +2,21 @@ package health
 
 import (
 	"net/http"
-	"strconv"
-	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/unavailable"
 )
 
-// RetryAfter is how long a 503 asks clients to wait before retrying: long enough not to
-// hammer a database that is restarting, short enough that platforms' polling barely notices.
-const RetryAfter = 5 * time.Second
+// The names below are internal/unavailable's, kept here for the operator API and the
+// provisioner process, which answer 503s next to their health endpoints.
+
+// RetryAfter is how long a 503 asks clients to wait before retrying.
+const RetryAfter = unavailable.RetryAfter
 
 // UnavailableMessage is the description of a 503 caused by an unreachable database.
-const UnavailableMessage = "the broker's database is unavailable; retry later"
+const UnavailableMessage = unavailable.Message
 
 // RetryLater sets Retry-After on a response about to be answered with 503.
-func RetryLater(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
-}
+func RetryLater(w http.ResponseWriter) { unavailable.RetryLater(w) }
 
-// WithRetryAfter adds Retry-After to every 503 of next that has none (brokerapi writes its
-// failure responses without a way to set headers).
-func WithRetryAfter(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&retryAfterWriter{ResponseWriter: w}, r)
-	})
-}
-
-type retryAfterWriter struct{ http.ResponseWriter }
-
-func (w *retryAfterWriter) WriteHeader(code int) {
-	if code == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
-		RetryLater(w)
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer (flushing, deadlines).
-func (w *retryAfterWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+// WithRetryAfter adds Retry-After to every 503 of next that has none.
+func WithRetryAfter(next http.Handler) http.Handler { return unavailable.WithRetryAfter(next) }

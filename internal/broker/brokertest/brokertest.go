@@ -18,24 +18,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/apidoc"
+	"github.com/kyma-project/kyma-environment-broker/internal/app"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
-	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
-	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
-	"github.com/kyma-project/kyma-environment-broker/internal/console"
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
-	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
-	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
-	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
-	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
@@ -44,7 +36,6 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 )
 
@@ -140,130 +131,102 @@ func Start(t testing.TB, o Options) *Broker {
 	if o.DatabaseURL != "" {
 		dbCfg = driver.Config{Driver: driver.Postgres, URL: o.DatabaseURL, SecretKey: strings.Repeat("k", 32), MaxOpenConns: 20}
 	}
-	store, err := driver.Open(ctx, dbCfg, log)
-	must(t, err)
-	t.Cleanup(func() { store.Close() })
-
-	catalog, err := catalog.FromConfig(catalog.Config{})
-	must(t, err)
-	reg := prometheus.NewRegistry()
 	workers := o.Workers
 	if workers == 0 {
 		workers = 32
 	}
-	// As the broker wires it: the embedded provisioner's finished operations wake their waiters.
-	eng, err := provisioner.NewEngine(store, engine.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second}, log, engine.WithRegisterer(reg))
-	must(t, err)
-
-	built, sb, sbURL := externalSystems(t, o, reg)
-	provCfg, err := provconfig.Load()
-	must(t, err)
-	provOpts := provisioner.Options{
-		Config: provCfg, Backends: infrastructure.Config{SetJSON: simulation(t, o.FailureRate)}, PollInterval: 25 * time.Millisecond, Log: log,
-		Clusters: runtimeclient.Clusters{Simulated: runtimeclient.Simulated{InstallDuration: 100 * time.Millisecond, ConnectionDuration: 50 * time.Millisecond}},
-	}
-	if o.Backends != "" {
-		provOpts.Backends = infrastructure.Config{SetJSON: o.Backends}
-	}
-	if o.Clusters != nil {
-		provOpts.Clusters = *o.Clusters
-	}
-	if built.Director != nil {
-		provOpts.Director = built.Director
-	}
-	p, err := provisioner.New(ctx, store, provOpts)
-	must(t, err)
-	must(t, p.Register(eng))
-	prov := client.NewInProcess(p.Service)
-
-	const poll = 25 * time.Millisecond
-	brokerCfg := broker.Config{OperationTimeout: o.OperationTimeout, DefaultRequestRegion: o.DefaultRequestRegion}
+	brokerCfg := broker.Config{OperationTimeout: o.OperationTimeout, DefaultRequestRegion: o.DefaultRequestRegion, UpgradeTimeout: time.Minute}
 	if brokerCfg.OperationTimeout == 0 {
 		brokerCfg.OperationTimeout = time.Minute
 	}
 	if brokerCfg.DefaultRequestRegion == "" {
 		brokerCfg.DefaultRequestRegion = "cf-eu10"
 	}
-	defaults := provisioning.RuntimeDefaults{
-		KubernetesVersion: "1.31", KymaVersion: "2.20.0", Components: []string{"istio", "api-gateway"},
-		DashboardURL: "https://dashboard.kyma.local",
+	cfg := app.Config{
+		PollInterval: 25 * time.Millisecond,
+		Broker:       brokerCfg,
+		Runtime: provisioning.RuntimeDefaults{
+			KubernetesVersion: "1.31", KymaVersion: "2.20.0", Components: []string{"istio", "api-gateway"},
+			DashboardURL: "https://dashboard.kyma.local",
+		},
+		Auth:          auth.Config{Username: Username, Password: Password},
+		Database:      dbCfg,
+		Engine:        engine.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second},
+		Backends:      infrastructure.Config{SetJSON: simulation(t, o.FailureRate)},
+		Orchestration: orchestration.Config{PollInterval: 20 * time.Millisecond, BusyRetryInterval: 200 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond},
 	}
-	defs, err := definitions.Broker(definitions.Deps{
-		Store: store, Provisioner: prov, PollInterval: poll, Runtime: defaults, Timeout: brokerCfg.OperationTimeout, UpgradeTimeout: time.Minute,
-		Systems: built.Systems, Overrides: built.Overrides, Limits: built.Limits,
+	if o.Backends != "" {
+		cfg.Backends = infrastructure.Config{SetJSON: o.Backends}
+	}
+	if o.Orchestration != nil {
+		o.Orchestration(&cfg.Orchestration)
+	}
+	var err error
+	cfg.Externals, err = externals.Load()
+	must(t, err)
+	// Retry windows short enough for tests.
+	s := &cfg.Externals.Settings
+	s.RetryTime, s.CleanupRetryTime, s.CallTimeout, s.ReconcileTimeout = 20*time.Second, 5*time.Second, 10*time.Second, 30*time.Second
+	if o.NoSandbox {
+		cfg.Externals.DisableAll()
+	}
+
+	srv := httptest.NewUnstartedServer(nil)
+	var sb *sandbox.Sandbox
+	var sbURL string
+	a, err := app.Build(ctx, cfg, log, app.Overrides{
+		Listener: srv.Listener,
+		Clock:    o.clock(),
+		Provisioner: func(p *provisioner.Options) {
+			p.Clusters = runtimeclient.Clusters{Simulated: runtimeclient.Simulated{InstallDuration: 100 * time.Millisecond, ConnectionDuration: 50 * time.Millisecond}}
+			if o.Clusters != nil {
+				p.Clusters = *o.Clusters
+			}
+		},
+		Systems: func(_ context.Context, cfg *externals.Config, _ sandbox.Store) (func(), error) {
+			sb, sbURL = startSandbox(t, o, cfg)
+			return func() {}, nil
+		},
 	})
 	must(t, err)
-	must(t, definitions.Register(eng, defs))
-
-	basic, err := auth.NewBasic(Username, Password, auth.WithLogger(log))
-	must(t, err)
-	adapter := broker.NewCatalog(catalog)
-	orchCfg := orchestration.Config{PollInterval: 20 * time.Millisecond, BusyRetryInterval: 200 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond, UpgradeTimeout: time.Minute}
-	if o.Orchestration != nil {
-		o.Orchestration(&orchCfg)
-	}
-	orchestrations, err := orchestration.NewManager(store, adapter, orchCfg, log)
-	must(t, err)
-	routes := broker.Routes{
-		V2Auth: basic, OAuthAuth: basic, OperatorAuth: basic,
-		Operator: operator.New(store, adapter, log, operator.WithOrchestrations(orchestrations), operator.WithProvisioner(prov), operator.WithClock(o.clock()),
-			operator.WithExpirer(lifecycle.Expirer{Store: store, ExpiryDays: lifecycle.ExpiryDays(catalog), OperationTimeout: brokerCfg.OperationTimeout})),
-		Health:  health.New(store, dbCfg, reg),
-		APIDoc:  apidoc.Handler(),
-		Console: console.Handler(),
-	}
-	b := broker.New(store, adapter, prov, brokerCfg, log)
-	handler := broker.NewRouter(b, routes, log)
-	srv := httptest.NewServer(handler)
+	t.Cleanup(a.Close)
+	srv.Config.Handler = a.Handler
+	srv.Start()
 	t.Cleanup(srv.Close)
 
 	if !o.NoEngine {
 		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- eng.Run(runCtx) }()
-		scheduled := make(chan error, 1)
-		go func() { scheduled <- orchestrations.Scheduler().Run(runCtx) }()
+		wait, err := a.Start(runCtx)
+		must(t, err)
 		t.Cleanup(func() {
 			cancel()
-			<-scheduled
-			if err := <-done; err != nil {
+			if err := wait(); err != nil {
 				t.Errorf("engine: %v", err)
 			}
 		})
 	}
-	return &Broker{t: t, URL: srv.URL, Server: srv, Handler: handler, Store: store, Client: srv.Client(), Sandbox: sb, SandboxURL: sbURL}
+	return &Broker{t: t, URL: srv.URL, Server: srv, Handler: a.Handler, Store: a.Store, Client: srv.Client(), Sandbox: sb, SandboxURL: sbURL}
 }
 
-// externalSystems starts the sandbox (unless NoSandbox) and builds the clients pointed at it,
-// with retry windows short enough for tests.
-func externalSystems(t testing.TB, o Options, reg prometheus.Registerer) (externals.Built, *sandbox.Sandbox, string) {
-	cfg, err := externals.Load()
-	must(t, err)
-	calls, err := clientkit.NewCallMetrics(reg)
-	must(t, err)
-	cfg.Instrument(calls)
-	s := &cfg.Settings
-	s.RetryTime, s.CleanupRetryTime, s.CallTimeout, s.ReconcileTimeout = 20*time.Second, 5*time.Second, 10*time.Second, 30*time.Second
+// startSandbox serves the stand-ins on an httptest server (unless NoSandbox) and points the
+// clients at them, with retry waits short enough for tests.
+func startSandbox(t testing.TB, o Options, cfg *externals.Config) (*sandbox.Sandbox, string) {
 	var sb *sandbox.Sandbox
 	var sbURL string
-	if o.NoSandbox {
-		s.AVSDisabled, s.ServiceManagerDisabled, s.EventHubsDisabled, s.ReconcilerDisabled, s.DirectorDisabled = true, true, true, true, true
-		cfg.IAS.Disabled, cfg.EDP.Disabled = true, true
-	} else {
+	if !o.NoSandbox {
+		var err error
 		sb, err = standins.New(o.Sandbox)
 		must(t, err)
 		srv := httptest.NewServer(sb)
 		t.Cleanup(srv.Close)
 		sbURL = srv.URL
-		cfg.PointAt(sbURL, standins.DefaultCredentials())
+		standins.PointAt(cfg, sbURL, standins.DefaultCredentials())
 		cfg.SetRetryBackoff(0, time.Second)
 	}
 	if o.Externals != nil {
-		o.Externals(&cfg)
+		o.Externals(cfg)
 	}
-	built, err := cfg.Build()
-	must(t, err)
-	return built, sb, sbURL
+	return sb, sbURL
 }
 
 // Remote is a Broker for a broker running elsewhere (another process) at url, with the

@@ -119,7 +119,7 @@ func TestTwoReplicasOneOrchestration(t *testing.T) {
 	b1 := bt.Start(t, bt.Options{DatabaseURL: url, LogOutput: logs})
 	// The second replica talks to the first one's external systems, as replicas do.
 	b2 := bt.Start(t, bt.Options{DatabaseURL: url, LogOutput: logs, Externals: func(c *externals.Config) {
-		c.PointAt(b1.SandboxURL, standins.DefaultCredentials())
+		standins.PointAt(c, b1.SandboxURL, standins.DefaultCredentials())
 	}})
 	ids := ot.Fleet(t, b1, 10, 2)
 	id := ot.UpgradeKyma(t, b2, "2.21.0", 3, map[string]any{"target": "all"})

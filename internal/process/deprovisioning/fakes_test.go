@@ -241,7 +241,7 @@ func (e *env) rejectedSystems(t *testing.T, wrong func(*standins.Credentials)) s
 	require.NoError(t, err)
 	creds := standins.DefaultCredentials()
 	wrong(&creds)
-	cfg.PointAt(e.sys.URL, creds)
+	standins.PointAt(&cfg, e.sys.URL, creds)
 	cfg.Settings.RetryTime, cfg.Settings.CleanupRetryTime = e.deps.Systems.RetryTime, e.deps.Systems.CleanupRetryTime
 	built, err := cfg.Build()
 	require.NoError(t, err)

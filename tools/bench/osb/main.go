@@ -35,9 +35,12 @@ import (
 	"github.com/pivotal-cf/brokerapi/v10/domain"
 	"github.com/sirupsen/logrus"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/app"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
+	"github.com/kyma-project/kyma-environment-broker/internal/externals"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 )
@@ -89,7 +92,7 @@ func run(conc int, duration time.Duration, rounds, instances int, only, cpuProfi
 			return err
 		}
 		defer os.RemoveAll(dir)
-		kebURL, _, stop, err := startKEB(ctx, driver.Config{Driver: driver.SQLite, Path: filepath.Join(dir, "keb.db"), MaxOpenConns: 50}, catalog, log)
+		kebURL, _, stop, err := startKEB(ctx, driver.Config{Driver: driver.SQLite, Path: filepath.Join(dir, "keb.db"), MaxOpenConns: 50}, log)
 		if err != nil {
 			return err
 		}
@@ -119,7 +122,7 @@ func run(conc int, duration time.Duration, rounds, instances int, only, cpuProfi
 		drivers = append(drivers, driver.Config{Driver: driver.Postgres, URL: url, SecretKey: strings.Repeat("k", 32), MaxOpenConns: 50})
 	}
 	for _, cfg := range drivers {
-		kebURL, store, stop, err := startKEB(ctx, cfg, catalog, log)
+		kebURL, store, stop, err := startKEB(ctx, cfg, log)
 		if err != nil {
 			return err
 		}
@@ -156,26 +159,33 @@ var targetRPS = map[string]int{driver.SQLite: 20000, driver.Postgres: 10000}
 // run on machines up to ~3x slower for this load.
 const refWhereTargetSet = 49600.0
 
-// startKEB serves the broker as cmd/broker does for /v2 (basic auth, the OSB router), without
-// the engine: the read path is what is measured.
-func startKEB(ctx context.Context, cfg driver.Config, catalog *broker.PlansCatalog, log *logrus.Logger) (string, storage.Store, func(), error) {
-	store, err := driver.Open(ctx, cfg, log)
+// startKEB builds the broker as cmd/broker does (app.Build with the defaults of its
+// configuration, basic auth, no external systems) and serves its router without starting the
+// engine: the read path is what is measured.
+func startKEB(ctx context.Context, db driver.Config, log *logrus.Logger) (string, storage.Store, func(), error) {
+	cfg, err := app.Load()
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("opening %s: %w", cfg.Driver, err)
-	}
-	basic, err := auth.NewBasic(username, password, auth.WithLogger(log))
-	if err != nil {
-		store.Close()
 		return "", nil, nil, err
 	}
-	b := broker.New(store, catalog, nil, broker.Config{OperationTimeout: time.Hour, UpgradeTimeout: time.Hour, DefaultRequestRegion: "cf-eu10"}, log)
-	pass := func(h http.Handler) http.Handler { return h }
-	url, stop, err := serve(broker.NewRouter(b, broker.Routes{V2Auth: basic, OAuthAuth: basic, OperatorAuth: pass}, log))
+	cfg.Database = db
+	cfg.Broker.OperationTimeout, cfg.Broker.UpgradeTimeout, cfg.Broker.DefaultRequestRegion = time.Hour, time.Hour, "cf-eu10"
+	cfg.Auth = auth.Config{Username: username, Password: password}
+	cfg.ProvisionerURL = ""
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		store.Close()
 		return "", nil, nil, err
 	}
-	return url, store, func() { stop(); store.Close() }, nil
+	a, err := app.Build(ctx, cfg, log, app.Overrides{Listener: ln, Systems: func(_ context.Context, c *externals.Config, _ sandbox.Store) (func(), error) {
+		c.DisableAll()
+		return func() {}, nil
+	}})
+	if err != nil {
+		ln.Close()
+		return "", nil, nil, fmt.Errorf("building the broker on %s: %w", db.Driver, err)
+	}
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), a.Store, func() { _ = srv.Close(); a.Close() }, nil
 }
 
 func serve(h http.Handler) (string, func(), error) {

@@ -50,7 +50,7 @@ func StartWith(t testing.TB, o standins.Options, calls clientkit.Calls) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.PointAt(srv.URL, standins.DefaultCredentials())
+	standins.PointAt(&cfg, srv.URL, standins.DefaultCredentials())
 	cfg.SetRetryBackoff(5*time.Millisecond, 50*time.Millisecond)
 	cfg.SetCalls(calls)
 	cfg.Settings.RetryTime, cfg.Settings.CleanupRetryTime = time.Minute, 5*time.Minute

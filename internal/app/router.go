@@ -1,0 +1,77 @@
+package app
+
+import (
+	"net/http"
+
+	"github.com/gorilla/mux"
+	"github.com/kyma-project/kyma-environment-broker/internal/broker"
+	"github.com/kyma-project/kyma-environment-broker/internal/console"
+	"github.com/kyma-project/kyma-environment-broker/internal/unavailable"
+	"github.com/sirupsen/logrus"
+)
+
+// Routes are the process's HTTP surface next to the OSB API, and how each part is protected.
+type Routes struct {
+	// OperatorAuth protects the operator API and the console (the OSB API's own are in
+	// broker.APIOptions).
+	OperatorAuth broker.Middleware
+	Operator     http.Handler
+	// Console serves the operator console under /console, behind OperatorAuth: its pages call
+	// the operator API above with the same credentials.
+	Console http.Handler
+	// Health serves /healthz, /readyz and /metrics without authentication.
+	Health http.Handler
+	// APIDoc serves /openapi.yaml and Swagger UI at / without authentication (last: it takes
+	// every path no other route does).
+	APIDoc http.Handler
+}
+
+// NewRouter is the process's handler: the OSB API at /v2, /oauth/v2 and /oauth/{region}/v2,
+// the operator API, the console, health and the API document, every request logged and every
+// 503 with Retry-After. last_operation polls are answered before the router (see
+// broker.API.AnswerPoll).
+func NewRouter(api *broker.API, rt Routes, log logrus.FieldLogger) *Router {
+	r := mux.NewRouter()
+	r.Use(broker.RequestLog(log), unavailable.WithRetryAfter)
+	api.Mount(r)
+	if rt.Operator != nil {
+		maxBody := api.MaxBodyBytes()
+		op := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if broker.LimitBody(w, req, maxBody) {
+				rt.Operator.ServeHTTP(w, req)
+			}
+		})
+		for _, p := range []string{"/runtimes", "/events", "/upgrade/", "/expire/", "/kubeconfig/", "/info/", "/orchestrations"} {
+			r.PathPrefix(p).Handler(rt.OperatorAuth(op))
+		}
+	}
+	if rt.Console != nil {
+		r.PathPrefix(console.Path).Methods(http.MethodGet, http.MethodHead).Handler(rt.OperatorAuth(rt.Console))
+	}
+	if rt.Health != nil {
+		for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+			r.Handle(p, rt.Health)
+		}
+	}
+	if rt.APIDoc != nil {
+		r.PathPrefix("/").Handler(rt.APIDoc)
+	}
+	return &Router{mux: r, api: api}
+}
+
+// Router is the process's HTTP handler: gorilla/mux's routes, with last_operation polls
+// answered before them.
+type Router struct {
+	mux *mux.Router
+	api *broker.API
+}
+
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if r.api.AnswerPoll(w, req) {
+		return
+	}
+	r.mux.ServeHTTP(w, req)
+}
+
+// Routes are the router's mounts (what the API document must describe).
+func (r *Router) Routes() *mux.Router { return r.mux }
