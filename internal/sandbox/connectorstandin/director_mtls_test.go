@@ -31,8 +31,8 @@ type appPage struct {
 			Labels       map[string]any `json:"labels"`
 			Packages     struct {
 				Data []struct {
-					ID           string `json:"id"`
-					Name         string `json:"name"`
+					ID                  string `json:"id"`
+					Name                string `json:"name"`
 					DefaultInstanceAuth struct {
 						Credential map[string]string `json:"credential"`
 					} `json:"defaultInstanceAuth"`
