@@ -343,17 +343,16 @@ func (a *Agent) getConnection(ctx context.Context) (*CompassConnection, error) {
 	return &c, nil
 }
 
-// saveConnection creates or updates the CompassConnection's spec and annotations, then its
-// status.
+// saveConnection creates or updates the CompassConnection: spec, annotations and status in one
+// write, as the CompassConnection CRD has no status subresource.
 func (a *Agent) saveConnection(ctx context.Context, conn *CompassConnection, st CompassConnectionStatus) (*CompassConnection, error) {
 	client := a.dyn.Resource(CompassConnectionGVR)
 	want := *conn.ObjectMeta.DeepCopy()
 	want.ManagedFields = nil // the server keeps them
-	u, err := toUnstructured(&CompassConnection{ObjectMeta: want, Spec: conn.Spec}, CompassConnectionGVR, "CompassConnection")
+	u, err := toUnstructured(&CompassConnection{ObjectMeta: want, Spec: conn.Spec, Status: complete(st)}, CompassConnectionGVR, "CompassConnection")
 	if err != nil {
 		return nil, err
 	}
-	delete(u.Object, "status") // written through the status subresource
 	if conn.ResourceVersion == "" {
 		u, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
 	} else {
@@ -366,16 +365,23 @@ func (a *Agent) saveConnection(ctx context.Context, conn *CompassConnection, st 
 	if err := fromUnstructured(u, &saved); err != nil {
 		return nil, err
 	}
-	if err := a.writeStatus(ctx, saved.Name, st); err != nil {
-		return nil, err
-	}
-	saved.Status = st
 	return &saved, nil
 }
 
-// writeStatus replaces the status, re-reading on conflicts (spec edits by users).
+// complete fills in what the CompassConnection CRD requires of a status: connectionStatus (with
+// its certificateStatus) even before the first connection.
+func complete(st CompassConnectionStatus) CompassConnectionStatus {
+	if st.ConnectionStatus == nil {
+		st.ConnectionStatus = &ConnectionStatus{}
+	}
+	return st
+}
+
+// writeStatus replaces the status with a plain update of the CompassConnection (its CRD has no
+// status subresource), re-reading on conflicts (spec edits by users).
 func (a *Agent) writeStatus(ctx context.Context, name string, st CompassConnectionStatus) error {
 	client := a.dyn.Resource(CompassConnectionGVR)
+	st = complete(st)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := client.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -388,7 +394,7 @@ func (a *Agent) writeStatus(ctx context.Context, name string, st CompassConnecti
 		delete(s.Object, "apiVersion")
 		delete(s.Object, "kind")
 		u.Object["status"] = s.Object
-		_, err = client.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
+		_, err = client.Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
 		return err
 	})
 	if err != nil {

@@ -305,19 +305,20 @@ func (e *env) requireMatch() {
 		h, ok := have[f.Name]
 		require.True(t, ok, "application %s missing in the cluster", f.Name)
 		assert.Equal(t, w.ID, h.Spec.CompassMetadata.ApplicationID)
+		assert.Len(t, h.Spec.CompassMetadata.Authentication.ClientIDs, 1, "the application's system auth")
 		assert.Equal(t, w.Description, h.Spec.Description)
 		assert.Equal(t, w.ProviderName, h.Spec.ProviderDisplayName)
 		assert.Equal(t, w.Labels["team"], h.Spec.Labels["team"])
 		require.Len(t, h.Spec.Services, len(w.Bundles), f.Name)
 		for i, svc := range h.Spec.Services {
-			pkg := f.Packages.Data[i]
+			pkg := f.Bundles.Data[i]
 			assert.Equal(t, pkg.ID, svc.ID)
 			assert.Equal(t, pkg.Name, svc.Name)
 			require.Len(t, svc.Entries, 1)
 			data, ok := secretData[svc.Entries[0].Credentials.SecretName]
 			require.True(t, ok, "credentials Secret of %s/%s", f.Name, pkg.Name)
 			nSecrets++
-			assert.Contains(t, string(pkg.InstanceAuth.Credentials), string(firstValue(data)))
+			assert.Contains(t, string(pkg.DefaultInstanceAuth.Credential), string(firstValue(data)))
 		}
 	}
 	assert.Len(t, secretData, nSecrets, "no credential Secret left over")

@@ -34,19 +34,25 @@ type DirectorApplication struct {
 	Description  *string        `json:"description"`
 	ProviderName *string        `json:"providerName"`
 	Labels       map[string]any `json:"labels"`
-	Packages     struct {
-		Data []DirectorPackage `json:"data"`
-	} `json:"packages"`
+	// Auths are the application's system auths: their IDs are the Application's client IDs.
+	Auths []struct {
+		ID string `json:"id"`
+	} `json:"auths"`
+	Bundles struct {
+		Data []DirectorBundle `json:"data"`
+	} `json:"bundles"`
 }
 
-// DirectorPackage is a package (bundle) with the credentials valid for this runtime.
-type DirectorPackage struct {
-	ID           string  `json:"id"`
-	Name         string  `json:"name"`
-	Description  *string `json:"description"`
-	InstanceAuth *struct {
-		Credentials json.RawMessage `json:"credentials"`
-	} `json:"instanceAuth"`
+// DirectorBundle is a bundle (package) of APIs with its default credentials.
+type DirectorBundle struct {
+	ID                  string  `json:"id"`
+	Name                string  `json:"name"`
+	Description         *string `json:"description"`
+	DefaultInstanceAuth *struct {
+		// Credential is a CredentialData: BasicCredentialData {username, password} or
+		// OAuthCredentialData {clientId, clientSecret, url}; null when the bundle has none.
+		Credential json.RawMessage `json:"credential"`
+	} `json:"defaultInstanceAuth"`
 }
 
 // Director is what the agent asks the Director over mutual TLS.
@@ -156,9 +162,18 @@ func (c *Compass) RevokeCertificate(ctx context.Context, url string, creds Clien
 // pageSize of applicationsForRuntime.
 const pageSize = 200
 
+// queryApplications reads what the original Runtime Agent read of each application: its system
+// auths and each bundle's defaultInstanceAuth credential (instanceAuth needs the ID of one of the
+// runtime's BundleInstanceAuths and holds an auth, not credentials).
 const queryApplications = `query($runtimeID: ID!, $first: Int, $after: PageCursor) {
 	result: applicationsForRuntime(runtimeID: $runtimeID, first: $first, after: $after) {
-		data { id name description providerName labels packages: bundles { data { id name description instanceAuth { credentials } } } }
+		data {
+			id name description providerName labels auths { id }
+			bundles { data { id name description defaultInstanceAuth { credential {
+				... on BasicCredentialData { username password }
+				... on OAuthCredentialData { clientId clientSecret url }
+			} } } }
+		}
 		pageInfo { hasNextPage endCursor } totalCount
 	}
 }`

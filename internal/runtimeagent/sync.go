@@ -215,17 +215,23 @@ func (a *Agent) desiredApplication(runtimeID string, app DirectorApplication) (d
 		return desired{}, fmt.Errorf("application %s (%s): its name is not a valid resource name: %s", app.Name, app.ID, strings.Join(errs, "; "))
 	}
 	own := map[string]string{labelManagedBy: managedByAgent, labelRuntimeID: runtimeID}
+	clientIDs := make([]string, 0, len(app.Auths))
+	for _, a := range app.Auths {
+		clientIDs = append(clientIDs, a.ID)
+	}
 	d := desired{app: Application{
 		ObjectMeta: metav1.ObjectMeta{Name: app.Name, Labels: own},
 		Spec: ApplicationSpec{
 			Description: deref(app.Description), DisplayName: app.Name, ProviderDisplayName: deref(app.ProviderName),
-			Labels: stringLabels(app.Labels), CompassMetadata: CompassMetadata{ApplicationID: app.ID},
+			Labels:          stringLabels(app.Labels),
+			CompassMetadata: CompassMetadata{ApplicationID: app.ID, Authentication: Authentication{ClientIDs: clientIDs}},
 		},
 	}}
-	for _, p := range app.Packages.Data {
-		svc := Service{ID: p.ID, Name: p.Name, DisplayName: p.Name, Description: deref(p.Description)}
-		if p.InstanceAuth != nil && len(p.InstanceAuth.Credentials) > 0 && string(p.InstanceAuth.Credentials) != "null" {
-			data, kind, err := credentialData(p.InstanceAuth.Credentials)
+	for _, p := range app.Bundles.Data {
+		svc := Service{ID: p.ID, Name: p.Name, DisplayName: p.Name, ProviderDisplayName: deref(app.ProviderName),
+			Description: deref(p.Description), Entries: []Entry{}}
+		if p.DefaultInstanceAuth != nil && len(p.DefaultInstanceAuth.Credential) > 0 && string(p.DefaultInstanceAuth.Credential) != "null" {
+			data, kind, err := credentialData(p.DefaultInstanceAuth.Credential)
 			if err != nil {
 				return desired{}, fmt.Errorf("application %s (%s), package %s: %w", app.Name, app.ID, p.ID, err)
 			}
@@ -242,10 +248,10 @@ func (a *Agent) desiredApplication(runtimeID string, app DirectorApplication) (d
 	return d, nil
 }
 
-// credentialData turns the Director's credentials for this runtime into Secret data and a
-// type: {"basic": {"username", "password"}} is Basic, {"oauth": {"clientId", "clientSecret",
-// "url"}} is OAuth (a flat object is read the same way). Strings are kept as they are, anything
-// else as JSON.
+// credentialData turns a bundle's CredentialData into Secret data and a type: {"username",
+// "password"} (BasicCredentialData) is Basic, {"clientId", "clientSecret", "url"}
+// (OAuthCredentialData) is OAuth; an object nested under "basic" or "oauth" is read the same
+// way. Strings are kept as they are, anything else as JSON.
 func credentialData(raw json.RawMessage) (map[string][]byte, string, error) {
 	var obj map[string]any
 	if err := json.Unmarshal(raw, &obj); err != nil {

@@ -51,8 +51,9 @@ type ManagementInfo struct {
 
 // CompassConnectionStatus is the seed's status table.
 type CompassConnectionStatus struct {
-	State                 ConnectionState        `json:"connectionState,omitempty"`
-	ConnectionStatus      *ConnectionStatus      `json:"connectionStatus,omitempty"`
+	// State and ConnectionStatus are required by the CompassConnection CRD.
+	State                 ConnectionState        `json:"connectionState"`
+	ConnectionStatus      *ConnectionStatus      `json:"connectionStatus"`
 	SynchronizationStatus *SynchronizationStatus `json:"synchronizationStatus,omitempty"`
 }
 
@@ -98,18 +99,27 @@ type ApplicationSpec struct {
 	Services            []Service         `json:"services,omitempty"`
 }
 
-// CompassMetadata links the resource to the Director's application.
+// CompassMetadata links the resource to the Director's application; the Application CRD
+// requires authentication and its clientIds.
 type CompassMetadata struct {
-	ApplicationID string `json:"applicationId"`
+	ApplicationID  string         `json:"applicationId"`
+	Authentication Authentication `json:"authentication"`
 }
 
-// Service is one package (bundle) of the application.
+// Authentication lists the IDs of the application's system auths in the Director.
+type Authentication struct {
+	ClientIDs []string `json:"clientIds"`
+}
+
+// Service is one package (bundle) of the application; the Application CRD requires every field
+// but Entries' content, so none is omitted when empty.
 type Service struct {
-	ID          string  `json:"id"`
-	Name        string  `json:"name"`
-	DisplayName string  `json:"displayName,omitempty"`
-	Description string  `json:"description,omitempty"`
-	Entries     []Entry `json:"entries,omitempty"`
+	ID                  string  `json:"id"`
+	Name                string  `json:"name"`
+	DisplayName         string  `json:"displayName"`
+	ProviderDisplayName string  `json:"providerDisplayName"`
+	Description         string  `json:"description"`
+	Entries             []Entry `json:"entries"`
 }
 
 // Entry of a service; its credentials are in the named Secret.

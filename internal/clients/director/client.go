@@ -23,7 +23,8 @@ import (
 
 const (
 	// RuntimeIDLabel is the label with the provisioner's runtime ID, the natural key of a runtime.
-	RuntimeIDLabel = "kyma-project.io/runtime-id"
+	// The Director accepts only keys of letters, digits and underscores.
+	RuntimeIDLabel = "kyma_runtime_id"
 	// ConsoleURLLabel is the label with the runtime's console URL, the instance's dashboard URL.
 	ConsoleURLLabel = compass.ConsoleURLLabel
 )
@@ -35,10 +36,10 @@ const (
 	queryRuntime = `query Runtime($id: ID!) {
 	result: runtime(id: $id) { id name description labels status { condition } }
 }`
-	mutationRegister = `mutation RegisterRuntime($in: RuntimeInput!) {
+	mutationRegister = `mutation RegisterRuntime($in: RuntimeRegisterInput!) {
 	result: registerRuntime(in: $in) { id }
 }`
-	mutationUpdate = `mutation UpdateRuntime($id: ID!, $in: RuntimeInput!) {
+	mutationUpdate = `mutation UpdateRuntime($id: ID!, $in: RuntimeUpdateInput!) {
 	result: updateRuntime(id: $id, in: $in) { id }
 }`
 	mutationUnregister = `mutation UnregisterRuntime($id: ID!) {
@@ -114,6 +115,9 @@ func (c *Client) RegisterRuntime(ctx context.Context, tenant, runtimeID, name, c
 	}
 	all := make(map[string]any, len(labels)+1)
 	for k, v := range labels {
+		if !compass.ValidLabelKey(k) {
+			return "", &Error{Op: op, Err: fmt.Errorf("the Director refuses the label key %q: only letters, digits and underscores, and not %s", k, compass.ScenariosLabel)}
+		}
 		all[k] = v
 	}
 	all[RuntimeIDLabel] = runtimeID
@@ -161,6 +165,9 @@ func (c *Client) UpdateRuntimeLabels(ctx context.Context, tenant, compassID stri
 	}
 	keys := make([]string, 0, len(labels))
 	for k := range labels {
+		if !compass.ValidLabelKey(k) {
+			return &Error{Op: op, Err: fmt.Errorf("the Director refuses the label key %q: only letters, digits and underscores, and not %s", k, compass.ScenariosLabel)}
+		}
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
@@ -318,9 +325,17 @@ func (c *Client) SetRuntimeStatusCondition(ctx context.Context, tenant, compassI
 	})
 }
 
-// updateCondition writes rt back, as just read, with the condition.
+// updateCondition writes rt back, as just read, with the condition. The labels the Director
+// manages (scenarios, which follows the runtime's formations) are left out: it refuses an update
+// that names them.
 func (c *Client) updateCondition(ctx context.Context, tenant string, rt *runtime, condition string) error {
-	in := map[string]any{"name": rt.Name, "labels": rt.Labels, "statusCondition": condition}
+	labels := make(map[string]any, len(rt.Labels))
+	for k, v := range rt.Labels {
+		if compass.ValidLabelKey(k) {
+			labels[k] = v
+		}
+	}
+	in := map[string]any{"name": rt.Name, "labels": labels, "statusCondition": condition}
 	if rt.Description != nil {
 		in["description"] = *rt.Description
 	}
@@ -359,11 +374,13 @@ func (c *Client) GetConsoleURL(ctx context.Context, tenant, runtimeID string) (s
 
 // findByRuntimeID returns the runtime labelled RuntimeIDLabel=runtimeID, nil when there is none.
 func (c *Client) findByRuntimeID(ctx context.Context, tenant, runtimeID string) (*runtime, error) {
+	// For a key other than scenarios and a few of its own, the Director reads the query as a JSON
+	// value the label's value must contain: the runtime ID as a JSON string.
 	value, err := json.Marshal(runtimeID)
 	if err != nil {
 		return nil, clientkit.Permanent(err)
 	}
-	filter := []map[string]any{{"key": RuntimeIDLabel, "query": `$[*] ? (@ == ` + string(value) + `)`}}
+	filter := []map[string]any{{"key": RuntimeIDLabel, "query": string(value)}}
 	var out struct {
 		Result *struct {
 			Data []runtime `json:"data"`

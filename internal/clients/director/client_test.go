@@ -263,7 +263,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	c := e.client(t)
 	ctx := sandboxtest.Context(t, 10*time.Second)
 
-	_, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c-1", "", map[string]any{"not a key": "x"})
+	_, err := c.RegisterRuntime(ctx, tenant, "rt-1", "c 1", "", nil)
 	require.Error(t, err)
 	assert.False(t, director.IsTemporary(err))
 	assert.False(t, director.IsNotFound(err))
@@ -274,7 +274,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	require.ErrorAs(t, err, &ge)
 	assert.Equal(t, director.KindInvalidData, ge.Kind)
 	assert.ErrorContains(t, err, "registering runtime rt-1 in the Director")
-	assert.ErrorContains(t, err, `Invalid data RuntimeInput [labels=key "not a key"`)
+	assert.ErrorContains(t, err, `Invalid data RuntimeRegisterInput [name=must be in a valid format]`)
 	snap := e.st.Snapshot()
 	assert.Equal(t, 1, snap.Calls["registerRuntime"])
 	assert.Equal(t, 1, snap.Calls["runtimes"])

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 
 	"github.com/google/uuid"
 )
@@ -22,6 +23,33 @@ const (
 // ConsoleURLLabel is the runtime label with the runtime's console URL; the broker shows it as the
 // instance's dashboard URL.
 const ConsoleURLLabel = "runtime_consoleUrl"
+
+// The Director accepts only label keys of letters, digits and underscores (at most 256), on
+// registration, update and setRuntimeLabel alike, and refuses to have the scenarios label set:
+// Compass manages it from formations. Facts in internal/clients/director/directorschema.
+var labelKeyPattern = regexp.MustCompile(`^[a-zA-Z0-9_]*$`)
+
+const maxLabelKeyLength = 256
+
+// ScenariosLabel is the label the Director manages itself and refuses to have set.
+const ScenariosLabel = "scenarios"
+
+// ValidLabelKey tells whether the Director accepts key as a label key that a client may set.
+func ValidLabelKey(key string) bool {
+	return key != "" && len(key) <= maxLabelKeyLength && labelKeyPattern.MatchString(key) && key != ScenariosLabel
+}
+
+// DirectorLabels are the labels of in the Director accepts: the provisioner's own labels on a
+// runtime (its idempotency key and backend, keys with '/', '.' and '-') stay with the provisioner.
+func DirectorLabels(in map[string]any) map[string]any {
+	out := make(map[string]any, len(in))
+	for k, v := range in {
+		if ValidLabelKey(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
 
 // Token is a one-time token with the Connector URL it is valid for.
 type Token struct {

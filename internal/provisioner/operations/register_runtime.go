@@ -22,7 +22,10 @@ func (s RegisterRuntime) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (
 	}
 	// Registered with its condition in one request; a rerun finds it (the Director is asked for
 	// the runtime with this runtime ID first) and sets the condition if it differs.
-	id, err := s.Director.RegisterRuntime(ctx, op.Data.Tenant, op.Data.RuntimeID, op.Data.Config.Cluster.Name, compass.ConditionProvisioning, op.Data.Config.Labels)
+	// Only the labels the Director accepts: the provisioner's own (idempotency key, backend) have
+	// keys it refuses.
+	labels := compass.DirectorLabels(op.Data.Config.Labels)
+	id, err := s.Director.RegisterRuntime(ctx, op.Data.Tenant, op.Data.RuntimeID, op.Data.Config.Cluster.Name, compass.ConditionProvisioning, labels)
 	if err != nil {
 		return s.directorFailed(op, "registering the runtime", err)
 	}

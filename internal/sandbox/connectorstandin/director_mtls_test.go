@@ -17,7 +17,8 @@ import (
 // certificates, so it lives here.
 
 const appsQuery = `query($id: ID!, $after: PageCursor) { result: applicationsForRuntime(runtimeID: $id, first: 2, after: $after) {
-	data { id name description providerName labels packages: bundles { data { id name description instanceAuth { credentials } } } }
+	data { id name description providerName labels packages: bundles { data { id name description defaultInstanceAuth { credential {
+		... on BasicCredentialData { username password } ... on OAuthCredentialData { clientId clientSecret url } } } } } }
 	pageInfo { hasNextPage endCursor } totalCount } }`
 
 type appPage struct {
@@ -30,11 +31,11 @@ type appPage struct {
 			Labels       map[string]any `json:"labels"`
 			Packages     struct {
 				Data []struct {
-					ID           string `json:"id"`
-					Name         string `json:"name"`
-					InstanceAuth struct {
-						Credentials map[string]map[string]string `json:"credentials"`
-					} `json:"instanceAuth"`
+					ID                  string `json:"id"`
+					Name                string `json:"name"`
+					DefaultInstanceAuth struct {
+						Credential map[string]string `json:"credential"`
+					} `json:"defaultInstanceAuth"`
 				} `json:"data"`
 			} `json:"packages"`
 		} `json:"data"`
@@ -94,13 +95,13 @@ func TestTheDirectorServesARuntimeItsApplicationsOverMutualTLS(t *testing.T) {
 		assert.Nil(t, a.Description)
 		assert.Equal(t, map[string]any{"n": float64(i)}, a.Labels)
 		require.Len(t, a.Packages.Data, 2)
-		assert.NotEmpty(t, a.Packages.Data[0].InstanceAuth.Credentials["basic"]["password"])
-		assert.Equal(t, "https://auth.example/token", a.Packages.Data[1].InstanceAuth.Credentials["oauth"]["url"])
+		assert.NotEmpty(t, a.Packages.Data[0].DefaultInstanceAuth.Credential["password"])
+		assert.Equal(t, "https://auth.example/token", a.Packages.Data[1].DefaultInstanceAuth.Credential["url"])
 	}
 	// the shared application's credentials are the other runtime's own
 	theirs := decode[appPage](t, e.directorAs(other, tenant, appsQuery, map[string]any{"id": other.runtimeID}))
 	require.Len(t, theirs.Result.Data, 1)
-	assert.NotEqual(t, apps[0].Packages.Data[0].InstanceAuth.Credentials, theirs.Result.Data[0].Packages.Data[0].InstanceAuth.Credentials)
+	assert.NotEqual(t, apps[0].Packages.Data[0].DefaultInstanceAuth.Credential, theirs.Result.Data[0].Packages.Data[0].DefaultInstanceAuth.Credential)
 
 	// only itself, in its tenant, and only the agent's operations
 	r := e.directorAs(rt, tenant, appsQuery, map[string]any{"id": other.runtimeID})

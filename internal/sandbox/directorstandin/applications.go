@@ -226,17 +226,62 @@ func (s *StandIn) unassignEverywhere(rec *record) {
 	}
 }
 
-// object is the application as applicationsForRuntime returns it to runtime rt.
+// object is the application as applicationsForRuntime returns it to runtime rt. A bundle's
+// credentials for rt are served as Compass serves them: its defaultInstanceAuth's credential
+// (BasicCredentialData or OAuthCredentialData) and, by the ID derived from bundle and runtime,
+// the runtime's instanceAuth.
 func (a *application) object(rt string) object {
 	bundles := make([]object, 0, len(a.App.Bundles))
 	for _, b := range a.App.Bundles {
+		auth := authObject(a.Credentials[rt][b.ID])
+		instance := object{"id": instanceAuthID(b.ID, rt), "auth": auth, "runtimeID": rt}
 		bundles = append(bundles, object{"id": b.ID, "name": b.Name, "description": optional(b.Description),
-			"instanceAuth": object{"credentials": cloneJSON(map[string]any(a.Credentials[rt][b.ID]))}})
+			"defaultInstanceAuth": auth, "instanceAuths": []object{instance},
+			"instanceAuth": fieldFunc(func(args map[string]any) any {
+				if id, _ := args["id"].(string); id == instance["id"] {
+					return instance
+				}
+				return nil
+			})})
 	}
 	return object{
 		"id": a.App.ID, "name": a.App.Name, "description": optional(a.App.Description), "providerName": optional(a.App.ProviderName),
-		"labels": cloneLabels(a.App.Labels), "bundles": pageObject(bundles, 0, len(bundles), len(bundles)),
+		"labels": fieldFunc(func(args map[string]any) any {
+			labels := cloneLabels(a.App.Labels)
+			if key, ok := args["key"].(string); ok {
+				out := map[string]any{}
+				if v, has := labels[key]; has {
+					out[key] = v
+				}
+				return out
+			}
+			return labels
+		}),
+		"bundles": fieldFunc(func(args map[string]any) any {
+			p, err := page(bundles, args, func(o object) object { return o })
+			if err != nil {
+				return nil
+			}
+			return p
+		}),
+		// The application's system auth, whose ID the Runtime Agent lists as the Application's client ID.
+		"auths": []object{{"id": uuid.NewSHA1(uuid.NameSpaceOID, []byte("application-auth/"+a.App.ID)).String()}},
 	}
+}
+
+// authObject is an Auth with the credentials as a CredentialData union member (nil for none).
+func authObject(creds map[string]any) any {
+	if basic, ok := creds["basic"].(map[string]any); ok {
+		return object{"credential": object{"__typename": "BasicCredentialData", "username": basic["username"], "password": basic["password"]}}
+	}
+	if oauth, ok := creds["oauth"].(map[string]any); ok {
+		return object{"credential": object{"__typename": "OAuthCredentialData", "clientId": oauth["clientId"], "clientSecret": oauth["clientSecret"], "url": oauth["url"]}}
+	}
+	return nil
+}
+
+func instanceAuthID(bundleID, rt string) string {
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte("bundle-instance-auth/"+bundleID+"/"+rt)).String()
 }
 
 func optional(s string) any {

@@ -15,7 +15,11 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 )
 
-const appsOf = `query($id: ID!) { result: applicationsForRuntime(runtimeID: $id) { data { id name labels bundles { data { id name instanceAuth { credentials } } } } totalCount } }`
+// appsOf asks for the applications as the Runtime Agent does: a bundle's credentials are its
+// defaultInstanceAuth's credential, a union.
+const appsOf = `query($id: ID!) { result: applicationsForRuntime(runtimeID: $id) { data { id name labels auths { id }
+	bundles { data { id name defaultInstanceAuth { credential { __typename
+		... on BasicCredentialData { username password } ... on OAuthCredentialData { clientId clientSecret url } } } } } } totalCount } }`
 
 // credentialsOf are the credentials of every bundle of every application the runtime sees, by
 // application and bundle name.
@@ -28,7 +32,7 @@ func (e *env) credentialsOf(tenant, runtimeID string) map[string]map[string]any 
 		byBundle := map[string]any{}
 		for _, b := range app["bundles"].(map[string]any)["data"].([]any) {
 			bundle := b.(map[string]any)
-			byBundle[bundle["name"].(string)] = bundle["instanceAuth"].(map[string]any)["credentials"]
+			byBundle[bundle["name"].(string)] = bundle["defaultInstanceAuth"].(map[string]any)["credential"]
 		}
 		out[app["name"].(string)] = byBundle
 	}
@@ -46,6 +50,11 @@ func TestApplicationsAreRegisteredChangedAssignedAndDeleted(t *testing.T) {
 	sandboxtest.AssignApplication(t, e.url, app.ID, rt)
 	before := e.credentialsOf("t", rt)
 	require.Len(t, before["shop"], 2)
+	basic := before["shop"]["orders"].(map[string]any)
+	assert.Equal(t, "BasicCredentialData", basic["__typename"])
+	assert.NotEmpty(t, basic["username"])
+	assert.NotEmpty(t, basic["password"])
+	assert.NotContains(t, basic, "clientId", "the OAuth fragment does not apply")
 
 	// a change keeps the bundles it keeps, with their credentials, and gives new ones their own
 	changed := sandboxtest.ChangeApplication(t, e.url, app.ID, directorstandin.ApplicationInput{Name: "shop-2", Labels: map[string]any{"tier": "gold"},

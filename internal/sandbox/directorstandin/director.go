@@ -1,12 +1,15 @@
-// Package director is the sandbox stand-in for the Compass Director's GraphQL API as KEB and the
-// Runtime Provisioner use it: runtimes with labels and a status condition, registered, updated,
-// labelled, listed by label filter and unregistered per tenant (the Tenant header), and one-time
-// tokens for the Runtime Agent, each held by a system auth of the runtime that can be listed and
-// deleted as in Compass, all behind an OAuth2 client-credentials bearer token. Requests are
-// parsed and validated with gqlparser against a schema of those operations and answered like
-// Compass (gqlgen): resolver errors with HTTP 200 and extensions.error, protocol errors with 422.
-// It keeps its state in a sandbox.Store (one row per runtime and counter, see state.go) and counts
-// calls per runtime and registrations per runtime-id label, so tests can see duplicates.
+// Package directorstandin is the sandbox stand-in for the Compass Director's GraphQL API as KEB,
+// the Runtime Provisioner and the Runtime Agent use it: runtimes with labels and a status
+// condition, registered, updated, labelled, listed by label filter and unregistered per tenant
+// (the Tenant header), and one-time tokens for the Runtime Agent, each held by a system auth of
+// the runtime that can be listed and deleted as in Compass, all behind an OAuth2
+// client-credentials bearer token. It serves the subset of the real schema and validates as the
+// real Director does (label key pattern, label filter semantics, the refused scenarios label),
+// all from internal/clients/director/directorschema. Requests are parsed and validated with
+// gqlparser and answered like Compass (gqlgen): resolver errors with HTTP 200 and
+// extensions.error, protocol errors with 422. It keeps its state in a sandbox.Store (one row per
+// runtime and counter, see state.go) and counts calls per runtime and registrations per
+// runtime-ID label, so tests can see duplicates.
 package directorstandin
 
 import (
@@ -19,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/director/directorschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/gql"
 )
@@ -28,7 +32,7 @@ const Name = "director"
 
 // RuntimeIDLabel is the label KEB keys its runtimes by in the Director (the client's
 // director.RuntimeIDLabel); registrations and unregistrations are counted per its value.
-const RuntimeIDLabel = "kyma-project.io/runtime-id"
+const RuntimeIDLabel = "kyma_runtime_id"
 
 // Status conditions of a runtime.
 const (
@@ -160,7 +164,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		opts.Now = time.Now
 	}
 	s := &StandIn{opts: opts}
-	s.schema = gql.MustLoad("director.graphql", schemaSDL)
+	s.schema = gql.MustLoad("director.graphql", directorschema.SDL)
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents

@@ -105,7 +105,7 @@ func (e *env) ok(tenant, query string, vars map[string]any) map[string]any {
 
 func (e *env) register(tenant, name string, labels map[string]any) string {
 	e.t.Helper()
-	d := e.ok(tenant, `mutation($in: RuntimeInput!) { r: registerRuntime(in: $in) { id } }`,
+	d := e.ok(tenant, `mutation($in: RuntimeRegisterInput!) { r: registerRuntime(in: $in) { id } }`,
 		map[string]any{"in": map[string]any{"name": name, "labels": labels}})
 	return d["r"].(map[string]any)["id"].(string)
 }
@@ -141,11 +141,11 @@ func TestAuthenticationAndProtocolErrors(t *testing.T) {
 	assert.Equal(t, "GRAPHQL_VALIDATION_FAILED", r.kind(t))
 	assert.Contains(t, r.Errors[0].Message, `Cannot query field "nope"`)
 
-	r = e.gql("t", `mutation($in: RuntimeInput!) { registerRuntime(in: $in) { id } }`, nil)
+	r = e.gql("t", `mutation($in: RuntimeRegisterInput!) { registerRuntime(in: $in) { id } }`, nil)
 	assert.Equal(t, http.StatusUnprocessableEntity, r.code, "a required variable is missing")
 	assert.Contains(t, r.Errors[0].Message, "must be defined")
 
-	r = e.gql("t", `mutation($in: RuntimeInput!) { registerRuntime(in: $in) { id } }`,
+	r = e.gql("t", `mutation($in: RuntimeRegisterInput!) { registerRuntime(in: $in) { id } }`,
 		map[string]any{"in": map[string]any{"name": "x", "statusCondition": "RUNNING"}})
 	assert.Equal(t, http.StatusUnprocessableEntity, r.code)
 	assert.Contains(t, r.Errors[0].Message, "RUNNING is not a valid RuntimeStatusCondition")
@@ -160,21 +160,23 @@ func TestAuthenticationAndProtocolErrors(t *testing.T) {
 
 func TestInputValidation(t *testing.T) {
 	e := newEnv(t)
-	const register = `mutation($in: RuntimeInput!) { r: registerRuntime(in: $in) { id } }`
+	const register = `mutation($in: RuntimeRegisterInput!) { r: registerRuntime(in: $in) { id } }`
 	for _, tc := range []struct {
 		in    map[string]any
 		field string
 	}{
 		{map[string]any{"name": " "}, "[name=cannot be blank]"},
-		{map[string]any{"name": strings.Repeat("n", 257)}, "[name=the length must be no more than 256]"},
+		{map[string]any{"name": strings.Repeat("n", 257)}, "[name=the length must be between 1 and 256]"},
+		{map[string]any{"name": "c 1"}, "[name=must be in a valid format]"},
 		{map[string]any{"name": "a", "description": strings.Repeat("d", 2001)}, "[description="},
 		{map[string]any{"name": "a", "labels": "not-an-object"}, "[labels=must be a JSON object]"},
-		{map[string]any{"name": "a", "labels": map[string]any{"bad key": "v"}}, `[labels=key "bad key"`},
+		{map[string]any{"name": "a", "labels": map[string]any{"bad key": "v"}}, `[labels=bad key: must be in a valid format]`},
+		{map[string]any{"name": "a", "labels": map[string]any{"kyma-project.io/runtime-id": "v"}}, `[labels=kyma-project.io/runtime-id: must be in a valid format]`},
 	} {
 		r := e.gql("t", register, map[string]any{"in": tc.in})
 		assert.Equal(t, http.StatusOK, r.code)
 		assert.Equal(t, "InvalidData", r.kind(t), tc.field)
-		assert.Contains(t, r.Errors[0].Message, "Invalid data RuntimeInput "+tc.field)
+		assert.Contains(t, r.Errors[0].Message, "Invalid data RuntimeRegisterInput "+tc.field)
 		assert.Equal(t, []any{"r"}, r.Errors[0].Path)
 		assert.Nil(t, r.Data, "registerRuntime is non-null, so data is null")
 	}
@@ -182,9 +184,36 @@ func TestInputValidation(t *testing.T) {
 
 	r := e.gql("t", `mutation { setRuntimeLabel(runtimeID: "`+id+`", key: "", value: "x") { key } }`, nil)
 	assert.Equal(t, "InvalidData", r.kind(t))
-	r = e.gql("t", `{ runtimes(filter: [{key: "a", query: "$.a"}]) { totalCount } }`, nil)
+	r = e.gql("t", `mutation { setRuntimeLabel(runtimeID: "`+id+`", key: "kyma-project.io/x", value: "x") { key } }`, nil)
 	assert.Equal(t, "InvalidData", r.kind(t))
-	assert.Contains(t, r.Errors[0].Message, "[query=")
+	assert.Equal(t, "Invalid data LabelInput [key=must be in a valid format]", r.Errors[0].Message)
+
+	// The Director manages scenarios: setting them is refused, with an error that is not one of
+	// its kinds (so an InternalError with the reason).
+	const refused = "label with key scenarios cannot be set explicitly"
+	r = e.gql("t", register, map[string]any{"in": map[string]any{"name": "a", "labels": map[string]any{"scenarios": []any{"DEFAULT"}}}})
+	assert.Equal(t, "InternalError", r.kind(t))
+	assert.Regexp(t, `^Internal Server Error \[errorID=[0-9a-f-]{36}, reason: `+refused+`\]$`, r.Errors[0].Message)
+	r = e.gql("t", `mutation($in: RuntimeUpdateInput!) { updateRuntime(id: "`+id+`", in: $in) { id } }`,
+		map[string]any{"in": map[string]any{"name": "rt", "labels": map[string]any{"scenarios": []any{"DEFAULT"}}}})
+	assert.Equal(t, "InternalError", r.kind(t))
+	assert.Contains(t, r.Errors[0].Message, refused)
+	r = e.gql("t", `mutation { setRuntimeLabel(runtimeID: "`+id+`", key: "scenarios", value: ["DEFAULT"]) { key } }`, nil)
+	assert.Equal(t, "InternalError", r.kind(t))
+	assert.Contains(t, r.Errors[0].Message, refused)
+
+	// A filter's query on an ordinary key is a JSON value: a SQL/JSON path is not JSON, and the
+	// Director's SQL statement fails.
+	r = e.gql("t", `{ runtimes(filter: [{key: "a", query: "$[*] ? (@ == \"x\")"}]) { totalCount } }`, nil)
+	assert.Equal(t, "InternalError", r.kind(t))
+	assert.Regexp(t, `^Internal Server Error \[errorID=[0-9a-f-]{36}\]$`, r.Errors[0].Message)
+	// RuntimeInput is gone from the schema (split into RuntimeRegisterInput and RuntimeUpdateInput).
+	r = e.gql("t", `mutation($in: RuntimeInput!) { registerRuntime(in: $in) { id } }`, map[string]any{"in": map[string]any{"name": "a"}})
+	assert.Equal(t, http.StatusUnprocessableEntity, r.code)
+	assert.Contains(t, r.Errors[0].Message, `Unknown type "RuntimeInput"`)
+	// A bundle's credentials are not under instanceAuth without an ID, nor in a credentials field.
+	r = e.gql("t", `{ applicationsForRuntime(runtimeID: "`+id+`") { data { bundles { data { instanceAuth { credentials } } } } } }`, nil)
+	assert.Equal(t, http.StatusUnprocessableEntity, r.code)
 	r = e.gql("t", `{ runtimes(first: 0) { totalCount } }`, nil)
 	assert.Equal(t, "InvalidData", r.kind(t))
 	r = e.gql("t", `{ runtimes(after: "garbage") { totalCount } }`, nil)
@@ -195,16 +224,16 @@ func TestInputValidation(t *testing.T) {
 
 func TestRuntimeLifecycle(t *testing.T) {
 	e := newEnv(t)
-	d := e.ok("tenant-a", `mutation($in: RuntimeInput!) {
+	d := e.ok("tenant-a", `mutation($in: RuntimeRegisterInput!) {
 		registerRuntime(in: $in) { id name description labels status { condition timestamp } __typename }
 	}`, map[string]any{"in": map[string]any{"name": "c-1", "description": "first",
-		"labels":          map[string]any{directorstandin.RuntimeIDLabel: "rt-1", "scenarios": []any{"DEFAULT", "KEB"}},
+		"labels":          map[string]any{directorstandin.RuntimeIDLabel: "rt-1", "regions": []any{"eu", "us"}},
 		"statusCondition": "PROVISIONING"}})
 	rt := d["registerRuntime"].(map[string]any)
 	id := rt["id"].(string)
 	assert.Len(t, id, 36)
 	assert.Equal(t, map[string]any{"id": id, "name": "c-1", "description": "first", "__typename": "Runtime",
-		"labels": map[string]any{directorstandin.RuntimeIDLabel: "rt-1", "scenarios": []any{"DEFAULT", "KEB"}},
+		"labels": map[string]any{directorstandin.RuntimeIDLabel: "rt-1", "regions": []any{"eu", "us"}},
 		"status": map[string]any{"condition": "PROVISIONING", "timestamp": "2026-01-01T00:00:00Z"}}, rt)
 	other := e.register("tenant-a", "c-2", map[string]any{directorstandin.RuntimeIDLabel: "rt-2"})
 
@@ -241,14 +270,23 @@ func TestRuntimeLifecycle(t *testing.T) {
 	ids, _, more, _ = page(map[string]any{"first": 1, "after": cursor})
 	assert.Equal(t, []string{other}, ids)
 	assert.False(t, more)
-	ids, _, _, total = page(map[string]any{"f": []any{map[string]any{"key": directorstandin.RuntimeIDLabel, "query": `$[*] ? (@ == "rt-2")`}}})
+	// a query is a JSON value the label's value contains (jsonb @>)
+	ids, _, _, total = page(map[string]any{"f": []any{map[string]any{"key": directorstandin.RuntimeIDLabel, "query": `"rt-2"`}}})
 	assert.Equal(t, []string{other}, ids)
 	assert.EqualValues(t, 1, total)
+	ids, _, _, _ = page(map[string]any{"f": map[string]any{"key": "regions", "query": `"us"`}})
+	assert.Equal(t, []string{id}, ids, "a list label contains the string; a single filter is coerced to a list")
+	ids, _, _, _ = page(map[string]any{"f": map[string]any{"key": "regions", "query": `["us","eu"]`}})
+	assert.Equal(t, []string{id}, ids, "a list label contains the list")
+	ids, _, _, _ = page(map[string]any{"f": map[string]any{"key": "regions", "query": `["us","ap"]`}})
+	assert.Empty(t, ids)
+	ids, _, _, _ = page(map[string]any{"f": map[string]any{"key": directorstandin.RuntimeIDLabel, "query": `"rt"`}})
+	assert.Empty(t, ids, "a string is contained by the equal string only")
 	ids, _, _, _ = page(map[string]any{"f": map[string]any{"key": "scenarios", "query": `$[*] ? (@ == "KEB")`}})
-	assert.Equal(t, []string{id}, ids, "a list label contains the value; a single filter is coerced to a list")
+	assert.Empty(t, ids, "on scenarios the query is a SQL/JSON path; no runtime has the label")
 	ids, _, _, _ = page(map[string]any{"f": []any{map[string]any{"key": "runtime_consoleUrl"}}})
 	assert.Equal(t, []string{id}, ids, "without a query: the key exists")
-	ids, _, _, _ = page(map[string]any{"f": []any{map[string]any{"key": directorstandin.RuntimeIDLabel, "query": `$[*] ? (@ == "rt-9")`}}})
+	ids, _, _, _ = page(map[string]any{"f": []any{map[string]any{"key": directorstandin.RuntimeIDLabel, "query": `"rt-9"`}}})
 	assert.Empty(t, ids)
 
 	// another tenant sees nothing
@@ -259,7 +297,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 
 	// an update replaces name, description and labels; no condition means INITIAL
 	e.clock.Advance(time.Minute)
-	d = e.ok("tenant-a", `mutation($id: ID!, $in: RuntimeInput!) { updateRuntime(id: $id, in: $in) { name description labels status { condition timestamp } } }`,
+	d = e.ok("tenant-a", `mutation($id: ID!, $in: RuntimeUpdateInput!) { updateRuntime(id: $id, in: $in) { name description labels status { condition timestamp } } }`,
 		map[string]any{"id": id, "in": map[string]any{"name": "c-1b", "labels": map[string]any{"only": "this"}}})
 	assert.Equal(t, map[string]any{"name": "c-1b", "description": nil, "labels": map[string]any{"only": "this"},
 		"status": map[string]any{"condition": "INITIAL", "timestamp": "2026-01-01T00:02:00Z"}}, d["updateRuntime"])
@@ -284,7 +322,7 @@ func TestRuntimeLifecycle(t *testing.T) {
 	assert.Equal(t, directorstandin.Status{Condition: "INITIAL", Timestamp: time.Date(2026, 1, 1, 0, 2, 0, 0, time.UTC)}, obj.Status)
 	assert.Equal(t, 1, obj.TokensIssued)
 	assert.Equal(t, 1, obj.ValidTokens)
-	assert.Equal(t, map[string]int{"registerRuntime": 1, "setRuntimeLabel": 2, "runtime": 1, "runtimes": 3,
+	assert.Equal(t, map[string]int{"registerRuntime": 1, "setRuntimeLabel": 2, "runtime": 1, "runtimes": 4,
 		"updateRuntime": 1, "requestOneTimeTokenForRuntime": 1}, obj.Calls)
 	assert.Equal(t, map[string]int{"rt-1": 1, "rt-2": 1}, snap.RegistrationsByRuntimeID)
 	assert.Equal(t, map[string]int{"rt-2": 1}, snap.UnregistrationsByRuntimeID)
@@ -316,7 +354,7 @@ func TestConcurrentUse(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body, _ := json.Marshal(map[string]any{"query": `mutation($in: RuntimeInput!) { registerRuntime(in: $in) { id } }`,
+			body, _ := json.Marshal(map[string]any{"query": `mutation($in: RuntimeRegisterInput!) { registerRuntime(in: $in) { id } }`,
 				"variables": map[string]any{"in": map[string]any{"name": "c", "labels": map[string]any{directorstandin.RuntimeIDLabel: string(rune('a' + i))}}}})
 			req, _ := http.NewRequest(http.MethodPost, e.url+"/director/graphql", bytes.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+e.token)

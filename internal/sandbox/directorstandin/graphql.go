@@ -3,6 +3,8 @@ package directorstandin
 import (
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/gql"
 )
 
@@ -19,6 +21,18 @@ func notFound(format string, args ...any) error {
 // invalidData names the input type and the offending field, in Compass's message format.
 func invalidData(input, field, problem string) error {
 	return gql.Errorf(gql.KindInvalidData, "Invalid data %s [%s=%s]", input, field, problem)
+}
+
+// internalError is how the Director answers an error that is not one of its own kinds: an
+// InternalError with a fresh error ID and the reason.
+func internalError(reason string) error {
+	return gql.Errorf(gql.KindInternal, "Internal Server Error [errorID=%s, reason: %s]", uuid.NewString(), reason)
+}
+
+// sqlError is how the Director answers a failed SQL statement: an InternalError with a fresh
+// error ID only.
+func sqlError() error {
+	return gql.Errorf(gql.KindInternal, "Internal Server Error [errorID=%s]", uuid.NewString())
 }
 
 // resolver resolves one root field from its arguments. It runs with the stand-in's lock held.

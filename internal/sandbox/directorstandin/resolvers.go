@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/director/directorschema"
 )
 
 // Compass's input limits.
@@ -23,10 +24,21 @@ const (
 	maxPageSize          = 200
 )
 
-var labelKey = regexp.MustCompile(`^[A-Za-z0-9_.:/-]+$`)
+// The Director's input rules (directorschema/facts.json).
+var (
+	facts       = directorschema.LoadFacts()
+	labelKey    = regexp.MustCompile(facts.LabelKey.Pattern)
+	runtimeName = regexp.MustCompile(facts.RuntimeName.Pattern)
+	// pathQueryValue is a value of a SQL/JSON path query, $[*] ? (@ == "a" || @ == "b"), the form the
+	// Director reads for the keys of pathQueryKeys (the Director's ExtractValueFromJSONPath).
+	pathQueryValue = regexp.MustCompile(`^\$\[\*\]\s*\?\s*\(\s*@\s*==\s*"(?P<value>[a-zA-Z0-9\-\_\s]+)"\s*|\|\|\s*@\s*==\s*"(?P<value>[a-zA-Z0-9\-\_\s]+)"`)
+)
 
-// filterQuery is the only form of label filter query KEB uses: $[*] ? (@ == "value").
-var filterQuery = regexp.MustCompile(`^\$\[\*\]\s*\?\s*\(\s*@\s*==\s*("(?:[^"\\]|\\.)*")\s*\)$`)
+// pathQueryKey tells whether the Director reads a filter's query on key as a SQL/JSON path (only
+// scenarios, in any case, and two labels of its own); for every other key it is a JSON value.
+func pathQueryKey(key string) bool {
+	return strings.EqualFold(key, "scenarios") || key == "runtimeType" || key == "global_system_role"
+}
 
 type runtimeInput struct {
 	name        string
@@ -35,22 +47,24 @@ type runtimeInput struct {
 	condition   string
 }
 
-// parseRuntimeInput checks a RuntimeInput; gqlparser has already checked its shape and types.
-func parseRuntimeInput(v any) (runtimeInput, error) {
-	const input = "RuntimeInput"
+// parseRuntimeInput checks a RuntimeRegisterInput or RuntimeUpdateInput (named by input) as
+// their Validate does; gqlparser has already checked its shape and types.
+func parseRuntimeInput(input string, v any) (runtimeInput, error) {
 	m, _ := v.(map[string]any)
 	var in runtimeInput
 	name, _ := m["name"].(string)
 	switch {
 	case strings.TrimSpace(name) == "":
 		return in, invalidData(input, "name", "cannot be blank")
-	case utf8.RuneCountInString(name) > maxNameLength:
-		return in, invalidData(input, "name", fmt.Sprintf("the length must be no more than %d", maxNameLength))
+	case utf8.RuneCountInString(name) > facts.RuntimeName.MaxRunes:
+		return in, invalidData(input, "name", fmt.Sprintf("the length must be between 1 and %d", facts.RuntimeName.MaxRunes))
+	case !runtimeName.MatchString(name):
+		return in, invalidData(input, "name", "must be in a valid format")
 	}
 	in.name = name
 	if d, ok := m["description"].(string); ok {
-		if utf8.RuneCountInString(d) > maxDescriptionLength {
-			return in, invalidData(input, "description", fmt.Sprintf("the length must be no more than %d", maxDescriptionLength))
+		if utf8.RuneCountInString(d) > facts.DescriptionMaxRunes {
+			return in, invalidData(input, "description", fmt.Sprintf("the length must be no more than %d", facts.DescriptionMaxRunes))
 		}
 		in.description = &d
 	}
@@ -58,10 +72,17 @@ func parseRuntimeInput(v any) (runtimeInput, error) {
 	switch l := m["labels"].(type) {
 	case nil:
 	case map[string]any:
-		for k, val := range l {
+		for k := range l {
 			if msg := checkLabelKey(k); msg != "" {
-				return in, invalidData(input, "labels", fmt.Sprintf("key %q %s", k, msg))
+				return in, invalidData(input, "labels", fmt.Sprintf("%s: %s", k, msg))
 			}
+		}
+		for k := range l {
+			if refusedLabel(k) {
+				return in, internalError(facts.RefusedLabels.Problem)
+			}
+		}
+		for k, val := range l {
 			norm, err := normalise(val)
 			if err != nil {
 				return in, invalidData(input, "labels", fmt.Sprintf("value of %q %v", k, err))
@@ -79,17 +100,21 @@ func parseRuntimeInput(v any) (runtimeInput, error) {
 	return in, nil
 }
 
+// checkLabelKey is what the Director's validation says of a label key, empty when it accepts it.
 func checkLabelKey(k string) string {
 	switch {
 	case k == "":
 		return "cannot be blank"
-	case len(k) > maxLabelKeyLength:
-		return fmt.Sprintf("is longer than %d characters", maxLabelKeyLength)
+	case utf8.RuneCountInString(k) > facts.LabelKey.MaxRunes:
+		return fmt.Sprintf("the length must be no more than %d", facts.LabelKey.MaxRunes)
 	case !labelKey.MatchString(k):
-		return "must contain only letters, digits and _ . : / -"
+		return "must be in a valid format"
 	}
 	return ""
 }
+
+// refusedLabel tells whether the Director refuses to have the label set (it manages scenarios).
+func refusedLabel(k string) bool { return slices.Contains(facts.RefusedLabels.Keys, k) }
 
 // normalise turns a label value into plain JSON values (a deep copy), as Compass stores labels as JSON.
 func normalise(v any) (any, error) {
@@ -179,7 +204,7 @@ func (rec *record) authObjects() []object {
 }
 
 func (s *StandIn) registerRuntime(tenant string, args map[string]any) (any, error) {
-	in, err := parseRuntimeInput(args["in"])
+	in, err := parseRuntimeInput("RuntimeRegisterInput", args["in"])
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +224,7 @@ func (s *StandIn) updateRuntime(tenant string, args map[string]any) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	in, err := parseRuntimeInput(args["in"])
+	in, err := parseRuntimeInput("RuntimeUpdateInput", args["in"])
 	if err != nil {
 		return nil, err
 	}
@@ -231,9 +256,16 @@ func (s *StandIn) setRuntimeLabel(tenant string, args map[string]any) (any, erro
 	if err != nil {
 		return nil, err
 	}
+	// Validated as a LabelInput: a key of the pattern and a value.
 	key, _ := args["key"].(string)
 	if msg := checkLabelKey(key); msg != "" {
 		return nil, invalidData("LabelInput", "key", msg)
+	}
+	if args["value"] == nil {
+		return nil, invalidData("LabelInput", "value", "cannot be blank")
+	}
+	if refusedLabel(key) {
+		return nil, internalError(facts.RefusedLabels.Problem)
 	}
 	val, err := normalise(args["value"])
 	if err != nil {
@@ -274,9 +306,13 @@ func (s *StandIn) runtime(tenant string, args map[string]any) (any, error) {
 	return rec.object(), nil
 }
 
+// labelFilter is one filter: with a query, the label's value must contain value (a JSON value)
+// or, for a path-query key, be a list holding any of values.
 type labelFilter struct {
-	key   string
-	value *string
+	key      string
+	hasQuery bool
+	value    any
+	values   []string
 }
 
 func (s *StandIn) runtimes(tenant string, args map[string]any) (any, error) {
@@ -286,8 +322,8 @@ func (s *StandIn) runtimes(tenant string, args map[string]any) (any, error) {
 	}
 	candidates := map[string]*record(nil)
 	for _, f := range filters {
-		if f.key == RuntimeIDLabel && f.value != nil {
-			candidates = s.rts.Find(lookupRuntimeID, *f.value)
+		if v, ok := f.value.(string); ok && f.key == RuntimeIDLabel && f.hasQuery {
+			candidates = s.rts.Find(lookupRuntimeID, v)
 			break
 		}
 	}
@@ -348,6 +384,9 @@ func pageObject(page []object, offset, end, total int) object {
 	}
 }
 
+// parseFilters reads the filters as the Director does: a query on a path-query key is a SQL/JSON
+// path whose values are extracted, on any other key a JSON value the label's value must contain;
+// a query that is neither fails as the Director's SQL statement does.
 func parseFilters(v any) ([]labelFilter, error) {
 	var items []map[string]any
 	switch x := v.(type) {
@@ -363,57 +402,110 @@ func parseFilters(v any) ([]labelFilter, error) {
 	out := make([]labelFilter, 0, len(items))
 	for _, m := range items {
 		key, _ := m["key"].(string)
-		if key == "" {
-			return nil, invalidData("LabelFilter", "key", "cannot be blank")
-		}
 		f := labelFilter{key: key}
-		if q, ok := m["query"].(string); ok {
-			sub := filterQuery.FindStringSubmatch(q)
-			if sub == nil {
-				return nil, invalidData("LabelFilter", "query", fmt.Sprintf("%q is not of the form $[*] ? (@ == \"value\")", q))
+		q, ok := m["query"].(string)
+		if !ok {
+			out = append(out, f)
+			continue
+		}
+		f.hasQuery = true
+		if pathQueryKey(key) {
+			for _, sub := range pathQueryValue.FindAllStringSubmatch(q, -1) {
+				if sub[1] != "" {
+					f.values = append(f.values, sub[1])
+				} else {
+					f.values = append(f.values, sub[2])
+				}
 			}
-			var val string
-			if err := json.Unmarshal([]byte(sub[1]), &val); err != nil {
-				return nil, invalidData("LabelFilter", "query", fmt.Sprintf("%q: %v", q, err))
+			if len(f.values) == 0 {
+				return nil, sqlError() // an InternalError of the Director's own: answered without a reason
 			}
-			f.value = &val
+		} else {
+			dec := json.NewDecoder(strings.NewReader(q))
+			dec.UseNumber()
+			if err := dec.Decode(&f.value); err != nil || dec.More() {
+				return nil, sqlError() // PostgreSQL: invalid input syntax for type json
+			}
 		}
 		out = append(out, f)
 	}
 	return out, nil
 }
 
-// matches tells whether labels satisfy every filter: the key exists and, with a query, the value
-// is the string or, for a list value, contains it.
+// matches tells whether labels satisfy every filter: the key exists and, with a query, the
+// value holds one of the path query's values or contains the JSON value.
 func matches(labels map[string]any, filters []labelFilter) bool {
 	for _, f := range filters {
 		v, ok := labels[f.key]
 		if !ok {
 			return false
 		}
-		if f.value == nil {
+		if !f.hasQuery {
 			continue
 		}
-		switch x := v.(type) {
-		case string:
-			if x != *f.value {
+		if f.values != nil {
+			list, _ := v.([]any)
+			if !slices.ContainsFunc(list, func(e any) bool { s, _ := e.(string); return slices.Contains(f.values, s) }) {
 				return false
 			}
-		case []any:
-			found := false
-			for _, e := range x {
-				if e == any(*f.value) {
-					found = true
-				}
-			}
-			if !found {
-				return false
-			}
-		default:
+			continue
+		}
+		if !jsonbContains(v, f.value, true) {
 			return false
 		}
 	}
 	return true
+}
+
+// jsonbContains is PostgreSQL's jsonb a @> b: objects contain objects key by key, arrays contain
+// arrays element by element, and, at the top only, an array contains a scalar it holds.
+func jsonbContains(a, b any, top bool) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, bv := range y {
+			av, has := x[k]
+			if !has || !jsonbContains(av, bv, false) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		if y, ok := b.([]any); ok {
+			for _, be := range y {
+				if !slices.ContainsFunc(x, func(ae any) bool { return jsonbContains(ae, be, false) }) {
+					return false
+				}
+			}
+			return true
+		}
+		if _, isObj := b.(map[string]any); top && !isObj {
+			return slices.ContainsFunc(x, func(ae any) bool { return jsonScalarEqual(ae, b) })
+		}
+		return false
+	default:
+		return jsonScalarEqual(a, b)
+	}
+}
+
+func jsonScalarEqual(a, b any) bool {
+	if an, ok := a.(json.Number); ok {
+		bn, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		af, aerr := an.Float64()
+		bf, berr := bn.Float64()
+		return aerr == nil && berr == nil && af == bf
+	}
+	switch b.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return a == b
 }
 
 func toInt(v any) (int, bool) {

@@ -25,8 +25,13 @@ import (
 )
 
 // Object is a GraphQL object value: its fields by name. A field whose value is a FieldFunc is
-// resolved with the arguments the request gives that field.
+// resolved with the arguments the request gives that field. An object that is a member of a
+// union or an implementation of an interface names its type under TypeName, so that fragments
+// on other types are left out and __typename answers the concrete type.
 type Object map[string]any
+
+// TypeName is the key of an Object's concrete type name.
+const TypeName = "__typename"
 
 // FieldFunc resolves a field from its arguments.
 type FieldFunc func(args map[string]any) any
@@ -120,8 +125,9 @@ func (s *Schema) document(query string) (*ast.QueryDocument, []Error) {
 
 // Operation is a validated operation with its coerced variables.
 type Operation struct {
-	op   *ast.OperationDefinition
-	vars map[string]any
+	op    *ast.OperationDefinition
+	vars  map[string]any
+	types map[string]*ast.Definition // the schema's, for fragments' type conditions
 }
 
 // Resolver resolves the root field name from its arguments.
@@ -184,7 +190,7 @@ func (s *Schema) Prepare(req Request) (*Operation, []Error) {
 		}
 		return nil, []Error{protocolError(CodeValidationFailed, message(err), path)}
 	}
-	return &Operation{op: op, vars: vars}, nil
+	return &Operation{op: op, vars: vars, types: s.s.Types}, nil
 }
 
 func message(err error) string {
@@ -243,7 +249,7 @@ func (o *Operation) Execute(resolve Resolver) Response {
 			}
 			continue
 		}
-		data[f.Alias] = project(val, f, o.vars)
+		data[f.Alias] = o.project(val, f)
 	}
 	if nullData {
 		return Response{Data: nil, Errors: errs}
@@ -262,26 +268,32 @@ func resolveRoot(resolve Resolver, f *ast.Field, vars map[string]any) (val any, 
 }
 
 // project keeps of v what the field's selection set asks for, under the requested names.
-func project(v any, f *ast.Field, vars map[string]any) any {
+func (o *Operation) project(v any, f *ast.Field) any {
+	vars := o.vars
 	switch x := v.(type) {
 	case Object:
 		out := map[string]any{}
-		for _, sub := range collectFields(f.SelectionSet, vars) {
+		typeName, _ := x[TypeName].(string)
+		for _, sub := range collectFieldsOf(f.SelectionSet, vars, o.types, typeName) {
 			if sub.Name == "__typename" {
-				out[sub.Alias] = sub.ObjectDefinition.Name
+				if typeName != "" {
+					out[sub.Alias] = typeName
+				} else {
+					out[sub.Alias] = sub.ObjectDefinition.Name
+				}
 				continue
 			}
 			val := x[sub.Name]
 			if fn, ok := val.(FieldFunc); ok {
 				val = fn(sub.ArgumentMap(vars))
 			}
-			out[sub.Alias] = project(val, sub, vars)
+			out[sub.Alias] = o.project(val, sub)
 		}
 		return out
 	case []Object:
 		out := make([]any, 0, len(x))
-		for _, o := range x {
-			out = append(out, project(o, f, vars))
+		for _, e := range x {
+			out = append(out, o.project(e, f))
 		}
 		return out
 	default:
@@ -291,6 +303,16 @@ func project(v any, f *ast.Field, vars map[string]any) any {
 
 // collectFields flattens fragments and drops fields excluded by @skip or @include.
 func collectFields(set ast.SelectionSet, vars map[string]any) []*ast.Field {
+	return collectFieldsOf(set, vars, nil, "")
+}
+
+// collectFieldsOf is collectFields for an object of the named concrete type: fragments on another
+// object type are left out (with no name, every fragment applies).
+func collectFieldsOf(set ast.SelectionSet, vars map[string]any, types map[string]*ast.Definition, typeName string) []*ast.Field {
+	applies := func(cond string) bool {
+		def := types[cond]
+		return typeName == "" || cond == "" || def == nil || def.Kind != ast.Object || cond == typeName
+	}
 	var out []*ast.Field
 	for _, sel := range set {
 		switch x := sel.(type) {
@@ -299,12 +321,12 @@ func collectFields(set ast.SelectionSet, vars map[string]any) []*ast.Field {
 				out = append(out, x)
 			}
 		case *ast.InlineFragment:
-			if included(x.Directives, vars) {
-				out = append(out, collectFields(x.SelectionSet, vars)...)
+			if included(x.Directives, vars) && applies(x.TypeCondition) {
+				out = append(out, collectFieldsOf(x.SelectionSet, vars, types, typeName)...)
 			}
 		case *ast.FragmentSpread:
-			if included(x.Directives, vars) && x.Definition != nil {
-				out = append(out, collectFields(x.Definition.SelectionSet, vars)...)
+			if included(x.Directives, vars) && x.Definition != nil && applies(x.Definition.TypeCondition) {
+				out = append(out, collectFieldsOf(x.Definition.SelectionSet, vars, types, typeName)...)
 			}
 		}
 	}

@@ -51,7 +51,7 @@ func OneTimeToken(t testing.TB, base, tenant, name string) (runtimeID, token, co
 			ID string `json:"id"`
 		} `json:"r"`
 	}
-	DirectorGraphQL(t, base, tenant, `mutation($in: RuntimeInput!) { r: registerRuntime(in: $in) { id } }`,
+	DirectorGraphQL(t, base, tenant, `mutation($in: RuntimeRegisterInput!) { r: registerRuntime(in: $in) { id } }`,
 		map[string]any{"in": map[string]any{"name": name}}, &reg)
 	var tok struct {
 		T struct {

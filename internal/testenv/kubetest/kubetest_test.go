@@ -74,23 +74,14 @@ func TestShootAndCompassConnection(t *testing.T) {
 		t.Fatalf("compassconnection is namespaced: %q", cc.GetNamespace())
 	}
 
-	// The status subresource: a status written through the main resource is
-	// ignored, one written through /status sticks.
-	if err := unstructured.SetNestedField(cc.Object, "Ignored", "status", "connectionState"); err != nil {
-		t.Fatal(err)
+	// No status subresource, as the real CRD: status is written with the object, and /status
+	// does not exist.
+	if _, err := client.UpdateStatus(ctx, cc, metav1.UpdateOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("update compassconnection status: %v, want NotFound (no status subresource)", err)
 	}
-	cc, err = client.Update(ctx, cc, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("update compassconnection: %v", err)
-	}
-	if _, found, _ := unstructured.NestedFieldNoCopy(cc.Object, "status", "connectionState"); found {
-		t.Fatalf("status written through the main resource was stored: %v", cc.Object["status"])
-	}
-	if err := unstructured.SetNestedField(cc.Object, "Synchronized", "status", "connectionState"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.UpdateStatus(ctx, cc, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("update compassconnection status: %v", err)
+	cc.Object["status"] = map[string]any{"connectionState": "Synchronized", "connectionStatus": map[string]any{"certificateStatus": map[string]any{}}}
+	if _, err := client.Update(ctx, cc, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update compassconnection with status: %v", err)
 	}
 	cc, err = client.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -152,23 +152,27 @@ func (g *fakeGardener) playTheAgent(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// As the agent does under the real CRD (no status subresource; spec.managementInfo and the
+	// status's connectionState and connectionStatus.certificateStatus required): one plain write.
 	conns := g.dyn.Resource(connectionGVR)
+	status := map[string]any{"connectionState": runtimeclient.ConnectionSynchronized, "connectionStatus": map[string]any{"certificateStatus": map[string]any{}}}
 	conn, err := conns.Get(ctx, runtimeclient.CompassConnectionName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		conn = &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "compass.kyma-project.io/v1alpha1", "kind": "CompassConnection",
 			"metadata": map[string]any{"name": runtimeclient.CompassConnectionName},
+			"spec":     map[string]any{"managementInfo": map[string]any{"connectorUrl": "https://connector.sim", "directorUrl": "https://director.sim"}},
+			"status":   status,
 		}}
-		if conn, err = conns.Create(ctx, conn, metav1.CreateOptions{}); err != nil {
-			return err
-		}
+		_, err = conns.Create(ctx, conn, metav1.CreateOptions{})
+		return err
 	} else if err != nil {
 		return err
 	}
 	if state, _, _ := unstructured.NestedString(conn.Object, "status", "connectionState"); state == runtimeclient.ConnectionSynchronized {
 		return nil
 	}
-	_ = unstructured.SetNestedField(conn.Object, runtimeclient.ConnectionSynchronized, "status", "connectionState")
-	_, err = conns.UpdateStatus(ctx, conn, metav1.UpdateOptions{})
+	conn.Object["status"] = status
+	_, err = conns.Update(ctx, conn, metav1.UpdateOptions{})
 	return err
 }
