@@ -38,6 +38,24 @@ func (s OperationState) Active() bool { return s == StatePending || s == StateIn
 // credentials). Drivers encrypt them on write and decrypt them on read.
 type Secrets map[string]string
 
+// Operation types of the broker (Operation.Type).
+const (
+	TypeProvision   = "provision"
+	TypeDeprovision = "deprovision"
+	TypeUpdate      = "update"
+	// TypeSuspension removes a trial's runtime but keeps the instance; a later provisioning of
+	// the same instance resumes it.
+	TypeSuspension = "suspension"
+	// TypeUpgradeKyma and TypeUpgradeCluster are operator-triggered upgrades of a runtime.
+	TypeUpgradeKyma    = "upgradeKyma"
+	TypeUpgradeCluster = "upgradeCluster"
+)
+
+// OperationTypes are every operation type of the broker: an instance runs one of them at a time.
+func OperationTypes() []string {
+	return []string{TypeProvision, TypeDeprovision, TypeUpdate, TypeSuspension, TypeUpgradeKyma, TypeUpgradeCluster}
+}
+
 // Operation is one durable process run. The typed columns are what the engine schedules on;
 // Data is the process-specific payload (JSON).
 type Operation struct {

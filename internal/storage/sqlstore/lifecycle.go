@@ -10,7 +10,6 @@ import (
 	sq "github.com/Masterminds/squirrel"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
@@ -33,9 +32,9 @@ var runtimeStateSQL = fmt.Sprintf(`CASE
 	WHEN last_op_type = '%[5]s' THEN '%[1]s'
 	ELSE '%[16]s' END`,
 	storage.RuntimeDeprovisioned, storage.RuntimeProvisioning, storage.StatePending, storage.StateInProgress,
-	instance.TypeDeprovision, storage.RuntimeDeprovisioning, instance.TypeSuspension,
-	instance.TypeUpdate, storage.RuntimeUpdating,
-	instance.TypeUpgradeKyma, storage.RuntimeUpgrading, instance.TypeUpgradeCluster,
+	storage.TypeDeprovision, storage.RuntimeDeprovisioning, storage.TypeSuspension,
+	storage.TypeUpdate, storage.RuntimeUpdating,
+	storage.TypeUpgradeKyma, storage.RuntimeUpgrading, storage.TypeUpgradeCluster,
 	storage.StateFailed, storage.RuntimeFailed, storage.RuntimeSuspended, storage.RuntimeProvisioned)
 
 const runtimeExtraCols = ", last_op_type, last_op_state, "
