@@ -84,18 +84,19 @@ type Operation struct {
 
 	Data    json.RawMessage
 	Secrets Secrets
+}
 
-	// Kept (read by SaveProgress only) names payload columns the caller has not changed since
-	// it read or last wrote the row at Version: the save leaves them as the row holds them
-	// instead of writing a copy (PostgreSQL writes a large value whole, TOAST included, on
-	// every write that sets it, even to the same bytes). A bit set for a value that did change
-	// loses that change. Reads and writes return 0.
+// Save is what a SaveProgress writes besides the operation and its events.
+type Save struct {
+	// Kept names payload columns the caller has not changed since it read or last wrote the
+	// row at the operation's Version: the save leaves them as the row holds them instead of
+	// writing a copy (PostgreSQL writes a large value whole, TOAST included, on every write
+	// that sets it, even to the same bytes). A bit set for a value that did change loses that
+	// change.
 	Kept Kept
-
-	// Instance (read by SaveProgress only) sets these fields of the operation's instance in the
-	// save's transaction, if the save is written: fields a step sets ride on its operation's
-	// next write instead of a statement of their own (engine.DeferInstanceFields). Reads and
-	// writes return nil.
+	// Instance sets these fields of the operation's instance in the save's transaction, if the
+	// save is written: fields a step sets ride on its operation's next write instead of a
+	// statement of their own (engine.DeferInstanceFields).
 	Instance *InstanceFields
 	// Runtime is Instance for the provisioner's runtime the operation is of (its InstanceID).
 	Runtime *RuntimeFields
@@ -415,8 +416,9 @@ type Operations interface {
 	ClaimOperations(ctx context.Context, r ClaimRequest) ([]Operation, error)
 	// SaveProgress writes op and appends events in one transaction, only if op.Version is current
 	// and op.LeaseOwner still holds the lease (else ErrConflict). Clearing LeaseOwner releases it.
-	// The events are op's own: they are written with op's operation and instance IDs.
-	SaveProgress(ctx context.Context, op Operation, events []Event) (Operation, error)
+	// The events are op's own: they are written with op's operation and instance IDs. with is
+	// written in the same transaction (Save).
+	SaveProgress(ctx context.Context, op Operation, with Save, events []Event) (Operation, error)
 	// ExtendLeases moves the lease expiry (and DueAt) of the owner's active operations; returns
 	// the IDs still held. It does not change Version.
 	ExtendLeases(ctx context.Context, owner string, ids []string, until time.Time) ([]string, error)
