@@ -22,9 +22,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/connector"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/connectorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
@@ -126,7 +126,7 @@ type env struct {
 	anonymous *http.Client
 }
 
-func newEnv(t *testing.T, store sandbox.Store) *env {
+func newEnv(t *testing.T, store durable.Store) *env {
 	t.Helper()
 	clock := sandboxtest.NewClock(time.Now().UTC().Truncate(time.Second))
 	return &env{t: t, clock: clock, sb: sandboxtest.ServeTLS(t, standins.Options{Now: clock.Now, Store: store})}
