@@ -37,6 +37,7 @@ import (
 	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/secretfile"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -140,7 +141,12 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		return err
 	}
 	cfg.Externals.Instrument(calls)
-	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log, store.SandboxObjects())
+	objects, err := durablesql.Open(ctx, store.Database(), log)
+	if err != nil {
+		return err
+	}
+	defer objects.Close()
+	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log, objects)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/jmoiron/sqlx"
 	"slices"
 	"time"
 )
@@ -468,6 +469,19 @@ type Events interface {
 	ListEvents(ctx context.Context, f EventFilter) (Page[Event], error)
 }
 
+// Database is a store's database as a component that keeps tables of its own in it (with a
+// migration line of its own) sees it: the store's connections, shared, so that its writes queue
+// with the store's (SQLite has one writer) instead of competing with them.
+type Database struct {
+	// Driver is "postgres" or "sqlite".
+	Driver string
+	// Writer runs writes (SQLite: the single writer connection).
+	Writer *sqlx.DB
+	// Unflushed runs writes whose commit need not wait for a WAL flush (PostgreSQL's unflushed
+	// sessions); Writer where there are none.
+	Unflushed *sqlx.DB
+}
+
 // Store is one database with all of KEB's tables.
 type Store interface {
 	Instances() Instances
@@ -476,7 +490,8 @@ type Store interface {
 	Runtimes() Runtimes
 	StaticAllocations() StaticAllocations
 	Bindings() Bindings
-	SandboxObjects() SandboxObjects
+	// Database is the store's database for a component that keeps tables of its own in it.
+	Database() Database
 	Lifecycle() Lifecycle
 	Orchestrations() Orchestrations
 	// TryLock takes the process-wide singleton lock name if no one holds it (ok false

@@ -25,9 +25,9 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/connectorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
 )
 
 const tenant = "tenant-a"
@@ -371,9 +371,9 @@ func TestTheCertificateLifetimeCanBeShortened(t *testing.T) {
 func TestStateSurvivesARestart(t *testing.T) {
 	log := logrus.New()
 	log.SetOutput(discard{})
-	store, closeDB, err := sqlite.OpenSandboxObjects(context.Background(), filepath.Join(t.TempDir(), "sandbox.db"), log)
+	store, err := durablesql.OpenFile(context.Background(), filepath.Join(t.TempDir(), "sandbox.db"), log)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = closeDB() })
+	t.Cleanup(func() { _ = store.Close() })
 
 	e := newEnv(t, store)
 	sandboxtest.SetCertificateLifetime(t, e.sb.URL, time.Hour)

@@ -42,7 +42,7 @@ const (
 	secondSaveBatch = 32
 	maxSaveBatch    = 256
 	// maxTxSaveBatch bounds SQLite's batch: the transaction holds the one writer connection
-	// while it runs, and every other write (claims, instances, the sandbox) waits behind it.
+	// while it runs, and every other write (claims, instances) waits behind it.
 	maxTxSaveBatch = 16
 	// saveTimeout bounds one batch write; the callers' contexts are checked before it starts.
 	saveTimeout = time.Minute

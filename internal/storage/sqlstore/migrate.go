@@ -59,14 +59,32 @@ func LoadMigrations(fsys fs.FS) ([]Migration, error) {
 // recording them in schema_migrations, and returns the resulting schema version. The dialect's
 // migration lock (if any) is held throughout; applying to a current database is a no-op.
 func Migrate(ctx context.Context, db *sqlx.DB, d Dialect, fsys fs.FS, log logrus.FieldLogger) (int, error) {
-	v, err := migrate(ctx, db, d, fsys, log)
+	return MigrateLine(ctx, db, d, fsys, Line{Table: "schema_migrations"}, log)
+}
+
+// Line is a migration line: the migrations of one component, recorded in a table of its own, so
+// that components keeping tables in one database migrate them apart.
+type Line struct {
+	// Table records the applied versions.
+	Table string
+	// LockSQL / UnlockSQL, when set, replace the dialect's migration lock (a line of its own
+	// takes a lock of its own).
+	LockSQL, UnlockSQL string
+}
+
+// MigrateLine is Migrate for the migration line l.
+func MigrateLine(ctx context.Context, db *sqlx.DB, d Dialect, fsys fs.FS, l Line, log logrus.FieldLogger) (int, error) {
+	if l.LockSQL != "" {
+		d.MigrationLockSQL, d.MigrationUnlockSQL = l.LockSQL, l.UnlockSQL
+	}
+	v, err := migrate(ctx, db, d, fsys, l.Table, log)
 	if err != nil {
 		return 0, fmt.Errorf("migrating %s database: %w", d.Name, err)
 	}
 	return v, nil
 }
 
-func migrate(ctx context.Context, db *sqlx.DB, d Dialect, fsys fs.FS, log logrus.FieldLogger) (version int, err error) {
+func migrate(ctx context.Context, db *sqlx.DB, d Dialect, fsys fs.FS, table string, log logrus.FieldLogger) (version int, err error) {
 	migrations, err := LoadMigrations(fsys)
 	if err != nil {
 		return 0, err
@@ -89,14 +107,14 @@ func migrate(ctx context.Context, db *sqlx.DB, d Dialect, fsys fs.FS, log logrus
 			}
 		}()
 	}
-	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
 		version INTEGER PRIMARY KEY,
 		name TEXT NOT NULL,
 		applied_at `+d.TimestampType+` NOT NULL)`); err != nil {
-		return 0, fmt.Errorf("creating schema_migrations: %w", err)
+		return 0, fmt.Errorf("creating %s: %w", table, err)
 	}
 	for _, m := range migrations {
-		applied, err := applyMigration(ctx, conn, d, m)
+		applied, err := applyMigration(ctx, conn, d, table, m)
 		if err != nil {
 			return 0, fmt.Errorf("applying migration %04d_%s: %w", m.Version, m.Name, err)
 		}
@@ -104,20 +122,20 @@ func migrate(ctx context.Context, db *sqlx.DB, d Dialect, fsys fs.FS, log logrus
 			log.WithField("version", m.Version).WithField("name", m.Name).Infof("applied %s migration", d.Name)
 		}
 	}
-	return schemaVersion(ctx, conn)
+	return schemaVersionIn(ctx, conn, table)
 }
 
 // applyMigration applies m in one transaction unless it is already recorded (checked inside the
 // transaction, so concurrent migrators on SQLite, whose transactions take the write lock, do not
 // apply it twice).
-func applyMigration(ctx context.Context, conn *sqlx.Conn, d Dialect, m Migration) (bool, error) {
+func applyMigration(ctx context.Context, conn *sqlx.Conn, d Dialect, table string, m Migration) (bool, error) {
 	tx, err := conn.BeginTxx(ctx, nil)
 	if err != nil {
 		return false, err
 	}
 	defer rollback(tx)
 	var one int
-	err = tx.GetContext(ctx, &one, d.rebind("SELECT 1 FROM schema_migrations WHERE version = ?"), m.Version)
+	err = tx.GetContext(ctx, &one, d.rebind("SELECT 1 FROM "+table+" WHERE version = ?"), m.Version)
 	switch {
 	case err == nil:
 		return false, nil
@@ -127,7 +145,7 @@ func applyMigration(ctx context.Context, conn *sqlx.Conn, d Dialect, m Migration
 	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, d.rebind("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
+	if _, err := tx.ExecContext(ctx, d.rebind("INSERT INTO "+table+" (version, name, applied_at) VALUES (?, ?, ?)"),
 		m.Version, m.Name, d.timeArg(time.Now())); err != nil {
 		return false, err
 	}
