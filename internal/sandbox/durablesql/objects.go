@@ -31,10 +31,6 @@ var migrationFiles embed.FS
 // VersionTable records the sandbox's migration line.
 const VersionTable = "sandbox_schema_migrations"
 
-// migrationLockID is the PostgreSQL advisory lock the sandbox's migrations are applied under (one
-// replica applies them, the others wait), apart from the broker's.
-const migrationLockID = 4_207_311_902
-
 // Migrations are the migrations of the driver ("postgres" or "sqlite").
 func Migrations(driver string) (fs.FS, error) {
 	sub, err := fs.Sub(migrationFiles, "migrations/"+driver)
@@ -52,9 +48,7 @@ func dialect(driver string) (sqlstore.Dialect, error) {
 	switch driver {
 	case "postgres":
 		return sqlstore.Dialect{Name: driver, Placeholder: sq.Dollar, BindType: sqlx.DOLLAR, TimestampType: "TIMESTAMPTZ",
-			MigrationLockSQL:   fmt.Sprintf("SELECT pg_advisory_lock(%d)", migrationLockID),
-			MigrationUnlockSQL: fmt.Sprintf("SELECT pg_advisory_unlock(%d)", migrationLockID),
-			ByteOrder:          ` COLLATE "C"`}, nil
+			ByteOrder: ` COLLATE "C"`}, nil
 	case "sqlite":
 		return sqlstore.Dialect{Name: driver, Placeholder: sq.Question, BindType: sqlx.QUESTION, TimeAsMicros: true, TimestampType: "INTEGER"}, nil
 	default:
