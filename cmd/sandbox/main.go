@@ -22,8 +22,8 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
 	"github.com/sirupsen/logrus"
 )
 
@@ -170,12 +170,12 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(*sta
 			return err
 		}
 	}
-	objects, closeDB, err := sqlite.OpenSandboxObjects(ctx, cfg.DB, log)
+	objects, err := durablesql.OpenFile(ctx, cfg.DB, log)
 	if err != nil {
 		return fmt.Errorf("opening the sandbox database -db %s: %w", cfg.DB, err)
 	}
 	defer func() {
-		if err := closeDB(); err != nil {
+		if err := objects.Close(); err != nil {
 			log.WithError(err).Error("closing the sandbox database")
 		}
 	}()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
 	"net"
 	"net/http"
 	"strconv"
@@ -21,7 +22,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +42,7 @@ type Overrides struct {
 	// Systems reaches the external systems instead of serving the stand-ins on
 	// APP_SANDBOX_ADDRESS (see externalSystems): it may point cfg at stand-ins of its own, and
 	// returns how to stop them.
-	Systems func(ctx context.Context, cfg *externals.Config, objects sandbox.Store) (stop func(), err error)
+	Systems func(ctx context.Context, cfg *externals.Config, objects durable.Store) (stop func(), err error)
 }
 
 // App is the broker's object graph, built and not yet running.
@@ -115,7 +116,12 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 		return nil, err
 	}
 	cfg.Externals.Instrument(calls)
-	built, stopSystems, err := externalSystems(ctx, cfg.Externals, log, store.SandboxObjects(), o.Systems)
+	objects, err := durablesql.Open(ctx, store.Database(), log)
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() { objects.Close() })
+	built, stopSystems, err := externalSystems(ctx, cfg.Externals, log, objects, o.Systems)
 	if err != nil {
 		return nil, err
 	}

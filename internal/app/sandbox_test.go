@@ -14,6 +14,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 )
 
@@ -34,11 +35,14 @@ func TestEmbeddedSandboxKeepsItsStateInTheDatabase(t *testing.T) {
 		t.Helper()
 		store, err := driver.Open(ctx, db, log)
 		require.NoError(t, err)
-		built, stop, err := externalSystems(ctx, cfg, log, store.SandboxObjects(), nil)
+		objects, err := durablesql.Open(ctx, store.Database(), log)
+		require.NoError(t, err)
+		built, stop, err := externalSystems(ctx, cfg, log, objects, nil)
 		require.NoError(t, err)
 		require.NotNil(t, built.Director)
 		return built.Director, func() {
 			stop()
+			require.NoError(t, objects.Close())
 			require.NoError(t, store.Close())
 		}
 	}

@@ -31,7 +31,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/secretfile"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
@@ -158,8 +158,8 @@ func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Clie
 // (the Connector and the runtimes' mutual-TLS endpoints), with their state in the broker's
 // database (objects) so that in-flight operations find it after a restart, and points every
 // client at them. reach, when set, does this instead.
-func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger, objects sandbox.Store,
-	reach func(context.Context, *externals.Config, sandbox.Store) (func(), error)) (externals.Built, func(), error) {
+func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger, objects durable.Store,
+	reach func(context.Context, *externals.Config, durable.Store) (func(), error)) (externals.Built, func(), error) {
 	stop := func() {}
 	if reach != nil {
 		var err error

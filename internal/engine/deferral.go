@@ -7,7 +7,7 @@ import (
 )
 
 // A step's writes of single fields of its operation's instance (or, for an operation of the
-// provisioner, of its runtime) ride on the operation's next write (storage.Operation.Instance,
+// provisioner, of its runtime) ride on the operation's next write (storage.Save.Instance,
 // Runtime: the same statement or transaction) instead of a statement of their own. A step
 // whose outcome is written right after it (not local, read-only or idempotent) has them
 // written before the next step runs; the others' ride on the next write, as their outcome does.
@@ -18,20 +18,20 @@ type deferralKey struct{}
 // deferral is a run that takes fields of its operation's instance or runtime to write with its
 // next save.
 type deferral interface {
-	deferFields(id string, set func(op *storage.Operation)) bool
+	deferFields(id string, set func(with *storage.Save)) bool
 }
 
-func (r *run[T]) deferFields(id string, set func(op *storage.Operation)) bool {
+func (r *run[T]) deferFields(id string, set func(with *storage.Save)) bool {
 	if id == "" || id != r.op.InstanceID {
 		return false
 	}
-	set(&r.op.Operation)
+	set(&r.deferred)
 	return true
 }
 
 // deferTo has the run of ctx, if any and of an operation of id, apply set to its operation;
 // false when ctx is not a step run by the engine for id's operation.
-func deferTo(ctx context.Context, id string, set func(op *storage.Operation)) bool {
+func deferTo(ctx context.Context, id string, set func(with *storage.Save)) bool {
 	d, ok := ctx.Value(deferralKey{}).(deferral)
 	return ok && d.deferFields(id, set)
 }
@@ -40,13 +40,13 @@ func deferTo(ctx context.Context, id string, set func(op *storage.Operation)) bo
 // of the operation it runs for, and reports whether it did: only in a step run by the engine,
 // for the operation's own instance. Else the caller writes them itself.
 func DeferInstanceFields(ctx context.Context, id string, f storage.InstanceFields) bool {
-	return deferTo(ctx, id, func(op *storage.Operation) { op.Instance = op.Instance.Merge(f) })
+	return deferTo(ctx, id, func(with *storage.Save) { with.Instance = with.Instance.Merge(f) })
 }
 
 // DeferRuntimeFields is DeferInstanceFields for the provisioner's runtime an operation is of
 // (its InstanceID).
 func DeferRuntimeFields(ctx context.Context, id string, f storage.RuntimeFields) bool {
-	return deferTo(ctx, id, func(op *storage.Operation) { op.Runtime = op.Runtime.Merge(f) })
+	return deferTo(ctx, id, func(with *storage.Save) { with.Runtime = with.Runtime.Merge(f) })
 }
 
 // DeferringInstances is Instances whose SetInstanceFields, called in a step the engine runs

@@ -63,7 +63,10 @@ type run[T any] struct {
 	// savedSecrets is a copy of the secrets the row holds (steps may change the map in place):
 	// a save whose secrets equal it leaves the column as it is (storage.KeepSecrets).
 	savedSecrets storage.Secrets
-	memo         runMemo
+	// deferred: the instance's or runtime's fields steps set since the last save, written with
+	// the next (DeferInstanceFields).
+	deferred storage.Save
+	memo     runMemo
 	// leave: set while the run is parked (Signals), for the worker that parked it;
 	// parkedOnce: it has parked once (a wait after that is written).
 	leave      func()
@@ -577,12 +580,13 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 	}
 	// Payload the steps left as the row holds it is not written again (most steps change
 	// neither; a rewrite copies kilobytes of data and encrypted secrets per step).
-	r.op.Kept = 0
+	with := r.deferred
+	with.Kept = 0
 	if bytes.Equal(raw, r.op.Operation.Data) {
-		r.op.Kept |= storage.KeepData
+		with.Kept |= storage.KeepData
 	}
 	if maps.Equal(r.op.Secrets, r.savedSecrets) {
-		r.op.Kept |= storage.KeepSecrets
+		with.Kept |= storage.KeepSecrets
 	}
 	r.op.Operation.Data = raw
 	switch {
@@ -601,7 +605,7 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 	// Persist even while shutting down: the step's outcome must not be lost.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	saved, err := r.x.ops.SaveProgress(ctx, r.op.Operation, r.pending)
+	saved, err := r.x.ops.SaveProgress(ctx, r.op.Operation, with, r.pending)
 	events := len(r.pending)
 	r.pending = nil
 	if err != nil {
@@ -612,9 +616,10 @@ func (r *run[T]) save(now time.Time, keepLease bool) bool {
 		}
 		return false
 	}
-	if r.op.Kept&storage.KeepSecrets == 0 {
+	if with.Kept&storage.KeepSecrets == 0 {
 		r.savedSecrets = maps.Clone(saved.Secrets)
 	}
+	r.deferred = storage.Save{}
 	r.op.Operation = saved
 	r.x.metrics.wrote(r.op.Type, "save", events)
 	return true

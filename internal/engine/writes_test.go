@@ -28,12 +28,12 @@ type countingOps struct {
 
 func (s countingStore) Operations() storage.Operations { return s.ops }
 
-func (o *countingOps) SaveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
+func (o *countingOps) SaveProgress(ctx context.Context, op storage.Operation, with storage.Save, events []storage.Event) (storage.Operation, error) {
 	o.saves.Add(1)
 	if o.lose != nil && o.lose(op) {
 		return storage.Operation{}, fmt.Errorf("lost write (test)")
 	}
-	return o.Operations.SaveProgress(ctx, op, events)
+	return o.Operations.SaveProgress(ctx, op, with, events)
 }
 
 func countingHarness(t *testing.T, defs ...Definition) (*harness, *countingOps) {

@@ -6,25 +6,22 @@ package instance
 import (
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-// Operation types of the broker.
+// Operation types of the broker, kept here for the packages that name them through instance; the
+// store records them and owns them (storage.Type*).
 const (
-	TypeProvision   = "provision"
-	TypeDeprovision = "deprovision"
-	TypeUpdate      = "update"
-	// TypeSuspension removes a trial's runtime but keeps the instance; a later provisioning of
-	// the same instance resumes it.
-	TypeSuspension = "suspension"
-	// TypeUpgradeKyma and TypeUpgradeCluster are operator-triggered upgrades of a runtime.
-	TypeUpgradeKyma    = "upgradeKyma"
-	TypeUpgradeCluster = "upgradeCluster"
+	TypeProvision      = storage.TypeProvision
+	TypeDeprovision    = storage.TypeDeprovision
+	TypeUpdate         = storage.TypeUpdate
+	TypeSuspension     = storage.TypeSuspension
+	TypeUpgradeKyma    = storage.TypeUpgradeKyma
+	TypeUpgradeCluster = storage.TypeUpgradeCluster
 )
 
 // AllTypes are every operation type of the broker: an instance runs one of them at a time.
-func AllTypes() []string {
-	return []string{TypeProvision, TypeDeprovision, TypeUpdate, TypeSuspension, TypeUpgradeKyma, TypeUpgradeCluster}
-}
+func AllTypes() []string { return storage.OperationTypes() }
 
 // OIDC is the runtime's OIDC configuration.
 type OIDC struct {

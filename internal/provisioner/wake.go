@@ -45,8 +45,8 @@ type wakingOperations struct {
 	signals *engine.Signals
 }
 
-func (o wakingOperations) SaveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
-	saved, err := o.Operations.SaveProgress(ctx, op, events)
+func (o wakingOperations) SaveProgress(ctx context.Context, op storage.Operation, with storage.Save, events []storage.Event) (storage.Operation, error) {
+	saved, err := o.Operations.SaveProgress(ctx, op, with, events)
 	if err != nil || !operations.IsType(saved.Type) || saved.State.Active() {
 		return saved, err
 	}

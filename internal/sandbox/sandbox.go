@@ -223,7 +223,7 @@ func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if f.Latency > 0 {
 		// Read the body first: until it is consumed, net/http does not notice the client going away.
-		if !bufferBody(w, r) {
+		if !BufferBody(w, r) {
 			return
 		}
 		t := time.NewTimer(f.Latency)
@@ -289,8 +289,8 @@ func (discardWriter) WriteHeader(int)             {}
 // maxBody bounds the request bodies buffered while injecting latency or waiting for a stand-in.
 const maxBody = 8 << 20
 
-// bufferBody reads the request's body into memory, answering 400 when it cannot.
-func bufferBody(w http.ResponseWriter, r *http.Request) bool {
+// BufferBody reads the request's body into memory, answering 400 when it cannot.
+func BufferBody(w http.ResponseWriter, r *http.Request) bool {
 	body, err := httpbody.Read(http.MaxBytesReader(w, r.Body, maxBody), r.ContentLength, maxBody)
 	if err != nil {
 		WriteJSON(w, http.StatusBadRequest, errorBody{Message: "reading request body: " + err.Error()})

@@ -122,22 +122,3 @@ type StaticAllocations interface {
 	// UsedSlots is the number of allocated slots per host of the pool.
 	UsedSlots(ctx context.Context, pool string) (map[string]int, error)
 }
-
-// SandboxObjects keep the state of the embedded sandbox's stand-ins, one row per object or counter
-// of a system, by kind and key; it is a sandbox.Store (whose Rows is map[string]map[string][]byte).
-type SandboxObjects interface {
-	// Load returns every row of the system: values by kind and key.
-	Load(ctx context.Context, system string) (map[string]map[string][]byte, error)
-	// Get returns the row of kind with key (a primary-key lookup), nil when there is none.
-	Get(ctx context.Context, system, kind, key string) ([]byte, error)
-	// Kind returns every row of kind by key.
-	Kind(ctx context.Context, system, kind string) (map[string][]byte, error)
-	// Keys calls fn with the kind and key of every row of the system (sandbox.KeyLister).
-	Keys(ctx context.Context, system string, fn func(kind, key string)) error
-	// Prefix returns the rows of kind whose key starts with prefix, by key.
-	Prefix(ctx context.Context, system, kind, prefix string) (map[string][]byte, error)
-	// Write applies the rows to the system in one transaction; a nil value deletes the row.
-	Write(ctx context.Context, system string, rows map[string]map[string][]byte) error
-	// Clear deletes every row of the system.
-	Clear(ctx context.Context, system string) error
-}

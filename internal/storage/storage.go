@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/jmoiron/sqlx"
 	"slices"
 	"time"
 )
@@ -38,6 +39,24 @@ func (s OperationState) Active() bool { return s == StatePending || s == StateIn
 // credentials). Drivers encrypt them on write and decrypt them on read.
 type Secrets map[string]string
 
+// Operation types of the broker (Operation.Type).
+const (
+	TypeProvision   = "provision"
+	TypeDeprovision = "deprovision"
+	TypeUpdate      = "update"
+	// TypeSuspension removes a trial's runtime but keeps the instance; a later provisioning of
+	// the same instance resumes it.
+	TypeSuspension = "suspension"
+	// TypeUpgradeKyma and TypeUpgradeCluster are operator-triggered upgrades of a runtime.
+	TypeUpgradeKyma    = "upgradeKyma"
+	TypeUpgradeCluster = "upgradeCluster"
+)
+
+// OperationTypes are every operation type of the broker: an instance runs one of them at a time.
+func OperationTypes() []string {
+	return []string{TypeProvision, TypeDeprovision, TypeUpdate, TypeSuspension, TypeUpgradeKyma, TypeUpgradeCluster}
+}
+
 // Operation is one durable process run. The typed columns are what the engine schedules on;
 // Data is the process-specific payload (JSON).
 type Operation struct {
@@ -66,18 +85,19 @@ type Operation struct {
 
 	Data    json.RawMessage
 	Secrets Secrets
+}
 
-	// Kept (read by SaveProgress only) names payload columns the caller has not changed since
-	// it read or last wrote the row at Version: the save leaves them as the row holds them
-	// instead of writing a copy (PostgreSQL writes a large value whole, TOAST included, on
-	// every write that sets it, even to the same bytes). A bit set for a value that did change
-	// loses that change. Reads and writes return 0.
+// Save is what a SaveProgress writes besides the operation and its events.
+type Save struct {
+	// Kept names payload columns the caller has not changed since it read or last wrote the
+	// row at the operation's Version: the save leaves them as the row holds them instead of
+	// writing a copy (PostgreSQL writes a large value whole, TOAST included, on every write
+	// that sets it, even to the same bytes). A bit set for a value that did change loses that
+	// change.
 	Kept Kept
-
-	// Instance (read by SaveProgress only) sets these fields of the operation's instance in the
-	// save's transaction, if the save is written: fields a step sets ride on its operation's
-	// next write instead of a statement of their own (engine.DeferInstanceFields). Reads and
-	// writes return nil.
+	// Instance sets these fields of the operation's instance in the save's transaction, if the
+	// save is written: fields a step sets ride on its operation's next write instead of a
+	// statement of their own (engine.DeferInstanceFields).
 	Instance *InstanceFields
 	// Runtime is Instance for the provisioner's runtime the operation is of (its InstanceID).
 	Runtime *RuntimeFields
@@ -397,8 +417,9 @@ type Operations interface {
 	ClaimOperations(ctx context.Context, r ClaimRequest) ([]Operation, error)
 	// SaveProgress writes op and appends events in one transaction, only if op.Version is current
 	// and op.LeaseOwner still holds the lease (else ErrConflict). Clearing LeaseOwner releases it.
-	// The events are op's own: they are written with op's operation and instance IDs.
-	SaveProgress(ctx context.Context, op Operation, events []Event) (Operation, error)
+	// The events are op's own: they are written with op's operation and instance IDs. with is
+	// written in the same transaction (Save).
+	SaveProgress(ctx context.Context, op Operation, with Save, events []Event) (Operation, error)
 	// ExtendLeases moves the lease expiry (and DueAt) of the owner's active operations; returns
 	// the IDs still held. It does not change Version.
 	ExtendLeases(ctx context.Context, owner string, ids []string, until time.Time) ([]string, error)
@@ -448,6 +469,19 @@ type Events interface {
 	ListEvents(ctx context.Context, f EventFilter) (Page[Event], error)
 }
 
+// Database is a store's database as a component that keeps tables of its own in it (with a
+// migration line of its own) sees it: the store's connections, shared, so that its writes queue
+// with the store's (SQLite has one writer) instead of competing with them.
+type Database struct {
+	// Driver is "postgres" or "sqlite".
+	Driver string
+	// Writer runs writes (SQLite: the single writer connection).
+	Writer *sqlx.DB
+	// Unflushed runs writes whose commit need not wait for a WAL flush (PostgreSQL's unflushed
+	// sessions); Writer where there are none.
+	Unflushed *sqlx.DB
+}
+
 // Store is one database with all of KEB's tables.
 type Store interface {
 	Instances() Instances
@@ -456,7 +490,8 @@ type Store interface {
 	Runtimes() Runtimes
 	StaticAllocations() StaticAllocations
 	Bindings() Bindings
-	SandboxObjects() SandboxObjects
+	// Database is the store's database for a component that keeps tables of its own in it.
+	Database() Database
 	Lifecycle() Lifecycle
 	Orchestrations() Orchestrations
 	// TryLock takes the process-wide singleton lock name if no one holds it (ok false

@@ -32,6 +32,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
@@ -183,7 +184,7 @@ func Start(t testing.TB, o Options) *Broker {
 				p.Clusters = *o.Clusters
 			}
 		},
-		Systems: func(_ context.Context, cfg *externals.Config, _ sandbox.Store) (func(), error) {
+		Systems: func(_ context.Context, cfg *externals.Config, _ durable.Store) (func(), error) {
 			sb, sbURL = startSandbox(t, o, cfg)
 			return func() {}, nil
 		},

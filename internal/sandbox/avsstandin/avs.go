@@ -1,6 +1,6 @@
 // Package avs is the sandbox stand-in for SAP's Availability Service (AVS) evaluation API as the broker
 // uses it: an OAuth2 client-credentials token endpoint and the v2 evaluation metadata resource with
-// tags and parent/child links. It keeps its state in a sandbox.Store (one row per evaluation and
+// tags and parent/child links. It keeps its state in a durable.Store (one row per evaluation and
 // counter) and counts calls per evaluation and creations per name, so tests can see duplicates.
 package avsstandin
 
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -71,7 +72,7 @@ type Options struct {
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 	// Store keeps the evaluations and counts; Open loads them from it. New uses a new MemoryStore.
-	Store sandbox.Store
+	Store durable.Store
 }
 
 // Object is one evaluation in the inspection snapshot with the calls made on it.
@@ -99,15 +100,15 @@ type StandIn struct {
 
 	issuer *sandbox.TokenIssuer
 
-	durable *sandbox.Durable
+	durable *durable.Durable
 	handler http.Handler
 
 	mu            sync.Mutex
-	seq           *sandbox.Counts        // the last evaluation ID given
-	evals         *sandbox.Table[stored] // by ID; found by name too
-	createsByName *sandbox.Counts
-	deletesByName *sandbox.Counts
-	totals        *sandbox.Counts
+	seq           *durable.Counts        // the last evaluation ID given
+	evals         *durable.Table[stored] // by ID; found by name too
+	createsByName *durable.Counts
+	deletesByName *durable.Counts
+	totals        *durable.Counts
 }
 
 // The kinds of rows in the store.
@@ -133,7 +134,7 @@ type stored struct {
 // New returns a stand-in with only the configured parent evaluations that keeps its state in memory.
 func New(opts Options) *StandIn {
 	opts.Store = nil // a new MemoryStore
-	return sandbox.InMemory(Open(context.Background(), opts))
+	return durable.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the evaluations and counts kept in opts.Store; on an empty store it
@@ -149,8 +150,8 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
-	s.evals = sandbox.NewTable[stored](s.durable, kindEvaluation, false)
+	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.evals = durable.NewTable[stored](s.durable, kindEvaluation, false)
 	s.evals.Lookup(lookupName, func(st *stored) []string { return []string{st.Evaluation.Name} })
 	// Every internal evaluation names the configured parent: a shared lookup.
 	s.evals.SharedLookup(lookupParent, func(st *stored) []string {

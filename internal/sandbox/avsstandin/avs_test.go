@@ -11,6 +11,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -203,9 +204,9 @@ func jsonInt(v int64) string {
 }
 
 func TestStateSurvivesARestart(t *testing.T) {
-	store := sandbox.NewMemoryStore()
+	store := durable.NewMemoryStore()
 	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	open := func(ctx context.Context, store sandbox.Store) (*avsstandin.StandIn, error) {
+	open := func(ctx context.Context, store durable.Store) (*avsstandin.StandIn, error) {
 		o := options(clock)
 		o.Store = store
 		return avsstandin.Open(ctx, o)

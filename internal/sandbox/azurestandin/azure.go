@@ -1,7 +1,7 @@
 // Package azure is the sandbox stand-in for the part of Azure the broker uses for Event Hubs: a
 // Microsoft Entra ID client-credentials token endpoint and Azure Resource Manager (ARM) with resource
 // groups and Microsoft.EventHub namespaces in one subscription. Namespaces activate and groups delete
-// after configurable delays. It keeps its state in a sandbox.Store (one row per resource group, its
+// after configurable delays. It keeps its state in a durable.Store (one row per resource group, its
 // namespaces included, and per counter) and counts PUTs and creations per name, so tests can see
 // duplicates.
 package azurestandin
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -59,7 +60,7 @@ type Options struct {
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 	// Store keeps the groups, namespaces and counts; Open loads them from it. New uses a new MemoryStore.
-	Store sandbox.Store
+	Store durable.Store
 }
 
 // Sku is a namespace's pricing tier.
@@ -150,23 +151,23 @@ type Server struct {
 	opts   Options
 	issuer *sandbox.TokenIssuer
 
-	durable *sandbox.Durable
+	durable *durable.Durable
 	handler http.Handler
 
 	mu               sync.Mutex
-	groups           *sandbox.Table[group] // by lower-cased name; found by namespace and while deleting
-	groupPuts        *sandbox.Counts
-	groupCreates     *sandbox.Counts
-	groupDeletes     *sandbox.Counts
-	namespacePuts    *sandbox.Counts
-	namespaceCreates *sandbox.Counts
-	totals           *sandbox.Counts
+	groups           *durable.Table[group] // by lower-cased name; found by namespace and while deleting
+	groupPuts        *durable.Counts
+	groupCreates     *durable.Counts
+	groupDeletes     *durable.Counts
+	namespacePuts    *durable.Counts
+	namespaceCreates *durable.Counts
+	totals           *durable.Counts
 }
 
 // New returns a stand-in with no resource groups that keeps its state in memory.
 func New(opts Options) *Server {
 	opts.Store = nil // a new MemoryStore
-	return sandbox.InMemory(Open(context.Background(), opts))
+	return durable.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the resource groups, namespaces and counts kept in opts.Store.
@@ -184,8 +185,8 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
-	s.groups = sandbox.NewTable[group](s.durable, rowGroup, false)
+	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.groups = durable.NewTable[group](s.durable, rowGroup, false)
 	s.groups.Lookup(lookupNamespace, func(g *group) []string { return slices.Sorted(maps.Keys(g.Namespaces)) })
 	s.groups.Lookup(lookupDeleting, func(g *group) []string {
 		if g.Deleting.IsZero() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -343,9 +344,9 @@ func TestZeroDelays(t *testing.T) {
 }
 
 func TestStateSurvivesARestart(t *testing.T) {
-	store := sandbox.NewMemoryStore()
+	store := durable.NewMemoryStore()
 	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	open := func(ctx context.Context, store sandbox.Store) (*azurestandin.Server, error) {
+	open := func(ctx context.Context, store durable.Store) (*azurestandin.Server, error) {
 		o := options(clock)
 		o.Store = store
 		return azurestandin.Open(ctx, o)

@@ -14,7 +14,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // The CA is generated once and kept in the store under a system of its own, which a reset of the
@@ -43,7 +43,7 @@ type storedCA struct {
 }
 
 // loadCA returns the CA kept in store, generating and storing one when there is none.
-func loadCA(ctx context.Context, store sandbox.Store, now time.Time) (*ca, error) {
+func loadCA(ctx context.Context, store durable.Store, now time.Time) (*ca, error) {
 	rows, err := store.Load(ctx, caSystem)
 	if err != nil {
 		return nil, fmt.Errorf("loading the sandbox CA: %w", err)
@@ -63,7 +63,7 @@ func loadCA(ctx context.Context, store sandbox.Store, now time.Time) (*ca, error
 	if err != nil {
 		return nil, fmt.Errorf("encoding the sandbox CA: %w", err)
 	}
-	if err := store.Write(ctx, caSystem, sandbox.Rows{kindCA: {keyCA: b}}); err != nil {
+	if err := store.Write(ctx, caSystem, durable.Rows{kindCA: {keyCA: b}}); err != nil {
 		return nil, fmt.Errorf("storing the sandbox CA: %w", err)
 	}
 	return c, nil

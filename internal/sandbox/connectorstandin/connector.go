@@ -29,6 +29,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/gql"
 )
 
@@ -73,7 +74,7 @@ type Options struct {
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 	// Store keeps the CA, the issued certificates and the lifetime; Open loads them from it.
-	Store sandbox.Store
+	Store durable.Store
 }
 
 // Certificate is a client certificate the stand-in issued.
@@ -106,15 +107,15 @@ type StandIn struct {
 	schema *gql.Schema
 	ca     *ca
 
-	durable *sandbox.Durable
+	durable *durable.Durable
 	handler http.Handler
 	admin   http.Handler
 
 	mu       sync.Mutex
-	certs    *sandbox.Table[Certificate] // by serial number in hex
+	certs    *durable.Table[Certificate] // by serial number in hex
 	lifetime time.Duration
-	seq      *sandbox.Counts
-	calls    *sandbox.Counts
+	seq      *durable.Counts
+	calls    *durable.Counts
 }
 
 // Open returns a stand-in with the CA and the state kept in opts.Store (a new MemoryStore when
@@ -124,7 +125,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		opts.Now = time.Now
 	}
 	if opts.Store == nil {
-		opts.Store = sandbox.NewMemoryStore()
+		opts.Store = durable.NewMemoryStore()
 	}
 	if opts.Tokens == nil {
 		return nil, errors.New("the connector stand-in needs the director stand-in's one-time tokens")
@@ -134,9 +135,9 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		return nil, err
 	}
 	s := &StandIn{opts: opts, ca: authority, schema: gql.MustLoad("connector.graphql", schemaSDL)}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore,
+	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore,
 		Kinds: []string{kindSettings}})
-	s.certs = sandbox.NewTable[Certificate](s.durable, kindCertificate, false)
+	s.certs = durable.NewTable[Certificate](s.durable, kindCertificate, false)
 	s.seq = s.durable.Counts(kindSeq)
 	s.calls = s.durable.Tally(kindCalls)
 	if err := s.durable.Load(ctx); err != nil {

@@ -22,12 +22,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/connector"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/connectorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
-	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/sqlite"
 )
 
 const tenant = "tenant-a"
@@ -126,7 +126,7 @@ type env struct {
 	anonymous *http.Client
 }
 
-func newEnv(t *testing.T, store sandbox.Store) *env {
+func newEnv(t *testing.T, store durable.Store) *env {
 	t.Helper()
 	clock := sandboxtest.NewClock(time.Now().UTC().Truncate(time.Second))
 	return &env{t: t, clock: clock, sb: sandboxtest.ServeTLS(t, standins.Options{Now: clock.Now, Store: store})}
@@ -371,9 +371,9 @@ func TestTheCertificateLifetimeCanBeShortened(t *testing.T) {
 func TestStateSurvivesARestart(t *testing.T) {
 	log := logrus.New()
 	log.SetOutput(discard{})
-	store, closeDB, err := sqlite.OpenSandboxObjects(context.Background(), filepath.Join(t.TempDir(), "sandbox.db"), log)
+	store, err := durablesql.OpenFile(context.Background(), filepath.Join(t.TempDir(), "sandbox.db"), log)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = closeDB() })
+	t.Cleanup(func() { _ = store.Close() })
 
 	e := newEnv(t, store)
 	sandboxtest.SetCertificateLifetime(t, e.sb.URL, time.Hour)

@@ -3,7 +3,7 @@ package connectorstandin
 import (
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // The kinds of rows the stand-in keeps in its store: one per certificate it issued (key: its
@@ -28,9 +28,9 @@ func (s *StandIn) encode(kind, key string) (any, bool) {
 	return nil, false
 }
 
-func (s *StandIn) restore(rows sandbox.Rows) error {
+func (s *StandIn) restore(rows durable.Rows) error {
 	s.lifetime = 0
-	return sandbox.Each(rows, kindSettings, func(key string, d time.Duration) {
+	return durable.Each(rows, kindSettings, func(key string, d time.Duration) {
 		if key == keyLifetime {
 			s.lifetime = d
 		}

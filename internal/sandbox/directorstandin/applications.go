@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/gql"
 )
 
@@ -72,9 +73,9 @@ func (s *StandIn) encodeApplication(id string) (any, bool) {
 	return a, true
 }
 
-func (s *StandIn) restoreApplications(rows sandbox.Rows) error {
+func (s *StandIn) restoreApplications(rows durable.Rows) error {
 	s.apps = map[string]*application{}
-	return sandbox.EachExact(rows, kindApplication, func(id string, a application) {
+	return durable.EachExact(rows, kindApplication, func(id string, a application) {
 		if a.Credentials == nil {
 			a.Credentials = map[string]map[string]map[string]any{}
 		}

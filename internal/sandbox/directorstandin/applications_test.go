@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 )
 
@@ -98,9 +98,9 @@ func TestApplicationsAreRegisteredChangedAssignedAndDeleted(t *testing.T) {
 }
 
 func TestApplicationsSurviveARestart(t *testing.T) {
-	store := sandbox.NewMemoryStore()
+	store := durable.NewMemoryStore()
 	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	opener := func(ctx context.Context, s sandbox.Store) (*directorstandin.StandIn, error) {
+	opener := func(ctx context.Context, s durable.Store) (*directorstandin.StandIn, error) {
 		o := options(clock)
 		o.Store = s
 		return directorstandin.Open(ctx, o)

@@ -7,7 +7,7 @@
 // real Director does (label key pattern, label filter semantics, the refused scenarios label),
 // all from internal/clients/director/directorschema. Requests are parsed and validated with
 // gqlparser and answered like Compass (gqlgen): resolver errors with HTTP 200 and
-// extensions.error, protocol errors with 422. It keeps its state in a sandbox.Store (one row per
+// extensions.error, protocol errors with 422. It keeps its state in a durable.Store (one row per
 // runtime and counter, see state.go) and counts calls per runtime and registrations per
 // runtime-ID label, so tests can see duplicates.
 package directorstandin
@@ -24,6 +24,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/director/directorschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/gql"
 )
 
@@ -57,7 +58,7 @@ type Options struct {
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 	// Store keeps the runtimes and counts; Open loads them from it. New uses a new MemoryStore.
-	Store sandbox.Store
+	Store durable.Store
 }
 
 // Status is a runtime's status condition and when it was last set.
@@ -136,23 +137,23 @@ type StandIn struct {
 	issuer    *sandbox.TokenIssuer
 	resolvers map[string]resolver
 
-	durable      *sandbox.Durable
+	durable      *durable.Durable
 	handler      http.Handler
 	adminHandler http.Handler
 
 	mu              sync.Mutex
-	seq             *sandbox.Counts
-	rts             *sandbox.Table[record] // by runtimeKey; found by system auth, token hash and runtime ID label
+	seq             *durable.Counts
+	rts             *durable.Table[record] // by runtimeKey; found by system auth, token hash and runtime ID label
 	apps            map[string]*application
-	registrations   *sandbox.Counts
-	unregistrations *sandbox.Counts
-	totals          *sandbox.Counts
+	registrations   *durable.Counts
+	unregistrations *durable.Counts
+	totals          *durable.Counts
 }
 
 // New returns a stand-in without runtimes that keeps its state in memory.
 func New(opts Options) *StandIn {
 	opts.Store = nil // a new MemoryStore
-	return sandbox.InMemory(Open(context.Background(), opts))
+	return durable.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the runtimes and counts kept in opts.Store.
@@ -179,7 +180,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		"runtimes":                      s.runtimes,
 		"applicationsForRuntime":        s.applicationsForRuntime,
 	}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore,
+	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore,
 		Kinds: []string{kindApplication}})
 	s.openRuntimes()
 	s.seq = s.durable.Counts(kindSeq)

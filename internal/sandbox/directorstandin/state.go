@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // The kinds of rows the stand-in keeps in its store: one row per runtime (key tenant/id, its
@@ -79,7 +79,7 @@ func (rec *record) UnmarshalJSON(b []byte) error {
 
 // openRuntimes registers the runtimes' table and its lookups.
 func (s *StandIn) openRuntimes() {
-	s.rts = sandbox.NewTable[record](s.durable, kindRuntime, true)
+	s.rts = durable.NewTable[record](s.durable, kindRuntime, true)
 	// System auth IDs are fresh UUIDs and token hashes those of random tokens: unique lookups,
 	// written without reading a row that cannot exist.
 	s.rts.UniqueLookup(lookupAuth, func(rec *record) []string {
@@ -138,4 +138,4 @@ func (s *StandIn) encode(kind, key string) (any, bool) {
 	return nil, false
 }
 
-func (s *StandIn) restore(rows sandbox.Rows) error { return s.restoreApplications(rows) }
+func (s *StandIn) restore(rows durable.Rows) error { return s.restoreApplications(rows) }

@@ -1,7 +1,7 @@
 // Package edp is the sandbox stand-in for SAP's Event Data Platform (EDP) as the broker uses it: an
 // OAuth2 client-credentials token endpoint and the data tenant API of a namespace, where a runtime is
 // registered as the data tenant <subaccount ID>/<environment> with string metadata (plan, region, ...).
-// It keeps its state in a sandbox.Store (one row per data tenant and counter) and counts calls per
+// It keeps its state in a durable.Store (one row per data tenant and counter) and counts calls per
 // data tenant and creations per data tenant, so tests can see duplicates.
 package edpstandin
 
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -66,7 +67,7 @@ type Options struct {
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 	// Store keeps the data tenants and counts; Open loads them from it. New uses a new MemoryStore.
-	Store sandbox.Store
+	Store durable.Store
 }
 
 // Object is one data tenant in the inspection snapshot, with its metadata and the calls made on it.
@@ -109,20 +110,20 @@ type StandIn struct {
 
 	issuer *sandbox.TokenIssuer
 
-	durable *sandbox.Durable
+	durable *durable.Durable
 	handler http.Handler
 
 	mu              sync.Mutex
-	tenants         *sandbox.Table[tenant] // by tenantKey
-	createsByTenant *sandbox.Counts
-	deletesByTenant *sandbox.Counts
-	totals          *sandbox.Counts
+	tenants         *durable.Table[tenant] // by tenantKey
+	createsByTenant *durable.Counts
+	deletesByTenant *durable.Counts
+	totals          *durable.Counts
 }
 
 // New returns a stand-in without data tenants that keeps its state in memory.
 func New(opts Options) *StandIn {
 	opts.Store = nil // a new MemoryStore
-	return sandbox.InMemory(Open(context.Background(), opts))
+	return durable.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the data tenants and counts kept in opts.Store.
@@ -143,8 +144,8 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 			s.namespaces[ns] = true
 		}
 	}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
-	s.tenants = sandbox.NewTable[tenant](s.durable, kindDataTenant, false)
+	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.tenants = durable.NewTable[tenant](s.durable, kindDataTenant, false)
 	s.createsByTenant = s.durable.Counts(kindCreates)
 	s.deletesByTenant = s.durable.Counts(kindDeletes)
 	s.totals = s.durable.Tally(kindTotals)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edpstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
@@ -235,9 +236,9 @@ func TestFaultedCallsCreateNothing(t *testing.T) {
 }
 
 func TestStateSurvivesARestart(t *testing.T) {
-	store := sandbox.NewMemoryStore()
+	store := durable.NewMemoryStore()
 	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	open := func(ctx context.Context, store sandbox.Store) (*edpstandin.StandIn, error) {
+	open := func(ctx context.Context, store durable.Store) (*edpstandin.StandIn, error) {
 		o := options(clock)
 		o.Store = store
 		return edpstandin.Open(ctx, o)

@@ -2,7 +2,7 @@
 // API as the broker uses it: search, create, read, update (SSO type and OpenID Connect settings),
 // authentication settings (subject name identifier, assertion attributes, default identity provider),
 // client secrets and deletion, all behind HTTP basic authentication. It keeps its state in a
-// sandbox.Store (one row per service provider and counter) and counts calls per service provider and
+// durable.Store (one row per service provider and counter) and counts calls per service provider and
 // creations per name, so tests can see duplicates.
 package iasstandin
 
@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -91,7 +92,7 @@ type Options struct {
 	User     string
 	Password string
 	// Store keeps the service providers and counts; Open loads them from it. New uses a new MemoryStore.
-	Store sandbox.Store
+	Store durable.Store
 }
 
 // Object is one service provider in the inspection snapshot with its number of client secrets and
@@ -138,28 +139,28 @@ type StandIn struct {
 	opts Options
 	mux  *http.ServeMux
 
-	durable *sandbox.Durable
+	durable *durable.Durable
 	handler http.Handler
 
 	mu            sync.Mutex
-	seq           *sandbox.Counts
-	sps           *sandbox.Table[record] // by ID; found by name too
-	createsByName *sandbox.Counts
-	deletesByName *sandbox.Counts
-	totals        *sandbox.Counts
+	seq           *durable.Counts
+	sps           *durable.Table[record] // by ID; found by name too
+	createsByName *durable.Counts
+	deletesByName *durable.Counts
+	totals        *durable.Counts
 }
 
 // New returns a stand-in without service providers that keeps its state in memory.
 func New(opts Options) *StandIn {
 	opts.Store = nil // a new MemoryStore
-	return sandbox.InMemory(Open(context.Background(), opts))
+	return durable.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the service providers and counts kept in opts.Store.
 func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s := &StandIn{opts: opts}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
-	s.sps = sandbox.NewTable[record](s.durable, kindServiceProvider, false)
+	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.sps = durable.NewTable[record](s.durable, kindServiceProvider, false)
 	s.sps.Lookup(lookupName, func(rec *record) []string { return []string{rec.SP.Name} })
 	s.seq = s.durable.Counts(kindSeq)
 	s.createsByName = s.sps.Counts(lookupName, "creates", kindCreates)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/iasstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
@@ -231,8 +232,8 @@ func TestObjectsEndpointAndReset(t *testing.T) {
 }
 
 func TestStateSurvivesARestart(t *testing.T) {
-	store := sandbox.NewMemoryStore()
-	open := func(ctx context.Context, store sandbox.Store) (*iasstandin.StandIn, error) {
+	store := durable.NewMemoryStore()
+	open := func(ctx context.Context, store durable.Store) (*iasstandin.StandIn, error) {
 		return iasstandin.Open(ctx, iasstandin.Options{User: "keb", Password: "pw", Store: store})
 	}
 	e := &env{t: t, st: sandboxtest.Open(t, open, store)}

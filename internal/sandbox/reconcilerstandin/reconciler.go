@@ -3,7 +3,7 @@
 // GET /v1/clusters/{runtimeID}/status and deleted with DELETE /v1/clusters/{runtimeID}. Reconciliation
 // and deletion progress through their statuses as time passes; the status is derived from timestamps
 // when read, so nothing runs in the background. Like the real API it has no authentication. It keeps
-// its state in a sandbox.Store (one row per cluster and counter).
+// its state in a durable.Store (one row per cluster and counter).
 package reconcilerstandin
 
 import (
@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -105,7 +105,7 @@ type Options struct {
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 	// Store keeps the clusters and counts; Open loads them from it. New uses a new MemoryStore.
-	Store sandbox.Store
+	Store durable.Store
 }
 
 // The kinds of rows in the store.
@@ -120,18 +120,18 @@ type Server struct {
 	failing map[string]bool
 	mux     *http.ServeMux
 
-	durable *sandbox.Durable
+	durable *durable.Durable
 	handler http.Handler
 
 	mu       sync.Mutex
-	clusters *sandbox.Table[cluster] // by runtime ID; configurations keep their numbers exact, as applied
-	totals   *sandbox.Counts
+	clusters *durable.Table[cluster] // by runtime ID; configurations keep their numbers exact, as applied
+	totals   *durable.Counts
 }
 
 // New returns a stand-in without clusters that keeps its state in memory.
 func New(opts Options) *Server {
 	opts.Store = nil // a new MemoryStore
-	return sandbox.InMemory(Open(context.Background(), opts))
+	return durable.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the clusters and counts kept in opts.Store.
@@ -143,8 +143,8 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	for _, c := range opts.FailingComponents {
 		s.failing[c] = true
 	}
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
-	s.clusters = sandbox.NewTable[cluster](s.durable, kindCluster, true)
+	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.clusters = durable.NewTable[cluster](s.durable, kindCluster, true)
 	s.totals = s.durable.Tally(kindTotals)
 	if err := s.durable.Load(ctx); err != nil {
 		return nil, err

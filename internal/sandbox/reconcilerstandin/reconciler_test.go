@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/stretchr/testify/assert"
@@ -207,9 +208,9 @@ func TestEqualConfigurationsCompareByValue(t *testing.T) {
 }
 
 func TestStateSurvivesARestart(t *testing.T) {
-	store := sandbox.NewMemoryStore()
+	store := durable.NewMemoryStore()
 	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	open := func(ctx context.Context, store sandbox.Store) (*reconcilerstandin.Server, error) {
+	open := func(ctx context.Context, store durable.Store) (*reconcilerstandin.Server, error) {
 		return reconcilerstandin.Open(ctx, reconcilerstandin.Options{ReconcileTime: time.Minute, DeleteTime: time.Minute, Now: clock.Now, Store: store})
 	}
 	e := serve(t, clock, sandboxtest.Open(t, open, store))

@@ -2,7 +2,7 @@
 // uses it to provision and bind Enterprise Messaging: a UAA-like OAuth2 client-credentials token
 // endpoint, the service offering and plan catalog, service instances created and deleted
 // asynchronously (with operations that stay "in progress" for a configurable time) and service
-// bindings with EMS-like credentials. It keeps its state in a sandbox.Store (one row per instance,
+// bindings with EMS-like credentials. It keeps its state in a durable.Store (one row per instance,
 // binding, operation and counter) and counts calls per object and creations per name, so tests can
 // see duplicates.
 package smstandin
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // Name is the path prefix the stand-in is mounted at.
@@ -122,7 +123,7 @@ type Options struct {
 	Now func() time.Time
 	// Store keeps the instances, bindings, operations and counts; Open loads them from it. New uses
 	// a new MemoryStore.
-	Store sandbox.Store
+	Store durable.Store
 }
 
 // InstanceObject is one instance in the inspection snapshot, with its parameters, the ids of its
@@ -221,26 +222,26 @@ type Server struct {
 	offerings []Offering
 	plans     []Plan
 
-	durable *sandbox.Durable
+	durable *durable.Durable
 	handler http.Handler
 
 	mu sync.Mutex
 	// instances are found by name and, when their last operation is in progress (settling), by
 	// lookupSettling: settle looks only at them, not at every instance, on every request.
-	instances             *sandbox.Table[instance]
-	bindings              *sandbox.Table[binding]   // found by instance
-	operations            *sandbox.Table[Operation] // by id; kept after the instance is gone
-	instanceCreatesByName *sandbox.Counts
-	bindingCreatesByName  *sandbox.Counts
-	instanceDeletesByName *sandbox.Counts
-	bindingDeletesByName  *sandbox.Counts
-	totals                *sandbox.Counts
+	instances             *durable.Table[instance]
+	bindings              *durable.Table[binding]   // found by instance
+	operations            *durable.Table[Operation] // by id; kept after the instance is gone
+	instanceCreatesByName *durable.Counts
+	bindingCreatesByName  *durable.Counts
+	instanceDeletesByName *durable.Counts
+	bindingDeletesByName  *durable.Counts
+	totals                *durable.Counts
 }
 
 // New returns a stand-in with the catalog and no instances that keeps its state in memory.
 func New(opts Options) *Server {
 	opts.Store = nil // a new MemoryStore
-	return sandbox.InMemory(Open(context.Background(), opts))
+	return durable.InMemory(Open(context.Background(), opts))
 }
 
 // Open returns a stand-in with the catalog and the instances, bindings, operations and counts kept
@@ -257,8 +258,8 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
 	s.offerings, s.plans = catalog()
-	s.durable = sandbox.NewDurable(sandbox.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
-	s.instances = sandbox.NewTable[instance](s.durable, kindInstance, false)
+	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
+	s.instances = durable.NewTable[instance](s.durable, kindInstance, false)
 	s.instances.Lookup(lookupName, func(in *instance) []string { return []string{in.Name} })
 	s.instances.Lookup(lookupSettling, func(in *instance) []string {
 		if in.LastOperation != nil && in.LastOperation.State == StateInProgress {
@@ -266,9 +267,9 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 		}
 		return nil
 	})
-	s.bindings = sandbox.NewTable[binding](s.durable, kindBinding, false)
+	s.bindings = durable.NewTable[binding](s.durable, kindBinding, false)
 	s.bindings.Lookup(lookupInstance, func(b *binding) []string { return []string{b.ServiceInstanceID} })
-	s.operations = sandbox.NewTable[Operation](s.durable, kindOperation, false)
+	s.operations = durable.NewTable[Operation](s.durable, kindOperation, false)
 	s.instanceCreatesByName = s.instances.Counts(lookupName, "creates", kindInstanceCreates)
 	s.bindingCreatesByName = s.durable.Counts(kindBindingCreates)
 	s.instanceDeletesByName = s.instances.Counts(lookupName, "deletes", kindInstanceDeletes)
@@ -352,7 +353,7 @@ func (s *Server) putInstance(in *instance) {
 
 // selected returns the objects of t meeting crit, through the lookup of the first criterion on a
 // looked-up field, else by scanning them all.
-func selected[T any](t *sandbox.Table[T], crit []criterion, lookups map[string]string) map[string]*T {
+func selected[T any](t *durable.Table[T], crit []criterion, lookups map[string]string) map[string]*T {
 	for _, c := range crit {
 		if l, ok := lookups[c.field]; ok {
 			return t.Find(l, c.value)

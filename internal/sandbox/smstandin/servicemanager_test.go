@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/sandboxtest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/smstandin"
 	"github.com/stretchr/testify/assert"
@@ -371,9 +372,9 @@ func TestResetKeepsCatalogAndTokens(t *testing.T) {
 }
 
 func TestStateSurvivesARestart(t *testing.T) {
-	store := sandbox.NewMemoryStore()
+	store := durable.NewMemoryStore()
 	clock := sandboxtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	open := func(ctx context.Context, store sandbox.Store) (*smstandin.Server, error) {
+	open := func(ctx context.Context, store durable.Store) (*smstandin.Server, error) {
 		o := options(clock, time.Minute)
 		o.Store = store
 		return smstandin.Open(ctx, o)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // ErrShutDown is what a request through the in-process transport gets once the sandbox is
@@ -94,7 +94,7 @@ func (t inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	if in.Body == nil {
 		in.Body = http.NoBody
 	}
-	w := sandbox.NewBufferedResponse()
+	w := durable.NewBufferedResponse()
 	done := make(chan any, 1)
 	go func() {
 		defer t.gate.leave()

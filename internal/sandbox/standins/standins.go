@@ -12,6 +12,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/connectorstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/directorstandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/edpstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/iasstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/reconcilerstandin"
@@ -88,7 +89,7 @@ type Options struct {
 	AzureActivationTime, AzureDeletionTime time.Duration
 	// Store keeps the stand-ins' state, so that they answer as before after a restart; in memory
 	// when nil.
-	Store sandbox.Store
+	Store durable.Store
 	// TLSURL is the base URL (https://host:port) of the TLS listener serving the Connector and the
 	// endpoints secured by mutual TLS: the Director's one-time tokens and the Connector's
 	// management plane info point there. TLSURL (the constant) when empty; Listen sets it.
@@ -148,7 +149,7 @@ func OpenSystems(ctx context.Context, o Options) (Systems, error) {
 	}
 	store := o.Store
 	if store == nil {
-		store = sandbox.NewMemoryStore()
+		store = durable.NewMemoryStore()
 	}
 	sb := sandbox.New(sandbox.Options{Seed: o.Seed, Log: o.Log, Now: o.Now})
 	out := Systems{Sandbox: sb, TLSURL: o.TLSURL}

@@ -42,7 +42,7 @@ const (
 	secondSaveBatch = 32
 	maxSaveBatch    = 256
 	// maxTxSaveBatch bounds SQLite's batch: the transaction holds the one writer connection
-	// while it runs, and every other write (claims, instances, the sandbox) waits behind it.
+	// while it runs, and every other write (claims, instances) waits behind it.
 	maxTxSaveBatch = 16
 	// saveTimeout bounds one batch write; the callers' contexts are checked before it starts.
 	saveTimeout = time.Minute
@@ -50,7 +50,7 @@ const (
 
 // saveCall is one SaveProgress call waiting to be written.
 type saveCall struct {
-	op     storage.Operation
+	op     saveOp
 	w      opWrite
 	events []storage.Event
 }
@@ -260,7 +260,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 			rtReq, rtCompass, rtKubeconfig = append(rtReq, int32(i)), append(rtCompass, optional(f.CompassRuntimeID)), append(rtKubeconfig, kc)
 		}
 		for _, e := range r.events {
-			e = defaultEvent(e, op, now)
+			e = defaultEvent(e, op.Operation, now)
 			evReq = append(evReq, int32(i))
 			evStep, evStage = append(evStep, e.Step), append(evStage, e.Stage)
 			evType, evMsg = append(evType, string(e.Type)), append(evMsg, e.Message)
@@ -302,7 +302,7 @@ func (s *Store) saveProgressBatch(ctx context.Context, batch saveBatch) ([]*stor
 		if req < 0 || req >= n {
 			return nil, fmt.Errorf("batched save returned unknown request %d", req)
 		}
-		op := written(batch[req].req.op, version, updatedAt.Time, leaseExp.ptr())
+		op := written(batch[req].req.op.Operation, version, updatedAt.Time, leaseExp.ptr())
 		out[req] = &op
 	}
 	return out, rows.Err()
@@ -337,7 +337,6 @@ func (s *Store) saveProgressTx(ctx context.Context, batch saveBatch) ([]*storage
 // lease expiry from the database, times at the database's microsecond precision.
 func written(op storage.Operation, version int64, updatedAt time.Time, leaseExp *time.Time) storage.Operation {
 	op.Version, op.UpdatedAt, op.LeaseExpiresAt = version, micro(updatedAt), leaseExp
-	op.Kept, op.Instance, op.Runtime = 0, nil, nil
 	op.CreatedAt, op.Deadline = micro(op.CreatedAt), micro(op.Deadline)
 	if op.DueAt != nil {
 		due := micro(*op.DueAt)

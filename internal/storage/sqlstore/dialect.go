@@ -53,10 +53,6 @@ type Dialect struct {
 	// replicas. Without them the lock is held in the process (SQLite: one process anyway).
 	TryLockSQL string
 	UnlockSQL  string
-	// MigrationLockSQL / MigrationUnlockSQL are run on the migration connection around
-	// migrations (pg_advisory_lock) so concurrent replicas do not race.
-	MigrationLockSQL   string
-	MigrationUnlockSQL string
 	// ByteOrder, when set, follows a text expression to compare it byte by byte (COLLATE "C"), as an
 	// index on that expression is ordered; empty when the default collation already is (SQLite's
 	// BINARY). Key ranges then mean prefixes whatever the database's collation.

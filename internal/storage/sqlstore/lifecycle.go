@@ -10,7 +10,6 @@ import (
 	sq "github.com/Masterminds/squirrel"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
@@ -32,11 +31,11 @@ var runtimeStateSQL = strings.NewReplacer(
 	"{op.pending}", string(storage.StatePending),
 	"{op.inProgress}", string(storage.StateInProgress),
 	"{op.failed}", string(storage.StateFailed),
-	"{type.deprovision}", string(instance.TypeDeprovision),
-	"{type.suspension}", string(instance.TypeSuspension),
-	"{type.update}", string(instance.TypeUpdate),
-	"{type.upgradeKyma}", string(instance.TypeUpgradeKyma),
-	"{type.upgradeCluster}", string(instance.TypeUpgradeCluster),
+	"{type.deprovision}", string(storage.TypeDeprovision),
+	"{type.suspension}", string(storage.TypeSuspension),
+	"{type.update}", string(storage.TypeUpdate),
+	"{type.upgradeKyma}", string(storage.TypeUpgradeKyma),
+	"{type.upgradeCluster}", string(storage.TypeUpgradeCluster),
 ).Replace(`CASE
 	WHEN deleted_at IS NOT NULL THEN '{deprovisioned}'
 	WHEN last_op_type = '' THEN '{provisioning}'

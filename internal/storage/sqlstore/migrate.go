@@ -2,17 +2,16 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/sirupsen/logrus"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate"
 )
 
 // Migration is one schema change, read from a file named NNNN_name.up.sql.
@@ -55,83 +54,30 @@ func LoadMigrations(fsys fs.FS) ([]Migration, error) {
 	return out, nil
 }
 
-// Migrate applies the migrations in fsys that db has not seen yet, each in its own transaction,
-// recording them in schema_migrations, and returns the resulting schema version. The dialect's
-// migration lock (if any) is held throughout; applying to a current database is a no-op.
+// Migrate applies the migrations in fsys that db has not seen yet (golang-migrate, see package
+// migrate: under the dialect's lock, recorded in schema_migrations) and returns the resulting
+// schema version; applying to a current database is a no-op.
 func Migrate(ctx context.Context, db *sqlx.DB, d Dialect, fsys fs.FS, log logrus.FieldLogger) (int, error) {
-	v, err := migrate(ctx, db, d, fsys, log)
+	return MigrateLine(ctx, db, d, fsys, Line{Table: "schema_migrations"}, log)
+}
+
+// Line is a migration line: the migrations of one component, recorded in a table of its own, so
+// that components keeping tables in one database migrate them apart.
+type Line struct {
+	// Table records the line's version.
+	Table string
+}
+
+// MigrateLine is Migrate for the migration line l.
+func MigrateLine(ctx context.Context, db *sqlx.DB, d Dialect, fsys fs.FS, l Line, log logrus.FieldLogger) (int, error) {
+	v, err := migrate.Up(ctx, db.DB, d.Name, migrate.Line{Table: l.Table, Migrations: fsys})
 	if err != nil {
-		return 0, fmt.Errorf("migrating %s database: %w", d.Name, err)
+		return 0, fmt.Errorf("migrating %s database (%s): %w", d.Name, l.Table, err)
+	}
+	if log != nil {
+		log.WithField("version", v).WithField("table", l.Table).Debugf("%s database migrated", d.Name)
 	}
 	return v, nil
-}
-
-func migrate(ctx context.Context, db *sqlx.DB, d Dialect, fsys fs.FS, log logrus.FieldLogger) (version int, err error) {
-	migrations, err := LoadMigrations(fsys)
-	if err != nil {
-		return 0, err
-	}
-	conn, err := db.Connx(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("getting a connection: %w", err)
-	}
-	defer conn.Close()
-	if d.MigrationLockSQL != "" {
-		if _, err := conn.ExecContext(ctx, d.MigrationLockSQL); err != nil {
-			return 0, fmt.Errorf("taking the migration lock: %w", err)
-		}
-		defer func() {
-			// The lock is per session: use a fresh context so a cancelled ctx still unlocks.
-			uctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if _, uerr := conn.ExecContext(uctx, d.MigrationUnlockSQL); uerr != nil {
-				err = errors.Join(err, fmt.Errorf("releasing the migration lock: %w", uerr))
-			}
-		}()
-	}
-	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY,
-		name TEXT NOT NULL,
-		applied_at `+d.TimestampType+` NOT NULL)`); err != nil {
-		return 0, fmt.Errorf("creating schema_migrations: %w", err)
-	}
-	for _, m := range migrations {
-		applied, err := applyMigration(ctx, conn, d, m)
-		if err != nil {
-			return 0, fmt.Errorf("applying migration %04d_%s: %w", m.Version, m.Name, err)
-		}
-		if applied && log != nil {
-			log.WithField("version", m.Version).WithField("name", m.Name).Infof("applied %s migration", d.Name)
-		}
-	}
-	return schemaVersion(ctx, conn)
-}
-
-// applyMigration applies m in one transaction unless it is already recorded (checked inside the
-// transaction, so concurrent migrators on SQLite, whose transactions take the write lock, do not
-// apply it twice).
-func applyMigration(ctx context.Context, conn *sqlx.Conn, d Dialect, m Migration) (bool, error) {
-	tx, err := conn.BeginTxx(ctx, nil)
-	if err != nil {
-		return false, err
-	}
-	defer rollback(tx)
-	var one int
-	err = tx.GetContext(ctx, &one, d.rebind("SELECT 1 FROM schema_migrations WHERE version = ?"), m.Version)
-	switch {
-	case err == nil:
-		return false, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return false, err
-	}
-	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-		return false, err
-	}
-	if _, err := tx.ExecContext(ctx, d.rebind("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)"),
-		m.Version, m.Name, d.timeArg(time.Now())); err != nil {
-		return false, err
-	}
-	return true, tx.Commit()
 }
 
 // LatestVersion is the highest migration version in fsys (0 when there is none).

@@ -104,7 +104,7 @@ func (s *Store) encodeOperation(op storage.Operation) (opWrite, error) {
 
 // encodeSave is encodeOperation for SaveProgress: kept columns are neither encoded nor
 // encrypted (they are not written).
-func (s *Store) encodeSave(op storage.Operation) (opWrite, error) {
+func (s *Store) encodeSave(op saveOp) (opWrite, error) {
 	kept := op.Kept
 	if kept&storage.KeepData != 0 {
 		op.Data = nil
@@ -112,7 +112,7 @@ func (s *Store) encodeSave(op storage.Operation) (opWrite, error) {
 	if kept&storage.KeepSecrets != 0 {
 		op.Secrets = nil
 	}
-	w, err := s.encodeOperation(op)
+	w, err := s.encodeOperation(op.Operation)
 	if err != nil {
 		return opWrite{}, err
 	}
@@ -355,7 +355,7 @@ var saveProgressCTE = `WITH u AS (
 )
 SELECT version, updated_at, lease_expires_at FROM u`
 
-func (s *Store) saveProgressArgs(op storage.Operation, w opWrite) []any {
+func (s *Store) saveProgressArgs(op saveOp, w opWrite) []any {
 	owner := nullString(op.LeaseOwner)
 	var exp any
 	if op.LeaseOwner != "" {
@@ -375,17 +375,23 @@ func (s *Store) saveProgressArgs(op storage.Operation, w opWrite) []any {
 	}
 }
 
+// saveOp is what one SaveProgress call writes: the operation and what rides with it.
+type saveOp struct {
+	storage.Operation
+	storage.Save
+}
+
 // SaveProgress writes op and appends events atomically if op.Version is current and op's lease
 // owner (when set) still holds the lease.
-func (s *Store) SaveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
-	out, err := s.saveProgress(ctx, op, events)
+func (s *Store) SaveProgress(ctx context.Context, op storage.Operation, with storage.Save, events []storage.Event) (storage.Operation, error) {
+	out, err := s.saveProgress(ctx, saveOp{op, with}, events)
 	if err != nil {
 		return storage.Operation{}, fmt.Errorf("saving progress of operation %s (version %d): %w", op.ID, op.Version, err)
 	}
 	return out, nil
 }
 
-func (s *Store) saveProgress(ctx context.Context, op storage.Operation, events []storage.Event) (storage.Operation, error) {
+func (s *Store) saveProgress(ctx context.Context, op saveOp, events []storage.Event) (storage.Operation, error) {
 	w, err := s.encodeSave(op)
 	if err != nil {
 		return storage.Operation{}, err
@@ -402,7 +408,7 @@ func (s *Store) saveProgress(ctx context.Context, op storage.Operation, events [
 
 // saveProgressOne writes one call: with the single CTE statement where the dialect has arrays,
 // else in a transaction.
-func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opWrite, events []storage.Event) (storage.Operation, error) {
+func (s *Store) saveProgressOne(ctx context.Context, op saveOp, w opWrite, events []storage.Event) (storage.Operation, error) {
 	args := s.saveProgressArgs(op, w)
 	now := time.Now()
 	if s.saveProgressStmt != nil {
@@ -410,7 +416,7 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 		steps, stages, types, msgs := make(pgTextArray, n), make(pgTextArray, n), make(pgTextArray, n), make(pgTextArray, n)
 		durs, waits, created := make([]int64, n), make([]int64, n), make(pgTimeArray, n)
 		for i, e := range events {
-			e = defaultEvent(e, op, now)
+			e = defaultEvent(e, op.Operation, now)
 			steps[i], stages[i], types[i], msgs[i] = e.Step, e.Stage, string(e.Type), e.Message
 			durs[i], waits[i] = e.Duration.Microseconds(), e.Wait.Microseconds()
 			created[i] = sql.NullString{String: e.CreatedAt.Format(time.RFC3339Nano), Valid: true}
@@ -439,7 +445,7 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 		if err != nil {
 			return storage.Operation{}, err
 		}
-		return written(op, version, updated.Time, leaseExp.ptr()), nil
+		return written(op.Operation, version, updated.Time, leaseExp.ptr()), nil
 	}
 
 	tx, err := s.w.BeginTxx(ctx, nil)
@@ -463,7 +469,7 @@ func (s *Store) saveProgressOne(ctx context.Context, op storage.Operation, w opW
 
 // saveInTx is one save in the transaction form (dialects without arrays): the update and, if
 // it matched (ok), the events. A save that matched no row wrote nothing.
-func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation, w opWrite, args []any, events []storage.Event, now time.Time) (out storage.Operation, ok bool, err error) {
+func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op saveOp, w opWrite, args []any, events []storage.Event, now time.Time) (out storage.Operation, ok bool, err error) {
 	var (
 		version           int64
 		updated, leaseExp dbTime
@@ -477,13 +483,13 @@ func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation,
 	}
 	insert := tx.StmtxContext(ctx, s.eventStmt)
 	for _, e := range events {
-		e = defaultEvent(e, op, now)
+		e = defaultEvent(e, op.Operation, now)
 		if _, err := insert.ExecContext(ctx, e.OperationID, e.InstanceID, e.Step, e.Stage, string(e.Type), e.Message,
 			e.Duration.Microseconds(), e.Wait.Microseconds(), s.d.timeArg(e.CreatedAt)); err != nil {
 			return storage.Operation{}, false, err
 		}
 	}
-	// The instance's and the runtime's fields the steps deferred (storage.Operation.Instance,
+	// The instance's and the runtime's fields the steps deferred (storage.Save.Instance,
 	// Runtime).
 	for _, f := range []struct {
 		table, idCol string
@@ -501,7 +507,7 @@ func (s *Store) saveInTx(ctx context.Context, tx *sqlx.Tx, op storage.Operation,
 			return storage.Operation{}, false, err
 		}
 	}
-	return written(op, version, updated.Time, leaseExp.ptr()), true, nil
+	return written(op.Operation, version, updated.Time, leaseExp.ptr()), true, nil
 }
 
 // saveProgressUpdate is SaveProgress's update in the transaction form; it returns only what

@@ -136,3 +136,10 @@ func appendArrayElem[S string | []byte](b []byte, s S) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// TextArray and ByteTextArray are text[] parameters (binary, as pgTextArray and pgByteTextArray)
+// for the components that keep tables of their own in a store's PostgreSQL database.
+type (
+	TextArray     = pgTextArray
+	ByteTextArray = pgByteTextArray
+)

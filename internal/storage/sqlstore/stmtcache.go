@@ -11,7 +11,7 @@ import (
 )
 
 // stmtCache holds a pool's prepared statements: named ones (a fixed set, each built the first
-// time its name is asked for: the polled reads, the sandbox's point read and upsert) and ones
+// time its name is asked for: the polled reads) and ones
 // keyed by their text (the writer's per-provisioning statements).
 //
 // Text-keyed statements are built by squirrel, so each shape has one text. Unprepared, each

@@ -84,9 +84,7 @@ type Store struct {
 	updateStmt, eventStmt *sqlx.Stmt
 	// saves writes concurrent SaveProgress calls together: with saveBatchStmt (dialects with
 	// Array), else in one transaction.
-	saves *coalescer[saveCall, *storage.Operation]
-	// sandbox: the stand-ins' objects, one for every stand-in (its writer coalesces theirs).
-	sandbox       *SandboxObjects
+	saves         *coalescer[saveCall, *storage.Operation]
 	saveBatchStmt *sqlx.Stmt
 	// lastOps reads concurrent named last_operation calls together with lastOpBatchStmt
 	// (dialects with Array only).
@@ -131,8 +129,6 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		l.SetOutput(nopWriter{})
 		s.log = l
 	}
-	s.sandbox = NewSandboxObjects(s.w, s.d)
-	s.sandbox.prepare = s.preparedWrite
 	if s.d.Array != nil {
 		stmt, err := s.w.PreparexContext(ctx, s.d.rebind(saveProgressCTE))
 		if err != nil {
@@ -149,7 +145,6 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 			_ = stmt.Close()
 			return nil, err
 		}
-		s.sandbox.startWriter(s.unflushedWrites)
 		s.startNotifier()
 		return s, nil
 	}
@@ -184,6 +179,11 @@ type nopWriter struct{}
 
 func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 
+// Database implements storage.Store.
+func (s *Store) Database() storage.Database {
+	return storage.Database{Driver: s.d.Name, Writer: s.w, Unflushed: s.unflushed}
+}
+
 // DB is the database used for writes (with the dialect's bind type, so sqlx Rebind works).
 func (s *Store) DB() *sqlx.DB { return s.w }
 
@@ -214,7 +214,6 @@ func (s *Store) Close() error {
 	if s.lastOps != nil {
 		s.lastOps.stop()
 	}
-	s.sandbox.stopWriter()
 	errs = append(errs, s.reads.close(), s.writes.close(), s.claimed.close(), s.unflushedWrites.close())
 	stmts := []*sqlx.Stmt{s.saveProgressStmt, s.updateStmt, s.eventStmt, s.saveBatchStmt, s.lastOpBatchStmt}
 	for _, st := range stmts {
@@ -249,8 +248,13 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 }
 
 func schemaVersion(ctx context.Context, q sqlx.QueryerContext) (int, error) {
+	return schemaVersionIn(ctx, q, "schema_migrations")
+}
+
+// schemaVersionIn is the highest version recorded in a migration line's table.
+func schemaVersionIn(ctx context.Context, q sqlx.QueryerContext, table string) (int, error) {
 	var v int
-	if err := sqlx.GetContext(ctx, q, &v, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"); err != nil {
+	if err := sqlx.GetContext(ctx, q, &v, "SELECT COALESCE(MAX(version), 0) FROM "+table); err != nil {
 		return 0, err
 	}
 	return v, nil
@@ -375,13 +379,6 @@ func (s *Store) decryptSecrets(ct []byte) (storage.Secrets, error) {
 // (SQLite re-parsed them every time).
 func (s *Store) preparedRead(ctx context.Context, key string, query func() string) (*sqlx.Stmt, error) {
 	return s.reads.byName(ctx, key, func() string { return s.d.rebind(query()) })
-}
-
-// preparedWrite is the statement of query, prepared once on the writer under key: for the
-// statements the embedded sandbox runs on every request, which lib/pq would otherwise parse and
-// describe in a round trip of its own before each execution.
-func (s *Store) preparedWrite(ctx context.Context, key, query string) (*sqlx.Stmt, error) {
-	return s.writes.byName(ctx, key, func() string { return s.d.rebind(query) })
 }
 
 func (s *Store) sb() sq.StatementBuilderType {

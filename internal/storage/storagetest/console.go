@@ -116,7 +116,7 @@ func testEventsFeed(t *testing.T, e *env) {
 
 	// SaveProgress keeps the stage too (the engine's write path).
 	op := mustInsertOp(t, e.s, newOp("op-s", "inst-s", "provision", storage.StateInProgress, ptr(now())))
-	_, err := e.s.Operations().SaveProgress(ctx, op, []storage.Event{{Step: "s1", Stage: "create_runtime", Type: storage.EventSucceeded}})
+	_, err := e.s.Operations().SaveProgress(ctx, op, storage.Save{}, []storage.Event{{Step: "s1", Stage: "create_runtime", Type: storage.EventSucceeded}})
 	require.NoError(t, err)
 	p, err := ev.ListEvents(ctx, storage.EventFilter{OperationIDs: []string{"op-s"}})
 	require.NoError(t, err)

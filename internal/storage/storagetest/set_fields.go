@@ -93,7 +93,7 @@ func testSetRuntimeFields(t *testing.T, e *env) {
 	}
 }
 
-// testSaveProgressInstanceFields: the instance fields a save carries (Operation.Instance) are
+// testSaveProgressInstanceFields: the instance fields a save carries (Save.Instance) are
 // written with it, in its transaction, when the save is written (alone or in a batch of
 // concurrent saves), and not when it conflicts; a save without them leaves the instance alone.
 func testSaveProgressInstanceFields(t *testing.T, e *env) {
@@ -107,12 +107,12 @@ func testSaveProgressInstanceFields(t *testing.T, e *env) {
 		require.NoError(t, err)
 		ops[i] = mustInsertOp(t, e.s, newOp("op-"+id, id, "provision", storage.StateInProgress, nil))
 	}
-	saveAllAtOnce(t, e, ops, func(i int, op *storage.Operation) {
+	saveAllAtOnce(t, e, ops, func(i int, with *storage.Save) {
 		switch i % 3 {
 		case 0:
-			op.Instance = &storage.InstanceFields{RuntimeID: sp(fmt.Sprintf("rt-%d", i))}
+			with.Instance = &storage.InstanceFields{RuntimeID: sp(fmt.Sprintf("rt-%d", i))}
 		case 1:
-			op.Instance = &storage.InstanceFields{DashboardURL: sp("https://console.x"), ShootName: sp(fmt.Sprintf("c-%d", i))}
+			with.Instance = &storage.InstanceFields{DashboardURL: sp("https://console.x"), ShootName: sp(fmt.Sprintf("c-%d", i))}
 		}
 	})
 	for i := range n {
@@ -134,8 +134,8 @@ func testSaveProgressInstanceFields(t *testing.T, e *env) {
 
 	// A stale save writes neither the operation nor its instance fields.
 	stale := ops[2]
-	stale.Instance = &storage.InstanceFields{RuntimeID: sp("lost")}
-	_, err := e.s.Operations().SaveProgress(ctx, stale, nil)
+	lost := storage.Save{Instance: &storage.InstanceFields{RuntimeID: sp("lost")}}
+	_, err := e.s.Operations().SaveProgress(ctx, stale, lost, nil)
 	assert.ErrorIs(t, err, storage.ErrConflict)
 	got, err := e.s.Instances().GetInstance(ctx, "i2")
 	require.NoError(t, err)
@@ -143,7 +143,7 @@ func testSaveProgressInstanceFields(t *testing.T, e *env) {
 	assert.Equal(t, int64(1), got.Version)
 }
 
-// testSaveProgressRuntimeFields: Operation.Runtime is Operation.Instance for the provisioner's
+// testSaveProgressRuntimeFields: Save.Runtime is Save.Instance for the provisioner's
 // runtime the operation is of: written with a written save (alone or batched), not with a
 // conflicting one; the runtime's other columns stay. A kubeconfig replaces the runtime's
 // Secrets[KubeconfigSecret] and leaves its other secrets.
@@ -157,12 +157,12 @@ func testSaveProgressRuntimeFields(t *testing.T, e *env) {
 		_, ops[i], err = e.s.Runtimes().InsertRuntimeWithOperation(ctx, rt, newOp(fmt.Sprintf("op%d", i), rt.ID, "provisioner_provision", storage.StateInProgress, nil))
 		require.NoError(t, err)
 	}
-	saveAllAtOnce(t, e, ops, func(i int, op *storage.Operation) {
+	saveAllAtOnce(t, e, ops, func(i int, with *storage.Save) {
 		if i%2 == 0 {
-			op.Runtime = op.Runtime.Merge(storage.RuntimeFields{CompassRuntimeID: sp(fmt.Sprintf("compass-%d", i))})
+			with.Runtime = with.Runtime.Merge(storage.RuntimeFields{CompassRuntimeID: sp(fmt.Sprintf("compass-%d", i))})
 		}
 		if i%3 == 0 {
-			op.Runtime = op.Runtime.Merge(storage.RuntimeFields{Kubeconfig: sp(fmt.Sprintf("kc-%d", i))})
+			with.Runtime = with.Runtime.Merge(storage.RuntimeFields{Kubeconfig: sp(fmt.Sprintf("kc-%d", i))})
 		}
 	})
 	for i := range n {
@@ -185,8 +185,8 @@ func testSaveProgressRuntimeFields(t *testing.T, e *env) {
 		}
 	}
 	stale := ops[1]
-	stale.Runtime = &storage.RuntimeFields{CompassRuntimeID: sp("lost"), Kubeconfig: sp("lost")}
-	_, err := e.s.Operations().SaveProgress(ctx, stale, nil)
+	lost := storage.Save{Runtime: &storage.RuntimeFields{CompassRuntimeID: sp("lost"), Kubeconfig: sp("lost")}}
+	_, err := e.s.Operations().SaveProgress(ctx, stale, lost, nil)
 	assert.ErrorIs(t, err, storage.ErrConflict)
 	got, err := e.s.Runtimes().GetRuntime(ctx, "rt1")
 	require.NoError(t, err)
@@ -209,9 +209,9 @@ func testSaveProgressRuntimeFields(t *testing.T, e *env) {
 	assert.Empty(t, got.Secrets)
 }
 
-// saveAllAtOnce saves every op at once (a store may write them together), each changed by set
-// first, and requires every save to be written and to return no fields to write.
-func saveAllAtOnce(t *testing.T, e *env, ops []storage.Operation, set func(i int, op *storage.Operation)) {
+// saveAllAtOnce saves every op at once (a store may write them together), each with what set
+// gives it, and requires every save to be written.
+func saveAllAtOnce(t *testing.T, e *env, ops []storage.Operation, set func(i int, with *storage.Save)) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make([]error, len(ops))
@@ -219,13 +219,9 @@ func saveAllAtOnce(t *testing.T, e *env, ops []storage.Operation, set func(i int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			op := ops[i]
-			set(i, &op)
-			saved, err := e.s.Operations().SaveProgress(ctx, op, nil)
-			if err == nil && (saved.Instance != nil || saved.Runtime != nil) {
-				err = fmt.Errorf("a written save returns no fields to write")
-			}
-			errs[i] = err
+			var with storage.Save
+			set(i, &with)
+			_, errs[i] = e.s.Operations().SaveProgress(ctx, ops[i], with, nil)
 		}()
 	}
 	wg.Wait()

@@ -118,9 +118,6 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Orchestrations", testOrchestrations},
 		{"OrchestrationWorkersConcurrent", testOrchestrationWorkersConcurrent},
 		{"SingletonLock", testSingletonLock},
-		{"SandboxObjects", testSandboxObjects},
-		{"SandboxObjectsConcurrent", testSandboxObjectsConcurrent},
-		{"SandboxObjectsSystemsTogether", testSandboxObjectsSystemsTogether},
 		{"RuntimeStates", testRuntimeStates},
 		{"RuntimeStateOfTheFirstOperation", testRuntimeStateOfTheFirstOperation},
 		{"RuntimeSort", testRuntimeSort},
@@ -312,7 +309,7 @@ func testOperationCRUD(t *testing.T, e *env) {
 	missing.Version = 1
 	_, err = ops.UpdateOperation(ctx, missing)
 	assert.ErrorIs(t, err, storage.ErrNotFound)
-	_, err = ops.SaveProgress(ctx, missing, nil)
+	_, err = ops.SaveProgress(ctx, missing, storage.Save{}, nil)
 	assert.ErrorIs(t, err, storage.ErrNotFound)
 }
 
@@ -372,7 +369,7 @@ func testOptimisticLocking(t *testing.T, e *env) {
 	require.NoError(t, err)
 	assert.Equal(t, "a", got.Description, "a stale write must never overwrite")
 	assert.EqualValues(t, 2, got.Version)
-	_, err = ops.SaveProgress(ctx, b, nil)
+	_, err = ops.SaveProgress(ctx, b, storage.Save{}, nil)
 	assert.ErrorIs(t, err, storage.ErrConflict)
 
 	is := e.s.Instances()
@@ -781,7 +778,7 @@ func testSaveProgress(t *testing.T, e *env) {
 		{Step: "s1", Type: storage.EventSucceeded, Duration: 5 * time.Millisecond},
 		{Step: "s2", Type: storage.EventRetrying, Message: "retry in 10s", Wait: 10 * time.Second, OperationID: "op", InstanceID: "inst", CreatedAt: n},
 	}
-	saved, err := ops.SaveProgress(ctx, op, events)
+	saved, err := ops.SaveProgress(ctx, op, storage.Save{}, events)
 	require.NoError(t, err)
 	assert.EqualValues(t, op.Version+1, saved.Version)
 	assert.Equal(t, "w1", saved.LeaseOwner, "lease kept")
@@ -807,21 +804,21 @@ func testSaveProgress(t *testing.T, e *env) {
 
 	// Saving with no events works too.
 	saved.Description = "again"
-	saved2, err := ops.SaveProgress(ctx, saved, nil)
+	saved2, err := ops.SaveProgress(ctx, saved, storage.Save{}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "again", saved2.Description)
 
 	// A different lease owner is a conflict, even with the current version.
 	other := saved2
 	other.LeaseOwner = "w2"
-	_, err = ops.SaveProgress(ctx, other, []storage.Event{{Step: "x", Type: storage.EventStarted}})
+	_, err = ops.SaveProgress(ctx, other, storage.Save{}, []storage.Event{{Step: "x", Type: storage.EventStarted}})
 	assert.ErrorIs(t, err, storage.ErrConflict)
 
 	// After another worker reclaims the expired lease, the old owner's write is a conflict.
 	later := n.Add(time.Hour)
 	stolen := claimOne(t, e.s, "w2", later)
 	assert.Equal(t, "w2", stolen.LeaseOwner)
-	_, err = ops.SaveProgress(ctx, saved2, []storage.Event{{Step: "x", Type: storage.EventStarted}})
+	_, err = ops.SaveProgress(ctx, saved2, storage.Save{}, []storage.Event{{Step: "x", Type: storage.EventStarted}})
 	assert.ErrorIs(t, err, storage.ErrConflict)
 	evs, err = e.s.Events().ListEvents(ctx, storage.EventFilter{OperationIDs: []string{"op"}})
 	require.NoError(t, err)
@@ -832,19 +829,19 @@ func testSaveProgress(t *testing.T, e *env) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"op"}, held)
 	stolen.Description = "by w2"
-	saved3, err := ops.SaveProgress(ctx, stolen, nil)
+	saved3, err := ops.SaveProgress(ctx, stolen, storage.Save{}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, later.Add(time.Hour), *saved3.LeaseExpiresAt, "lease expiry never moves backwards")
 	// ...and a save carrying a later expiry moves it.
 	saved3.LeaseExpiresAt = ptr(later.Add(2 * time.Hour))
-	saved4, err := ops.SaveProgress(ctx, saved3, nil)
+	saved4, err := ops.SaveProgress(ctx, saved3, storage.Save{}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, later.Add(2*time.Hour), *saved4.LeaseExpiresAt)
 }
 
-// testSaveProgressKept: a save leaves the payload columns op.Kept names as the row holds them
-// (whatever op carries) and writes the others, in concurrent saves (which PostgreSQL batches)
-// and alone; what it returns has no Kept bits.
+// testSaveProgressKept: a save leaves the payload columns its Save.Kept names as the row holds
+// them (whatever op carries) and writes the others, in concurrent saves (which PostgreSQL
+// batches) and alone.
 func testSaveProgressKept(t *testing.T, e *env) {
 	ops := e.s.Operations()
 	n := now()
@@ -865,10 +862,10 @@ func testSaveProgressKept(t *testing.T, e *env) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			op.Kept = kinds[i%len(kinds)]
+			kept := kinds[i%len(kinds)]
 			op.Data, op.Secrets = json.RawMessage(`{"v":"new"}`), storage.Secrets{"k": "new"}
 			op.Description = "saved"
-			saved[i], errs[i] = ops.SaveProgress(ctx, op, []storage.Event{{Step: "s", Type: storage.EventSucceeded}})
+			saved[i], errs[i] = ops.SaveProgress(ctx, op, storage.Save{Kept: kept}, []storage.Event{{Step: "s", Type: storage.EventSucceeded}})
 		}()
 	}
 	wg.Wait()
@@ -880,7 +877,6 @@ func testSaveProgressKept(t *testing.T, e *env) {
 		assert.Equal(t, "saved", read.Description, "the other columns are written")
 		assert.JSONEq(t, `{"v":"`+data+`"}`, string(read.Data), "data of %s (kept %d)", op.ID, kept)
 		assert.Equal(t, storage.Secrets{"k": secret}, read.Secrets, "secrets of %s (kept %d)", op.ID, kept)
-		assert.Zero(t, op.Kept, "a written operation has no kept columns")
 	}
 	for i := range claimed {
 		require.NoError(t, errs[i])
@@ -896,11 +892,11 @@ func testSaveProgressKept(t *testing.T, e *env) {
 	}
 	// Alone: the unkept op0 now holds "new"; a save keeping both leaves them, whatever it carries.
 	op := saved[0]
-	op.Kept = storage.KeepData | storage.KeepSecrets
+	keepBoth := storage.KeepData | storage.KeepSecrets
 	op.Data, op.Secrets = json.RawMessage(`{"v":"ignored"}`), nil
-	again, err := ops.SaveProgress(ctx, op, nil)
+	again, err := ops.SaveProgress(ctx, op, storage.Save{Kept: keepBoth}, nil)
 	require.NoError(t, err)
-	check(again, op.Kept, "new", "new")
+	check(again, keepBoth, "new", "new")
 }
 
 func testSaveProgressConflict(t *testing.T, e *env) {
@@ -917,7 +913,7 @@ func testSaveProgressConflict(t *testing.T, e *env) {
 			defer wg.Done()
 			o := op
 			o.Description = fmt.Sprint(i)
-			_, err := e.s.Operations().SaveProgress(ctx, o, []storage.Event{
+			_, err := e.s.Operations().SaveProgress(ctx, o, storage.Save{}, []storage.Event{
 				{Step: fmt.Sprint("w", i), Type: storage.EventStarted},
 				{Step: fmt.Sprint("w", i), Type: storage.EventSucceeded},
 			})
@@ -950,7 +946,7 @@ func saveConcurrently(t *testing.T, s storage.Store, ops []storage.Operation, ro
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
 				events := edit(&op, r)
-				saved, err := s.Operations().SaveProgress(ctx, op, events)
+				saved, err := s.Operations().SaveProgress(ctx, op, storage.Save{}, events)
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -1021,14 +1017,14 @@ func testSaveProgressRelease(t *testing.T, e *env) {
 	op.State = storage.StateSucceeded
 	op.DueAt = nil
 	op.LeaseOwner = ""
-	saved, err := e.s.Operations().SaveProgress(ctx, op, []storage.Event{{Step: "last", Type: storage.EventSucceeded}})
+	saved, err := e.s.Operations().SaveProgress(ctx, op, storage.Save{}, []storage.Event{{Step: "last", Type: storage.EventSucceeded}})
 	require.NoError(t, err)
 	assert.Empty(t, saved.LeaseOwner)
 	assert.Nil(t, saved.LeaseExpiresAt)
 	assert.Nil(t, saved.DueAt)
 	assert.Equal(t, storage.StateSucceeded, saved.State)
 	// Releasing with a stale version is still a conflict.
-	_, err = e.s.Operations().SaveProgress(ctx, op, nil)
+	_, err = e.s.Operations().SaveProgress(ctx, op, storage.Save{}, nil)
 	assert.ErrorIs(t, err, storage.ErrConflict)
 }
 
@@ -1099,7 +1095,7 @@ func testReclaimLeases(t *testing.T, e *env) {
 	c, err := ops.GetOperation(ctx, "c")
 	require.NoError(t, err)
 	c.State, c.DueAt, c.LeaseOwner, c.LeaseExpiresAt = storage.StateSucceeded, nil, "", nil
-	_, err = ops.SaveProgress(ctx, c, nil)
+	_, err = ops.SaveProgress(ctx, c, storage.Save{}, nil)
 	require.NoError(t, err)
 
 	wctx, cancel := context.WithCancel(ctx)

@@ -40,7 +40,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/broker/auth"
 	"github.com/kyma-project/kyma-environment-broker/internal/catalog"
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 )
@@ -175,7 +175,7 @@ func startKEB(ctx context.Context, db driver.Config, log *logrus.Logger) (string
 	if err != nil {
 		return "", nil, nil, err
 	}
-	a, err := app.Build(ctx, cfg, log, app.Overrides{Listener: ln, Systems: func(_ context.Context, c *externals.Config, _ sandbox.Store) (func(), error) {
+	a, err := app.Build(ctx, cfg, log, app.Overrides{Listener: ln, Systems: func(_ context.Context, c *externals.Config, _ durable.Store) (func(), error) {
 		c.DisableAll()
 		return func() {}, nil
 	}})

@@ -29,9 +29,6 @@ var migrationFiles embed.FS
 // NotifyChannel is the LISTEN/NOTIFY channel that wakes the engines of all replicas.
 const NotifyChannel = "keb_operations"
 
-// migrationLockID is the pg_advisory_lock key held while migrating.
-const migrationLockID = 0x4b45425f6d6967 // "KEB_mig"
-
 // Config says where the database is: URL, or else the separate fields.
 type Config struct {
 	URL      string
@@ -261,10 +258,8 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 		Listen: func(ctx context.Context, ignore string) (<-chan struct{}, error) {
 			return listen(ctx, dsn, ignore, log)
 		},
-		MigrationLockSQL:   fmt.Sprintf("SELECT pg_advisory_lock(%d)", migrationLockID),
-		MigrationUnlockSQL: fmt.Sprintf("SELECT pg_advisory_unlock(%d)", migrationLockID),
-		ByteOrder:          ` COLLATE "C"`,
-		JSONCast:           "::json",
+		ByteOrder: ` COLLATE "C"`,
+		JSONCast:  "::json",
 	}
 }
 

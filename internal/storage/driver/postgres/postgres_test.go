@@ -109,7 +109,7 @@ func benchmarkSaveProgress(b *testing.B, events, callers int) {
 			i++
 			op.Description = fmt.Sprint("step ", i)
 			op.Progress.Steps = map[string]storage.StepProgress{"s": {FirstAttempt: now, Attempts: i}}
-			saved, err := s.Operations().SaveProgress(ctx, op, []storage.Event{
+			saved, err := s.Operations().SaveProgress(ctx, op, storage.Save{}, []storage.Event{
 				{Step: "s", Type: storage.EventStarted},
 				{Step: "s", Type: storage.EventSucceeded, Duration: time.Millisecond},
 			}[:events])

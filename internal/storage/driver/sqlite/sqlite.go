@@ -124,20 +124,6 @@ func OpenStore(ctx context.Context, cfg Config, kr *encryption.Keyring, log logr
 	return s, nil
 }
 
-// OpenSandboxObjects opens (creating if needed) a database file of the sandbox's own (cmd/sandbox),
-// applies the migrations and returns the stand-ins' store in it and how to close the database.
-func OpenSandboxObjects(ctx context.Context, path string, log logrus.FieldLogger) (storage.SandboxObjects, func() error, error) {
-	w, err := openWriter(ctx, Config{Path: path})
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := sqlstore.Migrate(ctx, w, dialect(), Migrations(), log); err != nil {
-		_ = w.Close()
-		return nil, nil, err
-	}
-	return sqlstore.NewSandboxObjects(w, dialect()), w.Close, nil
-}
-
 // Migrate applies the migrations alone and returns the schema version.
 func Migrate(ctx context.Context, cfg Config, log logrus.FieldLogger) (int, error) {
 	w, err := openWriter(ctx, cfg)
@@ -146,6 +132,12 @@ func Migrate(ctx context.Context, cfg Config, log logrus.FieldLogger) (int, erro
 	}
 	defer w.Close()
 	return sqlstore.Migrate(ctx, w, dialect(), Migrations(), log)
+}
+
+// OpenWriter opens the database file at path (creating it) with its single writer connection,
+// for a component that keeps a database file of its own.
+func OpenWriter(ctx context.Context, path string) (*sqlx.DB, error) {
+	return openWriter(ctx, Config{Path: path})
 }
 
 func openWriter(ctx context.Context, cfg Config) (*sqlx.DB, error) {

@@ -67,7 +67,7 @@ func TestConcurrentWritersNoBusy(t *testing.T) {
 				}
 				for _, o := range got {
 					o.Description = "x"
-					if _, err := s.Operations().SaveProgress(ctx, o, []storage.Event{{Step: "s", Type: storage.EventStarted}}); err != nil {
+					if _, err := s.Operations().SaveProgress(ctx, o, storage.Save{}, []storage.Event{{Step: "s", Type: storage.EventStarted}}); err != nil {
 						errs <- err
 					}
 				}

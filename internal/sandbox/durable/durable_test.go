@@ -1,4 +1,4 @@
-package sandbox_test
+package durable_test
 
 import (
 	"context"
@@ -14,29 +14,29 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // notes is a minimal stand-in state: notes by name and a counter of writes per name.
 type notes struct {
 	mu      sync.Mutex
-	d       *sandbox.Durable
+	d       *durable.Durable
 	notes   map[string]string
-	writes  *sandbox.Counts
+	writes  *durable.Counts
 	handler http.Handler
 }
 
-func openNotes(t *testing.T, store sandbox.Store) *notes {
+func openNotes(t *testing.T, store durable.Store) *notes {
 	t.Helper()
 	n := &notes{}
-	n.d = sandbox.NewDurable(sandbox.Persist{Store: store, System: "notes", Lock: &n.mu,
+	n.d = durable.NewDurable(durable.Persist{Store: store, System: "notes", Lock: &n.mu,
 		Encode: func(kind, key string) (any, bool) {
 			v, ok := n.notes[key]
 			return v, ok && kind == "note"
 		},
-		Restore: func(rows sandbox.Rows) error {
+		Restore: func(rows durable.Rows) error {
 			n.notes = map[string]string{}
-			return sandbox.Each(rows, "note", func(key, v string) { n.notes[key] = v })
+			return durable.Each(rows, "note", func(key, v string) { n.notes[key] = v })
 		}})
 	n.writes = n.d.Counts("writes")
 	require.NoError(t, n.d.Load(context.Background()))
@@ -67,11 +67,11 @@ func (n *notes) do(method, target string) *httptest.ResponseRecorder {
 
 // failingStore fails its writes while fail is set.
 type failingStore struct {
-	sandbox.Store
+	durable.Store
 	fail bool
 }
 
-func (f *failingStore) Write(ctx context.Context, system string, rows sandbox.Rows) error {
+func (f *failingStore) Write(ctx context.Context, system string, rows durable.Rows) error {
 	if f.fail {
 		return errors.New("disk full")
 	}
@@ -79,7 +79,7 @@ func (f *failingStore) Write(ctx context.Context, system string, rows sandbox.Ro
 }
 
 func TestDurableWritesBeforeAnswering(t *testing.T) {
-	store := sandbox.NewMemoryStore()
+	store := durable.NewMemoryStore()
 	n := openNotes(t, store)
 	rec := n.do(http.MethodPut, "/a?text=hello")
 	assert.Equal(t, http.StatusCreated, rec.Code)
@@ -91,7 +91,7 @@ func TestDurableWritesBeforeAnswering(t *testing.T) {
 
 	rows, err := store.Load(context.Background(), "notes")
 	require.NoError(t, err)
-	assert.Equal(t, sandbox.Rows{"note": {"a": []byte(`"again"`)}, "writes": {"a": []byte("2"), "b": []byte("1")}}, rows,
+	assert.Equal(t, durable.Rows{"note": {"a": []byte(`"again"`)}, "writes": {"a": []byte("2"), "b": []byte("1")}}, rows,
 		"one row per object and per counter; a deleted object has none")
 
 	again := openNotes(t, store)
@@ -107,7 +107,7 @@ func TestDurableWritesBeforeAnswering(t *testing.T) {
 }
 
 func TestDurableFailedWriteAnswers503AndForgets(t *testing.T) {
-	store := &failingStore{Store: sandbox.NewMemoryStore()}
+	store := &failingStore{Store: durable.NewMemoryStore()}
 	n := openNotes(t, store)
 	n.do(http.MethodPut, "/a?text=kept")
 	store.fail = true
@@ -124,16 +124,16 @@ func TestDurableFailedWriteAnswers503AndForgets(t *testing.T) {
 // A holder that keeps the whole answer itself (the in-process transport's BufferedResponse) is
 // written to directly; a failed write leaves only the 503 in it.
 func TestDurableWritesIntoAHeldAnswer(t *testing.T) {
-	store := &failingStore{Store: sandbox.NewMemoryStore()}
+	store := &failingStore{Store: durable.NewMemoryStore()}
 	n := openNotes(t, store)
-	w := sandbox.NewBufferedResponse()
+	w := durable.NewBufferedResponse()
 	n.handler.ServeHTTP(w, httptest.NewRequest(http.MethodPut, "/a?text=kept", nil))
 	res := w.Response(httptest.NewRequest(http.MethodPut, "/a", nil))
 	assert.Equal(t, http.StatusCreated, res.StatusCode)
 	assert.Equal(t, "kept", res.Header.Get("X-Note"))
 
 	store.fail = true
-	w = sandbox.NewBufferedResponse()
+	w = durable.NewBufferedResponse()
 	n.handler.ServeHTTP(w, httptest.NewRequest(http.MethodPut, "/a?text=lost", nil))
 	res = w.Response(httptest.NewRequest(http.MethodPut, "/a", nil))
 	assert.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
@@ -146,14 +146,14 @@ func TestDurableWritesIntoAHeldAnswer(t *testing.T) {
 
 // gatedStore holds its first write until release is closed and counts writes.
 type gatedStore struct {
-	sandbox.Store
+	durable.Store
 	mu      sync.Mutex
 	writes  int
 	writing chan struct{}
 	release chan struct{}
 }
 
-func (g *gatedStore) Write(ctx context.Context, system string, rows sandbox.Rows) error {
+func (g *gatedStore) Write(ctx context.Context, system string, rows durable.Rows) error {
 	g.mu.Lock()
 	g.writes++
 	first := g.writes == 1
@@ -168,7 +168,7 @@ func (g *gatedStore) Write(ctx context.Context, system string, rows sandbox.Rows
 // Requests served while a write is under way are written together in the next transaction, and
 // still none answers before its own change is stored.
 func TestDurableGroupCommits(t *testing.T) {
-	store := &gatedStore{Store: sandbox.NewMemoryStore(), writing: make(chan struct{}), release: make(chan struct{})}
+	store := &gatedStore{Store: durable.NewMemoryStore(), writing: make(chan struct{}), release: make(chan struct{})}
 	n := openNotes(t, store)
 	var served sync.WaitGroup
 	const queued = 20
@@ -217,11 +217,11 @@ func TestDurableGroupCommits(t *testing.T) {
 // its counters until the first change folds them into that row.
 func TestTallyKeepsOneRow(t *testing.T) {
 	ctx := context.Background()
-	store := sandbox.NewMemoryStore()
-	require.NoError(t, store.Write(ctx, "tally", sandbox.Rows{"calls": {"get": []byte("2"), "put": []byte("1")}}))
+	store := durable.NewMemoryStore()
+	require.NoError(t, store.Write(ctx, "tally", durable.Rows{"calls": {"get": []byte("2"), "put": []byte("1")}}))
 	var mu sync.Mutex
-	open := func() (*sandbox.Durable, *sandbox.Counts) {
-		d := sandbox.NewDurable(sandbox.Persist{Store: store, System: "tally", Lock: &mu})
+	open := func() (*durable.Durable, *durable.Counts) {
+		d := durable.NewDurable(durable.Persist{Store: store, System: "tally", Lock: &mu})
 		c := d.Tally("calls")
 		require.NoError(t, d.Load(ctx))
 		return d, c

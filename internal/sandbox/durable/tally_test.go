@@ -1,4 +1,4 @@
-package sandbox
+package durable
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package storagetest
+package durablesql
 
 import (
 	"context"
@@ -14,7 +14,7 @@ type rows = map[string]map[string][]byte
 
 func testSandboxObjects(t *testing.T, e *env) {
 	ctx := context.Background()
-	so := e.s.SandboxObjects()
+	so := e.open(t)
 	got, err := so.Load(ctx, "director")
 	require.NoError(t, err)
 	assert.Empty(t, got)
@@ -57,8 +57,8 @@ func testSandboxObjects(t *testing.T, e *env) {
 	require.NoError(t, so.Write(ctx, "director", rows{"pair": {"ü\x1fa": nil, "ü\x1fb": nil, "üx\x1fc": nil, "u\x1fd": nil}}))
 
 	// the rows are in the database: another store on it sees them
-	other := e.open(t, Keyring(t, e.key))
-	got, err = other.SandboxObjects().Load(ctx, "director")
+	other := e.open(t)
+	got, err = other.Load(ctx, "director")
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 
@@ -75,7 +75,7 @@ func testSandboxObjects(t *testing.T, e *env) {
 // in its own order, as stand-ins of several processes on one database could: no deadlock, no error.
 func testSandboxObjectsConcurrent(t *testing.T, e *env) {
 	ctx := context.Background()
-	so := e.s.SandboxObjects()
+	so := e.open(t)
 	const writers, keys = 6, 30
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -112,7 +112,7 @@ func testSandboxObjectsConcurrent(t *testing.T, e *env) {
 // writes into one statement and must not fail them for another's row).
 func testSandboxObjectsSystemsTogether(t *testing.T, e *env) {
 	ctx := context.Background()
-	so := e.s.SandboxObjects()
+	so := e.open(t)
 	const systems, rounds = 5, 40
 	var wg sync.WaitGroup
 	errs := make(chan error, systems*rounds)

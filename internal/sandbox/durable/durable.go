@@ -1,4 +1,4 @@
-package sandbox
+package durable
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/jsonappend"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // flushTimeout bounds writing one request's changes; the write does not end with the request's
@@ -334,7 +335,7 @@ func (d *Durable) recover(ctx context.Context) error {
 func (d *Durable) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The body is read before the turn is taken, so a slow client holds up no other request.
-		if !bufferBody(w, r) {
+		if !sandbox.BufferBody(w, r) {
 			return
 		}
 		d.req.Lock()
@@ -366,7 +367,7 @@ func (d *Durable) Handler(next http.Handler) http.Handler {
 }
 
 func (d *Durable) unavailable(w http.ResponseWriter, err error) {
-	WriteJSON(w, http.StatusServiceUnavailable, errorBody{Message: fmt.Sprintf("sandbox: saving the %s stand-in's state: %v", d.p.System, err)})
+	sandbox.WriteJSON(w, http.StatusServiceUnavailable, errorBody{Message: fmt.Sprintf("sandbox: saving the %s stand-in's state: %v", d.p.System, err)})
 }
 
 // Do runs fn as a request of its own, for a stand-in that another one calls directly: alone
@@ -578,4 +579,8 @@ func (c *Counts) Map() map[string]int {
 		out[k] += *v
 	}
 	return out
+}
+
+type errorBody struct {
+	Message string `json:"message"`
 }

@@ -1,10 +1,12 @@
-package sandbox
+package durable
 
 import (
 	"context"
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 )
 
 // Rows are a stand-in's durable state: one JSON value per object or counter, by kind and key.
@@ -120,7 +122,7 @@ func (m *MemoryStore) Clear(_ context.Context, system string) error {
 
 // InMemory returns the stand-in open returned on a new MemoryStore, for the New functions of the
 // stand-ins: loading an empty MemoryStore cannot fail, so an error is a programming error.
-func InMemory[S System](s S, err error) S {
+func InMemory[S sandbox.System](s S, err error) S {
 	if err != nil {
 		panic(fmt.Sprintf("opening a stand-in on an empty memory store: %v", err))
 	}
