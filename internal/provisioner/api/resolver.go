@@ -45,6 +45,16 @@ func (r mutationResolver) HibernateRuntime(ctx context.Context, id string) (*gql
 	return r.svc.HibernateRuntime(ctx, tenantFrom(ctx), id)
 }
 
+// RollBackUpgradeOperation answers, for a runtime of the tenant, what the real provisioner has
+// answered since Kyma 1.x: it is refused. Kyma upgrades keep no previous configuration to roll
+// back to.
+func (r mutationResolver) RollBackUpgradeOperation(ctx context.Context, id string) (*gqlschema.RuntimeStatus, error) {
+	if _, err := r.svc.RuntimeConfiguration(ctx, tenantFrom(ctx), id); err != nil {
+		return nil, err
+	}
+	return nil, apperr.NotSupported("runtime %s: rolling back an upgrade is not supported: Kyma upgrades keep no previous configuration", id)
+}
+
 func (r mutationResolver) ReconnectRuntimeAgent(ctx context.Context, id string) (string, error) {
 	return r.svc.ReconnectRuntimeAgent(ctx, tenantFrom(ctx), id)
 }

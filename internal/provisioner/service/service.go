@@ -343,7 +343,7 @@ func (s *Service) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (
 	if err != nil {
 		return nil, fmt.Errorf("listing operations of runtime %s: %w", rt.ID, err)
 	}
-	out := &gqlschema.RuntimeStatus{RuntimeConnectionStatus: connectionStatus(ops.Items)}
+	out := &gqlschema.RuntimeStatus{RuntimeConnectionStatus: connectionStatus(ops.Items), HibernationStatus: hibernationStatus(ops.Items)}
 	if len(ops.Items) > 0 {
 		if out.LastOperationStatus, err = operationStatus(ops.Items[0], rt); err != nil {
 			return nil, err
