@@ -8,6 +8,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/service"
 )
 
 // resolver implements the schema's resolvers by calling the provisioner's service. Errors are
@@ -25,6 +26,16 @@ func (r mutationResolver) ProvisionRuntime(ctx context.Context, config gqlschema
 	tenant := tenantFrom(ctx)
 	if tenant == "" {
 		return nil, apperr.BadRequest(TenantHeader, "the %q header is required", TenantHeader)
+	}
+	if sub := subAccountFrom(ctx); sub != "" && config.RuntimeInput != nil {
+		if _, set := config.RuntimeInput.Labels[service.SubAccountLabel]; !set {
+			in := *config.RuntimeInput
+			in.Labels = gqlschema.Labels{service.SubAccountLabel: sub}
+			for k, v := range config.RuntimeInput.Labels {
+				in.Labels[k] = v
+			}
+			config.RuntimeInput = &in
+		}
 	}
 	return r.svc.ProvisionRuntime(ctx, tenant, config)
 }

@@ -27,6 +27,10 @@ import (
 // without it the set's default is used.
 const BackendLabel = "kyma-project.io/provisioner"
 
+// SubAccountLabel in runtimeInput.labels is the runtime's subaccount (the real provisioner's
+// clients send it in the sub-account header instead, which the API turns into this label).
+const SubAccountLabel = "subaccount"
+
 // IdempotencyLabel in runtimeInput.labels makes provisionRuntime idempotent: the runtime ID
 // is derived from the tenant and the key, and a repeat returns the first provisioning.
 const IdempotencyLabel = "kyma-project.io/idempotency-key"
@@ -89,7 +93,7 @@ func (s *Service) ProvisionRuntime(ctx context.Context, tenant string, in gqlsch
 		Description: deref(in.RuntimeInput.Description), Labels: in.RuntimeInput.Labels, Cluster: cluster, Gardener: rawGardener,
 		Administrators: in.ClusterConfig.Administrators, Kyma: kyma,
 	}
-	if sub, ok := in.RuntimeInput.Labels["subaccount"].(string); ok {
+	if sub, ok := in.RuntimeInput.Labels[SubAccountLabel].(string); ok {
 		cfg.SubAccountID = sub
 	}
 	rawCfg, err := json.Marshal(cfg)
