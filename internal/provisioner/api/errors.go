@@ -23,6 +23,22 @@ const (
 	ExtensionField  = "field"
 )
 
+// Extension keys of the real provisioner's errors (kyma-project/control-plane
+// components/provisioner/internal/apperrors/presenter.go at f7d1ac25), set too: the original
+// KEB tells a missing runtime by error_reason "err_db_not_found" and an error not worth a retry
+// by a 4xx error_code (components/kyma-environment-broker/internal/provisioner/client.go).
+const (
+	ExtensionRealCode      = "error_code"
+	ExtensionRealReason    = "error_reason"
+	ExtensionRealComponent = "error_component"
+)
+
+// realCodes are the real provisioner's error codes (HTTP statuses) of ours; an error refused
+// for good is a 4xx, so that the original KEB does not retry it.
+var realCodes = map[apperr.Code]int{
+	apperr.CodeBadRequest: 400, apperr.CodeNotFound: 404, apperr.CodeConflict: 409, apperr.CodeNotSupported: 400, apperr.CodeInternal: 500,
+}
+
 // internalMessage is all a caller learns about an error without an apperr code.
 const internalMessage = "internal error"
 
@@ -69,7 +85,7 @@ func errorPresenter(log logrus.FieldLogger) graphql.ErrorPresenterFunc {
 
 		log.WithError(err).WithField("path", presented.Path.String()).Error("Provisioner API call failed")
 		out.Message = internalMessage
-		out.Extensions = map[string]any{ExtensionCode: string(apperr.CodeInternal), ExtensionReason: internalMessage}
+		out.Extensions = extensions(&apperr.Error{Code: apperr.CodeInternal, Reason: internalMessage})
 		return out
 	}
 }
@@ -78,6 +94,17 @@ func extensions(err *apperr.Error) map[string]any {
 	ext := map[string]any{ExtensionCode: string(err.Code), ExtensionReason: err.Reason}
 	if err.Field != "" {
 		ext[ExtensionField] = err.Field
+	}
+	code, ok := realCodes[err.Code]
+	if !ok {
+		code = 500
+	}
+	ext[ExtensionRealCode], ext[ExtensionRealComponent], ext[ExtensionRealReason] = code, "provisioner", ""
+	switch err.Code {
+	case apperr.CodeNotFound:
+		ext[ExtensionRealComponent], ext[ExtensionRealReason] = "db - provisioner", "err_db_not_found"
+	case apperr.CodeInternal:
+		ext[ExtensionRealReason] = "err_provisioner_internal"
 	}
 	return ext
 }

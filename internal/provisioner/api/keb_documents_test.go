@@ -260,8 +260,14 @@ func TestKEBDocumentsWork(t *testing.T) {
 	// rollBackUpgradeOperation validates and is refused, as by the real provisioner.
 	errs := c.runFailing("rollBackUpgradeOperation", docVars{RuntimeID: runtimes["aws"]})
 	assert.Equal(t, "NOT_SUPPORTED", errs[0].Extensions["code"], errs[0].Message)
+	// The original KEB takes a 4xx error_code as not worth a retry and error_reason
+	// err_db_not_found as a missing runtime.
+	assert.Equal(t, json.Number("400"), errs[0].Extensions["error_code"])
 	errs = c.runFailing("rollBackUpgradeOperation", docVars{RuntimeID: "no-such-runtime"})
 	assert.Equal(t, "NOT_FOUND", errs[0].Extensions["code"], errs[0].Message)
+	assert.Equal(t, "err_db_not_found", errs[0].Extensions["error_reason"])
+	errs = c.runFailing("runtimeStatus", docVars{RuntimeID: "no-such-runtime"})
+	assert.Equal(t, "err_db_not_found", errs[0].Extensions["error_reason"])
 
 	// deprovisionRuntime answers the operation's ID.
 	for provider, wantOp := range map[string]string{"gcp": "DeprovisionNoInstall", "azure": "DeprovisionNoInstall", "aws": "Deprovision", "openstack": "DeprovisionNoInstall"} {
