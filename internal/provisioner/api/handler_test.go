@@ -286,16 +286,16 @@ func TestAppErrors(t *testing.T) {
 		message    string
 	}{
 		"not found": {
-			err:        apperr.NotFound("runtime %s not found", "rt-1"),
+			err: apperr.NotFound("runtime %s not found", "rt-1"),
 			extensions: map[string]any{"code": "NOT_FOUND", "reason": "runtime rt-1 not found",
 				"error_code": float64(404), "error_component": "db - provisioner", "error_reason": "err_db_not_found"},
-			message:    "runtime rt-1 not found",
+			message: "runtime rt-1 not found",
 		},
 		"conflict, wrapped": {
-			err:        fmt.Errorf("while checking runtime: %w", apperr.Conflict("operation op-0 in progress")),
+			err: fmt.Errorf("while checking runtime: %w", apperr.Conflict("operation op-0 in progress")),
 			extensions: map[string]any{"code": "CONFLICT", "reason": "operation op-0 in progress",
 				"error_code": float64(409), "error_component": "provisioner", "error_reason": ""},
-			message:    "operation op-0 in progress",
+			message: "operation op-0 in progress",
 		},
 		"bad request": {
 			err: apperr.BadRequest("config.clusterConfig.gardenerConfig.autoScalerMin", "must not exceed autoScalerMax"),
