@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -40,6 +41,8 @@ type kebDocument struct {
 	Origin   string            `json:"origin"`
 	Headers  map[string]string `json:"headers"`
 	Document string            `json:"document"`
+	// RealVersions are the real schema's versions the document is valid against, all when empty.
+	RealVersions []string `json:"realVersions"`
 }
 
 type docVars struct{ Name, RuntimeID, OperationID string }
@@ -85,6 +88,11 @@ func TestKEBDocumentsValidate(t *testing.T) {
 		query, err := parser.ParseQuery(&ast.Source{Name: name, Input: text})
 		require.NoError(t, err, name)
 		for sname, s := range schemas {
+			version, isReal := strings.CutPrefix(sname, "real ")
+			if isReal && len(docs[name].RealVersions) > 0 && !slices.Contains(docs[name].RealVersions, version) {
+				assert.NotEmpty(t, validator.Validate(s, query), "%s against %s, which it is said to be invalid against", name, sname)
+				continue
+			}
 			assert.Empty(t, validator.Validate(s, query), "%s against %s", name, sname)
 		}
 	}
@@ -107,6 +115,7 @@ func TestKEBDocumentsWork(t *testing.T) {
 		{"azure", "provisionRuntime-azure", "keb-azure", "ProvisionNoInstall"},
 		{"aws", "provisionRuntime-aws-with-kyma", "keb-aws", "Provision"},
 		{"openstack", "provisionRuntime-openstack", "keb-openstack", "ProvisionNoInstall"},
+		{"openstack-later", "provisionRuntime-openstack-later", "keb-openstack-2", "ProvisionNoInstall"},
 	} {
 		var res struct{ Result operationStatus }
 		c.run(tc.doc, docVars{Name: tc.name}, &res)
@@ -203,6 +212,9 @@ func TestKEBDocumentsWork(t *testing.T) {
 		"floatingPoolName": "FloatingIP-external-kyma-01", "cloudProfileName": "converged-cloud-kyma", "loadBalancerProvider": "f5",
 	}, readBack("openstack")["providerSpecificConfig"])
 	assert.Equal(t, map[string]any{"__typename": "AWSProviderConfig", "vpcCidr": "10.250.0.0/16"}, readBack("aws")["providerSpecificConfig"])
+	assert.Equal(t, map[string]any{"__typename": "OpenStackProviderConfig", "zones": []any{"eu-de-2a", "eu-de-2b"},
+		"floatingPoolName": "FloatingIP-external-kyma-01", "cloudProfileName": "converged-cloud-kyma", "loadBalancerProvider": "f5",
+	}, readBack("openstack-later")["providerSpecificConfig"], "the real provisioner's defaults")
 
 	// The infrastructure is given what was sent.
 	rt, err = env.Store.Runtimes().GetRuntime(context.Background(), runtimes["gcp"])
@@ -270,7 +282,9 @@ func TestKEBDocumentsWork(t *testing.T) {
 	assert.Equal(t, "err_db_not_found", errs[0].Extensions["error_reason"])
 
 	// deprovisionRuntime answers the operation's ID.
-	for provider, wantOp := range map[string]string{"gcp": "DeprovisionNoInstall", "azure": "DeprovisionNoInstall", "aws": "Deprovision", "openstack": "DeprovisionNoInstall"} {
+	for provider, wantOp := range map[string]string{
+		"gcp": "DeprovisionNoInstall", "azure": "DeprovisionNoInstall", "aws": "Deprovision", "openstack": "DeprovisionNoInstall", "openstack-later": "DeprovisionNoInstall",
+	} {
 		c.run("deprovisionRuntime", docVars{RuntimeID: runtimes[provider]}, &id)
 		require.NotEmpty(t, id.Result, provider)
 		c.waitSucceeded(id.Result, wantOp)

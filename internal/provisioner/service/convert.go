@@ -49,6 +49,33 @@ func clusterConfig(g gqlschema.GardenerConfigInput, name string) (infrastructure
 	return c, nil
 }
 
+// The real provisioner's defaults of an OpenStack configuration (its schema since 2024 makes
+// both optional: kyma-project/control-plane components/provisioner/pkg/gqlschema/schema.graphql
+// at 08eff574).
+const (
+	defaultOpenStackFloatingPool = "FloatingIP-external-kyma-01"
+	defaultOpenStackCloudProfile = "converged-cloud-kyma"
+)
+
+// withProviderDefaults returns p with the real provisioner's defaults of what it leaves unset,
+// a copy when there are any: p belongs to the caller.
+func withProviderDefaults(p *gqlschema.ProviderSpecificInput) *gqlschema.ProviderSpecificInput {
+	if p == nil || p.OpenStackConfig == nil || (p.OpenStackConfig.FloatingPoolName != nil && p.OpenStackConfig.CloudProfileName != nil) {
+		return p
+	}
+	out, os := *p, *p.OpenStackConfig
+	if os.FloatingPoolName == nil {
+		pool := defaultOpenStackFloatingPool
+		os.FloatingPoolName = &pool
+	}
+	if os.CloudProfileName == nil {
+		profile := defaultOpenStackCloudProfile
+		os.CloudProfileName = &profile
+	}
+	out.OpenStackConfig = &os
+	return &out
+}
+
 // mergeUpgrade applies the fields an upgradeShoot sets to the current configuration.
 func mergeUpgrade(cur gqlschema.GardenerConfigInput, u *gqlschema.GardenerUpgradeInput) gqlschema.GardenerConfigInput {
 	setS := func(dst *string, v *string) {

@@ -80,6 +80,7 @@ func (s *Service) ProvisionRuntime(ctx context.Context, tenant string, in gqlsch
 		name = "c-" + id[:7] // Gardener shoot names are short
 		g.Name = &name
 	}
+	g.ProviderSpecificConfig = withProviderDefaults(g.ProviderSpecificConfig)
 	cluster, err := clusterConfig(g, name)
 	if err != nil {
 		return nil, err
