@@ -33,10 +33,19 @@ const (
 	ExtensionRealComponent = "error_component"
 )
 
-// realCodes are the real provisioner's error codes (HTTP statuses) of ours; an error refused
-// for good is a 4xx, so that the original KEB does not retry it.
-var realCodes = map[apperr.Code]int{
-	apperr.CodeBadRequest: 400, apperr.CodeNotFound: 404, apperr.CodeConflict: 409, apperr.CodeNotSupported: 400, apperr.CodeInternal: 500,
+// realCode is the real provisioner's error code (an HTTP status) of ours; an error refused for
+// good is a 4xx, so that the original KEB does not retry it.
+func realCode(c apperr.Code) int {
+	switch c {
+	case apperr.CodeBadRequest, apperr.CodeNotSupported:
+		return 400
+	case apperr.CodeNotFound:
+		return 404
+	case apperr.CodeConflict:
+		return 409
+	default:
+		return 500
+	}
 }
 
 // internalMessage is all a caller learns about an error without an apperr code.
@@ -95,11 +104,7 @@ func extensions(err *apperr.Error) map[string]any {
 	if err.Field != "" {
 		ext[ExtensionField] = err.Field
 	}
-	code, ok := realCodes[err.Code]
-	if !ok {
-		code = 500
-	}
-	ext[ExtensionRealCode], ext[ExtensionRealComponent], ext[ExtensionRealReason] = code, "provisioner", ""
+	ext[ExtensionRealCode], ext[ExtensionRealComponent], ext[ExtensionRealReason] = realCode(err.Code), "provisioner", ""
 	switch err.Code {
 	case apperr.CodeNotFound:
 		ext[ExtensionRealComponent], ext[ExtensionRealReason] = "db - provisioner", "err_db_not_found"
