@@ -23,6 +23,31 @@ const (
 	ExtensionField  = "field"
 )
 
+// Extension keys of the real provisioner's errors (kyma-project/control-plane
+// components/provisioner/internal/apperrors/presenter.go at f7d1ac25), set too: the original
+// KEB tells a missing runtime by error_reason "err_db_not_found" and an error not worth a retry
+// by a 4xx error_code (components/kyma-environment-broker/internal/provisioner/client.go).
+const (
+	ExtensionRealCode      = "error_code"
+	ExtensionRealReason    = "error_reason"
+	ExtensionRealComponent = "error_component"
+)
+
+// realCode is the real provisioner's error code (an HTTP status) of ours; an error refused for
+// good is a 4xx, so that the original KEB does not retry it.
+func realCode(c apperr.Code) int {
+	switch c {
+	case apperr.CodeBadRequest, apperr.CodeNotSupported:
+		return 400
+	case apperr.CodeNotFound:
+		return 404
+	case apperr.CodeConflict:
+		return 409
+	default:
+		return 500
+	}
+}
+
 // internalMessage is all a caller learns about an error without an apperr code.
 const internalMessage = "internal error"
 
@@ -69,7 +94,7 @@ func errorPresenter(log logrus.FieldLogger) graphql.ErrorPresenterFunc {
 
 		log.WithError(err).WithField("path", presented.Path.String()).Error("Provisioner API call failed")
 		out.Message = internalMessage
-		out.Extensions = map[string]any{ExtensionCode: string(apperr.CodeInternal), ExtensionReason: internalMessage}
+		out.Extensions = extensions(&apperr.Error{Code: apperr.CodeInternal, Reason: internalMessage})
 		return out
 	}
 }
@@ -78,6 +103,13 @@ func extensions(err *apperr.Error) map[string]any {
 	ext := map[string]any{ExtensionCode: string(err.Code), ExtensionReason: err.Reason}
 	if err.Field != "" {
 		ext[ExtensionField] = err.Field
+	}
+	ext[ExtensionRealCode], ext[ExtensionRealComponent], ext[ExtensionRealReason] = realCode(err.Code), "provisioner", ""
+	switch err.Code {
+	case apperr.CodeNotFound:
+		ext[ExtensionRealComponent], ext[ExtensionRealReason] = "db - provisioner", "err_db_not_found"
+	case apperr.CodeInternal:
+		ext[ExtensionRealReason] = "err_provisioner_internal"
 	}
 	return ext
 }

@@ -23,6 +23,10 @@ const DefaultEndpoint = "/graphql"
 // TenantHeader is the HTTP header carrying the tenant that scopes every call.
 const TenantHeader = client.TenantHeader
 
+// SubAccountHeader is the HTTP header with which the real provisioner's clients send the
+// subaccount of a provisionRuntime; it stands for the runtime's SubAccountLabel.
+const SubAccountHeader = "sub-account"
+
 // Config is the HTTP layout of the API.
 type Config struct {
 	// APIEndpoint is the path of the GraphQL API (APP_API_ENDPOINT), DefaultEndpoint when empty.
@@ -75,6 +79,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := withTenant(r.Context(), strings.TrimSpace(r.Header.Get(TenantHeader)))
+	ctx = context.WithValue(ctx, subAccountKey{}, strings.TrimSpace(r.Header.Get(SubAccountHeader)))
 	s.api.ServeHTTP(w, r.WithContext(ctx))
 }
 
@@ -91,6 +96,14 @@ type tenantKey struct{}
 
 func withTenant(ctx context.Context, tenant string) context.Context {
 	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+type subAccountKey struct{}
+
+// subAccountFrom returns the request's subaccount header, "" when it is missing.
+func subAccountFrom(ctx context.Context) string {
+	sub, _ := ctx.Value(subAccountKey{}).(string)
+	return sub
 }
 
 // tenantFrom returns the tenant of the request, "" when its header is missing.

@@ -286,19 +286,21 @@ func TestAppErrors(t *testing.T) {
 		message    string
 	}{
 		"not found": {
-			err:        apperr.NotFound("runtime %s not found", "rt-1"),
-			extensions: map[string]any{"code": "NOT_FOUND", "reason": "runtime rt-1 not found"},
-			message:    "runtime rt-1 not found",
+			err: apperr.NotFound("runtime %s not found", "rt-1"),
+			extensions: map[string]any{"code": "NOT_FOUND", "reason": "runtime rt-1 not found",
+				"error_code": float64(404), "error_component": "db - provisioner", "error_reason": "err_db_not_found"},
+			message: "runtime rt-1 not found",
 		},
 		"conflict, wrapped": {
-			err:        fmt.Errorf("while checking runtime: %w", apperr.Conflict("operation op-0 in progress")),
-			extensions: map[string]any{"code": "CONFLICT", "reason": "operation op-0 in progress"},
-			message:    "operation op-0 in progress",
+			err: fmt.Errorf("while checking runtime: %w", apperr.Conflict("operation op-0 in progress")),
+			extensions: map[string]any{"code": "CONFLICT", "reason": "operation op-0 in progress",
+				"error_code": float64(409), "error_component": "provisioner", "error_reason": ""},
+			message: "operation op-0 in progress",
 		},
 		"bad request": {
 			err: apperr.BadRequest("config.clusterConfig.gardenerConfig.autoScalerMin", "must not exceed autoScalerMax"),
 			extensions: map[string]any{"code": "BAD_REQUEST", "reason": "must not exceed autoScalerMax",
-				"field": "config.clusterConfig.gardenerConfig.autoScalerMin"},
+				"field": "config.clusterConfig.gardenerConfig.autoScalerMin", "error_code": float64(400), "error_component": "provisioner", "error_reason": ""},
 			message: "config.clusterConfig.gardenerConfig.autoScalerMin: must not exceed autoScalerMax",
 		},
 	} {
@@ -327,7 +329,8 @@ func TestInternalErrorsAreNotDisclosed(t *testing.T) {
 
 			require.Len(t, resp.Errors, 1)
 			assert.Equal(t, "internal error", resp.Errors[0].Message)
-			assert.Equal(t, map[string]any{"code": "INTERNAL", "reason": "internal error"}, resp.Errors[0].Extensions)
+			assert.Equal(t, map[string]any{"code": "INTERNAL", "reason": "internal error",
+				"error_code": float64(500), "error_component": "provisioner", "error_reason": "err_provisioner_internal"}, resp.Errors[0].Extensions)
 			assert.Equal(t, []any{"deprovisionRuntime"}, resp.Errors[0].Path)
 			require.NotEmpty(t, hook.AllEntries())
 			assert.Equal(t, logrus.ErrorLevel, hook.LastEntry().Level)

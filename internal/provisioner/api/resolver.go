@@ -8,6 +8,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/service"
 )
 
 // resolver implements the schema's resolvers by calling the provisioner's service. Errors are
@@ -26,6 +27,16 @@ func (r mutationResolver) ProvisionRuntime(ctx context.Context, config gqlschema
 	if tenant == "" {
 		return nil, apperr.BadRequest(TenantHeader, "the %q header is required", TenantHeader)
 	}
+	if sub := subAccountFrom(ctx); sub != "" && config.RuntimeInput != nil {
+		if _, set := config.RuntimeInput.Labels[service.SubAccountLabel]; !set {
+			in := *config.RuntimeInput
+			in.Labels = gqlschema.Labels{service.SubAccountLabel: sub}
+			for k, v := range config.RuntimeInput.Labels {
+				in.Labels[k] = v
+			}
+			config.RuntimeInput = &in
+		}
+	}
 	return r.svc.ProvisionRuntime(ctx, tenant, config)
 }
 
@@ -43,6 +54,16 @@ func (r mutationResolver) DeprovisionRuntime(ctx context.Context, id string) (st
 
 func (r mutationResolver) HibernateRuntime(ctx context.Context, id string) (*gqlschema.OperationStatus, error) {
 	return r.svc.HibernateRuntime(ctx, tenantFrom(ctx), id)
+}
+
+// RollBackUpgradeOperation answers, for a runtime of the tenant, what the real provisioner has
+// answered since Kyma 1.x: it is refused. Kyma upgrades keep no previous configuration to roll
+// back to.
+func (r mutationResolver) RollBackUpgradeOperation(ctx context.Context, id string) (*gqlschema.RuntimeStatus, error) {
+	if _, err := r.svc.RuntimeConfiguration(ctx, tenantFrom(ctx), id); err != nil {
+		return nil, err
+	}
+	return nil, apperr.NotSupported("runtime %s: rolling back an upgrade is not supported: Kyma upgrades keep no previous configuration", id)
 }
 
 func (r mutationResolver) ReconnectRuntimeAgent(ctx context.Context, id string) (string, error) {

@@ -31,7 +31,9 @@ const (
 )
 
 // Selections of the output types: every field, so that the GraphQL client returns what the
-// in-process one does. (A document must use each fragment it defines.)
+// in-process one does. (A document must use each fragment it defines.) Azure's zones are
+// aliased (gqlschema.AzureZoneNamesAlias): they are nullable, GCP's and OpenStack's are not,
+// and GraphQL refuses one response name with two shapes.
 const (
 	operationStatusFragment = `
 fragment OperationStatusFields on OperationStatus {
@@ -46,13 +48,20 @@ fragment RuntimeConfigFields on RuntimeConfig {
     name kubernetesVersion provider targetSecret region machineType machineImage machineImageVersion
     diskType volumeSizeGB workerCidr autoScalerMin autoScalerMax maxSurge maxUnavailable purpose
     licenceType enableKubernetesVersionAutoUpdate enableMachineImageVersionAutoUpdate seed
-    exposureClassName euAccess
+    exposureClassName euAccess podsCidr servicesCidr shootNetworkingFilterDisabled
+    controlPlaneFailureTolerance shootAndSeedSameRegion
     providerSpecificConfig {
-      gcpConfig { zones }
-      azureConfig { vnetCidr zones enableNatGateway }
-      awsConfig { vpcCidr awsZones { name workerCidr publicCidr internalCidr } }
-      openStackConfig { zones floatingPoolName cloudProfileName loadBalancerProvider }
+      __typename
+      ... on GCPProviderConfig { zones }
+      ... on AzureProviderConfig {
+        vnetCidr zoneNames: zones azureZones { name cidr } enableNatGateway idleConnectionTimeoutMinutes
+      }
+      ... on AWSProviderConfig { vpcCidr awsZones { name workerCidr publicCidr internalCidr } enableIMDSv2 }
+      ... on OpenStackProviderConfig {
+        zones floatingPoolName cloudProfileName loadBalancerProvider
+      }
     }
+    dnsConfig { domain providers { domainsInclude primary secretName type } }
     oidcConfig { clientID issuerURL groupsClaim signingAlgs usernameClaim usernamePrefix }
   }
   kymaConfig {

@@ -37,8 +37,9 @@ type DirectiveRoot struct {
 
 type ComplexityRoot struct {
 	AWSProviderConfig struct {
-		AWSZones func(childComplexity int) int
-		VpcCidr  func(childComplexity int) int
+		AWSZones     func(childComplexity int) int
+		EnableIMDSv2 func(childComplexity int) int
+		VpcCidr      func(childComplexity int) int
 	}
 
 	AWSZone struct {
@@ -60,9 +61,16 @@ type ComplexityRoot struct {
 	}
 
 	AzureProviderConfig struct {
-		EnableNatGateway func(childComplexity int) int
-		VnetCidr         func(childComplexity int) int
-		Zones            func(childComplexity int) int
+		AzureZones                   func(childComplexity int) int
+		EnableNatGateway             func(childComplexity int) int
+		IdleConnectionTimeoutMinutes func(childComplexity int) int
+		VnetCidr                     func(childComplexity int) int
+		Zones                        func(childComplexity int) int
+	}
+
+	AzureZone struct {
+		Cidr func(childComplexity int) int
+		Name func(childComplexity int) int
 	}
 
 	ComponentConfiguration struct {
@@ -78,6 +86,18 @@ type ComplexityRoot struct {
 		Value  func(childComplexity int) int
 	}
 
+	DNSConfig struct {
+		Domain    func(childComplexity int) int
+		Providers func(childComplexity int) int
+	}
+
+	DNSProvider struct {
+		DomainsInclude func(childComplexity int) int
+		Primary        func(childComplexity int) int
+		SecretName     func(childComplexity int) int
+		Type           func(childComplexity int) int
+	}
+
 	Error struct {
 		Message func(childComplexity int) int
 	}
@@ -89,6 +109,8 @@ type ComplexityRoot struct {
 	GardenerConfig struct {
 		AutoScalerMax                       func(childComplexity int) int
 		AutoScalerMin                       func(childComplexity int) int
+		ControlPlaneFailureTolerance        func(childComplexity int) int
+		DNSConfig                           func(childComplexity int) int
 		DiskType                            func(childComplexity int) int
 		EnableKubernetesVersionAutoUpdate   func(childComplexity int) int
 		EnableMachineImageVersionAutoUpdate func(childComplexity int) int
@@ -103,14 +125,23 @@ type ComplexityRoot struct {
 		MaxUnavailable                      func(childComplexity int) int
 		Name                                func(childComplexity int) int
 		OidcConfig                          func(childComplexity int) int
+		PodsCidr                            func(childComplexity int) int
 		Provider                            func(childComplexity int) int
 		ProviderSpecificConfig              func(childComplexity int) int
 		Purpose                             func(childComplexity int) int
 		Region                              func(childComplexity int) int
 		Seed                                func(childComplexity int) int
+		ServicesCidr                        func(childComplexity int) int
+		ShootAndSeedSameRegion              func(childComplexity int) int
+		ShootNetworkingFilterDisabled       func(childComplexity int) int
 		TargetSecret                        func(childComplexity int) int
 		VolumeSizeGb                        func(childComplexity int) int
 		WorkerCidr                          func(childComplexity int) int
+	}
+
+	HibernationStatus struct {
+		Hibernated          func(childComplexity int) int
+		HibernationPossible func(childComplexity int) int
 	}
 
 	KymaConfig struct {
@@ -133,6 +164,7 @@ type ComplexityRoot struct {
 		ProvisionRuntime         func(childComplexity int, config ProvisionRuntimeInput) int
 		ReconnectRuntimeAgent    func(childComplexity int, id string) int
 		RevokeRuntimeCredentials func(childComplexity int, id string, name string) int
+		RollBackUpgradeOperation func(childComplexity int, id string) int
 		UpgradeRuntime           func(childComplexity int, id string, config UpgradeRuntimeInput) int
 		UpgradeShoot             func(childComplexity int, id string, config UpgradeShootInput) int
 	}
@@ -163,13 +195,6 @@ type ComplexityRoot struct {
 		State            func(childComplexity int) int
 	}
 
-	ProviderSpecificConfig struct {
-		AWSConfig       func(childComplexity int) int
-		AzureConfig     func(childComplexity int) int
-		GCPConfig       func(childComplexity int) int
-		OpenStackConfig func(childComplexity int) int
-	}
-
 	Query struct {
 		RuntimeOperationStatus func(childComplexity int, id string) int
 		RuntimeStatus          func(childComplexity int, id string) int
@@ -193,6 +218,7 @@ type ComplexityRoot struct {
 	}
 
 	RuntimeStatus struct {
+		HibernationStatus       func(childComplexity int) int
 		LastOperationStatus     func(childComplexity int) int
 		RuntimeConfiguration    func(childComplexity int) int
 		RuntimeConnectionStatus func(childComplexity int) int
@@ -209,6 +235,7 @@ type MutationResolver interface {
 	UpgradeShoot(ctx context.Context, id string, config UpgradeShootInput) (*OperationStatus, error)
 	DeprovisionRuntime(ctx context.Context, id string) (string, error)
 	HibernateRuntime(ctx context.Context, id string) (*OperationStatus, error)
+	RollBackUpgradeOperation(ctx context.Context, id string) (*RuntimeStatus, error)
 	ReconnectRuntimeAgent(ctx context.Context, id string) (string, error)
 	CreateRuntimeCredentials(ctx context.Context, id string, name string, expirationSeconds int) (*RuntimeCredentials, error)
 	RevokeRuntimeCredentials(ctx context.Context, id string, name string) (string, error)
@@ -242,6 +269,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AWSProviderConfig.AWSZones(childComplexity), true
+	case "AWSProviderConfig.enableIMDSv2":
+		if e.ComplexityRoot.AWSProviderConfig.EnableIMDSv2 == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AWSProviderConfig.EnableIMDSv2(childComplexity), true
 	case "AWSProviderConfig.vpcCidr":
 		if e.ComplexityRoot.AWSProviderConfig.VpcCidr == nil {
 			break
@@ -323,12 +356,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Allocation.StorageBytes(childComplexity), true
 
+	case "AzureProviderConfig.azureZones":
+		if e.ComplexityRoot.AzureProviderConfig.AzureZones == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AzureProviderConfig.AzureZones(childComplexity), true
 	case "AzureProviderConfig.enableNatGateway":
 		if e.ComplexityRoot.AzureProviderConfig.EnableNatGateway == nil {
 			break
 		}
 
 		return e.ComplexityRoot.AzureProviderConfig.EnableNatGateway(childComplexity), true
+	case "AzureProviderConfig.idleConnectionTimeoutMinutes":
+		if e.ComplexityRoot.AzureProviderConfig.IdleConnectionTimeoutMinutes == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AzureProviderConfig.IdleConnectionTimeoutMinutes(childComplexity), true
 	case "AzureProviderConfig.vnetCidr":
 		if e.ComplexityRoot.AzureProviderConfig.VnetCidr == nil {
 			break
@@ -341,6 +386,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.AzureProviderConfig.Zones(childComplexity), true
+
+	case "AzureZone.cidr":
+		if e.ComplexityRoot.AzureZone.Cidr == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AzureZone.Cidr(childComplexity), true
+	case "AzureZone.name":
+		if e.ComplexityRoot.AzureZone.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AzureZone.Name(childComplexity), true
 
 	case "ComponentConfiguration.component":
 		if e.ComplexityRoot.ComponentConfiguration.Component == nil {
@@ -386,6 +444,44 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ConfigEntry.Value(childComplexity), true
 
+	case "DNSConfig.domain":
+		if e.ComplexityRoot.DNSConfig.Domain == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DNSConfig.Domain(childComplexity), true
+	case "DNSConfig.providers":
+		if e.ComplexityRoot.DNSConfig.Providers == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DNSConfig.Providers(childComplexity), true
+
+	case "DNSProvider.domainsInclude":
+		if e.ComplexityRoot.DNSProvider.DomainsInclude == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DNSProvider.DomainsInclude(childComplexity), true
+	case "DNSProvider.primary":
+		if e.ComplexityRoot.DNSProvider.Primary == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DNSProvider.Primary(childComplexity), true
+	case "DNSProvider.secretName":
+		if e.ComplexityRoot.DNSProvider.SecretName == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DNSProvider.SecretName(childComplexity), true
+	case "DNSProvider.type":
+		if e.ComplexityRoot.DNSProvider.Type == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DNSProvider.Type(childComplexity), true
+
 	case "Error.message":
 		if e.ComplexityRoot.Error.Message == nil {
 			break
@@ -412,6 +508,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.GardenerConfig.AutoScalerMin(childComplexity), true
+	case "GardenerConfig.controlPlaneFailureTolerance":
+		if e.ComplexityRoot.GardenerConfig.ControlPlaneFailureTolerance == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GardenerConfig.ControlPlaneFailureTolerance(childComplexity), true
+	case "GardenerConfig.dnsConfig":
+		if e.ComplexityRoot.GardenerConfig.DNSConfig == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GardenerConfig.DNSConfig(childComplexity), true
 	case "GardenerConfig.diskType":
 		if e.ComplexityRoot.GardenerConfig.DiskType == nil {
 			break
@@ -496,6 +604,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.GardenerConfig.OidcConfig(childComplexity), true
+	case "GardenerConfig.podsCidr":
+		if e.ComplexityRoot.GardenerConfig.PodsCidr == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GardenerConfig.PodsCidr(childComplexity), true
 	case "GardenerConfig.provider":
 		if e.ComplexityRoot.GardenerConfig.Provider == nil {
 			break
@@ -526,6 +640,24 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.GardenerConfig.Seed(childComplexity), true
+	case "GardenerConfig.servicesCidr":
+		if e.ComplexityRoot.GardenerConfig.ServicesCidr == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GardenerConfig.ServicesCidr(childComplexity), true
+	case "GardenerConfig.shootAndSeedSameRegion":
+		if e.ComplexityRoot.GardenerConfig.ShootAndSeedSameRegion == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GardenerConfig.ShootAndSeedSameRegion(childComplexity), true
+	case "GardenerConfig.shootNetworkingFilterDisabled":
+		if e.ComplexityRoot.GardenerConfig.ShootNetworkingFilterDisabled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.GardenerConfig.ShootNetworkingFilterDisabled(childComplexity), true
 	case "GardenerConfig.targetSecret":
 		if e.ComplexityRoot.GardenerConfig.TargetSecret == nil {
 			break
@@ -544,6 +676,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.GardenerConfig.WorkerCidr(childComplexity), true
+
+	case "HibernationStatus.hibernated":
+		if e.ComplexityRoot.HibernationStatus.Hibernated == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HibernationStatus.Hibernated(childComplexity), true
+	case "HibernationStatus.hibernationPossible":
+		if e.ComplexityRoot.HibernationStatus.HibernationPossible == nil {
+			break
+		}
+
+		return e.ComplexityRoot.HibernationStatus.HibernationPossible(childComplexity), true
 
 	case "KymaConfig.components":
 		if e.ComplexityRoot.KymaConfig.Components == nil {
@@ -655,6 +800,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeRuntimeCredentials(childComplexity, args["id"].(string), args["name"].(string)), true
+	case "Mutation.rollBackUpgradeOperation":
+		if e.ComplexityRoot.Mutation.RollBackUpgradeOperation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rollBackUpgradeOperation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RollBackUpgradeOperation(childComplexity, args["id"].(string)), true
 	case "Mutation.upgradeRuntime":
 		if e.ComplexityRoot.Mutation.UpgradeRuntime == nil {
 			break
@@ -783,31 +939,6 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.OperationStatus.State(childComplexity), true
 
-	case "ProviderSpecificConfig.awsConfig":
-		if e.ComplexityRoot.ProviderSpecificConfig.AWSConfig == nil {
-			break
-		}
-
-		return e.ComplexityRoot.ProviderSpecificConfig.AWSConfig(childComplexity), true
-	case "ProviderSpecificConfig.azureConfig":
-		if e.ComplexityRoot.ProviderSpecificConfig.AzureConfig == nil {
-			break
-		}
-
-		return e.ComplexityRoot.ProviderSpecificConfig.AzureConfig(childComplexity), true
-	case "ProviderSpecificConfig.gcpConfig":
-		if e.ComplexityRoot.ProviderSpecificConfig.GCPConfig == nil {
-			break
-		}
-
-		return e.ComplexityRoot.ProviderSpecificConfig.GCPConfig(childComplexity), true
-	case "ProviderSpecificConfig.openStackConfig":
-		if e.ComplexityRoot.ProviderSpecificConfig.OpenStackConfig == nil {
-			break
-		}
-
-		return e.ComplexityRoot.ProviderSpecificConfig.OpenStackConfig(childComplexity), true
-
 	case "Query.runtimeOperationStatus":
 		if e.ComplexityRoot.Query.RuntimeOperationStatus == nil {
 			break
@@ -882,6 +1013,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.RuntimeCredentials.Kubeconfig(childComplexity), true
 
+	case "RuntimeStatus.hibernationStatus":
+		if e.ComplexityRoot.RuntimeStatus.HibernationStatus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RuntimeStatus.HibernationStatus(childComplexity), true
 	case "RuntimeStatus.lastOperationStatus":
 		if e.ComplexityRoot.RuntimeStatus.LastOperationStatus == nil {
 			break
@@ -913,9 +1050,12 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("AWSProviderConfigInput", ec.unmarshalInputAWSProviderConfigInput),
 			graphql.NewInputUnmarshaler("AWSZoneInput", ec.unmarshalInputAWSZoneInput),
 			graphql.NewInputUnmarshaler("AzureProviderConfigInput", ec.unmarshalInputAzureProviderConfigInput),
+			graphql.NewInputUnmarshaler("AzureZoneInput", ec.unmarshalInputAzureZoneInput),
 			graphql.NewInputUnmarshaler("ClusterConfigInput", ec.unmarshalInputClusterConfigInput),
 			graphql.NewInputUnmarshaler("ComponentConfigurationInput", ec.unmarshalInputComponentConfigurationInput),
 			graphql.NewInputUnmarshaler("ConfigEntryInput", ec.unmarshalInputConfigEntryInput),
+			graphql.NewInputUnmarshaler("DNSConfigInput", ec.unmarshalInputDNSConfigInput),
+			graphql.NewInputUnmarshaler("DNSProviderInput", ec.unmarshalInputDNSProviderInput),
 			graphql.NewInputUnmarshaler("GCPProviderConfigInput", ec.unmarshalInputGCPProviderConfigInput),
 			graphql.NewInputUnmarshaler("GardenerConfigInput", ec.unmarshalInputGardenerConfigInput),
 			graphql.NewInputUnmarshaler("GardenerUpgradeInput", ec.unmarshalInputGardenerUpgradeInput),
@@ -1022,16 +1162,6 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
 
-func (ec *executionContext) childFields_AWSProviderConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-	switch field.Name {
-	case "vpcCidr":
-		return ec.fieldContext_AWSProviderConfig_vpcCidr(ctx, field)
-	case "awsZones":
-		return ec.fieldContext_AWSProviderConfig_awsZones(ctx, field)
-	}
-	return nil, fmt.Errorf("no field named %q was found under type AWSProviderConfig", field.Name)
-}
-
 func (ec *executionContext) childFields_AWSZone(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "name":
@@ -1068,16 +1198,14 @@ func (ec *executionContext) childFields_Allocation(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type Allocation", field.Name)
 }
 
-func (ec *executionContext) childFields_AzureProviderConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+func (ec *executionContext) childFields_AzureZone(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
-	case "vnetCidr":
-		return ec.fieldContext_AzureProviderConfig_vnetCidr(ctx, field)
-	case "zones":
-		return ec.fieldContext_AzureProviderConfig_zones(ctx, field)
-	case "enableNatGateway":
-		return ec.fieldContext_AzureProviderConfig_enableNatGateway(ctx, field)
+	case "name":
+		return ec.fieldContext_AzureZone_name(ctx, field)
+	case "cidr":
+		return ec.fieldContext_AzureZone_cidr(ctx, field)
 	}
-	return nil, fmt.Errorf("no field named %q was found under type AzureProviderConfig", field.Name)
+	return nil, fmt.Errorf("no field named %q was found under type AzureZone", field.Name)
 }
 
 func (ec *executionContext) childFields_ComponentConfiguration(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1106,20 +1234,36 @@ func (ec *executionContext) childFields_ConfigEntry(ctx context.Context, field g
 	return nil, fmt.Errorf("no field named %q was found under type ConfigEntry", field.Name)
 }
 
+func (ec *executionContext) childFields_DNSConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "domain":
+		return ec.fieldContext_DNSConfig_domain(ctx, field)
+	case "providers":
+		return ec.fieldContext_DNSConfig_providers(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DNSConfig", field.Name)
+}
+
+func (ec *executionContext) childFields_DNSProvider(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "domainsInclude":
+		return ec.fieldContext_DNSProvider_domainsInclude(ctx, field)
+	case "primary":
+		return ec.fieldContext_DNSProvider_primary(ctx, field)
+	case "secretName":
+		return ec.fieldContext_DNSProvider_secretName(ctx, field)
+	case "type":
+		return ec.fieldContext_DNSProvider_type(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DNSProvider", field.Name)
+}
+
 func (ec *executionContext) childFields_Error(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "message":
 		return ec.fieldContext_Error_message(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Error", field.Name)
-}
-
-func (ec *executionContext) childFields_GCPProviderConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-	switch field.Name {
-	case "zones":
-		return ec.fieldContext_GCPProviderConfig_zones(ctx, field)
-	}
-	return nil, fmt.Errorf("no field named %q was found under type GCPProviderConfig", field.Name)
 }
 
 func (ec *executionContext) childFields_GardenerConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1146,6 +1290,10 @@ func (ec *executionContext) childFields_GardenerConfig(ctx context.Context, fiel
 		return ec.fieldContext_GardenerConfig_volumeSizeGB(ctx, field)
 	case "workerCidr":
 		return ec.fieldContext_GardenerConfig_workerCidr(ctx, field)
+	case "podsCidr":
+		return ec.fieldContext_GardenerConfig_podsCidr(ctx, field)
+	case "servicesCidr":
+		return ec.fieldContext_GardenerConfig_servicesCidr(ctx, field)
 	case "autoScalerMin":
 		return ec.fieldContext_GardenerConfig_autoScalerMin(ctx, field)
 	case "autoScalerMax":
@@ -1164,16 +1312,34 @@ func (ec *executionContext) childFields_GardenerConfig(ctx context.Context, fiel
 		return ec.fieldContext_GardenerConfig_enableMachineImageVersionAutoUpdate(ctx, field)
 	case "providerSpecificConfig":
 		return ec.fieldContext_GardenerConfig_providerSpecificConfig(ctx, field)
+	case "dnsConfig":
+		return ec.fieldContext_GardenerConfig_dnsConfig(ctx, field)
 	case "seed":
 		return ec.fieldContext_GardenerConfig_seed(ctx, field)
 	case "oidcConfig":
 		return ec.fieldContext_GardenerConfig_oidcConfig(ctx, field)
 	case "exposureClassName":
 		return ec.fieldContext_GardenerConfig_exposureClassName(ctx, field)
+	case "shootNetworkingFilterDisabled":
+		return ec.fieldContext_GardenerConfig_shootNetworkingFilterDisabled(ctx, field)
+	case "controlPlaneFailureTolerance":
+		return ec.fieldContext_GardenerConfig_controlPlaneFailureTolerance(ctx, field)
 	case "euAccess":
 		return ec.fieldContext_GardenerConfig_euAccess(ctx, field)
+	case "shootAndSeedSameRegion":
+		return ec.fieldContext_GardenerConfig_shootAndSeedSameRegion(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type GardenerConfig", field.Name)
+}
+
+func (ec *executionContext) childFields_HibernationStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "hibernated":
+		return ec.fieldContext_HibernationStatus_hibernated(ctx, field)
+	case "hibernationPossible":
+		return ec.fieldContext_HibernationStatus_hibernationPossible(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type HibernationStatus", field.Name)
 }
 
 func (ec *executionContext) childFields_KymaConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1220,20 +1386,6 @@ func (ec *executionContext) childFields_OIDCConfig(ctx context.Context, field gr
 	return nil, fmt.Errorf("no field named %q was found under type OIDCConfig", field.Name)
 }
 
-func (ec *executionContext) childFields_OpenStackProviderConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-	switch field.Name {
-	case "zones":
-		return ec.fieldContext_OpenStackProviderConfig_zones(ctx, field)
-	case "floatingPoolName":
-		return ec.fieldContext_OpenStackProviderConfig_floatingPoolName(ctx, field)
-	case "cloudProfileName":
-		return ec.fieldContext_OpenStackProviderConfig_cloudProfileName(ctx, field)
-	case "loadBalancerProvider":
-		return ec.fieldContext_OpenStackProviderConfig_loadBalancerProvider(ctx, field)
-	}
-	return nil, fmt.Errorf("no field named %q was found under type OpenStackProviderConfig", field.Name)
-}
-
 func (ec *executionContext) childFields_OperationStatus(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -1252,20 +1404,6 @@ func (ec *executionContext) childFields_OperationStatus(ctx context.Context, fie
 		return ec.fieldContext_OperationStatus_lastError(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type OperationStatus", field.Name)
-}
-
-func (ec *executionContext) childFields_ProviderSpecificConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-	switch field.Name {
-	case "gcpConfig":
-		return ec.fieldContext_ProviderSpecificConfig_gcpConfig(ctx, field)
-	case "azureConfig":
-		return ec.fieldContext_ProviderSpecificConfig_azureConfig(ctx, field)
-	case "awsConfig":
-		return ec.fieldContext_ProviderSpecificConfig_awsConfig(ctx, field)
-	case "openStackConfig":
-		return ec.fieldContext_ProviderSpecificConfig_openStackConfig(ctx, field)
-	}
-	return nil, fmt.Errorf("no field named %q was found under type ProviderSpecificConfig", field.Name)
 }
 
 func (ec *executionContext) childFields_RuntimeConfig(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1310,6 +1448,8 @@ func (ec *executionContext) childFields_RuntimeStatus(ctx context.Context, field
 		return ec.fieldContext_RuntimeStatus_runtimeConnectionStatus(ctx, field)
 	case "runtimeConfiguration":
 		return ec.fieldContext_RuntimeStatus_runtimeConfiguration(ctx, field)
+	case "hibernationStatus":
+		return ec.fieldContext_RuntimeStatus_hibernationStatus(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RuntimeStatus", field.Name)
 }
@@ -1538,6 +1678,20 @@ func (ec *executionContext) field_Mutation_revokeRuntimeCredentials_args(ctx con
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_rollBackUpgradeOperation_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_upgradeRuntime_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1734,10 +1888,10 @@ func (ec *executionContext) _AWSProviderConfig_awsZones(ctx context.Context, fie
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []*AWSZone) graphql.Marshaler {
-			return ec.marshalOAWSZone2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZone(ctx, selections, v)
+			return ec.marshalNAWSZone2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZone(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_AWSProviderConfig_awsZones(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -1751,6 +1905,29 @@ func (ec *executionContext) fieldContext_AWSProviderConfig_awsZones(_ context.Co
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _AWSProviderConfig_enableIMDSv2(ctx context.Context, field graphql.CollectedField, obj *AWSProviderConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AWSProviderConfig_enableIMDSv2(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EnableIMDSv2, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AWSProviderConfig_enableIMDSv2(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AWSProviderConfig", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _AWSZone_name(ctx context.Context, field graphql.CollectedField, obj *AWSZone) (ret graphql.Marshaler) {
@@ -2075,6 +2252,38 @@ func (ec *executionContext) fieldContext_AzureProviderConfig_zones(_ context.Con
 	return graphql.NewScalarFieldContext("AzureProviderConfig", field, false, false, "String")
 }
 
+func (ec *executionContext) _AzureProviderConfig_azureZones(ctx context.Context, field graphql.CollectedField, obj *AzureProviderConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AzureProviderConfig_azureZones(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AzureZones, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*AzureZone) graphql.Marshaler {
+			return ec.marshalOAzureZone2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureZoneᚄ(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AzureProviderConfig_azureZones(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "AzureProviderConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AzureZone(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _AzureProviderConfig_enableNatGateway(ctx context.Context, field graphql.CollectedField, obj *AzureProviderConfig) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2096,6 +2305,75 @@ func (ec *executionContext) _AzureProviderConfig_enableNatGateway(ctx context.Co
 }
 func (ec *executionContext) fieldContext_AzureProviderConfig_enableNatGateway(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("AzureProviderConfig", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _AzureProviderConfig_idleConnectionTimeoutMinutes(ctx context.Context, field graphql.CollectedField, obj *AzureProviderConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AzureProviderConfig_idleConnectionTimeoutMinutes(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.IdleConnectionTimeoutMinutes, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_AzureProviderConfig_idleConnectionTimeoutMinutes(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AzureProviderConfig", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AzureZone_name(ctx context.Context, field graphql.CollectedField, obj *AzureZone) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AzureZone_name(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Name, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AzureZone_name(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AzureZone", field, false, false, "Int")
+}
+
+func (ec *executionContext) _AzureZone_cidr(ctx context.Context, field graphql.CollectedField, obj *AzureZone) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_AzureZone_cidr(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Cidr, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_AzureZone_cidr(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("AzureZone", field, false, false, "String")
 }
 
 func (ec *executionContext) _ComponentConfiguration_component(ctx context.Context, field graphql.CollectedField, obj *ComponentConfiguration) (ret graphql.Marshaler) {
@@ -2268,6 +2546,153 @@ func (ec *executionContext) fieldContext_ConfigEntry_secret(_ context.Context, f
 	return graphql.NewScalarFieldContext("ConfigEntry", field, false, false, "Boolean")
 }
 
+func (ec *executionContext) _DNSConfig_domain(ctx context.Context, field graphql.CollectedField, obj *DNSConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DNSConfig_domain(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Domain, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DNSConfig_domain(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DNSConfig", field, false, false, "String")
+}
+
+func (ec *executionContext) _DNSConfig_providers(ctx context.Context, field graphql.CollectedField, obj *DNSConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DNSConfig_providers(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Providers, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*DNSProvider) graphql.Marshaler {
+			return ec.marshalODNSProvider2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSProvider(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DNSConfig_providers(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DNSConfig",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DNSProvider(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _DNSProvider_domainsInclude(ctx context.Context, field graphql.CollectedField, obj *DNSProvider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DNSProvider_domainsInclude(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DomainsInclude, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DNSProvider_domainsInclude(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DNSProvider", field, false, false, "String")
+}
+
+func (ec *executionContext) _DNSProvider_primary(ctx context.Context, field graphql.CollectedField, obj *DNSProvider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DNSProvider_primary(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Primary, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DNSProvider_primary(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DNSProvider", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _DNSProvider_secretName(ctx context.Context, field graphql.CollectedField, obj *DNSProvider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DNSProvider_secretName(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.SecretName, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DNSProvider_secretName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DNSProvider", field, false, false, "String")
+}
+
+func (ec *executionContext) _DNSProvider_type(ctx context.Context, field graphql.CollectedField, obj *DNSProvider) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DNSProvider_type(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Type, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DNSProvider_type(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DNSProvider", field, false, false, "String")
+}
+
 func (ec *executionContext) _Error_message(ctx context.Context, field graphql.CollectedField, obj *Error) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2304,10 +2729,10 @@ func (ec *executionContext) _GCPProviderConfig_zones(ctx context.Context, field 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
-			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_GCPProviderConfig_zones(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -2567,6 +2992,52 @@ func (ec *executionContext) fieldContext_GardenerConfig_workerCidr(_ context.Con
 	return graphql.NewScalarFieldContext("GardenerConfig", field, false, false, "String")
 }
 
+func (ec *executionContext) _GardenerConfig_podsCidr(ctx context.Context, field graphql.CollectedField, obj *GardenerConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GardenerConfig_podsCidr(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PodsCidr, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_GardenerConfig_podsCidr(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GardenerConfig", field, false, false, "String")
+}
+
+func (ec *executionContext) _GardenerConfig_servicesCidr(ctx context.Context, field graphql.CollectedField, obj *GardenerConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GardenerConfig_servicesCidr(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ServicesCidr, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_GardenerConfig_servicesCidr(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GardenerConfig", field, false, false, "String")
+}
+
 func (ec *executionContext) _GardenerConfig_autoScalerMin(ctx context.Context, field graphql.CollectedField, obj *GardenerConfig) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2763,21 +3234,44 @@ func (ec *executionContext) _GardenerConfig_providerSpecificConfig(ctx context.C
 			return obj.ProviderSpecificConfig, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *ProviderSpecificConfig) graphql.Marshaler {
-			return ec.marshalOProviderSpecificConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐProviderSpecificConfig(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v ProviderSpecificConfig) graphql.Marshaler {
+			return ec.marshalOProviderSpecificConfig2githubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐProviderSpecificConfig(ctx, selections, v)
 		},
 		true,
 		false,
 	)
 }
 func (ec *executionContext) fieldContext_GardenerConfig_providerSpecificConfig(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GardenerConfig", field, false, false, "ProviderSpecificConfig")
+}
+
+func (ec *executionContext) _GardenerConfig_dnsConfig(ctx context.Context, field graphql.CollectedField, obj *GardenerConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GardenerConfig_dnsConfig(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DNSConfig, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *DNSConfig) graphql.Marshaler {
+			return ec.marshalODNSConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSConfig(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_GardenerConfig_dnsConfig(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "GardenerConfig",
 		Field:      field,
 		IsMethod:   false,
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_ProviderSpecificConfig(ctx, field)
+			return ec.childFields_DNSConfig(ctx, field)
 		},
 	}
 	return fc, nil
@@ -2861,6 +3355,52 @@ func (ec *executionContext) fieldContext_GardenerConfig_exposureClassName(_ cont
 	return graphql.NewScalarFieldContext("GardenerConfig", field, false, false, "String")
 }
 
+func (ec *executionContext) _GardenerConfig_shootNetworkingFilterDisabled(ctx context.Context, field graphql.CollectedField, obj *GardenerConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GardenerConfig_shootNetworkingFilterDisabled(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ShootNetworkingFilterDisabled, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_GardenerConfig_shootNetworkingFilterDisabled(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GardenerConfig", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _GardenerConfig_controlPlaneFailureTolerance(ctx context.Context, field graphql.CollectedField, obj *GardenerConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GardenerConfig_controlPlaneFailureTolerance(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ControlPlaneFailureTolerance, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_GardenerConfig_controlPlaneFailureTolerance(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GardenerConfig", field, false, false, "String")
+}
+
 func (ec *executionContext) _GardenerConfig_euAccess(ctx context.Context, field graphql.CollectedField, obj *GardenerConfig) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2882,6 +3422,75 @@ func (ec *executionContext) _GardenerConfig_euAccess(ctx context.Context, field 
 }
 func (ec *executionContext) fieldContext_GardenerConfig_euAccess(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("GardenerConfig", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _GardenerConfig_shootAndSeedSameRegion(ctx context.Context, field graphql.CollectedField, obj *GardenerConfig) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_GardenerConfig_shootAndSeedSameRegion(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ShootAndSeedSameRegion, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_GardenerConfig_shootAndSeedSameRegion(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("GardenerConfig", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _HibernationStatus_hibernated(ctx context.Context, field graphql.CollectedField, obj *HibernationStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_HibernationStatus_hibernated(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Hibernated, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_HibernationStatus_hibernated(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("HibernationStatus", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _HibernationStatus_hibernationPossible(ctx context.Context, field graphql.CollectedField, obj *HibernationStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_HibernationStatus_hibernationPossible(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HibernationPossible, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *bool) graphql.Marshaler {
+			return ec.marshalOBoolean2ᚖbool(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_HibernationStatus_hibernationPossible(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("HibernationStatus", field, false, false, "Boolean")
 }
 
 func (ec *executionContext) _KymaConfig_version(ctx context.Context, field graphql.CollectedField, obj *KymaConfig) (ret graphql.Marshaler) {
@@ -3283,6 +3892,50 @@ func (ec *executionContext) fieldContext_Mutation_hibernateRuntime(ctx context.C
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_rollBackUpgradeOperation(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rollBackUpgradeOperation(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RollBackUpgradeOperation(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *RuntimeStatus) graphql.Marshaler {
+			return ec.marshalORuntimeStatus2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐRuntimeStatus(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rollBackUpgradeOperation(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RuntimeStatus(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rollBackUpgradeOperation_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_reconnectRuntimeAgent(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3473,11 +4126,11 @@ func (ec *executionContext) _OIDCConfig_groupsClaim(ctx context.Context, field g
 			return obj.GroupsClaim, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_OIDCConfig_groupsClaim(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -3497,10 +4150,10 @@ func (ec *executionContext) _OIDCConfig_signingAlgs(ctx context.Context, field g
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
-			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_OIDCConfig_signingAlgs(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -3519,11 +4172,11 @@ func (ec *executionContext) _OIDCConfig_usernameClaim(ctx context.Context, field
 			return obj.UsernameClaim, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_OIDCConfig_usernameClaim(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -3542,11 +4195,11 @@ func (ec *executionContext) _OIDCConfig_usernamePrefix(ctx context.Context, fiel
 			return obj.UsernamePrefix, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_OIDCConfig_usernamePrefix(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -3566,10 +4219,10 @@ func (ec *executionContext) _OpenStackProviderConfig_zones(ctx context.Context, 
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
-			return ec.marshalOString2ᚕstringᚄ(ctx, selections, v)
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_OpenStackProviderConfig_zones(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -3588,11 +4241,11 @@ func (ec *executionContext) _OpenStackProviderConfig_floatingPoolName(ctx contex
 			return obj.FloatingPoolName, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_OpenStackProviderConfig_floatingPoolName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -3611,11 +4264,11 @@ func (ec *executionContext) _OpenStackProviderConfig_cloudProfileName(ctx contex
 			return obj.CloudProfileName, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_OpenStackProviderConfig_cloudProfileName(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -3634,11 +4287,11 @@ func (ec *executionContext) _OpenStackProviderConfig_loadBalancerProvider(ctx co
 			return obj.LoadBalancerProvider, nil
 		},
 		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
-			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
 		},
 		true,
-		false,
+		true,
 	)
 }
 func (ec *executionContext) fieldContext_OpenStackProviderConfig_loadBalancerProvider(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
@@ -3810,134 +4463,6 @@ func (ec *executionContext) fieldContext_OperationStatus_lastError(_ context.Con
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_LastError(ctx, field)
-		},
-	}
-	return fc, nil
-}
-
-func (ec *executionContext) _ProviderSpecificConfig_gcpConfig(ctx context.Context, field graphql.CollectedField, obj *ProviderSpecificConfig) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_ProviderSpecificConfig_gcpConfig(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.GCPConfig, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *GCPProviderConfig) graphql.Marshaler {
-			return ec.marshalOGCPProviderConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐGCPProviderConfig(ctx, selections, v)
-		},
-		true,
-		false,
-	)
-}
-func (ec *executionContext) fieldContext_ProviderSpecificConfig_gcpConfig(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "ProviderSpecificConfig",
-		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_GCPProviderConfig(ctx, field)
-		},
-	}
-	return fc, nil
-}
-
-func (ec *executionContext) _ProviderSpecificConfig_azureConfig(ctx context.Context, field graphql.CollectedField, obj *ProviderSpecificConfig) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_ProviderSpecificConfig_azureConfig(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.AzureConfig, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *AzureProviderConfig) graphql.Marshaler {
-			return ec.marshalOAzureProviderConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureProviderConfig(ctx, selections, v)
-		},
-		true,
-		false,
-	)
-}
-func (ec *executionContext) fieldContext_ProviderSpecificConfig_azureConfig(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "ProviderSpecificConfig",
-		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_AzureProviderConfig(ctx, field)
-		},
-	}
-	return fc, nil
-}
-
-func (ec *executionContext) _ProviderSpecificConfig_awsConfig(ctx context.Context, field graphql.CollectedField, obj *ProviderSpecificConfig) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_ProviderSpecificConfig_awsConfig(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.AWSConfig, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *AWSProviderConfig) graphql.Marshaler {
-			return ec.marshalOAWSProviderConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSProviderConfig(ctx, selections, v)
-		},
-		true,
-		false,
-	)
-}
-func (ec *executionContext) fieldContext_ProviderSpecificConfig_awsConfig(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "ProviderSpecificConfig",
-		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_AWSProviderConfig(ctx, field)
-		},
-	}
-	return fc, nil
-}
-
-func (ec *executionContext) _ProviderSpecificConfig_openStackConfig(ctx context.Context, field graphql.CollectedField, obj *ProviderSpecificConfig) (ret graphql.Marshaler) {
-	return graphql.ResolveField(
-		ctx,
-		ec.OperationContext,
-		field,
-		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_ProviderSpecificConfig_openStackConfig(ctx, field)
-		},
-		func(ctx context.Context) (any, error) {
-			return obj.OpenStackConfig, nil
-		},
-		nil,
-		func(ctx context.Context, selections ast.SelectionSet, v *OpenStackProviderConfig) graphql.Marshaler {
-			return ec.marshalOOpenStackProviderConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐOpenStackProviderConfig(ctx, selections, v)
-		},
-		true,
-		false,
-	)
-}
-func (ec *executionContext) fieldContext_ProviderSpecificConfig_openStackConfig(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	fc = &graphql.FieldContext{
-		Object:     "ProviderSpecificConfig",
-		Field:      field,
-		IsMethod:   false,
-		IsResolver: false,
-		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.childFields_OpenStackProviderConfig(ctx, field)
 		},
 	}
 	return fc, nil
@@ -4418,6 +4943,38 @@ func (ec *executionContext) fieldContext_RuntimeStatus_runtimeConfiguration(_ co
 		IsResolver: false,
 		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.childFields_RuntimeConfig(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _RuntimeStatus_hibernationStatus(ctx context.Context, field graphql.CollectedField, obj *RuntimeStatus) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RuntimeStatus_hibernationStatus(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.HibernationStatus, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *HibernationStatus) graphql.Marshaler {
+			return ec.marshalOHibernationStatus2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐHibernationStatus(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_RuntimeStatus_hibernationStatus(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "RuntimeStatus",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_HibernationStatus(ctx, field)
 		},
 	}
 	return fc, nil
@@ -5507,7 +6064,7 @@ func (ec *executionContext) unmarshalInputAWSProviderConfigInput(ctx context.Con
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"vpcCidr", "awsZones"}
+	fieldsInOrder := [...]string{"vpcCidr", "awsZones", "enableIMDSv2"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -5523,11 +6080,18 @@ func (ec *executionContext) unmarshalInputAWSProviderConfigInput(ctx context.Con
 			it.VpcCidr = data
 		case "awsZones":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("awsZones"))
-			data, err := ec.unmarshalNAWSZoneInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZoneInputᚄ(ctx, v)
+			data, err := ec.unmarshalNAWSZoneInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZoneInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.AWSZones = data
+		case "enableIMDSv2":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("enableIMDSv2"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EnableIMDSv2 = data
 		}
 	}
 	return it, nil
@@ -5619,7 +6183,7 @@ func (ec *executionContext) unmarshalInputAzureProviderConfigInput(ctx context.C
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"vnetCidr", "zones", "enableNatGateway"}
+	fieldsInOrder := [...]string{"vnetCidr", "zones", "azureZones", "enableNatGateway", "idleConnectionTimeoutMinutes"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -5640,6 +6204,13 @@ func (ec *executionContext) unmarshalInputAzureProviderConfigInput(ctx context.C
 				return it, err
 			}
 			it.Zones = data
+		case "azureZones":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("azureZones"))
+			data, err := ec.unmarshalOAzureZoneInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureZoneInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AzureZones = data
 		case "enableNatGateway":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("enableNatGateway"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -5647,6 +6218,13 @@ func (ec *executionContext) unmarshalInputAzureProviderConfigInput(ctx context.C
 				return it, err
 			}
 			it.EnableNatGateway = data
+		case "idleConnectionTimeoutMinutes":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("idleConnectionTimeoutMinutes"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.IdleConnectionTimeoutMinutes = data
 		}
 	}
 	return it, nil
@@ -5661,6 +6239,55 @@ func (ec *executionContext) unmarshalInputAzureProviderConfigInput(ctx context.C
 func UnmarshalAzureProviderConfigInput(ctx context.Context, raw any) (AzureProviderConfigInput, error) {
 	var out AzureProviderConfigInput
 	err := graphql.UnmarshalNamedInputFromContext(ctx, "AzureProviderConfigInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputAzureZoneInput(ctx context.Context, obj any) (AzureZoneInput, error) {
+	var it AzureZoneInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"name", "cidr"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "name":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("name"))
+			data, err := ec.unmarshalNInt2int(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Name = data
+		case "cidr":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("cidr"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Cidr = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalAzureZoneInput unmarshals raw into the AzureZoneInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalAzureZoneInput(ctx context.Context, raw any) (AzureZoneInput, error) {
+	var out AzureZoneInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "AzureZoneInput", raw, &out)
 	return out, err
 }
 
@@ -5747,7 +6374,7 @@ func (ec *executionContext) unmarshalInputComponentConfigurationInput(ctx contex
 			it.Namespace = data
 		case "configuration":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("configuration"))
-			data, err := ec.unmarshalOConfigEntryInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInputᚄ(ctx, v)
+			data, err := ec.unmarshalOConfigEntryInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -5839,6 +6466,118 @@ func UnmarshalConfigEntryInput(ctx context.Context, raw any) (ConfigEntryInput, 
 	return out, err
 }
 
+func (ec *executionContext) unmarshalInputDNSConfigInput(ctx context.Context, obj any) (DNSConfigInput, error) {
+	var it DNSConfigInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"domain", "providers"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "domain":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("domain"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Domain = data
+		case "providers":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("providers"))
+			data, err := ec.unmarshalODNSProviderInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSProviderInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Providers = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalDNSConfigInput unmarshals raw into the DNSConfigInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalDNSConfigInput(ctx context.Context, raw any) (DNSConfigInput, error) {
+	var out DNSConfigInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "DNSConfigInput", raw, &out)
+	return out, err
+}
+
+func (ec *executionContext) unmarshalInputDNSProviderInput(ctx context.Context, obj any) (DNSProviderInput, error) {
+	var it DNSProviderInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"domainsInclude", "primary", "secretName", "type"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "domainsInclude":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("domainsInclude"))
+			data, err := ec.unmarshalNString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DomainsInclude = data
+		case "primary":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("primary"))
+			data, err := ec.unmarshalNBoolean2bool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Primary = data
+		case "secretName":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("secretName"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.SecretName = data
+		case "type":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("type"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Type = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalDNSProviderInput unmarshals raw into the DNSProviderInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalDNSProviderInput(ctx context.Context, raw any) (DNSProviderInput, error) {
+	var out DNSProviderInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "DNSProviderInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputGCPProviderConfigInput(ctx context.Context, obj any) (GCPProviderConfigInput, error) {
 	var it GCPProviderConfigInput
 	if obj == nil {
@@ -5892,7 +6631,7 @@ func (ec *executionContext) unmarshalInputGardenerConfigInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"name", "kubernetesVersion", "provider", "targetSecret", "region", "machineType", "machineImage", "machineImageVersion", "diskType", "volumeSizeGB", "workerCidr", "autoScalerMin", "autoScalerMax", "maxSurge", "maxUnavailable", "purpose", "licenceType", "enableKubernetesVersionAutoUpdate", "enableMachineImageVersionAutoUpdate", "providerSpecificConfig", "seed", "oidcConfig", "exposureClassName", "euAccess"}
+	fieldsInOrder := [...]string{"name", "kubernetesVersion", "provider", "targetSecret", "region", "machineType", "machineImage", "machineImageVersion", "diskType", "volumeSizeGB", "workerCidr", "podsCidr", "servicesCidr", "autoScalerMin", "autoScalerMax", "maxSurge", "maxUnavailable", "purpose", "licenceType", "enableKubernetesVersionAutoUpdate", "enableMachineImageVersionAutoUpdate", "providerSpecificConfig", "dnsConfig", "seed", "oidcConfig", "exposureClassName", "shootNetworkingFilterDisabled", "controlPlaneFailureTolerance", "euAccess", "shootAndSeedSameRegion"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -5976,6 +6715,20 @@ func (ec *executionContext) unmarshalInputGardenerConfigInput(ctx context.Contex
 				return it, err
 			}
 			it.WorkerCidr = data
+		case "podsCidr":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("podsCidr"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PodsCidr = data
+		case "servicesCidr":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("servicesCidr"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ServicesCidr = data
 		case "autoScalerMin":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("autoScalerMin"))
 			data, err := ec.unmarshalNInt2int(ctx, v)
@@ -6039,6 +6792,13 @@ func (ec *executionContext) unmarshalInputGardenerConfigInput(ctx context.Contex
 				return it, err
 			}
 			it.ProviderSpecificConfig = data
+		case "dnsConfig":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("dnsConfig"))
+			data, err := ec.unmarshalODNSConfigInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSConfigInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DNSConfig = data
 		case "seed":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("seed"))
 			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
@@ -6060,6 +6820,20 @@ func (ec *executionContext) unmarshalInputGardenerConfigInput(ctx context.Contex
 				return it, err
 			}
 			it.ExposureClassName = data
+		case "shootNetworkingFilterDisabled":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("shootNetworkingFilterDisabled"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ShootNetworkingFilterDisabled = data
+		case "controlPlaneFailureTolerance":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("controlPlaneFailureTolerance"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ControlPlaneFailureTolerance = data
 		case "euAccess":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("euAccess"))
 			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
@@ -6067,6 +6841,13 @@ func (ec *executionContext) unmarshalInputGardenerConfigInput(ctx context.Contex
 				return it, err
 			}
 			it.EuAccess = data
+		case "shootAndSeedSameRegion":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("shootAndSeedSameRegion"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ShootAndSeedSameRegion = data
 		}
 	}
 	return it, nil
@@ -6095,7 +6876,7 @@ func (ec *executionContext) unmarshalInputGardenerUpgradeInput(ctx context.Conte
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"kubernetesVersion", "machineType", "diskType", "volumeSizeGB", "autoScalerMin", "autoScalerMax", "maxSurge", "maxUnavailable", "purpose", "machineImage", "machineImageVersion", "enableKubernetesVersionAutoUpdate", "enableMachineImageVersionAutoUpdate", "providerSpecificConfig", "oidcConfig", "exposureClassName"}
+	fieldsInOrder := [...]string{"kubernetesVersion", "machineType", "diskType", "volumeSizeGB", "autoScalerMin", "autoScalerMax", "maxSurge", "maxUnavailable", "purpose", "machineImage", "machineImageVersion", "enableKubernetesVersionAutoUpdate", "enableMachineImageVersionAutoUpdate", "providerSpecificConfig", "oidcConfig", "exposureClassName", "shootNetworkingFilterDisabled"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -6214,6 +6995,13 @@ func (ec *executionContext) unmarshalInputGardenerUpgradeInput(ctx context.Conte
 				return it, err
 			}
 			it.ExposureClassName = data
+		case "shootNetworkingFilterDisabled":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("shootNetworkingFilterDisabled"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ShootNetworkingFilterDisabled = data
 		}
 	}
 	return it, nil
@@ -6265,14 +7053,14 @@ func (ec *executionContext) unmarshalInputKymaConfigInput(ctx context.Context, o
 			it.Profile = data
 		case "components":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("components"))
-			data, err := ec.unmarshalNComponentConfigurationInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐComponentConfigurationInputᚄ(ctx, v)
+			data, err := ec.unmarshalNComponentConfigurationInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐComponentConfigurationInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
 			it.Components = data
 		case "configuration":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("configuration"))
-			data, err := ec.unmarshalOConfigEntryInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInputᚄ(ctx, v)
+			data, err := ec.unmarshalOConfigEntryInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInput(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -6711,11 +7499,52 @@ func UnmarshalUpgradeShootInput(ctx context.Context, raw any) (UpgradeShootInput
 
 // region    ************************** interface.gotpl ***************************
 
+func (ec *executionContext) _ProviderSpecificConfig(ctx context.Context, sel ast.SelectionSet, obj ProviderSpecificConfig) graphql.Marshaler {
+	switch obj := (obj).(type) {
+	case nil:
+		return graphql.Null
+	case OpenStackProviderConfig:
+		return ec._OpenStackProviderConfig(ctx, sel, &obj)
+	case *OpenStackProviderConfig:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._OpenStackProviderConfig(ctx, sel, obj)
+	case GCPProviderConfig:
+		return ec._GCPProviderConfig(ctx, sel, &obj)
+	case *GCPProviderConfig:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._GCPProviderConfig(ctx, sel, obj)
+	case AzureProviderConfig:
+		return ec._AzureProviderConfig(ctx, sel, &obj)
+	case *AzureProviderConfig:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AzureProviderConfig(ctx, sel, obj)
+	case AWSProviderConfig:
+		return ec._AWSProviderConfig(ctx, sel, &obj)
+	case *AWSProviderConfig:
+		if obj == nil {
+			return graphql.Null
+		}
+		return ec._AWSProviderConfig(ctx, sel, obj)
+	default:
+		if typedObj, ok := obj.(graphql.Marshaler); ok {
+			return typedObj
+		} else {
+			panic(fmt.Errorf("unexpected type %T; non-generated variants of ProviderSpecificConfig must implement graphql.Marshaler", obj))
+		}
+	}
+}
+
 // endregion ************************** interface.gotpl ***************************
 
 // region    **************************** object.gotpl ****************************
 
-var aWSProviderConfigImplementors = []string{"AWSProviderConfig"}
+var aWSProviderConfigImplementors = []string{"AWSProviderConfig", "ProviderSpecificConfig"}
 
 func (ec *executionContext) _AWSProviderConfig(ctx context.Context, sel ast.SelectionSet, obj *AWSProviderConfig) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, aWSProviderConfigImplementors)
@@ -6733,6 +7562,11 @@ func (ec *executionContext) _AWSProviderConfig(ctx context.Context, sel ast.Sele
 			}
 		case "awsZones":
 			out.Values[i] = ec._AWSProviderConfig_awsZones(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "enableIMDSv2":
+			out.Values[i] = ec._AWSProviderConfig_enableIMDSv2(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -6869,7 +7703,7 @@ func (ec *executionContext) _Allocation(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
-var azureProviderConfigImplementors = []string{"AzureProviderConfig"}
+var azureProviderConfigImplementors = []string{"AzureProviderConfig", "ProviderSpecificConfig"}
 
 func (ec *executionContext) _AzureProviderConfig(ctx context.Context, sel ast.SelectionSet, obj *AzureProviderConfig) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, azureProviderConfigImplementors)
@@ -6890,9 +7724,57 @@ func (ec *executionContext) _AzureProviderConfig(ctx context.Context, sel ast.Se
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "azureZones":
+			out.Values[i] = ec._AzureProviderConfig_azureZones(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "enableNatGateway":
 			out.Values[i] = ec._AzureProviderConfig_enableNatGateway(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "idleConnectionTimeoutMinutes":
+			out.Values[i] = ec._AzureProviderConfig_idleConnectionTimeoutMinutes(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var azureZoneImplementors = []string{"AzureZone"}
+
+func (ec *executionContext) _AzureZone(ctx context.Context, sel ast.SelectionSet, obj *AzureZone) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, azureZoneImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("AzureZone")
+		case "name":
+			out.Values[i] = ec._AzureZone_name(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "cidr":
+			out.Values[i] = ec._AzureZone_cidr(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -7003,6 +7885,92 @@ func (ec *executionContext) _ConfigEntry(ctx context.Context, sel ast.SelectionS
 	return out
 }
 
+var dNSConfigImplementors = []string{"DNSConfig"}
+
+func (ec *executionContext) _DNSConfig(ctx context.Context, sel ast.SelectionSet, obj *DNSConfig) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, dNSConfigImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DNSConfig")
+		case "domain":
+			out.Values[i] = ec._DNSConfig_domain(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "providers":
+			out.Values[i] = ec._DNSConfig_providers(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var dNSProviderImplementors = []string{"DNSProvider"}
+
+func (ec *executionContext) _DNSProvider(ctx context.Context, sel ast.SelectionSet, obj *DNSProvider) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, dNSProviderImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DNSProvider")
+		case "domainsInclude":
+			out.Values[i] = ec._DNSProvider_domainsInclude(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "primary":
+			out.Values[i] = ec._DNSProvider_primary(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "secretName":
+			out.Values[i] = ec._DNSProvider_secretName(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "type":
+			out.Values[i] = ec._DNSProvider_type(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var errorImplementors = []string{"Error"}
 
 func (ec *executionContext) _Error(ctx context.Context, sel ast.SelectionSet, obj *Error) graphql.Marshaler {
@@ -7036,7 +8004,7 @@ func (ec *executionContext) _Error(ctx context.Context, sel ast.SelectionSet, ob
 	return out
 }
 
-var gCPProviderConfigImplementors = []string{"GCPProviderConfig"}
+var gCPProviderConfigImplementors = []string{"GCPProviderConfig", "ProviderSpecificConfig"}
 
 func (ec *executionContext) _GCPProviderConfig(ctx context.Context, sel ast.SelectionSet, obj *GCPProviderConfig) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, gCPProviderConfigImplementors)
@@ -7049,7 +8017,7 @@ func (ec *executionContext) _GCPProviderConfig(ctx context.Context, sel ast.Sele
 			out.Values[i] = graphql.MarshalString("GCPProviderConfig")
 		case "zones":
 			out.Values[i] = ec._GCPProviderConfig_zones(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -7135,6 +8103,16 @@ func (ec *executionContext) _GardenerConfig(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "podsCidr":
+			out.Values[i] = ec._GardenerConfig_podsCidr(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "servicesCidr":
+			out.Values[i] = ec._GardenerConfig_servicesCidr(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "autoScalerMin":
 			out.Values[i] = ec._GardenerConfig_autoScalerMin(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -7180,6 +8158,11 @@ func (ec *executionContext) _GardenerConfig(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "dnsConfig":
+			out.Values[i] = ec._GardenerConfig_dnsConfig(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "seed":
 			out.Values[i] = ec._GardenerConfig_seed(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
@@ -7195,8 +8178,61 @@ func (ec *executionContext) _GardenerConfig(ctx context.Context, sel ast.Selecti
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "shootNetworkingFilterDisabled":
+			out.Values[i] = ec._GardenerConfig_shootNetworkingFilterDisabled(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "controlPlaneFailureTolerance":
+			out.Values[i] = ec._GardenerConfig_controlPlaneFailureTolerance(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "euAccess":
 			out.Values[i] = ec._GardenerConfig_euAccess(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "shootAndSeedSameRegion":
+			out.Values[i] = ec._GardenerConfig_shootAndSeedSameRegion(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var hibernationStatusImplementors = []string{"HibernationStatus"}
+
+func (ec *executionContext) _HibernationStatus(ctx context.Context, sel ast.SelectionSet, obj *HibernationStatus) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, hibernationStatusImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("HibernationStatus")
+		case "hibernated":
+			out.Values[i] = ec._HibernationStatus_hibernated(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "hibernationPossible":
+			out.Values[i] = ec._HibernationStatus_hibernationPossible(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -7362,6 +8398,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
+		case "rollBackUpgradeOperation":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rollBackUpgradeOperation(ctx, field)
+			})
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
 		case "reconnectRuntimeAgent":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_reconnectRuntimeAgent(ctx, field)
@@ -7423,22 +8466,22 @@ func (ec *executionContext) _OIDCConfig(ctx context.Context, sel ast.SelectionSe
 			}
 		case "groupsClaim":
 			out.Values[i] = ec._OIDCConfig_groupsClaim(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "signingAlgs":
 			out.Values[i] = ec._OIDCConfig_signingAlgs(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "usernameClaim":
 			out.Values[i] = ec._OIDCConfig_usernameClaim(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "usernamePrefix":
 			out.Values[i] = ec._OIDCConfig_usernamePrefix(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -7458,7 +8501,7 @@ func (ec *executionContext) _OIDCConfig(ctx context.Context, sel ast.SelectionSe
 	return out
 }
 
-var openStackProviderConfigImplementors = []string{"OpenStackProviderConfig"}
+var openStackProviderConfigImplementors = []string{"OpenStackProviderConfig", "ProviderSpecificConfig"}
 
 func (ec *executionContext) _OpenStackProviderConfig(ctx context.Context, sel ast.SelectionSet, obj *OpenStackProviderConfig) graphql.Marshaler {
 	fields := graphql.CollectFields(ec.OperationContext, sel, openStackProviderConfigImplementors)
@@ -7471,22 +8514,22 @@ func (ec *executionContext) _OpenStackProviderConfig(ctx context.Context, sel as
 			out.Values[i] = graphql.MarshalString("OpenStackProviderConfig")
 		case "zones":
 			out.Values[i] = ec._OpenStackProviderConfig_zones(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "floatingPoolName":
 			out.Values[i] = ec._OpenStackProviderConfig_floatingPoolName(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "cloudProfileName":
 			out.Values[i] = ec._OpenStackProviderConfig_cloudProfileName(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		case "loadBalancerProvider":
 			out.Values[i] = ec._OpenStackProviderConfig_loadBalancerProvider(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
+			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
 		default:
@@ -7549,54 +8592,6 @@ func (ec *executionContext) _OperationStatus(ctx context.Context, sel ast.Select
 			}
 		case "lastError":
 			out.Values[i] = ec._OperationStatus_lastError(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
-		default:
-			panic("unknown field " + strconv.Quote(field.Name))
-		}
-	}
-	out.Dispatch(ctx)
-	if out.Invalids > 0 {
-		return graphql.Null
-	}
-
-	if n := len(deferred.Defers); n > 0 {
-		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
-		ec.ProcessDeferredGroup(deferred)
-	}
-
-	return out
-}
-
-var providerSpecificConfigImplementors = []string{"ProviderSpecificConfig"}
-
-func (ec *executionContext) _ProviderSpecificConfig(ctx context.Context, sel ast.SelectionSet, obj *ProviderSpecificConfig) graphql.Marshaler {
-	fields := graphql.CollectFields(ec.OperationContext, sel, providerSpecificConfigImplementors)
-
-	out := graphql.NewFieldSet(fields)
-	deferred := graphql.NewDeferredGroup(ctx)
-	for i, field := range fields {
-		switch field.Name {
-		case "__typename":
-			out.Values[i] = graphql.MarshalString("ProviderSpecificConfig")
-		case "gcpConfig":
-			out.Values[i] = ec._ProviderSpecificConfig_gcpConfig(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
-		case "azureConfig":
-			out.Values[i] = ec._ProviderSpecificConfig_azureConfig(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
-		case "awsConfig":
-			out.Values[i] = ec._ProviderSpecificConfig_awsConfig(ctx, field, obj)
-			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
-			}
-		case "openStackConfig":
-			out.Values[i] = ec._ProviderSpecificConfig_openStackConfig(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -7826,6 +8821,11 @@ func (ec *executionContext) _RuntimeStatus(ctx context.Context, sel ast.Selectio
 			}
 		case "runtimeConfiguration":
 			out.Values[i] = ec._RuntimeStatus_runtimeConfiguration(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "hibernationStatus":
+			out.Values[i] = ec._RuntimeStatus_hibernationStatus(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
@@ -8208,13 +9208,23 @@ func (ec *executionContext) ___Type(ctx context.Context, sel ast.SelectionSet, o
 
 // region    ***************************** type.gotpl *****************************
 
-func (ec *executionContext) unmarshalNAWSZoneInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZoneInputᚄ(ctx context.Context, v any) ([]*AWSZoneInput, error) {
+func (ec *executionContext) marshalNAWSZone2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZone(ctx context.Context, sel ast.SelectionSet, v []*AWSZone) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalOAWSZone2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZone(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalNAWSZoneInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZoneInput(ctx context.Context, v any) ([]*AWSZoneInput, error) {
 	vSlice := graphql.CoerceList(v)
 	var err error
 	res := make([]*AWSZoneInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNAWSZoneInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZoneInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalOAWSZoneInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZoneInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
@@ -8222,8 +9232,16 @@ func (ec *executionContext) unmarshalNAWSZoneInput2ᚕᚖgithubᚗcomᚋkymaᚑp
 	return res, nil
 }
 
-func (ec *executionContext) unmarshalNAWSZoneInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZoneInput(ctx context.Context, v any) (*AWSZoneInput, error) {
-	res, err := ec.unmarshalInputAWSZoneInput(ctx, v)
+func (ec *executionContext) marshalNAzureZone2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureZone(ctx context.Context, sel ast.SelectionSet, v *AzureZone) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "AzureZone!")
+		return graphql.Null
+	}
+	return ec._AzureZone(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalNAzureZoneInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureZoneInput(ctx context.Context, v any) (*AzureZoneInput, error) {
+	res, err := ec.unmarshalInputAzureZoneInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -8246,28 +9264,18 @@ func (ec *executionContext) unmarshalNClusterConfigInput2ᚖgithubᚗcomᚋkyma�
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) unmarshalNComponentConfigurationInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐComponentConfigurationInputᚄ(ctx context.Context, v any) ([]*ComponentConfigurationInput, error) {
+func (ec *executionContext) unmarshalNComponentConfigurationInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐComponentConfigurationInput(ctx context.Context, v any) ([]*ComponentConfigurationInput, error) {
 	vSlice := graphql.CoerceList(v)
 	var err error
 	res := make([]*ComponentConfigurationInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNComponentConfigurationInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐComponentConfigurationInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalOComponentConfigurationInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐComponentConfigurationInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
-}
-
-func (ec *executionContext) unmarshalNComponentConfigurationInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐComponentConfigurationInput(ctx context.Context, v any) (*ComponentConfigurationInput, error) {
-	res, err := ec.unmarshalInputComponentConfigurationInput(ctx, v)
-	return &res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) unmarshalNConfigEntryInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInput(ctx context.Context, v any) (*ConfigEntryInput, error) {
-	res, err := ec.unmarshalInputConfigEntryInput(ctx, v)
-	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNError2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐError(ctx context.Context, sel ast.SelectionSet, v *Error) graphql.Marshaler {
@@ -8547,32 +9555,12 @@ func (ec *executionContext) marshalN__TypeKind2string(ctx context.Context, sel a
 	return res
 }
 
-func (ec *executionContext) marshalOAWSProviderConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSProviderConfig(ctx context.Context, sel ast.SelectionSet, v *AWSProviderConfig) graphql.Marshaler {
-	if v == nil {
-		return graphql.Null
-	}
-	return ec._AWSProviderConfig(ctx, sel, v)
-}
-
 func (ec *executionContext) unmarshalOAWSProviderConfigInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSProviderConfigInput(ctx context.Context, v any) (*AWSProviderConfigInput, error) {
 	if v == nil {
 		return nil, nil
 	}
 	res, err := ec.unmarshalInputAWSProviderConfigInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
-}
-
-func (ec *executionContext) marshalOAWSZone2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZone(ctx context.Context, sel ast.SelectionSet, v []*AWSZone) graphql.Marshaler {
-	if v == nil {
-		return graphql.Null
-	}
-	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
-		fc := graphql.GetFieldContext(ctx)
-		fc.Result = &v[i]
-		return ec.marshalOAWSZone2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZone(ctx, sel, v[i])
-	})
-
-	return ret
 }
 
 func (ec *executionContext) marshalOAWSZone2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZone(ctx context.Context, sel ast.SelectionSet, v *AWSZone) graphql.Marshaler {
@@ -8582,18 +9570,19 @@ func (ec *executionContext) marshalOAWSZone2ᚖgithubᚗcomᚋkymaᚑprojectᚋk
 	return ec._AWSZone(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOAWSZoneInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAWSZoneInput(ctx context.Context, v any) (*AWSZoneInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputAWSZoneInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalOAllocation2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAllocation(ctx context.Context, sel ast.SelectionSet, v *Allocation) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}
 	return ec._Allocation(ctx, sel, v)
-}
-
-func (ec *executionContext) marshalOAzureProviderConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureProviderConfig(ctx context.Context, sel ast.SelectionSet, v *AzureProviderConfig) graphql.Marshaler {
-	if v == nil {
-		return graphql.Null
-	}
-	return ec._AzureProviderConfig(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOAzureProviderConfigInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureProviderConfigInput(ctx context.Context, v any) (*AzureProviderConfigInput, error) {
@@ -8602,6 +9591,42 @@ func (ec *executionContext) unmarshalOAzureProviderConfigInput2ᚖgithubᚗcom�
 	}
 	res, err := ec.unmarshalInputAzureProviderConfigInput(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalOAzureZone2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureZoneᚄ(ctx context.Context, sel ast.SelectionSet, v []*AzureZone) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNAzureZone2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureZone(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) unmarshalOAzureZoneInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureZoneInputᚄ(ctx context.Context, v any) ([]*AzureZoneInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*AzureZoneInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalNAzureZoneInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐAzureZoneInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
 }
 
 func (ec *executionContext) unmarshalOBoolean2bool(ctx context.Context, v any) (bool, error) {
@@ -8654,6 +9679,14 @@ func (ec *executionContext) marshalOComponentConfiguration2ᚖgithubᚗcomᚋkym
 	return ec._ComponentConfiguration(ctx, sel, v)
 }
 
+func (ec *executionContext) unmarshalOComponentConfigurationInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐComponentConfigurationInput(ctx context.Context, v any) (*ComponentConfigurationInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputComponentConfigurationInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
 func (ec *executionContext) marshalOConfigEntry2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntry(ctx context.Context, sel ast.SelectionSet, v []*ConfigEntry) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
@@ -8674,7 +9707,7 @@ func (ec *executionContext) marshalOConfigEntry2ᚖgithubᚗcomᚋkymaᚑproject
 	return ec._ConfigEntry(ctx, sel, v)
 }
 
-func (ec *executionContext) unmarshalOConfigEntryInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInputᚄ(ctx context.Context, v any) ([]*ConfigEntryInput, error) {
+func (ec *executionContext) unmarshalOConfigEntryInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInput(ctx context.Context, v any) ([]*ConfigEntryInput, error) {
 	if v == nil {
 		return nil, nil
 	}
@@ -8683,12 +9716,20 @@ func (ec *executionContext) unmarshalOConfigEntryInput2ᚕᚖgithubᚗcomᚋkyma
 	res := make([]*ConfigEntryInput, len(vSlice))
 	for i := range vSlice {
 		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
-		res[i], err = ec.unmarshalNConfigEntryInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInput(ctx, vSlice[i])
+		res[i], err = ec.unmarshalOConfigEntryInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInput(ctx, vSlice[i])
 		if err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
+}
+
+func (ec *executionContext) unmarshalOConfigEntryInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConfigEntryInput(ctx context.Context, v any) (*ConfigEntryInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputConfigEntryInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) unmarshalOConflictStrategy2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐConflictStrategy(ctx context.Context, v any) (*ConflictStrategy, error) {
@@ -8705,6 +9746,66 @@ func (ec *executionContext) marshalOConflictStrategy2ᚖgithubᚗcomᚋkymaᚑpr
 		return graphql.Null
 	}
 	return v
+}
+
+func (ec *executionContext) marshalODNSConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSConfig(ctx context.Context, sel ast.SelectionSet, v *DNSConfig) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._DNSConfig(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalODNSConfigInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSConfigInput(ctx context.Context, v any) (*DNSConfigInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputDNSConfigInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalODNSProvider2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSProvider(ctx context.Context, sel ast.SelectionSet, v []*DNSProvider) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalODNSProvider2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSProvider(ctx, sel, v[i])
+	})
+
+	return ret
+}
+
+func (ec *executionContext) marshalODNSProvider2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSProvider(ctx context.Context, sel ast.SelectionSet, v *DNSProvider) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._DNSProvider(ctx, sel, v)
+}
+
+func (ec *executionContext) unmarshalODNSProviderInput2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSProviderInput(ctx context.Context, v any) ([]*DNSProviderInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	vSlice := graphql.CoerceList(v)
+	var err error
+	res := make([]*DNSProviderInput, len(vSlice))
+	for i := range vSlice {
+		ctx := graphql.WithPathContext(ctx, graphql.NewPathWithIndex(i))
+		res[i], err = ec.unmarshalODNSProviderInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSProviderInput(ctx, vSlice[i])
+		if err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func (ec *executionContext) unmarshalODNSProviderInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐDNSProviderInput(ctx context.Context, v any) (*DNSProviderInput, error) {
+	if v == nil {
+		return nil, nil
+	}
+	res, err := ec.unmarshalInputDNSProviderInput(ctx, v)
+	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalOError2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐErrorᚄ(ctx context.Context, sel ast.SelectionSet, v []*Error) graphql.Marshaler {
@@ -8726,13 +9827,6 @@ func (ec *executionContext) marshalOError2ᚕᚖgithubᚗcomᚋkymaᚑprojectᚋ
 	return ret
 }
 
-func (ec *executionContext) marshalOGCPProviderConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐGCPProviderConfig(ctx context.Context, sel ast.SelectionSet, v *GCPProviderConfig) graphql.Marshaler {
-	if v == nil {
-		return graphql.Null
-	}
-	return ec._GCPProviderConfig(ctx, sel, v)
-}
-
 func (ec *executionContext) unmarshalOGCPProviderConfigInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐGCPProviderConfigInput(ctx context.Context, v any) (*GCPProviderConfigInput, error) {
 	if v == nil {
 		return nil, nil
@@ -8746,6 +9840,13 @@ func (ec *executionContext) marshalOGardenerConfig2ᚖgithubᚗcomᚋkymaᚑproj
 		return graphql.Null
 	}
 	return ec._GardenerConfig(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOHibernationStatus2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐHibernationStatus(ctx context.Context, sel ast.SelectionSet, v *HibernationStatus) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._HibernationStatus(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOInt2ᚖint(ctx context.Context, v any) (*int, error) {
@@ -8853,13 +9954,6 @@ func (ec *executionContext) unmarshalOOIDCConfigInput2ᚖgithubᚗcomᚋkymaᚑp
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
-func (ec *executionContext) marshalOOpenStackProviderConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐOpenStackProviderConfig(ctx context.Context, sel ast.SelectionSet, v *OpenStackProviderConfig) graphql.Marshaler {
-	if v == nil {
-		return graphql.Null
-	}
-	return ec._OpenStackProviderConfig(ctx, sel, v)
-}
-
 func (ec *executionContext) unmarshalOOpenStackProviderConfigInput2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐOpenStackProviderConfigInput(ctx context.Context, v any) (*OpenStackProviderConfigInput, error) {
 	if v == nil {
 		return nil, nil
@@ -8875,7 +9969,7 @@ func (ec *executionContext) marshalOOperationStatus2ᚖgithubᚗcomᚋkymaᚑpro
 	return ec._OperationStatus(ctx, sel, v)
 }
 
-func (ec *executionContext) marshalOProviderSpecificConfig2ᚖgithubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐProviderSpecificConfig(ctx context.Context, sel ast.SelectionSet, v *ProviderSpecificConfig) graphql.Marshaler {
+func (ec *executionContext) marshalOProviderSpecificConfig2githubᚗcomᚋkymaᚑprojectᚋkymaᚑenvironmentᚑbrokerᚋinternalᚋprovisionerᚋgqlschemaᚐProviderSpecificConfig(ctx context.Context, sel ast.SelectionSet, v ProviderSpecificConfig) graphql.Marshaler {
 	if v == nil {
 		return graphql.Null
 	}

@@ -9,14 +9,22 @@ import (
 	"strconv"
 )
 
-type AWSProviderConfig struct {
-	VpcCidr  *string    `json:"vpcCidr,omitempty"`
-	AWSZones []*AWSZone `json:"awsZones,omitempty"`
+type ProviderSpecificConfig interface {
+	IsProviderSpecificConfig()
 }
 
+type AWSProviderConfig struct {
+	VpcCidr      *string    `json:"vpcCidr,omitempty"`
+	AWSZones     []*AWSZone `json:"awsZones"`
+	EnableIMDSv2 *bool      `json:"enableIMDSv2,omitempty"`
+}
+
+func (AWSProviderConfig) IsProviderSpecificConfig() {}
+
 type AWSProviderConfigInput struct {
-	VpcCidr  string          `json:"vpcCidr"`
-	AWSZones []*AWSZoneInput `json:"awsZones"`
+	VpcCidr      string          `json:"vpcCidr"`
+	AWSZones     []*AWSZoneInput `json:"awsZones"`
+	EnableIMDSv2 *bool           `json:"enableIMDSv2,omitempty"`
 }
 
 type AWSZone struct {
@@ -45,15 +53,31 @@ type Allocation struct {
 }
 
 type AzureProviderConfig struct {
-	VnetCidr         *string  `json:"vnetCidr,omitempty"`
-	Zones            []string `json:"zones,omitempty"`
-	EnableNatGateway *bool    `json:"enableNatGateway,omitempty"`
+	VnetCidr                     *string      `json:"vnetCidr,omitempty"`
+	Zones                        []string     `json:"zones,omitempty"`
+	AzureZones                   []*AzureZone `json:"azureZones,omitempty"`
+	EnableNatGateway             *bool        `json:"enableNatGateway,omitempty"`
+	IdleConnectionTimeoutMinutes *int         `json:"idleConnectionTimeoutMinutes,omitempty"`
 }
 
+func (AzureProviderConfig) IsProviderSpecificConfig() {}
+
 type AzureProviderConfigInput struct {
-	VnetCidr         string   `json:"vnetCidr"`
-	Zones            []string `json:"zones,omitempty"`
-	EnableNatGateway *bool    `json:"enableNatGateway,omitempty"`
+	VnetCidr                     string            `json:"vnetCidr"`
+	Zones                        []string          `json:"zones,omitempty"`
+	AzureZones                   []*AzureZoneInput `json:"azureZones,omitempty"`
+	EnableNatGateway             *bool             `json:"enableNatGateway,omitempty"`
+	IdleConnectionTimeoutMinutes *int              `json:"idleConnectionTimeoutMinutes,omitempty"`
+}
+
+type AzureZone struct {
+	Name int    `json:"name"`
+	Cidr string `json:"cidr"`
+}
+
+type AzureZoneInput struct {
+	Name int    `json:"name"`
+	Cidr string `json:"cidr"`
 }
 
 type ClusterConfigInput struct {
@@ -88,43 +112,75 @@ type ConfigEntryInput struct {
 	Secret *bool  `json:"secret,omitempty"`
 }
 
+type DNSConfig struct {
+	Domain    string         `json:"domain"`
+	Providers []*DNSProvider `json:"providers,omitempty"`
+}
+
+type DNSConfigInput struct {
+	Domain    string              `json:"domain"`
+	Providers []*DNSProviderInput `json:"providers,omitempty"`
+}
+
+type DNSProvider struct {
+	DomainsInclude []string `json:"domainsInclude"`
+	Primary        bool     `json:"primary"`
+	SecretName     string   `json:"secretName"`
+	Type           string   `json:"type"`
+}
+
+type DNSProviderInput struct {
+	DomainsInclude []string `json:"domainsInclude"`
+	Primary        bool     `json:"primary"`
+	SecretName     string   `json:"secretName"`
+	Type           string   `json:"type"`
+}
+
 type Error struct {
 	Message *string `json:"message,omitempty"`
 }
 
 type GCPProviderConfig struct {
-	Zones []string `json:"zones,omitempty"`
+	Zones []string `json:"zones"`
 }
+
+func (GCPProviderConfig) IsProviderSpecificConfig() {}
 
 type GCPProviderConfigInput struct {
 	Zones []string `json:"zones"`
 }
 
 type GardenerConfig struct {
-	Name                                *string                 `json:"name,omitempty"`
-	KubernetesVersion                   *string                 `json:"kubernetesVersion,omitempty"`
-	Provider                            *string                 `json:"provider,omitempty"`
-	TargetSecret                        *string                 `json:"targetSecret,omitempty"`
-	Region                              *string                 `json:"region,omitempty"`
-	MachineType                         *string                 `json:"machineType,omitempty"`
-	MachineImage                        *string                 `json:"machineImage,omitempty"`
-	MachineImageVersion                 *string                 `json:"machineImageVersion,omitempty"`
-	DiskType                            *string                 `json:"diskType,omitempty"`
-	VolumeSizeGb                        *int                    `json:"volumeSizeGB,omitempty"`
-	WorkerCidr                          *string                 `json:"workerCidr,omitempty"`
-	AutoScalerMin                       *int                    `json:"autoScalerMin,omitempty"`
-	AutoScalerMax                       *int                    `json:"autoScalerMax,omitempty"`
-	MaxSurge                            *int                    `json:"maxSurge,omitempty"`
-	MaxUnavailable                      *int                    `json:"maxUnavailable,omitempty"`
-	Purpose                             *string                 `json:"purpose,omitempty"`
-	LicenceType                         *string                 `json:"licenceType,omitempty"`
-	EnableKubernetesVersionAutoUpdate   *bool                   `json:"enableKubernetesVersionAutoUpdate,omitempty"`
-	EnableMachineImageVersionAutoUpdate *bool                   `json:"enableMachineImageVersionAutoUpdate,omitempty"`
-	ProviderSpecificConfig              *ProviderSpecificConfig `json:"providerSpecificConfig,omitempty"`
-	Seed                                *string                 `json:"seed,omitempty"`
-	OidcConfig                          *OIDCConfig             `json:"oidcConfig,omitempty"`
-	ExposureClassName                   *string                 `json:"exposureClassName,omitempty"`
-	EuAccess                            *bool                   `json:"euAccess,omitempty"`
+	Name                                *string                `json:"name,omitempty"`
+	KubernetesVersion                   *string                `json:"kubernetesVersion,omitempty"`
+	Provider                            *string                `json:"provider,omitempty"`
+	TargetSecret                        *string                `json:"targetSecret,omitempty"`
+	Region                              *string                `json:"region,omitempty"`
+	MachineType                         *string                `json:"machineType,omitempty"`
+	MachineImage                        *string                `json:"machineImage,omitempty"`
+	MachineImageVersion                 *string                `json:"machineImageVersion,omitempty"`
+	DiskType                            *string                `json:"diskType,omitempty"`
+	VolumeSizeGb                        *int                   `json:"volumeSizeGB,omitempty"`
+	WorkerCidr                          *string                `json:"workerCidr,omitempty"`
+	PodsCidr                            *string                `json:"podsCidr,omitempty"`
+	ServicesCidr                        *string                `json:"servicesCidr,omitempty"`
+	AutoScalerMin                       *int                   `json:"autoScalerMin,omitempty"`
+	AutoScalerMax                       *int                   `json:"autoScalerMax,omitempty"`
+	MaxSurge                            *int                   `json:"maxSurge,omitempty"`
+	MaxUnavailable                      *int                   `json:"maxUnavailable,omitempty"`
+	Purpose                             *string                `json:"purpose,omitempty"`
+	LicenceType                         *string                `json:"licenceType,omitempty"`
+	EnableKubernetesVersionAutoUpdate   *bool                  `json:"enableKubernetesVersionAutoUpdate,omitempty"`
+	EnableMachineImageVersionAutoUpdate *bool                  `json:"enableMachineImageVersionAutoUpdate,omitempty"`
+	ProviderSpecificConfig              ProviderSpecificConfig `json:"providerSpecificConfig,omitempty"`
+	DNSConfig                           *DNSConfig             `json:"dnsConfig,omitempty"`
+	Seed                                *string                `json:"seed,omitempty"`
+	OidcConfig                          *OIDCConfig            `json:"oidcConfig,omitempty"`
+	ExposureClassName                   *string                `json:"exposureClassName,omitempty"`
+	ShootNetworkingFilterDisabled       *bool                  `json:"shootNetworkingFilterDisabled,omitempty"`
+	ControlPlaneFailureTolerance        *string                `json:"controlPlaneFailureTolerance,omitempty"`
+	EuAccess                            *bool                  `json:"euAccess,omitempty"`
+	ShootAndSeedSameRegion              *bool                  `json:"shootAndSeedSameRegion,omitempty"`
 }
 
 type GardenerConfigInput struct {
@@ -139,6 +195,8 @@ type GardenerConfigInput struct {
 	DiskType                            *string                `json:"diskType,omitempty"`
 	VolumeSizeGb                        *int                   `json:"volumeSizeGB,omitempty"`
 	WorkerCidr                          string                 `json:"workerCidr"`
+	PodsCidr                            *string                `json:"podsCidr,omitempty"`
+	ServicesCidr                        *string                `json:"servicesCidr,omitempty"`
 	AutoScalerMin                       int                    `json:"autoScalerMin"`
 	AutoScalerMax                       int                    `json:"autoScalerMax"`
 	MaxSurge                            int                    `json:"maxSurge"`
@@ -148,10 +206,14 @@ type GardenerConfigInput struct {
 	EnableKubernetesVersionAutoUpdate   *bool                  `json:"enableKubernetesVersionAutoUpdate,omitempty"`
 	EnableMachineImageVersionAutoUpdate *bool                  `json:"enableMachineImageVersionAutoUpdate,omitempty"`
 	ProviderSpecificConfig              *ProviderSpecificInput `json:"providerSpecificConfig"`
+	DNSConfig                           *DNSConfigInput        `json:"dnsConfig,omitempty"`
 	Seed                                *string                `json:"seed,omitempty"`
 	OidcConfig                          *OIDCConfigInput       `json:"oidcConfig,omitempty"`
 	ExposureClassName                   *string                `json:"exposureClassName,omitempty"`
+	ShootNetworkingFilterDisabled       *bool                  `json:"shootNetworkingFilterDisabled,omitempty"`
+	ControlPlaneFailureTolerance        *string                `json:"controlPlaneFailureTolerance,omitempty"`
 	EuAccess                            *bool                  `json:"euAccess,omitempty"`
+	ShootAndSeedSameRegion              *bool                  `json:"shootAndSeedSameRegion,omitempty"`
 }
 
 type GardenerUpgradeInput struct {
@@ -171,6 +233,12 @@ type GardenerUpgradeInput struct {
 	ProviderSpecificConfig              *ProviderSpecificInput `json:"providerSpecificConfig,omitempty"`
 	OidcConfig                          *OIDCConfigInput       `json:"oidcConfig,omitempty"`
 	ExposureClassName                   *string                `json:"exposureClassName,omitempty"`
+	ShootNetworkingFilterDisabled       *bool                  `json:"shootNetworkingFilterDisabled,omitempty"`
+}
+
+type HibernationStatus struct {
+	Hibernated          *bool `json:"hibernated,omitempty"`
+	HibernationPossible *bool `json:"hibernationPossible,omitempty"`
 }
 
 type KymaConfig struct {
@@ -200,10 +268,10 @@ type Mutation struct {
 type OIDCConfig struct {
 	ClientID       string   `json:"clientID"`
 	IssuerURL      string   `json:"issuerURL"`
-	GroupsClaim    *string  `json:"groupsClaim,omitempty"`
-	SigningAlgs    []string `json:"signingAlgs,omitempty"`
-	UsernameClaim  *string  `json:"usernameClaim,omitempty"`
-	UsernamePrefix *string  `json:"usernamePrefix,omitempty"`
+	GroupsClaim    string   `json:"groupsClaim"`
+	SigningAlgs    []string `json:"signingAlgs"`
+	UsernameClaim  string   `json:"usernameClaim"`
+	UsernamePrefix string   `json:"usernamePrefix"`
 }
 
 type OIDCConfigInput struct {
@@ -216,11 +284,13 @@ type OIDCConfigInput struct {
 }
 
 type OpenStackProviderConfig struct {
-	Zones                []string `json:"zones,omitempty"`
-	FloatingPoolName     *string  `json:"floatingPoolName,omitempty"`
-	CloudProfileName     *string  `json:"cloudProfileName,omitempty"`
-	LoadBalancerProvider *string  `json:"loadBalancerProvider,omitempty"`
+	Zones                []string `json:"zones"`
+	FloatingPoolName     string   `json:"floatingPoolName"`
+	CloudProfileName     string   `json:"cloudProfileName"`
+	LoadBalancerProvider string   `json:"loadBalancerProvider"`
 }
+
+func (OpenStackProviderConfig) IsProviderSpecificConfig() {}
 
 type OpenStackProviderConfigInput struct {
 	Zones                []string `json:"zones"`
@@ -237,13 +307,6 @@ type OperationStatus struct {
 	RuntimeID        *string        `json:"runtimeID,omitempty"`
 	CompassRuntimeID *string        `json:"compassRuntimeID,omitempty"`
 	LastError        *LastError     `json:"lastError,omitempty"`
-}
-
-type ProviderSpecificConfig struct {
-	GCPConfig       *GCPProviderConfig       `json:"gcpConfig,omitempty"`
-	AzureConfig     *AzureProviderConfig     `json:"azureConfig,omitempty"`
-	AWSConfig       *AWSProviderConfig       `json:"awsConfig,omitempty"`
-	OpenStackConfig *OpenStackProviderConfig `json:"openStackConfig,omitempty"`
 }
 
 type ProviderSpecificInput struct {
@@ -289,6 +352,7 @@ type RuntimeStatus struct {
 	LastOperationStatus     *OperationStatus         `json:"lastOperationStatus,omitempty"`
 	RuntimeConnectionStatus *RuntimeConnectionStatus `json:"runtimeConnectionStatus,omitempty"`
 	RuntimeConfiguration    *RuntimeConfig           `json:"runtimeConfiguration,omitempty"`
+	HibernationStatus       *HibernationStatus       `json:"hibernationStatus,omitempty"`
 }
 
 type UpgradeRuntimeInput struct {

@@ -67,6 +67,33 @@ type ClusterConfig struct {
 	LicenceType       string          `json:"licenceType,omitempty"`
 	Seed              string          `json:"seed,omitempty"`
 	ProviderConfig    json.RawMessage `json:"providerSpecificConfig,omitempty"`
+	// The shoot's pod and service networks; empty leaves them to Gardener.
+	PodsCidr     string `json:"podsCidr,omitempty"`
+	ServicesCidr string `json:"servicesCidr,omitempty"`
+	// DNS is a custom domain with its providers (the shoot's spec.dns), nil for Gardener's own.
+	DNS               *DNSConfig `json:"dnsConfig,omitempty"`
+	ExposureClassName string     `json:"exposureClassName,omitempty"`
+	// ShootNetworkingFilterDisabled is the real provisioner's default (true) unless the
+	// request said otherwise.
+	ShootNetworkingFilterDisabled bool `json:"shootNetworkingFilterDisabled,omitempty"`
+	// ControlPlaneFailureTolerance is "", "node" or "zone" (control plane high availability).
+	ControlPlaneFailureTolerance string `json:"controlPlaneFailureTolerance,omitempty"`
+	EuAccess                     bool   `json:"euAccess,omitempty"`
+	ShootAndSeedSameRegion       bool   `json:"shootAndSeedSameRegion,omitempty"`
+}
+
+// DNSConfig is a shoot's custom domain and the DNS providers that serve it.
+type DNSConfig struct {
+	Domain    string        `json:"domain"`
+	Providers []DNSProvider `json:"providers,omitempty"`
+}
+
+// DNSProvider is one DNS provider of a shoot: secretName holds its credentials in the garden.
+type DNSProvider struct {
+	DomainsInclude []string `json:"domainsInclude"`
+	Primary        bool     `json:"primary"`
+	SecretName     string   `json:"secretName"`
+	Type           string   `json:"type"`
 }
 
 // Phase of the backend's last operation on a cluster.

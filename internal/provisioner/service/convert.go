@@ -27,10 +27,53 @@ func clusterConfig(g gqlschema.GardenerConfigInput, name string) (infrastructure
 	}
 	c.MachineImage, c.MachineImageVer, c.DiskType = deref(g.MachineImage), deref(g.MachineImageVersion), deref(g.DiskType)
 	c.Purpose, c.LicenceType, c.Seed = deref(g.Purpose), deref(g.LicenceType), deref(g.Seed)
+	c.PodsCidr, c.ServicesCidr, c.ExposureClassName = deref(g.PodsCidr), deref(g.ServicesCidr), deref(g.ExposureClassName)
+	c.ControlPlaneFailureTolerance = deref(g.ControlPlaneFailureTolerance)
+	// The real provisioner disables the Shoot Networking Filter unless told otherwise.
+	c.ShootNetworkingFilterDisabled = g.ShootNetworkingFilterDisabled == nil || *g.ShootNetworkingFilterDisabled
+	c.EuAccess = g.EuAccess != nil && *g.EuAccess
+	c.ShootAndSeedSameRegion = g.ShootAndSeedSameRegion != nil && *g.ShootAndSeedSameRegion
 	if g.VolumeSizeGb != nil {
 		c.VolumeSizeGB = *g.VolumeSizeGb
 	}
+	if d := g.DNSConfig; d != nil {
+		c.DNS = &infrastructure.DNSConfig{Domain: d.Domain}
+		for _, p := range d.Providers {
+			if p != nil {
+				c.DNS.Providers = append(c.DNS.Providers, infrastructure.DNSProvider{
+					DomainsInclude: append([]string{}, p.DomainsInclude...), Primary: p.Primary, SecretName: p.SecretName, Type: p.Type,
+				})
+			}
+		}
+	}
 	return c, nil
+}
+
+// The real provisioner's defaults of an OpenStack configuration (its schema since 2024 makes
+// both optional: kyma-project/control-plane components/provisioner/pkg/gqlschema/schema.graphql
+// at 08eff574).
+const (
+	defaultOpenStackFloatingPool = "FloatingIP-external-kyma-01"
+	defaultOpenStackCloudProfile = "converged-cloud-kyma"
+)
+
+// withProviderDefaults returns p with the real provisioner's defaults of what it leaves unset,
+// a copy when there are any: p belongs to the caller.
+func withProviderDefaults(p *gqlschema.ProviderSpecificInput) *gqlschema.ProviderSpecificInput {
+	if p == nil || p.OpenStackConfig == nil || (p.OpenStackConfig.FloatingPoolName != nil && p.OpenStackConfig.CloudProfileName != nil) {
+		return p
+	}
+	out, os := *p, *p.OpenStackConfig
+	if os.FloatingPoolName == nil {
+		pool := defaultOpenStackFloatingPool
+		os.FloatingPoolName = &pool
+	}
+	if os.CloudProfileName == nil {
+		profile := defaultOpenStackCloudProfile
+		os.CloudProfileName = &profile
+	}
+	out.OpenStackConfig = &os
+	return &out
 }
 
 // mergeUpgrade applies the fields an upgradeShoot sets to the current configuration.
@@ -72,6 +115,9 @@ func mergeUpgrade(cur gqlschema.GardenerConfigInput, u *gqlschema.GardenerUpgrad
 	if u.OidcConfig != nil {
 		cur.OidcConfig = u.OidcConfig
 	}
+	if u.ShootNetworkingFilterDisabled != nil {
+		cur.ShootNetworkingFilterDisabled = u.ShootNetworkingFilterDisabled
+	}
 	return cur
 }
 
@@ -106,16 +152,52 @@ func kymaFromInput(in *gqlschema.KymaConfigInput) (*operations.Kyma, storage.Sec
 	return k, secrets
 }
 
+// gardenerOutput is the stored cluster configuration (a GardenerConfigInput) as the API answers
+// it.
 func gardenerOutput(raw json.RawMessage) (*gqlschema.GardenerConfig, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	// Input and output types share their JSON names.
-	var out gqlschema.GardenerConfig
-	if err := json.Unmarshal(raw, &out); err != nil {
+	var in gqlschema.GardenerConfigInput
+	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, fmt.Errorf("decoding cluster configuration: %w", err)
 	}
-	return &out, nil
+	provider, err := gqlschema.ProviderConfigOf(in.ProviderSpecificConfig)
+	if err != nil {
+		return nil, fmt.Errorf("converting cluster configuration: %w", err)
+	}
+	str := func(s string) *string { return &s }
+	num := func(i int) *int { return &i }
+	out := &gqlschema.GardenerConfig{
+		Name: in.Name, KubernetesVersion: str(in.KubernetesVersion), Provider: str(in.Provider), TargetSecret: str(in.TargetSecret),
+		Region: str(in.Region), MachineType: str(in.MachineType), MachineImage: in.MachineImage, MachineImageVersion: in.MachineImageVersion,
+		DiskType: in.DiskType, VolumeSizeGb: in.VolumeSizeGb, WorkerCidr: str(in.WorkerCidr), PodsCidr: in.PodsCidr, ServicesCidr: in.ServicesCidr,
+		AutoScalerMin: num(in.AutoScalerMin), AutoScalerMax: num(in.AutoScalerMax), MaxSurge: num(in.MaxSurge), MaxUnavailable: num(in.MaxUnavailable),
+		Purpose: in.Purpose, LicenceType: in.LicenceType,
+		EnableKubernetesVersionAutoUpdate: in.EnableKubernetesVersionAutoUpdate, EnableMachineImageVersionAutoUpdate: in.EnableMachineImageVersionAutoUpdate,
+		ProviderSpecificConfig: provider, Seed: in.Seed, ExposureClassName: in.ExposureClassName,
+		ShootNetworkingFilterDisabled: in.ShootNetworkingFilterDisabled, ControlPlaneFailureTolerance: in.ControlPlaneFailureTolerance,
+		EuAccess: in.EuAccess, ShootAndSeedSameRegion: in.ShootAndSeedSameRegion,
+	}
+	if d := in.DNSConfig; d != nil {
+		out.DNSConfig = &gqlschema.DNSConfig{Domain: d.Domain}
+		for _, p := range d.Providers {
+			if p == nil {
+				continue
+			}
+			out.DNSConfig.Providers = append(out.DNSConfig.Providers, &gqlschema.DNSProvider{
+				DomainsInclude: append([]string{}, p.DomainsInclude...), Primary: p.Primary, SecretName: p.SecretName, Type: p.Type,
+			})
+		}
+	}
+	if o := in.OidcConfig; o != nil {
+		// The real schema's OIDCConfig has every field non-null: unset ones are answered empty.
+		out.OidcConfig = &gqlschema.OIDCConfig{
+			ClientID: o.ClientID, IssuerURL: o.IssuerURL, GroupsClaim: deref(o.GroupsClaim), SigningAlgs: append([]string{}, o.SigningAlgs...),
+			UsernameClaim: deref(o.UsernameClaim), UsernamePrefix: deref(o.UsernamePrefix),
+		}
+	}
+	return out, nil
 }
 
 func kymaOutput(k *operations.Kyma) *gqlschema.KymaConfig {

@@ -30,6 +30,11 @@ func fullGardener() gqlschema.GardenerConfigInput {
 		Seed: ptr("aws-eu1"), ExposureClassName: ptr("internet"), EuAccess: ptr(true),
 		OidcConfig: &gqlschema.OIDCConfigInput{ClientID: "kyma", IssuerURL: "https://issuer.example", GroupsClaim: ptr("groups"),
 			SigningAlgs: []string{"RS256"}, UsernameClaim: ptr("sub"), UsernamePrefix: ptr("-")},
+		PodsCidr: ptr("100.64.0.0/12"), ServicesCidr: ptr("100.104.0.0/13"),
+		DNSConfig: &gqlschema.DNSConfigInput{Domain: "full.example.com", Providers: []*gqlschema.DNSProviderInput{
+			{DomainsInclude: []string{"full.example.com"}, Primary: true, SecretName: "dns-secret", Type: "aws-route53"},
+		}},
+		ShootNetworkingFilterDisabled: ptr(false), ControlPlaneFailureTolerance: ptr("zone"), ShootAndSeedSameRegion: ptr(true),
 	}
 }
 
@@ -52,7 +57,7 @@ func TestMergeUpgradeKeepsUnsetFields(t *testing.T) {
 		AutoScalerMin: ptr(3), AutoScalerMax: ptr(12), MaxSurge: ptr(4), MaxUnavailable: ptr(1), Purpose: ptr("development"),
 		MachineImage: ptr("ubuntu"), MachineImageVersion: ptr("24.04"), EnableKubernetesVersionAutoUpdate: ptr(false),
 		EnableMachineImageVersionAutoUpdate: ptr(true), ProviderSpecificConfig: newPSC, OidcConfig: newOIDC,
-		ExposureClassName: ptr("private"),
+		ExposureClassName: ptr("private"), ShootNetworkingFilterDisabled: ptr(true),
 	}
 	merged = mergeUpgrade(cur, all)
 	want = fullGardener()
@@ -61,6 +66,7 @@ func TestMergeUpgradeKeepsUnsetFields(t *testing.T) {
 	want.Purpose, want.MachineImage, want.MachineImageVersion = ptr("development"), ptr("ubuntu"), ptr("24.04")
 	want.EnableKubernetesVersionAutoUpdate, want.EnableMachineImageVersionAutoUpdate = ptr(false), ptr(true)
 	want.ProviderSpecificConfig, want.OidcConfig, want.ExposureClassName = newPSC, newOIDC, ptr("private")
+	want.ShootNetworkingFilterDisabled = ptr(true)
 	assert.Equal(t, want, merged)
 	// What an upgrade cannot change stays.
 	assert.Equal(t, "c-full", *merged.Name)
@@ -82,7 +88,18 @@ func TestClusterConfig(t *testing.T) {
 		MachineType: "m6i.large", MachineImage: "gardenlinux", MachineImageVer: "1592.1.0", DiskType: "gp3", VolumeSizeGB: 80,
 		WorkerCidr: "10.250.0.0/16", AutoScalerMin: 2, AutoScalerMax: 10, MaxSurge: 3, MaxUnavailable: 0,
 		Purpose: "production", LicenceType: "partner", Seed: "aws-eu1", ProviderConfig: psc,
+		PodsCidr: "100.64.0.0/12", ServicesCidr: "100.104.0.0/13", ExposureClassName: "internet",
+		DNS: &infrastructure.DNSConfig{Domain: "full.example.com", Providers: []infrastructure.DNSProvider{
+			{DomainsInclude: []string{"full.example.com"}, Primary: true, SecretName: "dns-secret", Type: "aws-route53"},
+		}},
+		ShootNetworkingFilterDisabled: false, ControlPlaneFailureTolerance: "zone", EuAccess: true, ShootAndSeedSameRegion: true,
 	}, c)
+
+	// Unset, the Shoot Networking Filter is disabled, as the real provisioner does.
+	g.ShootNetworkingFilterDisabled = nil
+	c, err = clusterConfig(g, "c-full")
+	require.NoError(t, err)
+	assert.True(t, c.ShootNetworkingFilterDisabled)
 }
 
 func TestKymaFromInputMovesSecretsOut(t *testing.T) {
@@ -146,15 +163,33 @@ func TestGardenerOutputRoundTrip(t *testing.T) {
 		MachineImageVersion: ptr("1592.1.0"), DiskType: ptr("gp3"), VolumeSizeGb: ptr(80), WorkerCidr: ptr("10.250.0.0/16"),
 		AutoScalerMin: ptr(2), AutoScalerMax: ptr(10), MaxSurge: ptr(3), MaxUnavailable: ptr(0), Purpose: ptr("production"),
 		LicenceType: ptr("partner"), EnableKubernetesVersionAutoUpdate: ptr(true), EnableMachineImageVersionAutoUpdate: ptr(false),
-		ProviderSpecificConfig: &gqlschema.ProviderSpecificConfig{AWSConfig: &gqlschema.AWSProviderConfig{
+		ProviderSpecificConfig: &gqlschema.AWSProviderConfig{
 			VpcCidr: ptr("10.250.0.0/16"), AWSZones: []*gqlschema.AWSZone{{
 				Name: ptr("eu-central-1a"), WorkerCidr: ptr("10.250.0.0/19"), PublicCidr: ptr("10.250.32.0/20"), InternalCidr: ptr("10.250.48.0/20"),
 			}},
-		}},
+		},
 		Seed: ptr("aws-eu1"), ExposureClassName: ptr("internet"), EuAccess: ptr(true),
-		OidcConfig: &gqlschema.OIDCConfig{ClientID: "kyma", IssuerURL: "https://issuer.example", GroupsClaim: ptr("groups"),
-			SigningAlgs: []string{"RS256"}, UsernameClaim: ptr("sub"), UsernamePrefix: ptr("-")},
+		OidcConfig: &gqlschema.OIDCConfig{ClientID: "kyma", IssuerURL: "https://issuer.example", GroupsClaim: "groups",
+			SigningAlgs: []string{"RS256"}, UsernameClaim: "sub", UsernamePrefix: "-"},
+		PodsCidr: ptr("100.64.0.0/12"), ServicesCidr: ptr("100.104.0.0/13"),
+		DNSConfig: &gqlschema.DNSConfig{Domain: "full.example.com", Providers: []*gqlschema.DNSProvider{
+			{DomainsInclude: []string{"full.example.com"}, Primary: true, SecretName: "dns-secret", Type: "aws-route53"},
+		}},
+		ShootNetworkingFilterDisabled: ptr(false), ControlPlaneFailureTolerance: ptr("zone"), ShootAndSeedSameRegion: ptr(true),
 	}, out)
+
+	// The output types' non-null fields are answered empty when the input left them unset.
+	in = fullGardener()
+	in.OidcConfig = &gqlschema.OIDCConfigInput{ClientID: "kyma", IssuerURL: "https://issuer.example"}
+	in.ProviderSpecificConfig = &gqlschema.ProviderSpecificInput{OpenStackConfig: &gqlschema.OpenStackProviderConfigInput{
+		Zones: []string{"eu-de-1a"}, LoadBalancerProvider: ptr("f5"),
+	}}
+	raw, err = json.Marshal(in)
+	require.NoError(t, err)
+	out, err = gardenerOutput(raw)
+	require.NoError(t, err)
+	assert.Equal(t, &gqlschema.OIDCConfig{ClientID: "kyma", IssuerURL: "https://issuer.example", SigningAlgs: []string{}}, out.OidcConfig)
+	assert.Equal(t, &gqlschema.OpenStackProviderConfig{Zones: []string{"eu-de-1a"}, LoadBalancerProvider: "f5"}, out.ProviderSpecificConfig)
 
 	none, err := gardenerOutput(nil)
 	require.NoError(t, err)
@@ -211,7 +246,8 @@ func TestProvisionRuntimeStoresWhatWasAsked(t *testing.T) {
 	assert.Equal(t, "example.com", kc.Configuration[0].Value)
 	assert.Equal(t, "***", kc.Components[0].Configuration[1].Value)
 	assert.Equal(t, cfg.Cluster.Name, *status.RuntimeConfiguration.ClusterConfig.Name)
-	assert.Equal(t, "europe-west3-a", status.RuntimeConfiguration.ClusterConfig.ProviderSpecificConfig.GCPConfig.Zones[0])
+	require.IsType(t, &gqlschema.GCPProviderConfig{}, status.RuntimeConfiguration.ClusterConfig.ProviderSpecificConfig)
+	assert.Equal(t, "europe-west3-a", status.RuntimeConfiguration.ClusterConfig.ProviderSpecificConfig.(*gqlschema.GCPProviderConfig).Zones[0])
 	assert.Nil(t, status.RuntimeConfiguration.Kubeconfig)
 }
 

@@ -27,6 +27,10 @@ import (
 // without it the set's default is used.
 const BackendLabel = "kyma-project.io/provisioner"
 
+// SubAccountLabel in runtimeInput.labels is the runtime's subaccount (the real provisioner's
+// clients send it in the sub-account header instead, which the API turns into this label).
+const SubAccountLabel = "subaccount"
+
 // IdempotencyLabel in runtimeInput.labels makes provisionRuntime idempotent: the runtime ID
 // is derived from the tenant and the key, and a repeat returns the first provisioning.
 const IdempotencyLabel = "kyma-project.io/idempotency-key"
@@ -76,6 +80,7 @@ func (s *Service) ProvisionRuntime(ctx context.Context, tenant string, in gqlsch
 		name = "c-" + id[:7] // Gardener shoot names are short
 		g.Name = &name
 	}
+	g.ProviderSpecificConfig = withProviderDefaults(g.ProviderSpecificConfig)
 	cluster, err := clusterConfig(g, name)
 	if err != nil {
 		return nil, err
@@ -89,7 +94,7 @@ func (s *Service) ProvisionRuntime(ctx context.Context, tenant string, in gqlsch
 		Description: deref(in.RuntimeInput.Description), Labels: in.RuntimeInput.Labels, Cluster: cluster, Gardener: rawGardener,
 		Administrators: in.ClusterConfig.Administrators, Kyma: kyma,
 	}
-	if sub, ok := in.RuntimeInput.Labels["subaccount"].(string); ok {
+	if sub, ok := in.RuntimeInput.Labels[SubAccountLabel].(string); ok {
 		cfg.SubAccountID = sub
 	}
 	rawCfg, err := json.Marshal(cfg)
@@ -343,7 +348,7 @@ func (s *Service) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (
 	if err != nil {
 		return nil, fmt.Errorf("listing operations of runtime %s: %w", rt.ID, err)
 	}
-	out := &gqlschema.RuntimeStatus{RuntimeConnectionStatus: connectionStatus(ops.Items)}
+	out := &gqlschema.RuntimeStatus{RuntimeConnectionStatus: connectionStatus(ops.Items), HibernationStatus: hibernationStatus(ops.Items)}
 	if len(ops.Items) > 0 {
 		if out.LastOperationStatus, err = operationStatus(ops.Items[0], rt); err != nil {
 			return nil, err

@@ -92,3 +92,25 @@ func connectionStatus(newestFirst []storage.Operation) *gqlschema.RuntimeConnect
 	}
 	return &gqlschema.RuntimeConnectionStatus{Status: gqlschema.RuntimeAgentConnectionStatusPending}
 }
+
+// hibernationStatus derives hibernation from the runtime's operations. This API has no wake
+// operation, so a runtime whose hibernation succeeded stays hibernated. Hibernation is possible
+// for a provisioned runtime that is awake, not being deprovisioned and not busy.
+func hibernationStatus(newestFirst []storage.Operation) *gqlschema.HibernationStatus {
+	provisioned, hibernated, busy := false, false, false
+	for _, op := range newestFirst {
+		switch {
+		case op.State == storage.StatePending || op.State == storage.StateInProgress:
+			busy = true
+		case op.State != storage.StateSucceeded:
+		case op.Type == operations.TypeProvision:
+			provisioned = true
+		case op.Type == operations.TypeHibernate:
+			hibernated = true
+		case op.Type == operations.TypeDeprovision:
+			busy = true
+		}
+	}
+	possible := provisioned && !hibernated && !busy
+	return &gqlschema.HibernationStatus{Hibernated: &hibernated, HibernationPossible: &possible}
+}

@@ -75,6 +75,20 @@ func validateGardener(f string, g *gqlschema.GardenerConfigInput) error {
 	if _, _, err := net.ParseCIDR(g.WorkerCidr); err != nil {
 		return apperr.BadRequest(f+".workerCidr", "must be a CIDR like 10.250.0.0/16, got %q", g.WorkerCidr)
 	}
+	for field, cidr := range map[string]*string{"podsCidr": g.PodsCidr, "servicesCidr": g.ServicesCidr} {
+		if cidr == nil {
+			continue
+		}
+		if _, _, err := net.ParseCIDR(*cidr); err != nil {
+			return apperr.BadRequest(f+"."+field, "must be a CIDR like 100.64.0.0/12, got %q", *cidr)
+		}
+	}
+	if t := g.ControlPlaneFailureTolerance; t != nil && *t != "" && *t != "node" && *t != "zone" {
+		return apperr.BadRequest(f+".controlPlaneFailureTolerance", "must be empty, node or zone, got %q", *t)
+	}
+	if err := validateDNS(f+".dnsConfig", g.DNSConfig); err != nil {
+		return err
+	}
 	if err := validateScaling(f, &g.AutoScalerMin, &g.AutoScalerMax, &g.MaxSurge, &g.MaxUnavailable, g.VolumeSizeGb); err != nil {
 		return err
 	}
@@ -86,6 +100,27 @@ func validateGardener(f string, g *gqlschema.GardenerConfigInput) error {
 	}
 	if g.OidcConfig != nil {
 		return validateOIDC(f+".oidcConfig", g.OidcConfig)
+	}
+	return nil
+}
+
+func validateDNS(f string, d *gqlschema.DNSConfigInput) error {
+	if d == nil {
+		return nil
+	}
+	if strings.TrimSpace(d.Domain) == "" {
+		return apperr.BadRequest(f+".domain", "is required")
+	}
+	for i, p := range d.Providers {
+		pf := fmt.Sprintf("%s.providers[%d]", f, i)
+		if p == nil {
+			return apperr.BadRequest(pf, "must not be null")
+		}
+		for field, v := range map[string]string{"secretName": p.SecretName, "type": p.Type} {
+			if strings.TrimSpace(v) == "" {
+				return apperr.BadRequest(pf+"."+field, "is required")
+			}
+		}
 	}
 	return nil
 }
@@ -128,6 +163,15 @@ func validateProviderConfig(f, provider, cfgField string, p *gqlschema.ProviderS
 		if _, _, err := net.ParseCIDR(p.AzureConfig.VnetCidr); err != nil {
 			return apperr.BadRequest(f+".azureConfig.vnetCidr", "must be a CIDR, got %q", p.AzureConfig.VnetCidr)
 		}
+		for i, z := range p.AzureConfig.AzureZones {
+			zf := fmt.Sprintf("%s.azureConfig.azureZones[%d]", f, i)
+			if z.Name < 1 {
+				return apperr.BadRequest(zf+".name", "must be a zone number from 1, got %d", z.Name)
+			}
+			if _, _, err := net.ParseCIDR(z.Cidr); err != nil {
+				return apperr.BadRequest(zf+".cidr", "must be a CIDR, got %q", z.Cidr)
+			}
+		}
 	case p.AWSConfig != nil:
 		if _, _, err := net.ParseCIDR(p.AWSConfig.VpcCidr); err != nil {
 			return apperr.BadRequest(f+".awsConfig.vpcCidr", "must be a CIDR, got %q", p.AWSConfig.VpcCidr)
@@ -136,6 +180,9 @@ func validateProviderConfig(f, provider, cfgField string, p *gqlschema.ProviderS
 			return apperr.BadRequest(f+".awsConfig.awsZones", "must name at least one zone")
 		}
 		for i, z := range p.AWSConfig.AWSZones {
+			if z == nil {
+				return apperr.BadRequest(fmt.Sprintf("%s.awsConfig.awsZones[%d]", f, i), "must not be null")
+			}
 			for field, cidr := range map[string]string{"workerCidr": z.WorkerCidr, "publicCidr": z.PublicCidr, "internalCidr": z.InternalCidr} {
 				if _, _, err := net.ParseCIDR(cidr); err != nil {
 					return apperr.BadRequest(fmt.Sprintf("%s.awsConfig.awsZones[%d].%s", f, i, field), "must be a CIDR, got %q", cidr)

@@ -93,6 +93,32 @@ func TestProvisionRuntimeValidation(t *testing.T) {
 			g.Provider = "azure"
 			g.ProviderSpecificConfig = &gqlschema.ProviderSpecificInput{AzureConfig: &gqlschema.AzureProviderConfigInput{VnetCidr: "vnet"}}
 		}), field: psc + ".azureConfig.vnetCidr"},
+		{name: "azure zone number", change: gardener(func(g *gqlschema.GardenerConfigInput) {
+			g.Provider = "azure"
+			g.ProviderSpecificConfig = &gqlschema.ProviderSpecificInput{AzureConfig: &gqlschema.AzureProviderConfigInput{
+				VnetCidr: "10.250.0.0/16", AzureZones: []*gqlschema.AzureZoneInput{{Name: 1, Cidr: "10.250.0.0/19"}, {Name: 0, Cidr: "10.250.32.0/19"}},
+			}}
+		}), field: psc + ".azureConfig.azureZones[1].name"},
+		{name: "azure zone CIDR", change: gardener(func(g *gqlschema.GardenerConfigInput) {
+			g.Provider = "azure"
+			g.ProviderSpecificConfig = &gqlschema.ProviderSpecificInput{AzureConfig: &gqlschema.AzureProviderConfigInput{
+				VnetCidr: "10.250.0.0/16", AzureZones: []*gqlschema.AzureZoneInput{{Name: 1, Cidr: "zone-1"}},
+			}}
+		}), field: psc + ".azureConfig.azureZones[0].cidr"},
+		{name: "pods CIDR", change: gardener(func(g *gqlschema.GardenerConfigInput) { g.PodsCidr = ptr("pods") }), field: gf + ".podsCidr"},
+		{name: "services CIDR", change: gardener(func(g *gqlschema.GardenerConfigInput) { g.ServicesCidr = ptr("10.0.0.0/40") }), field: gf + ".servicesCidr"},
+		{name: "control plane failure tolerance", change: gardener(func(g *gqlschema.GardenerConfigInput) { g.ControlPlaneFailureTolerance = ptr("region") }),
+			field: gf + ".controlPlaneFailureTolerance"},
+		{name: "DNS without domain", change: gardener(func(g *gqlschema.GardenerConfigInput) { g.DNSConfig = &gqlschema.DNSConfigInput{Domain: " "} }),
+			field: gf + ".dnsConfig.domain"},
+		{name: "DNS provider null", change: gardener(func(g *gqlschema.GardenerConfigInput) {
+			g.DNSConfig = &gqlschema.DNSConfigInput{Domain: "a.example.com", Providers: []*gqlschema.DNSProviderInput{nil}}
+		}), field: gf + ".dnsConfig.providers[0]"},
+		{name: "DNS provider without secret", change: gardener(func(g *gqlschema.GardenerConfigInput) {
+			g.DNSConfig = &gqlschema.DNSConfigInput{Domain: "a.example.com", Providers: []*gqlschema.DNSProviderInput{{Type: "aws-route53"}}}
+		}), field: gf + ".dnsConfig.providers[0].secretName"},
+		{name: "aws zone null", change: aws(func(a *gqlschema.AWSProviderConfigInput) { a.AWSZones = append(a.AWSZones, nil) }),
+			field: psc + ".awsConfig.awsZones[1]"},
 		{name: "aws vpc CIDR", change: aws(func(a *gqlschema.AWSProviderConfigInput) { a.VpcCidr = "" }), field: psc + ".awsConfig.vpcCidr"},
 		{name: "aws without zones", change: aws(func(a *gqlschema.AWSProviderConfigInput) { a.AWSZones = nil }), field: psc + ".awsConfig.awsZones"},
 		{name: "aws zone worker CIDR", change: aws(func(a *gqlschema.AWSProviderConfigInput) { a.AWSZones[0].WorkerCidr = "x" }),

@@ -86,10 +86,18 @@ func ProvisionInput(name string) gqlschema.ProvisionRuntimeInput {
 				AutoScalerMax:     4,
 				MaxSurge:          1,
 				MaxUnavailable:    0,
+				PodsCidr:          ptr("100.64.0.0/12"),
+				ServicesCidr:      ptr("100.104.0.0/13"),
 				Purpose:           ptr("production"),
 				ProviderSpecificConfig: &gqlschema.ProviderSpecificInput{
 					GCPConfig: &gqlschema.GCPProviderConfigInput{Zones: []string{"europe-west3-a", "europe-west3-b"}},
 				},
+				DNSConfig: &gqlschema.DNSConfigInput{Domain: name + ".custom.example", Providers: []*gqlschema.DNSProviderInput{
+					{DomainsInclude: []string{name + ".custom.example"}, Primary: true, SecretName: "dns-secret", Type: "aws-route53"},
+				}},
+				ControlPlaneFailureTolerance:  ptr("zone"),
+				ShootNetworkingFilterDisabled: ptr(false),
+				EuAccess:                      ptr(true),
 			},
 			Administrators: []string{"admin@example.com"},
 		},
@@ -170,9 +178,18 @@ func provisionedRuntimeHasItsStatusAndConfiguration(t *testing.T, c client.Clien
 	assert.Equal(t, in.MaxSurge, deref(cluster.MaxSurge))
 	assert.Equal(t, in.MaxUnavailable, deref(cluster.MaxUnavailable))
 	assert.Equal(t, deref(in.VolumeSizeGb), deref(cluster.VolumeSizeGb))
-	require.NotNil(t, cluster.ProviderSpecificConfig, "providerSpecificConfig")
-	require.NotNil(t, cluster.ProviderSpecificConfig.GCPConfig, "providerSpecificConfig.gcpConfig")
-	assert.Equal(t, in.ProviderSpecificConfig.GCPConfig.Zones, cluster.ProviderSpecificConfig.GCPConfig.Zones)
+	require.IsType(t, &gqlschema.GCPProviderConfig{}, cluster.ProviderSpecificConfig, "providerSpecificConfig")
+	assert.Equal(t, in.ProviderSpecificConfig.GCPConfig.Zones, cluster.ProviderSpecificConfig.(*gqlschema.GCPProviderConfig).Zones)
+	assert.Equal(t, deref(in.PodsCidr), deref(cluster.PodsCidr))
+	assert.Equal(t, deref(in.ServicesCidr), deref(cluster.ServicesCidr))
+	assert.Equal(t, deref(in.ControlPlaneFailureTolerance), deref(cluster.ControlPlaneFailureTolerance))
+	assert.Equal(t, in.ShootNetworkingFilterDisabled, cluster.ShootNetworkingFilterDisabled)
+	assert.Equal(t, in.EuAccess, cluster.EuAccess)
+	require.NotNil(t, cluster.DNSConfig, "dnsConfig")
+	assert.Equal(t, in.DNSConfig.Domain, cluster.DNSConfig.Domain)
+	require.Len(t, cluster.DNSConfig.Providers, 1)
+	assert.Equal(t, gqlschema.DNSProvider{DomainsInclude: in.DNSConfig.Providers[0].DomainsInclude, Primary: true, SecretName: "dns-secret", Type: "aws-route53"},
+		*cluster.DNSConfig.Providers[0])
 
 	kyma := status.RuntimeConfiguration.KymaConfig
 	require.NotNil(t, kyma, "runtimeConfiguration.kymaConfig")
@@ -466,7 +483,8 @@ func resultsAreNotShared(t *testing.T, c client.Client) {
 	second, err := c.RuntimeStatus(ctx, tenantA, runtimeID)
 	require.NoError(t, err)
 	assert.Equal(t, "europe-west3", deref(second.RuntimeConfiguration.ClusterConfig.Region))
-	assert.Equal(t, []string{"europe-west3-a", "europe-west3-b"}, second.RuntimeConfiguration.ClusterConfig.ProviderSpecificConfig.GCPConfig.Zones)
+	require.IsType(t, &gqlschema.GCPProviderConfig{}, second.RuntimeConfiguration.ClusterConfig.ProviderSpecificConfig)
+	assert.Equal(t, []string{"europe-west3-a", "europe-west3-b"}, second.RuntimeConfiguration.ClusterConfig.ProviderSpecificConfig.(*gqlschema.GCPProviderConfig).Zones)
 	assert.Equal(t, gqlschema.OperationStateSucceeded, second.LastOperationStatus.State)
 }
 
