@@ -442,6 +442,9 @@ func (b *Backend) delete(ctx context.Context, spec infrastructure.Spec) error {
 	if err := b.shoots().Delete(ctx, s.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
 		return err
 	}
+	b.mu.Lock()
+	delete(b.kubeconfigs, b.namespace+"/"+s.GetName()+"/"+string(uid))
+	b.mu.Unlock()
 	b.logFor(spec).Info("Shoot deletion requested")
 	return nil
 }
