@@ -36,8 +36,19 @@ func TestGardenerVariables(t *testing.T) {
 	require.NoError(t, err)
 	cfg.GardenerProject, cfg.GardenerKubeconfigPath = "frog", "/etc/garden/kubeconfig"
 	cfg.GardenerAuditLogsPolicy, cfg.GardenerAuditLogsTenant = "audit-policy", "audit-tenant"
+	cfg.GardenerAuditLogServiceURL, cfg.GardenerAuditLogSecretName = "https://auditlog.example.com", "auditlog-secret"
+	cfg.GardenerCloudProfileOpenStack, cfg.GardenerOpenStackFloatingPoolName, cfg.GardenerOpenStackLoadBalancerProvider = "converged-cloud", "fip", "f5"
+	cfg.GardenerKubeconfigExpirationSeconds = 7200
 	all := []string{"APP_GARDENER_PROJECT=frog", "APP_GARDENER_KUBECONFIG_PATH=/etc/garden/kubeconfig",
-		"APP_GARDENER_AUDIT_LOGS_POLICY_CONFIG_MAP=audit-policy", "APP_GARDENER_AUDIT_LOGS_TENANT=audit-tenant"}
+		"APP_GARDENER_AUDIT_LOGS_POLICY_CONFIG_MAP=audit-policy", "APP_GARDENER_AUDIT_LOGS_TENANT=audit-tenant",
+		"APP_GARDENER_AUDIT_LOG_SERVICE_URL=https://auditlog.example.com", "APP_GARDENER_AUDIT_LOG_SECRET_NAME=auditlog-secret",
+		"APP_GARDENER_CLOUD_PROFILE_OPENSTACK=converged-cloud", "APP_GARDENER_OPENSTACK_FLOATING_POOL_NAME=fip",
+		"APP_GARDENER_OPENSTACK_LOAD_BALANCER_PROVIDER=f5", "APP_GARDENER_KUBECONFIG_EXPIRATION_SECONDS=7200"}
+	mapped := map[string]any{"_type": "gardener", "project": "frog", "kubeconfig_path": "/etc/garden/kubeconfig",
+		"audit_logs_policy_config_map": "audit-policy", "audit_logs_tenant": "audit-tenant",
+		"audit_log_service_url": "https://auditlog.example.com", "audit_log_secret_name": "auditlog-secret",
+		"cloud_profile_openstack": "converged-cloud", "openstack_floating_pool_name": "fip", "openstack_load_balancer_provider": "f5",
+		"kubeconfig_expiration_seconds": float64(7200)}
 
 	// Nothing set: the default set stays (simulated).
 	b, err := provisioner.GardenerVariables(infrastructure.Config{}, cfg, nil)
@@ -49,8 +60,7 @@ func TestGardenerVariables(t *testing.T) {
 	require.NoError(t, err)
 	specs, def := gardenerSpecs(t, b)
 	assert.Equal(t, "gardener", def)
-	assert.Equal(t, map[string]map[string]any{"gardener": {"_type": "gardener", "project": "frog", "kubeconfig_path": "/etc/garden/kubeconfig",
-		"audit_logs_policy_config_map": "audit-policy", "audit_logs_tenant": "audit-tenant"}}, specs)
+	assert.Equal(t, map[string]map[string]any{"gardener": mapped}, specs)
 
 	// Only APP_DEFAULT_PROVISIONER=gardener: the seed's defaults fill the rest.
 	b, err = provisioner.GardenerVariables(infrastructure.Config{Default: "gardener"}, cfg, nil)
@@ -65,8 +75,13 @@ func TestGardenerVariables(t *testing.T) {
 	require.NoError(t, err)
 	specs, def = gardenerSpecs(t, b)
 	assert.Equal(t, "sim", def)
-	assert.Equal(t, map[string]any{"_type": "gardener", "project": "frog", "kubeconfig_path": "/etc/garden/kubeconfig",
-		"audit_logs_policy_config_map": "audit-policy", "audit_logs_tenant": "audit-tenant"}, specs["garden"])
+	assert.Equal(t, mapped, specs["garden"])
+
+	// A number in the set equal to the variable is fine; another one is an error.
+	_, err = provisioner.GardenerVariables(infrastructure.Config{SetJSON: `{"garden": {"type": "gardener", "spec": {"kubeconfig_expiration_seconds": 7200}}}`}, cfg, all)
+	require.NoError(t, err)
+	_, err = provisioner.GardenerVariables(infrastructure.Config{SetJSON: `{"garden": {"type": "gardener", "spec": {"kubeconfig_expiration_seconds": 900}}}`}, cfg, all)
+	assert.ErrorContains(t, err, `spec.kubeconfig_expiration_seconds is 900 but APP_GARDENER_KUBECONFIG_EXPIRATION_SECONDS is "7200"`)
 	assert.Equal(t, map[string]any{"_type": "simulated"}, specs["sim"])
 
 	// Set unset: the set is left as it is.

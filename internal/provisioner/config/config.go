@@ -24,6 +24,23 @@ type Config struct {
 	GardenerKubeconfigPath  string `envconfig:"GARDENER_KUBECONFIG_PATH" default:"./dev/kubeconfig.yaml"`
 	GardenerAuditLogsPolicy string `envconfig:"GARDENER_AUDIT_LOGS_POLICY_CONFIG_MAP"`
 	GardenerAuditLogsTenant string `envconfig:"GARDENER_AUDIT_LOGS_TENANT"`
+	// The audit log service of the shoot-auditlog-service extension (with
+	// GardenerAuditLogsTenant; Gardener needs all three) and the Secret, in the project
+	// namespace, with its credentials.
+	GardenerAuditLogServiceURL string `envconfig:"GARDENER_AUDIT_LOG_SERVICE_URL"`
+	GardenerAuditLogSecretName string `envconfig:"GARDENER_AUDIT_LOG_SECRET_NAME"`
+	// Cloud profile of each provider's Shoots (the gardener backend's defaults when empty:
+	// aws, gcp, az; OpenStack has none).
+	GardenerCloudProfileAWS       string `envconfig:"GARDENER_CLOUD_PROFILE_AWS"`
+	GardenerCloudProfileGCP       string `envconfig:"GARDENER_CLOUD_PROFILE_GCP"`
+	GardenerCloudProfileAzure     string `envconfig:"GARDENER_CLOUD_PROFILE_AZURE"`
+	GardenerCloudProfileOpenStack string `envconfig:"GARDENER_CLOUD_PROFILE_OPENSTACK"`
+	// OpenStack's floating pool and load balancer provider for requests that name none.
+	GardenerOpenStackFloatingPoolName     string `envconfig:"GARDENER_OPENSTACK_FLOATING_POOL_NAME"`
+	GardenerOpenStackLoadBalancerProvider string `envconfig:"GARDENER_OPENSTACK_LOAD_BALANCER_PROVIDER"`
+	// GardenerKubeconfigExpirationSeconds is the validity asked of Gardener for admin
+	// kubeconfigs (600 up to 2^32; the backend's 3600 when 0).
+	GardenerKubeconfigExpirationSeconds int64 `envconfig:"GARDENER_KUBECONFIG_EXPIRATION_SECONDS"`
 	// EnqueueInProgressOperations: when false, operations in progress at start-up are not
 	// resumed by this process (they stay as they are until another replica or a restart with
 	// true picks them up).

@@ -59,6 +59,9 @@ func TestSeedDefaults(t *testing.T) {
 		"APP_GARDENER_KUBECONFIG_PATH":                 {cfg.GardenerKubeconfigPath, "./dev/kubeconfig.yaml"},
 		"APP_GARDENER_AUDIT_LOGS_POLICY_CONFIG_MAP":    {cfg.GardenerAuditLogsPolicy, ""}, // "optional"
 		"APP_GARDENER_AUDIT_LOGS_TENANT":               {cfg.GardenerAuditLogsTenant, ""}, // "optional"
+		"APP_GARDENER_AUDIT_LOG_SERVICE_URL":           {cfg.GardenerAuditLogServiceURL, ""},
+		"APP_GARDENER_AUDIT_LOG_SECRET_NAME":           {cfg.GardenerAuditLogSecretName, ""},
+		"APP_GARDENER_CLOUD_PROFILE_OPENSTACK":         {cfg.GardenerCloudProfileOpenStack, ""},
 		"APP_ENQUEUE_IN_PROGRESS_OPERATIONS":           {cfg.EnqueueInProgressOperations, true},
 	} {
 		assert.Equal(t, got[1], got[0], name)

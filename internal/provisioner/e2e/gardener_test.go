@@ -18,6 +18,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest/gardenersim"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/kubetest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,6 +45,8 @@ type env struct {
 	dyn     dynamic.Interface
 	core    kubernetes.Interface
 	project string
+	sim     *gardenersim.Sim
+	store   storage.Store
 }
 
 func setup(t *testing.T, cfg config.Config) *env {
@@ -55,17 +58,18 @@ func setup(t *testing.T, cfg config.Config) *env {
 // setupWith starts the fake Gardener and a provisioner whose backend set is set(project, kubeconfig).
 func setupWith(t *testing.T, cfg config.Config, set func(project string, kubeconfig []byte) string) *env {
 	t.Helper()
-	project, kc := startFakeGardener(t)
+	sim := gardenersim.StartSim(t, gardenersim.Options{PlayAgent: true})
+	project, kc := sim.Project, sim.Kubeconfig
 	p := provisionertest.New(t, provisionertest.Options{
 		Backends: infrastructure.Config{SetJSON: set(project, kc)},
 		Clusters: runtimeclient.Clusters{},
 		Config:   &cfg,
 	})
-	return &env{t: t, client: p.Provisioner.Service, dyn: kubetest.Dynamic(t), core: kubetest.Clientset(t), project: project}
+	return &env{t: t, client: p.Provisioner.Service, dyn: kubetest.Dynamic(t), core: kubetest.Clientset(t), project: project, sim: sim, store: p.Store}
 }
 
 // startFakeGardener runs the fake Gardener (playing the Runtime Agent too) on a new project until
-// the test ends; it returns the project and the kubeconfig of the API server.
+// the test ends; it returns the project and the kubeconfig of Gardener's API.
 func startFakeGardener(t *testing.T) (string, []byte) {
 	t.Helper()
 	return gardenersim.Start(t, gardenersim.Options{PlayAgent: true})
@@ -136,7 +140,33 @@ func TestGardenerRuntimeLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, gqlschema.RuntimeAgentConnectionStatusConnected, status.RuntimeConnectionStatus.Status)
 	require.NotNil(t, status.RuntimeConfiguration.Kubeconfig)
-	assert.Equal(t, string(kubetest.Kubeconfig(t)), *status.RuntimeConfiguration.Kubeconfig)
+	// The kubeconfig is an admin kubeconfig from shoots/{name}/adminkubeconfig (Gardener's
+	// default hour), not the Gardener cluster's own.
+	kc := *status.RuntimeConfiguration.Kubeconfig
+	assert.NotEqual(t, string(kubetest.Kubeconfig(t)), kc)
+	start, end, ok := infrastructure.KubeconfigValidity(kc)
+	require.True(t, ok, "the admin kubeconfig's validity is readable")
+	assert.Equal(t, time.Hour, end.Sub(start))
+	issued := len(e.sim.AdminKubeconfigRequests())
+	require.NotZero(t, issued)
+	assert.Equal(t, "life-1", e.sim.AdminKubeconfigRequests()[0].Shoot)
+
+	// A stored kubeconfig that is due (here one whose validity cannot be read, as the static
+	// ones Gardener no longer honours) is renewed before it is handed out, and stored.
+	legacy := string(kubetest.Kubeconfig(t))
+	require.NoError(t, e.store.Runtimes().SetRuntimeFields(ctx, runtimeID, storage.RuntimeFields{Kubeconfig: &legacy}))
+	status, err = e.client.RuntimeStatus(ctx, tenant, runtimeID)
+	require.NoError(t, err)
+	renewed := *status.RuntimeConfiguration.Kubeconfig
+	assert.NotEqual(t, legacy, renewed)
+	assert.Equal(t, kc, renewed, "the backend's current admin kubeconfig, still far from due")
+	assert.Len(t, e.sim.AdminKubeconfigRequests(), issued, "which it did not need to ask Gardener for again")
+	rt, err := e.store.Runtimes().GetRuntime(ctx, runtimeID)
+	require.NoError(t, err)
+	assert.Equal(t, renewed, rt.Secrets[storage.KubeconfigSecret])
+	status, err = e.client.RuntimeStatus(ctx, tenant, runtimeID)
+	require.NoError(t, err)
+	assert.Equal(t, renewed, *status.RuntimeConfiguration.Kubeconfig, "not due: the same one")
 
 	up, err := e.client.UpgradeShoot(ctx, tenant, runtimeID, contracttest.UpgradeShootInput())
 	require.NoError(t, err)

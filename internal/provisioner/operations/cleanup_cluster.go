@@ -28,7 +28,14 @@ func (s CleanupCluster) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (O
 	if len(rt.Allocation) > 0 {
 		return op, 0, nil // a namespace of a shared host: Kyma was never installed; the backend removes the namespace
 	}
-	c, err := s.Clusters.ForKubeconfig(rt.Secrets[KubeconfigKey])
+	kc := rt.Secrets[KubeconfigKey]
+	if b, err := s.backend(op); err == nil {
+		// A renewal that fails leaves the stored one, which may still do.
+		if fresh, _, err := FreshKubeconfig(ctx, b, s.Runtimes, RuntimeSpec(op.Data.RuntimeID, op.Data.Tenant, op.Data.Config), kc, op.Now()); err == nil {
+			kc = fresh
+		}
+	}
+	c, err := s.Clusters.ForKubeconfig(kc)
 	if err == nil {
 		err = c.DeleteKyma(ctx)
 	}

@@ -132,6 +132,17 @@ func (d Deps) cluster(ctx context.Context, op Op) (runtimeclient.Runtime, error)
 	if err != nil {
 		return nil, err
 	}
+	b, err := d.backend(op)
+	if err != nil {
+		return nil, err
+	}
+	kc, renewed, err := FreshKubeconfig(ctx, b, d.Runtimes, RuntimeSpec(op.Data.RuntimeID, op.Data.Tenant, op.Data.Config), kc, op.Now())
+	if err != nil {
+		return nil, err
+	}
+	if renewed {
+		engine.Remember(op, kubeconfigMemo, kc)
+	}
 	return d.Clusters.ForKubeconfig(kc)
 }
 

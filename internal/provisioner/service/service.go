@@ -354,6 +354,7 @@ func (s *Service) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (
 			return nil, err
 		}
 	}
+	s.freshKubeconfig(ctx, &rt)
 	if out.RuntimeConfiguration, err = runtimeConfig(rt); err != nil {
 		return nil, err
 	}
@@ -366,7 +367,34 @@ func (s *Service) RuntimeConfiguration(ctx context.Context, tenant, runtimeID st
 	if err != nil {
 		return nil, err
 	}
+	s.freshKubeconfig(ctx, &rt)
 	return runtimeConfig(rt)
+}
+
+// freshKubeconfig replaces the runtime's kubeconfig by a new one when it is due
+// (operations.FreshKubeconfig), so that consumers never get one about to expire; a failed
+// renewal leaves the stored one (logged), which the next call tries again.
+func (s *Service) freshKubeconfig(ctx context.Context, rt *storage.Runtime) {
+	kc := rt.Secrets[operations.KubeconfigKey]
+	if kc == "" {
+		return
+	}
+	b, err := s.backends.Get(rt.Backend)
+	if err != nil {
+		return
+	}
+	cfg, err := operations.DecodeRuntimeConfig(*rt)
+	if err != nil {
+		return
+	}
+	fresh, renewed, err := operations.FreshKubeconfig(ctx, b, s.store.Runtimes(), operations.RuntimeSpec(rt.ID, rt.Tenant, cfg), kc, s.now())
+	if err != nil {
+		s.log.WithFields(logrus.Fields{"runtime_id": rt.ID, "error": err}).Warn("renewing the runtime's kubeconfig")
+		return
+	}
+	if renewed {
+		rt.Secrets[operations.KubeconfigKey] = fresh
+	}
 }
 
 // runtimeConfig is the runtime's configuration as the API answers it.

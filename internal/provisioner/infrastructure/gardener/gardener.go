@@ -5,11 +5,18 @@
 // Spec:
 //
 //	{"project": "kyma-dev", "kubeconfig_path": "/gardener/kubeconfig" | "kubeconfig": "...",
-//	 "audit_logs_policy_config_map": "audit-policy", "audit_logs_tenant": "..."}
+//	 "cloud_profile_aws": "aws", "cloud_profile_gcp": "gcp", "cloud_profile_azure": "az",
+//	 "cloud_profile_openstack": "...",
+//	 "openstack_floating_pool_name": "...", "openstack_load_balancer_provider": "...",
+//	 "kubeconfig_expiration_seconds": 3600,
+//	 "audit_logs_policy_config_map": "audit-policy", "audit_logs_tenant": "...",
+//	 "audit_log_service_url": "https://...", "audit_log_secret_name": "..."}
 //
 // Gardener does the work; this backend writes the Shoot and reads its status:
 // spec.dns.domain, status.lastOperation and status.observedGeneration (the revision of Update),
-// status.hibernated. The admin kubeconfig comes from the Secret <shoot>.kubeconfig.
+// status.hibernated. Admin kubeconfigs come from the shoots/adminkubeconfig subresource
+// (AdminKubeconfigRequest), valid for kubeconfig_expiration_seconds; the facts relied on are in
+// shootcontract/testdata/gardener.json.
 package gardener
 
 import (
@@ -19,6 +26,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,26 +50,100 @@ const Type = "gardener"
 // FieldManager is the field manager of the backend's writes.
 const FieldManager = "keb-provisioner"
 
-var (
-	ShootGVR  = schema.GroupVersionResource{Group: "core.gardener.cloud", Version: "v1beta1", Resource: "shoots"}
-	secretGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-)
+// ShootGVR is the resource of Shoots.
+var ShootGVR = schema.GroupVersionResource{Group: "core.gardener.cloud", Version: "v1beta1", Resource: "shoots"}
 
 // Spec configures the backend.
 type Spec struct {
-	Project                  string `json:"project"`
-	KubeconfigPath           string `json:"kubeconfig_path"`
-	Kubeconfig               string `json:"kubeconfig"`
+	Project        string `json:"project"`
+	KubeconfigPath string `json:"kubeconfig_path"`
+	Kubeconfig     string `json:"kubeconfig"`
+	// CloudProfile* name the CloudProfile of each provider's Shoots (Gardener rejects a Shoot
+	// without one); empty means DefaultCloudProfiles. OpenStack's may also come with the
+	// request (openStackConfig.cloudProfileName), which wins.
+	CloudProfileAWS       string `json:"cloud_profile_aws"`
+	CloudProfileGCP       string `json:"cloud_profile_gcp"`
+	CloudProfileAzure     string `json:"cloud_profile_azure"`
+	CloudProfileOpenStack string `json:"cloud_profile_openstack"`
+	// OpenStack's InfrastructureConfig.floatingPoolName and ControlPlaneConfig.loadBalancerProvider
+	// for requests that do not name them (the provider extension requires both).
+	OpenStackFloatingPoolName     string `json:"openstack_floating_pool_name"`
+	OpenStackLoadBalancerProvider string `json:"openstack_load_balancer_provider"`
+	// KubeconfigExpirationSeconds is the validity asked of Gardener for admin kubeconfigs
+	// (DefaultKubeconfigExpirationSeconds when 0; Gardener takes 600 up to 2^32, and caps it at
+	// its --shoot-admin-kubeconfig-max-expiration, 24h by default).
+	KubeconfigExpirationSeconds int64 `json:"kubeconfig_expiration_seconds"`
+	// The audit log: the kube-apiserver's audit policy ConfigMap and the shoot-auditlog-service
+	// extension (tenant, service URL, and the Secret in the project namespace with the service's
+	// credentials); the extension needs all three of tenant, URL and Secret.
 	AuditLogsPolicyConfigMap string `json:"audit_logs_policy_config_map"`
 	AuditLogsTenant          string `json:"audit_logs_tenant"`
+	AuditLogServiceURL       string `json:"audit_log_service_url"`
+	AuditLogSecretName       string `json:"audit_log_secret_name"`
 }
+
+// DefaultCloudProfiles are the cloud profiles the original provisioner used per provider;
+// OpenStack's has none (it came with the request).
+var DefaultCloudProfiles = map[string]string{"aws": "aws", "gcp": "gcp", "azure": "az"}
+
+// Bounds of kubeconfig_expiration_seconds (Gardener's AdminKubeconfigRequest validation) and
+// its default (Gardener's own default).
+const (
+	DefaultKubeconfigExpirationSeconds = 3600
+	MinKubeconfigExpirationSeconds     = 600
+	MaxKubeconfigExpirationSeconds     = 1<<32 - 1
+)
 
 // Validate checks the spec.
 func (s Spec) Validate() error {
 	if s.Project == "" {
 		return errors.New("spec.project is required")
 	}
+	if err := s.validateOptions(); err != nil {
+		return err
+	}
 	return kubeconfig.Source{Inline: s.Kubeconfig, Path: s.KubeconfigPath}.Validate("spec")
+}
+
+func (s Spec) validateOptions() error {
+	if e := s.KubeconfigExpirationSeconds; e != 0 && (e < MinKubeconfigExpirationSeconds || e > MaxKubeconfigExpirationSeconds) {
+		return fmt.Errorf("spec.kubeconfig_expiration_seconds must be between %d and %d, not %d", MinKubeconfigExpirationSeconds, MaxKubeconfigExpirationSeconds, e)
+	}
+	audit := map[string]string{"audit_logs_tenant": s.AuditLogsTenant, "audit_log_service_url": s.AuditLogServiceURL, "audit_log_secret_name": s.AuditLogSecretName}
+	var set, missing []string
+	for _, k := range []string{"audit_logs_tenant", "audit_log_service_url", "audit_log_secret_name"} {
+		if audit[k] != "" {
+			set = append(set, "spec."+k)
+		} else {
+			missing = append(missing, "spec."+k)
+		}
+	}
+	if len(set) > 0 && len(missing) > 0 {
+		return fmt.Errorf("the audit log extension needs %s as well as %s", strings.Join(missing, " and "), strings.Join(set, " and "))
+	}
+	if s.AuditLogServiceURL != "" {
+		if u, err := url.Parse(s.AuditLogServiceURL); err != nil || u.Scheme == "" || u.Host == "" {
+			return fmt.Errorf("spec.audit_log_service_url must be an absolute URL, not %q", s.AuditLogServiceURL)
+		}
+	}
+	return nil
+}
+
+// expirationSeconds is the validity to ask for admin kubeconfigs.
+func (s Spec) expirationSeconds() int64 {
+	if s.KubeconfigExpirationSeconds == 0 {
+		return DefaultKubeconfigExpirationSeconds
+	}
+	return s.KubeconfigExpirationSeconds
+}
+
+// cloudProfile is the configured cloud profile of a Gardener provider type.
+func (s Spec) cloudProfile(provider string) string {
+	v := map[string]string{"aws": s.CloudProfileAWS, "gcp": s.CloudProfileGCP, "azure": s.CloudProfileAzure, "openstack": s.CloudProfileOpenStack}[provider]
+	if v == "" {
+		v = DefaultCloudProfiles[provider]
+	}
+	return v
 }
 
 // Backend manages Shoots in one Gardener project.
@@ -67,9 +152,18 @@ type Backend struct {
 	namespace string
 	dyn       dynamic.Interface
 	log       logrus.FieldLogger
+	now       func() time.Time
+
+	// kubeconfigs are the admin kubeconfigs handed out last, by Shoot (namespace/name), reused
+	// until they are due (infrastructure.KubeconfigDue).
+	mu          sync.Mutex
+	kubeconfigs map[string]infrastructure.Credentials
 }
 
-var _ infrastructure.Backend = (*Backend)(nil)
+var (
+	_ infrastructure.Backend           = (*Backend)(nil)
+	_ infrastructure.KubeconfigRenewer = (*Backend)(nil)
+)
 
 // New connects to the Gardener cluster that spec's kubeconfig names.
 func New(spec Spec, log logrus.FieldLogger) (*Backend, error) {
@@ -92,13 +186,17 @@ func NewWithClient(spec Spec, dyn dynamic.Interface, log logrus.FieldLogger) (*B
 	if spec.Project == "" {
 		return nil, errors.New("spec.project is required")
 	}
+	if err := spec.validateOptions(); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		l := logrus.New()
 		l.SetOutput(io.Discard)
 		log = l
 	}
 	ns := "garden-" + spec.Project
-	return &Backend{spec: spec, namespace: ns, dyn: dyn, log: log.WithField("gardener_namespace", ns)}, nil
+	return &Backend{spec: spec, namespace: ns, dyn: dyn, log: log.WithField("gardener_namespace", ns), now: time.Now,
+		kubeconfigs: map[string]infrastructure.Credentials{}}, nil
 }
 
 // Factory builds the backend of a provisioner set entry.
@@ -195,36 +293,72 @@ func shootStatus(s *unstructured.Unstructured) infrastructure.Status {
 	return st
 }
 
-// Kubeconfig reads the Secret <shoot>.kubeconfig in the project namespace.
+// Kubeconfig returns an admin kubeconfig of the runtime (see KubeconfigCredentials).
 func (b *Backend) Kubeconfig(ctx context.Context, spec infrastructure.Spec) (string, error) {
-	kc, err := b.kubeconfig(ctx, spec)
-	if err != nil {
-		return "", fmt.Errorf("getting the kubeconfig of runtime %s: %w", spec.RuntimeID, err)
-	}
-	return kc, nil
+	c, err := b.KubeconfigCredentials(ctx, spec)
+	return c.Kubeconfig, err
 }
 
-func (b *Backend) kubeconfig(ctx context.Context, spec infrastructure.Spec) (string, error) {
-	if _, err := b.get(ctx, spec); err != nil {
-		return "", err
-	}
-	name := ShootName(spec) + ".kubeconfig"
-	sec, err := b.dyn.Resource(secretGVR).Namespace(b.namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("secret %s/%s does not exist yet", b.namespace, name)
-	}
+// AdminKubeconfigSubresource is the Shoot subresource that issues admin kubeconfigs.
+const AdminKubeconfigSubresource = "adminkubeconfig"
+
+// KubeconfigCredentials returns an admin kubeconfig of the runtime's Shoot and when it expires:
+// the one handed out last while it is not due, else a new one from Gardener (POST
+// shoots/{name}/adminkubeconfig with an AdminKubeconfigRequest for
+// kubeconfig_expiration_seconds). Gardener may issue a shorter one than asked: its
+// expirationTimestamp is what counts.
+func (b *Backend) KubeconfigCredentials(ctx context.Context, spec infrastructure.Spec) (infrastructure.Credentials, error) {
+	c, err := b.adminKubeconfig(ctx, spec)
 	if err != nil {
-		return "", fmt.Errorf("reading Secret %s/%s: %w", b.namespace, name, err)
+		return infrastructure.Credentials{}, fmt.Errorf("getting the kubeconfig of runtime %s: %w", spec.RuntimeID, err)
 	}
-	enc, _, _ := unstructured.NestedString(sec.Object, "data", "kubeconfig")
+	return c, nil
+}
+
+func (b *Backend) adminKubeconfig(ctx context.Context, spec infrastructure.Spec) (infrastructure.Credentials, error) {
+	s, err := b.get(ctx, spec)
+	if err != nil {
+		return infrastructure.Credentials{}, err
+	}
+	// Keyed by UID too: a Shoot deleted and created again under the same name has new credentials.
+	key := b.namespace + "/" + s.GetName() + "/" + string(s.GetUID())
+	now := b.now()
+	b.mu.Lock()
+	cached, ok := b.kubeconfigs[key]
+	b.mu.Unlock()
+	if ok && !infrastructure.KubeconfigDue(cached.Kubeconfig, now) && now.Before(cached.ExpiresAt) {
+		return cached, nil
+	}
+	req := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "authentication.gardener.cloud/v1alpha1",
+		"kind":       "AdminKubeconfigRequest",
+		// The dynamic client puts the name into the path (shoots/{name}/adminkubeconfig).
+		"metadata": map[string]any{"name": s.GetName(), "namespace": b.namespace},
+		"spec":     map[string]any{"expirationSeconds": b.spec.expirationSeconds()},
+	}}
+	out, err := b.shoots().Create(ctx, req, metav1.CreateOptions{}, AdminKubeconfigSubresource)
+	if err != nil {
+		return infrastructure.Credentials{}, fmt.Errorf("requesting an admin kubeconfig of Shoot %s/%s: %w", b.namespace, s.GetName(), err)
+	}
+	enc, _, _ := unstructured.NestedString(out.Object, "status", "kubeconfig")
 	if enc == "" {
-		return "", fmt.Errorf("secret %s/%s has no kubeconfig", b.namespace, name)
+		return infrastructure.Credentials{}, fmt.Errorf("the AdminKubeconfigRequest of Shoot %s/%s came back without a kubeconfig", b.namespace, s.GetName())
 	}
 	kc, err := base64.StdEncoding.DecodeString(enc)
 	if err != nil {
-		return "", fmt.Errorf("decoding Secret %s/%s: %w", b.namespace, name, err)
+		return infrastructure.Credentials{}, fmt.Errorf("decoding the admin kubeconfig of Shoot %s/%s: %w", b.namespace, s.GetName(), err)
 	}
-	return string(kc), nil
+	exp, _, _ := unstructured.NestedString(out.Object, "status", "expirationTimestamp")
+	expiresAt, err := time.Parse(time.RFC3339, exp)
+	if err != nil {
+		return infrastructure.Credentials{}, fmt.Errorf("the AdminKubeconfigRequest of Shoot %s/%s has no valid expirationTimestamp (%q): %w", b.namespace, s.GetName(), exp, err)
+	}
+	c := infrastructure.Credentials{Kubeconfig: string(kc), ExpiresAt: expiresAt}
+	b.mu.Lock()
+	b.kubeconfigs[key] = c
+	b.mu.Unlock()
+	b.logFor(spec).WithField("expires_at", expiresAt.UTC().Format(time.RFC3339)).Info("admin kubeconfig issued")
+	return c, nil
 }
 
 // Update writes the set fields of spec.Cluster into the Shoot and returns its new generation,
@@ -308,6 +442,9 @@ func (b *Backend) delete(ctx context.Context, spec infrastructure.Spec) error {
 	if err := b.shoots().Delete(ctx, s.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil {
 		return err
 	}
+	b.mu.Lock()
+	delete(b.kubeconfigs, b.namespace+"/"+s.GetName()+"/"+string(uid))
+	b.mu.Unlock()
 	b.logFor(spec).Info("Shoot deletion requested")
 	return nil
 }

@@ -2,52 +2,52 @@ package gardener_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/gardener"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest/gardenersim"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/kubetest"
 )
 
 func TestMain(m *testing.M) { kubetest.Main(m) }
 
-// project creates the namespace garden-<random project> and returns the project's name.
-func project(t *testing.T) string {
-	t.Helper()
-	var b [4]byte
-	_, err := rand.Read(b[:])
-	require.NoError(t, err)
-	p := "p" + hex.EncodeToString(b[:])
-	cs := kubetest.Clientset(t)
-	ctx := context.Background()
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "garden-" + p}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), "garden-"+p, metav1.DeleteOptions{}) })
-	return p
+// newBackend starts Gardener's API (gardenersim, without its controller: the tests report the
+// Shoots' status themselves) and a backend on it; shoots are the project's Shoots on the
+// kube-apiserver directly.
+func newBackend(t *testing.T) (*gardener.Backend, dynamic.ResourceInterface, *gardenersim.Sim) {
+	return newBackendWith(t, nil)
 }
 
-func newBackend(t *testing.T) (*gardener.Backend, dynamic.ResourceInterface) {
+// newBackendWith is newBackend with more spec fields.
+func newBackendWith(t *testing.T, extra map[string]any) (*gardener.Backend, dynamic.ResourceInterface, *gardenersim.Sim) {
 	t.Helper()
-	p := project(t)
+	sim := gardenersim.StartSim(t, gardenersim.Options{APIOnly: true})
+	spec := map[string]any{"project": sim.Project, "kubeconfig": string(sim.Kubeconfig),
+		"audit_logs_policy_config_map": "audit-policy", "audit_logs_tenant": "tenant-x",
+		"audit_log_service_url": "https://auditlog.example.com:3001", "audit_log_secret_name": "auditlog-secret",
+		"kubeconfig_expiration_seconds": 900}
+	for k, v := range extra {
+		spec[k] = v
+	}
 	b, err := gardener.Factory(context.Background(), infrastructure.Entry{Name: "gardener", Type: gardener.Type,
-		Spec: mustJSON(t, map[string]any{"project": p, "kubeconfig": string(kubetest.Kubeconfig(t)), "audit_logs_policy_config_map": "audit-policy", "audit_logs_tenant": "tenant-x"})},
-		infrastructure.Deps{})
+		Spec: mustJSON(t, spec)}, infrastructure.Deps{})
 	require.NoError(t, err)
 	gb := b.(*gardener.Backend)
-	require.Equal(t, "garden-"+p, gb.Namespace())
-	return gb, kubetest.Dynamic(t).Resource(kubetest.ShootGVR).Namespace("garden-" + p)
+	require.Equal(t, "garden-"+sim.Project, gb.Namespace())
+	return gb, kubetest.Dynamic(t).Resource(kubetest.ShootGVR).Namespace("garden-" + sim.Project), sim
 }
 
 func mustJSON(t *testing.T, v any) json.RawMessage {
@@ -82,9 +82,10 @@ func gardenerReports(t *testing.T, shoots dynamic.ResourceInterface, name, domai
 		require.NoError(t, err)
 	}
 	require.NoError(t, unstructured.SetNestedMap(s.Object, map[string]any{
-		"observedGeneration": s.GetGeneration(),
-		"hibernated":         hibernated,
-		"lastOperation":      map[string]any{"type": "Reconcile", "state": state, "description": description, "progress": int64(100)},
+		"observedGeneration":  s.GetGeneration(),
+		"advertisedAddresses": []any{map[string]any{"name": "external", "url": kubetest.RESTConfig(t).Host}},
+		"hibernated":          hibernated,
+		"lastOperation":       map[string]any{"type": "Reconcile", "state": state, "description": description, "progress": int64(100)},
 	}, "status"))
 	_, err = shoots.UpdateStatus(ctx, s, metav1.UpdateOptions{})
 	require.NoError(t, err)
@@ -92,7 +93,7 @@ func gardenerReports(t *testing.T, shoots dynamic.ResourceInterface, name, domai
 
 func TestCreateAndReconcile(t *testing.T) {
 	ctx := context.Background()
-	b, shoots := newBackend(t)
+	b, shoots, sim := newBackend(t)
 	spec := clusterSpec()
 	name := gardener.ShootName(spec)
 	assert.Equal(t, "c-3f6a8c1", name, "derived from the runtime ID when the cluster has no name")
@@ -115,7 +116,20 @@ func TestCreateAndReconcile(t *testing.T) {
 	assert.Equal(t, "1.30.5", str("spec", "kubernetes", "version"))
 	assert.Equal(t, "gcp", str("spec", "provider", "type"))
 	assert.Equal(t, "europe-west3", str("spec", "region"))
-	assert.Equal(t, "gcp-secret", str("spec", "secretBindingName"))
+	assert.Equal(t, "gcp-secret", str("spec", "secretBindingName"), "below Kubernetes 1.34")
+	assert.Empty(t, str("spec", "credentialsBindingName"))
+	assert.Equal(t, "gcp", str("spec", "cloudProfile", "name"), "the original provisioner's GCP profile")
+	assert.Equal(t, "CloudProfile", str("spec", "cloudProfile", "kind"))
+	assert.Equal(t, "gcp", str("spec", "cloudProfileName"), "below Kubernetes 1.34")
+	ext, _, _ := unstructured.NestedSlice(s.Object, "spec", "extensions")
+	require.Len(t, ext, 1)
+	assert.Equal(t, map[string]any{"type": "shoot-auditlog-service", "providerConfig": map[string]any{
+		"apiVersion": "service.auditlog.extensions.gardener.cloud/v1alpha1", "kind": "AuditlogConfig", "type": "standard",
+		"tenantID": "tenant-x", "serviceURL": "https://auditlog.example.com:3001", "secretReferenceName": "auditlog-credentials",
+	}}, ext[0])
+	res, _, _ := unstructured.NestedSlice(s.Object, "spec", "resources")
+	assert.Equal(t, []any{map[string]any{"name": "auditlog-credentials",
+		"resourceRef": map[string]any{"apiVersion": "v1", "kind": "Secret", "name": "auditlog-secret"}}}, res)
 	assert.Equal(t, "10.250.0.0/16", str("spec", "networking", "nodes"))
 	assert.Equal(t, "production", str("spec", "purpose"))
 	assert.Equal(t, "gcp-eu1", str("spec", "seedName"))
@@ -151,17 +165,32 @@ func TestCreateAndReconcile(t *testing.T) {
 	gen := mustGet(t, shoots, name).GetGeneration()
 	assert.Equal(t, gen, st.ObservedRevision)
 
-	// Kubeconfig: from the Secret <shoot>.kubeconfig, once Gardener wrote it.
-	_, err = b.Kubeconfig(ctx, spec)
-	assert.ErrorContains(t, err, "does not exist yet")
-	_, err = kubetest.Clientset(t).CoreV1().Secrets(b.Namespace()).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + ".kubeconfig"},
-		Data:       map[string][]byte{"kubeconfig": []byte("apiVersion: v1\nkind: Config\n")},
-	}, metav1.CreateOptions{})
+	// Kubeconfig: from shoots/{name}/adminkubeconfig, for the configured 15 minutes, the same
+	// one until two thirds of it have passed.
+	c, err := b.KubeconfigCredentials(ctx, spec)
 	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now().Add(15*time.Minute), c.ExpiresAt, time.Minute)
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(c.Kubeconfig))
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	_, err = cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{Limit: 1})
+	require.NoError(t, err, "the admin kubeconfig opens the runtime")
 	kc, err := b.Kubeconfig(ctx, spec)
 	require.NoError(t, err)
-	assert.Equal(t, "apiVersion: v1\nkind: Config\n", kc)
+	assert.Equal(t, c.Kubeconfig, kc, "not due yet: the same kubeconfig")
+	reqs := sim.AdminKubeconfigRequests()
+	require.Len(t, reqs, 1)
+	assert.Equal(t, int64(900), reqs[0].Requested)
+	assert.Equal(t, name, reqs[0].Shoot)
+	assert.False(t, infrastructure.KubeconfigDue(kc, time.Now()))
+	assert.True(t, infrastructure.KubeconfigDue(kc, time.Now().Add(11*time.Minute)), "due after two thirds of 15 minutes")
+
+	b.SetClock(func() time.Time { return time.Now().Add(11 * time.Minute) })
+	kc2, err := b.Kubeconfig(ctx, spec)
+	require.NoError(t, err)
+	assert.NotEqual(t, kc, kc2, "due: a new kubeconfig")
+	assert.Len(t, sim.AdminKubeconfigRequests(), 2)
 }
 
 func mustGet(t *testing.T, shoots dynamic.ResourceInterface, name string) *unstructured.Unstructured {
@@ -173,7 +202,7 @@ func mustGet(t *testing.T, shoots dynamic.ResourceInterface, name string) *unstr
 
 func TestCreateFailsAndOtherRuntime(t *testing.T) {
 	ctx := context.Background()
-	b, shoots := newBackend(t)
+	b, shoots, _ := newBackend(t)
 	spec := clusterSpec()
 	spec.Cluster.Name = "named"
 	require.NoError(t, b.Create(ctx, spec))
@@ -202,7 +231,7 @@ func TestCreateFailsAndOtherRuntime(t *testing.T) {
 
 func TestUpdateHibernateDelete(t *testing.T) {
 	ctx := context.Background()
-	b, shoots := newBackend(t)
+	b, shoots, _ := newBackend(t)
 	spec := clusterSpec()
 	name := gardener.ShootName(spec)
 	require.NoError(t, b.Create(ctx, spec))
@@ -211,7 +240,7 @@ func TestUpdateHibernateDelete(t *testing.T) {
 
 	upd := spec
 	upd.OperationID = "op-2"
-	upd.Cluster = infrastructure.ClusterConfig{KubernetesVersion: "1.31.1", MachineType: "n2-standard-8", AutoScalerMax: 20, VolumeSizeGB: 80}
+	upd.Cluster = infrastructure.ClusterConfig{KubernetesVersion: "1.34.1", MachineType: "n2-standard-8", AutoScalerMax: 20, VolumeSizeGB: 80}
 	rev, err := b.Update(ctx, upd)
 	require.NoError(t, err)
 	assert.Greater(t, rev, before)
@@ -219,7 +248,16 @@ func TestUpdateHibernateDelete(t *testing.T) {
 	assert.Equal(t, rev, s.GetGeneration())
 	assert.Equal(t, "op-2", s.GetAnnotations()[gardener.AnnotationOperationID])
 	v, _, _ := unstructured.NestedString(s.Object, "spec", "kubernetes", "version")
-	assert.Equal(t, "1.31.1", v)
+	assert.Equal(t, "1.34.1", v)
+	// Upgraded to 1.34: off the fields Gardener forbids from then on.
+	binding, _, _ := unstructured.NestedString(s.Object, "spec", "credentialsBindingName")
+	assert.Equal(t, "gcp-secret", binding)
+	_, found, _ := unstructured.NestedString(s.Object, "spec", "secretBindingName")
+	assert.False(t, found)
+	_, found, _ = unstructured.NestedString(s.Object, "spec", "cloudProfileName")
+	assert.False(t, found)
+	profile, _, _ := unstructured.NestedString(s.Object, "spec", "cloudProfile", "name")
+	assert.Equal(t, "gcp", profile)
 	workers, _, _ := unstructured.NestedSlice(s.Object, "spec", "provider", "workers")
 	w := workers[0].(map[string]any)
 	assert.Equal(t, "n2-standard-8", w["machine"].(map[string]any)["type"])
@@ -262,7 +300,7 @@ func TestUpdateHibernateDelete(t *testing.T) {
 
 func TestDeleteConfirmsFirst(t *testing.T) {
 	ctx := context.Background()
-	b, shoots := newBackend(t)
+	b, shoots, _ := newBackend(t)
 	spec := clusterSpec()
 	name := gardener.ShootName(spec)
 	require.NoError(t, b.Create(ctx, spec))
@@ -294,11 +332,60 @@ func TestSpecValidation(t *testing.T) {
 	for raw, want := range map[string]string{
 		`{"kubeconfig": "x"}`: "spec.project is required",
 		`{"project": "p"}`:    "kubeconfig or kubeconfig_path is required",
-		`{"project": "p", "kubeconfig": "x", "kubeconfig_path": "y"}`: "not both",
-		`{"project": "p", "kubeconfig_path": "/nonexistent"}`:         "reading kubeconfig",
-		`{"project": "p", "kubeconfig": "x", "region": "eu"}`:         `unknown field "region"`,
+		`{"project": "p", "kubeconfig": "x", "kubeconfig_path": "y"}`:                                                                      "not both",
+		`{"project": "p", "kubeconfig_path": "/nonexistent"}`:                                                                              "reading kubeconfig",
+		`{"project": "p", "kubeconfig": "x", "region": "eu"}`:                                                                              `unknown field "region"`,
+		`{"project": "p", "kubeconfig": "x", "audit_logs_tenant": "t"}`:                                                                    "needs spec.audit_log_service_url and spec.audit_log_secret_name",
+		`{"project": "p", "kubeconfig": "x", "audit_logs_tenant": "t", "audit_log_service_url": "auditlog", "audit_log_secret_name": "s"}`: "absolute URL",
+		`{"project": "p", "kubeconfig": "x", "kubeconfig_expiration_seconds": 300}`:                                                        "between 600 and 4294967295",
 	} {
 		_, err := gardener.Factory(context.Background(), infrastructure.Entry{Name: "g", Type: gardener.Type, Spec: json.RawMessage(raw)}, infrastructure.Deps{})
 		assert.ErrorContains(t, err, want, raw)
 	}
+}
+
+// TestEveryProviderThroughGardener: the Shoots of every provider, on both sides of Kubernetes
+// 1.34, pass Gardener's checks (gardenersim); OpenStack's floating pool and load balancer
+// provider come from the request or the configuration, its cloud profile from the request first.
+func TestEveryProviderThroughGardener(t *testing.T) {
+	ctx := context.Background()
+	b, shoots, sim := newBackendWith(t, map[string]any{"cloud_profile_openstack": "converged-cloud-kyma",
+		"cloud_profile_azure": "az-custom", "openstack_floating_pool_name": "FloatingIP-external-kyma", "openstack_load_balancer_provider": "f5"})
+	configs := map[string]string{
+		"AWS":       `{"awsConfig": {"vpcCidr": "10.250.0.0/16", "awsZones": [{"name": "eu-central-1a", "workerCidr": "10.250.0.0/19", "publicCidr": "10.250.32.0/20", "internalCidr": "10.250.48.0/20"}]}}`,
+		"GCP":       `{"gcpConfig": {"zones": ["europe-west3-a"]}}`,
+		"Azure":     `{"azureConfig": {"vnetCidr": "10.250.0.0/16", "zones": ["1"]}}`,
+		"OpenStack": `{"openStackConfig": {"zones": ["eu-de-1a"]}}`,
+	}
+	profiles := map[string]string{"AWS": "aws", "GCP": "gcp", "Azure": "az-custom", "OpenStack": "converged-cloud-kyma"}
+	for provider, pc := range configs {
+		for _, version := range []string{"1.33.5", "1.34.1"} {
+			spec := clusterSpec()
+			spec.RuntimeID = provider + version
+			spec.Cluster.Name = strings.ToLower(provider) + "-" + strings.ReplaceAll(version, ".", "")
+			spec.Cluster.Provider, spec.Cluster.KubernetesVersion, spec.Cluster.ProviderConfig = provider, version, json.RawMessage(pc)
+			require.NoError(t, b.Create(ctx, spec), "%s %s", provider, version)
+			s := mustGet(t, shoots, spec.Cluster.Name)
+			profile, _, _ := unstructured.NestedString(s.Object, "spec", "cloudProfile", "name")
+			assert.Equal(t, profiles[provider], profile)
+		}
+	}
+	assert.Empty(t, sim.Rejected())
+
+	ost := clusterSpec()
+	ost.RuntimeID, ost.Cluster.Name, ost.Cluster.Provider = "ost-own", "ost-own", "OpenStack"
+	ost.Cluster.ProviderConfig = json.RawMessage(`{"openStackConfig": {"zones": ["eu-de-1a"], "floatingPoolName": "fip-own", "loadBalancerProvider": "octavia", "cloudProfileName": "openstack-own"}}`)
+	require.NoError(t, b.Create(ctx, ost))
+	s := mustGet(t, shoots, "ost-own")
+	str := func(path ...string) string { v, _, _ := unstructured.NestedString(s.Object, path...); return v }
+	assert.Equal(t, "openstack-own", str("spec", "cloudProfile", "name"))
+	assert.Equal(t, "fip-own", str("spec", "provider", "infrastructureConfig", "floatingPoolName"))
+	assert.Equal(t, "octavia", str("spec", "provider", "controlPlaneConfig", "loadBalancerProvider"))
+
+	bare, _, _ := newBackend(t)
+	ost.RuntimeID, ost.Cluster.Name = "ost-bare", "ost-bare"
+	ost.Cluster.ProviderConfig = json.RawMessage(`{"openStackConfig": {"zones": ["eu-de-1a"]}}`)
+	assert.ErrorContains(t, bare.Create(ctx, ost), "no cloud profile for provider openstack")
+	ost.Cluster.ProviderConfig = json.RawMessage(`{"openStackConfig": {"zones": ["eu-de-1a"], "cloudProfileName": "openstack-own"}}`)
+	assert.ErrorContains(t, bare.Create(ctx, ost), "floating pool and a load balancer provider")
 }

@@ -2,12 +2,14 @@ package gardener
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/gardener/shootcontract"
 )
 
 // Shoot metadata written by the backend.
@@ -18,6 +20,16 @@ const (
 	AnnotationConfirmDeletion = "confirmation.gardener.cloud/deletion"
 	LabelAccount              = "account"
 	LabelSubaccount           = "subaccount"
+)
+
+// Shoot fields and names the backend writes (shootcontract/testdata/gardener.json).
+const (
+	CloudProfileKind = "CloudProfile"
+	// LegacyFieldsUntil is the Kubernetes version from which Gardener forbids
+	// spec.cloudProfileName and spec.secretBindingName.
+	LegacyFieldsUntil       = "1.34"
+	AuditLogExtensionType   = "shoot-auditlog-service"
+	AuditLogSecretReference = "auditlog-credentials"
 )
 
 // WorkerName is the name of the worker pool the backend manages.
@@ -63,9 +75,35 @@ func (b *Backend) newShoot(spec infrastructure.Spec) (*unstructured.Unstructured
 	if c.Provider == "" || c.Region == "" || c.TargetSecret == "" || c.MachineType == "" || c.KubernetesVersion == "" {
 		return nil, fmt.Errorf("the cluster configuration needs provider, region, targetSecret, machineType and kubernetesVersion")
 	}
-	set(s, providerType(c.Provider), "spec", "provider", "type")
+	provider := providerType(c.Provider)
+	pc, err := parseProviderConfig(c.ProviderConfig)
+	if err != nil {
+		return nil, err
+	}
+	profile := b.spec.cloudProfile(provider)
+	if pc.CloudProfileName != "" {
+		profile = pc.CloudProfileName
+	}
+	if profile == "" {
+		return nil, fmt.Errorf("no cloud profile for provider %s: configure cloud_profile_%s (APP_GARDENER_CLOUD_PROFILE_%s) or send providerSpecificConfig's cloudProfileName",
+			provider, provider, strings.ToUpper(provider))
+	}
+	set(s, provider, "spec", "provider", "type")
 	set(s, c.Region, "spec", "region")
-	set(s, c.TargetSecret, "spec", "secretBindingName")
+	// spec.cloudProfile is the reference; below Kubernetes 1.34 cloudProfileName too, which is
+	// all that Gardener versions before the reference know (newer ones keep both in sync there
+	// and forbid the old field from 1.34 on).
+	_ = unstructured.SetNestedMap(s.Object, map[string]any{"kind": CloudProfileKind, "name": profile}, "spec", "cloudProfile")
+	if !shootcontract.AtLeast(c.KubernetesVersion, LegacyFieldsUntil) {
+		set(s, profile, "spec", "cloudProfileName")
+	}
+	// From Kubernetes 1.34 Gardener takes credentials only through a CredentialsBinding; the
+	// request's targetSecret names it (a SecretBinding below 1.34).
+	if shootcontract.AtLeast(c.KubernetesVersion, LegacyFieldsUntil) {
+		set(s, c.TargetSecret, "spec", "credentialsBindingName")
+	} else {
+		set(s, c.TargetSecret, "spec", "secretBindingName")
+	}
 	set(s, c.Seed, "spec", "seedName")
 	set(s, "calico", "spec", "networking", "type")
 	if b.spec.AuditLogsPolicyConfigMap != "" {
@@ -73,22 +111,37 @@ func (b *Backend) newShoot(spec infrastructure.Spec) (*unstructured.Unstructured
 	}
 	if b.spec.AuditLogsTenant != "" {
 		if err := unstructured.SetNestedSlice(s.Object, []any{map[string]any{
-			"type": "shoot-auditlog-service",
+			"type": AuditLogExtensionType,
 			"providerConfig": map[string]any{
-				"apiVersion": "service.auditlog.extensions.gardener.cloud/v1alpha1",
-				"kind":       "AuditlogConfig",
-				"type":       "standard",
-				"tenantID":   b.spec.AuditLogsTenant,
+				"apiVersion":          "service.auditlog.extensions.gardener.cloud/v1alpha1",
+				"kind":                "AuditlogConfig",
+				"type":                "standard",
+				"tenantID":            b.spec.AuditLogsTenant,
+				"serviceURL":          b.spec.AuditLogServiceURL,
+				"secretReferenceName": AuditLogSecretReference,
 			},
 		}}, "spec", "extensions"); err != nil {
 			return nil, err
 		}
+		if err := unstructured.SetNestedSlice(s.Object, []any{map[string]any{
+			"name":        AuditLogSecretReference,
+			"resourceRef": map[string]any{"apiVersion": "v1", "kind": "Secret", "name": b.spec.AuditLogSecretName},
+		}}, "spec", "resources"); err != nil {
+			return nil, err
+		}
 	}
-	pc, err := parseProviderConfig(c.ProviderConfig)
-	if err != nil {
-		return nil, err
+	if provider == "openstack" {
+		if pc.FloatingPoolName == "" {
+			pc.FloatingPoolName = b.spec.OpenStackFloatingPoolName
+		}
+		if pc.LoadBalancerProvider == "" {
+			pc.LoadBalancerProvider = b.spec.OpenStackLoadBalancerProvider
+		}
+		if pc.FloatingPoolName == "" || pc.LoadBalancerProvider == "" {
+			return nil, errors.New("OpenStack needs a floating pool and a load balancer provider: send openStackConfig's floatingPoolName and loadBalancerProvider, or configure openstack_floating_pool_name and openstack_load_balancer_provider (APP_GARDENER_OPENSTACK_*)")
+		}
 	}
-	if infra, cp := providerConfigs(providerType(c.Provider), c, pc); infra != nil {
+	if infra, cp := providerConfigs(provider, c, pc); infra != nil {
 		if err := unstructured.SetNestedMap(s.Object, infra, "spec", "provider", "infrastructureConfig"); err != nil {
 			return nil, err
 		}
@@ -107,6 +160,9 @@ func (b *Backend) newShoot(spec infrastructure.Spec) (*unstructured.Unstructured
 func applyCluster(s *unstructured.Unstructured, spec infrastructure.Spec, pc providerConfig) error {
 	c := spec.Cluster
 	set(s, c.KubernetesVersion, "spec", "kubernetes", "version")
+	if err := migrateLegacyFields(s); err != nil {
+		return err
+	}
 	set(s, c.Purpose, "spec", "purpose")
 	set(s, c.WorkerCidr, "spec", "networking", "nodes")
 
@@ -157,6 +213,32 @@ func applyCluster(s *unstructured.Unstructured, spec infrastructure.Spec, pc pro
 	return nil
 }
 
+// migrateLegacyFields moves a Shoot upgraded to Kubernetes 1.34 or later off the fields
+// Gardener forbids from then on: spec.cloudProfileName (kept as spec.cloudProfile) and
+// spec.secretBindingName (moved to spec.credentialsBindingName, which Gardener allows as the
+// one change of a SecretBinding; the project needs a CredentialsBinding of that name).
+func migrateLegacyFields(s *unstructured.Unstructured) error {
+	version, _, _ := unstructured.NestedString(s.Object, "spec", "kubernetes", "version")
+	if !shootcontract.AtLeast(version, LegacyFieldsUntil) {
+		return nil
+	}
+	if name, _, _ := unstructured.NestedString(s.Object, "spec", "cloudProfileName"); name != "" {
+		if ref, _, _ := unstructured.NestedMap(s.Object, "spec", "cloudProfile"); len(ref) == 0 {
+			if err := unstructured.SetNestedMap(s.Object, map[string]any{"kind": CloudProfileKind, "name": name}, "spec", "cloudProfile"); err != nil {
+				return fmt.Errorf("writing spec.cloudProfile: %w", err)
+			}
+		}
+		unstructured.RemoveNestedField(s.Object, "spec", "cloudProfileName")
+	}
+	if name, _, _ := unstructured.NestedString(s.Object, "spec", "secretBindingName"); name != "" {
+		if cur, _, _ := unstructured.NestedString(s.Object, "spec", "credentialsBindingName"); cur == "" {
+			set(s, name, "spec", "credentialsBindingName")
+		}
+		unstructured.RemoveNestedField(s.Object, "spec", "secretBindingName")
+	}
+	return nil
+}
+
 // set writes a non-empty string.
 func set(s *unstructured.Unstructured, v string, path ...string) {
 	if v == "" {
@@ -193,6 +275,7 @@ type providerConfig struct {
 	} `json:"awsZones"`
 	FloatingPoolName     string `json:"floatingPoolName"`
 	LoadBalancerProvider string `json:"loadBalancerProvider"`
+	CloudProfileName     string `json:"cloudProfileName"`
 }
 
 func parseProviderConfig(raw json.RawMessage) (providerConfig, error) {

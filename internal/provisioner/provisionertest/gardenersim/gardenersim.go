@@ -1,7 +1,9 @@
 // Package gardenersim is a test controller that plays Gardener on a real kube-apiserver: it
 // reconciles Shoots the way Gardener reports them (a DNS domain, a last operation per generation,
-// hibernation, an admin kubeconfig Secret pointing at this same API server, which then serves as
-// the runtime). Shoots named stuck-* never finish creation; fail-* fail it with a quota error. It
+// hibernation, the advertised API server address) and serves Gardener's API in front of the
+// kube-apiserver (api.go): Shoots that break Gardener's rules (shootcontract) are rejected, and
+// shoots/{name}/adminkubeconfig issues admin kubeconfigs of this same API server, which then
+// serves as the runtime. Shoots named stuck-* never finish creation; fail-* fail it with a quota error. It
 // also plays the lifecycle manager (Kyma Ready) and, when asked, the Runtime Agent
 // (CompassConnection Synchronized once its Secret exists); tests that run the real agent leave
 // that to it.
@@ -39,14 +41,48 @@ const QuotaError = "Infrastructure creation failed: quota exceeded for n2-standa
 type Options struct {
 	// PlayAgent marks the CompassConnection Synchronized once the agent's Secret exists.
 	PlayAgent bool
+	// MaxKubeconfigExpiration caps the admin kubeconfigs' validity, as Gardener's
+	// --shoot-admin-kubeconfig-max-expiration does (24h when 0).
+	MaxKubeconfigExpiration time.Duration
+	// APIOnly serves Gardener's API (validation, adminkubeconfig) without reconciling Shoots
+	// (nor playing the lifecycle manager or the agent): the test reports their status itself.
+	APIOnly bool
+}
+
+// Sim is a running simulator.
+type Sim struct {
+	// Project is the Gardener project (namespace garden-<project>).
+	Project string
+	// Kubeconfig is Gardener's: the simulator's API on loopback.
+	Kubeconfig []byte
+	api        *api
+}
+
+// AdminKubeconfigRequests are the adminkubeconfig requests answered so far.
+func (s *Sim) AdminKubeconfigRequests() []AdminKubeconfigRequest {
+	s.api.mu.Lock()
+	defer s.api.mu.Unlock()
+	return append([]AdminKubeconfigRequest(nil), s.api.issued...)
+}
+
+// Rejected are the rules of the Shoot writes rejected so far.
+func (s *Sim) Rejected() []string {
+	s.api.mu.Lock()
+	defer s.api.mu.Unlock()
+	return append([]string(nil), s.api.rejects...)
 }
 
 // Start runs the simulator on a new Gardener project until the test ends; it returns the project
-// and the kubeconfig of the API server (Gardener's and every runtime's).
+// and the kubeconfig of Gardener's API.
 func Start(t *testing.T, o Options) (string, []byte) {
+	s := StartSim(t, o)
+	return s.Project, s.Kubeconfig
+}
+
+// StartSim is Start, returning the simulator for inspection.
+func StartSim(t *testing.T, o Options) *Sim {
 	t.Helper()
 	core, dyn := kubetest.Clientset(t), kubetest.Dynamic(t)
-	kc := kubetest.Kubeconfig(t)
 	project := fmt.Sprintf("e2e%d", time.Now().UnixNano()%1_000_000)
 	ns := "garden-" + project
 	_, err := core.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -54,20 +90,33 @@ func Start(t *testing.T, o Options) (string, []byte) {
 	t.Cleanup(func() { _ = core.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &fakeGardener{t: t, core: core, dyn: dyn, namespace: ns, kubeconfig: kc, playAgent: o.PlayAgent}
+	cfg := kubetest.RESTConfig(t)
+	g := &fakeGardener{t: t, core: core, dyn: dyn, namespace: ns, host: cfg.Host, playAgent: o.PlayAgent}
+	maxExp := o.MaxKubeconfigExpiration
+	if maxExp == 0 {
+		maxExp = 24 * time.Hour
+	}
+	a, err := newAPI(g, cfg, maxExp)
+	require.NoError(t, err)
+	kc, stop, err := a.serve(ctx)
+	require.NoError(t, err)
 	done := make(chan struct{})
-	go func() { defer close(done); g.run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return project, kc
+	if o.APIOnly {
+		close(done)
+	} else {
+		go func() { defer close(done); g.run(ctx) }()
+	}
+	t.Cleanup(func() { cancel(); <-done; stop(); a.cleanup(ns) })
+	return &Sim{Project: project, Kubeconfig: kc, api: a}
 }
 
 type fakeGardener struct {
-	t          *testing.T
-	core       kubernetes.Interface
-	dyn        dynamic.Interface
-	namespace  string
-	kubeconfig []byte
-	playAgent  bool
+	t         *testing.T
+	core      kubernetes.Interface
+	dyn       dynamic.Interface
+	namespace string
+	host      string
+	playAgent bool
 }
 
 func (g *fakeGardener) run(ctx context.Context) {
@@ -131,14 +180,13 @@ func (g *fakeGardener) reconcileShoot(ctx context.Context, s *unstructured.Unstr
 	}
 	hibernated, _, _ := unstructured.NestedBool(s.Object, "spec", "hibernation", "enabled")
 	_ = unstructured.SetNestedField(s.Object, lastOp, "status", "lastOperation")
+	if !strings.HasPrefix(name, "stuck-") && !strings.HasPrefix(name, "fail-") {
+		// What shoots/adminkubeconfig needs: the API server's address.
+		_ = unstructured.SetNestedSlice(s.Object, []any{map[string]any{"name": "external", "url": g.host}}, "status", "advertisedAddresses")
+	}
 	_ = unstructured.SetNestedField(s.Object, s.GetGeneration(), "status", "observedGeneration")
 	_ = unstructured.SetNestedField(s.Object, hibernated, "status", "hibernated")
 	if _, err := g.dyn.Resource(shootGVR).Namespace(g.namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
-		return err
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name + ".kubeconfig", Namespace: g.namespace},
-		Data: map[string][]byte{"kubeconfig": g.kubeconfig}}
-	if _, err := g.core.CoreV1().Secrets(g.namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	return nil
