@@ -177,7 +177,7 @@ func logRequests(log logrus.FieldLogger, withContext bool, next http.Handler) ht
 			req = req.WithContext(withRequestID(req.Context(), id))
 		}
 		next.ServeHTTP(rec, req)
-		// Platforms poll: building a line nobody writes cost ~5% of a last_operation.
+		// Platforms poll: building a line nobody writes is a visible share of a last_operation.
 		if rec.status < http.StatusInternalServerError && !debugEnabled(log) {
 			return
 		}

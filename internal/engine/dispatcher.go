@@ -67,8 +67,8 @@ func (d *dispatcher) resume(run func()) {
 // startWorkers lets parked runs resume on workers and starts the workers.
 func (d *dispatcher) startWorkers() {
 	if s := d.e.signals; s != nil {
-		// Parked runs hold their operations in memory: at most one per worker (with four, 20,000
-		// provisionings created at once on 30-minute clusters took the broker's RSS to 210 MB).
+		// Parked runs hold their operations in memory: at most one per worker, so memory stays
+		// bounded with many operations in flight (docs/contributor/performance.md).
 		s.start(d.e.cfg.Workers, d.resume)
 		d.x.park = s.park
 	}

@@ -26,12 +26,10 @@ import (
 // Config tunes the engine; zero values take the defaults in brackets.
 type Config struct {
 	// Workers is how many operations run at once in this process [384]. Workers are goroutines
-	// that mostly wait on I/O; more of them also make bigger group commits: in the e2e bench
-	// (PostgreSQL, 1,000 provisionings in flight) 64 workers took 12-14 ms of the machine's CPU
-	// a provisioning in 18-22 statements, 256-640 took 10.2-11.3 ms in 14-17; later, 384 did
-	// 14-17% more provisionings/s than 256 in 7.8-8.3 statements against 9.7-10.2. With 20,000
-	// in flight the broker's RSS peaked at 162-171 MB with 256, 182 with 384, 194 with 512. The
-	// external systems' clients bound their own concurrency (clientkit.ConnsPerHost).
+	// that mostly wait on I/O; more of them also make bigger group commits, at the cost of
+	// memory with many operations in flight (the measurements behind the default are in
+	// docs/contributor/performance.md). The external systems' clients bound their own
+	// concurrency (clientkit.ConnsPerHost).
 	Workers int `envconfig:"ENGINE_WORKERS" default:"384"`
 	// LeaseDuration: how long a claim is valid without a heartbeat [30s]. A replica that dies
 	// loses its operations to the others after this long.

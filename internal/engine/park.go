@@ -11,13 +11,13 @@ import (
 // the key, or after maxPark without one. Only a short wait parks (at most maxPark: the first
 // poll after a request, not a long wait's backed-off polls), and for maxPark whatever the
 // step asked: its poll is a fallback for a lost signal, which signalled waits already stretch
-// (WaitBackoff); under load the embedded provisioner's operation takes seconds (2,000 of
-// 4,000 provisionings at 1,000 in flight waited more than their 2 s poll in the e2e bench).
+// (WaitBackoff); under load the embedded provisioner's operation takes seconds, often longer
+// than the step's poll.
 // A signal reaches only runs parked in its own process: with replicas, a run parked in one
 // while the provisioner's operation finishes in another polls after maxPark. A wait that ends that soon then
 // costs no writes: the durable retry wrote the operation (release), the wake wrote it (due
-// now), the claim wrote it again and read it back; the e2e bench's provisionings, whose
-// clusters take no time, did that once each. A crash while parked loses nothing that decides
+// now), the claim wrote it again and read it back, once for every provisioning whose cluster
+// is quick. A crash while parked loses nothing that decides
 // the operation's future: its row holds the lease and the steps done, and another worker
 // runs the waiting step again when the lease expires (or at once, on this owner's restart).
 // A run parks once: if it still waits after that, its wait is written as any other.

@@ -174,8 +174,7 @@ func (r *run[T]) next(now time.Time) (Stage[T], StepDef[T], bool) {
 const minLate = time.Second
 
 // creditLate records how late this run of the step starts after the end of its last wait
-// (StepProgress.Late). Under a backlog of due operations (100,000 in flight on two cores) polls
-// ran minutes late, and that time counted against stage limits: provisionings failed with
+// (StepProgress.Late). Under a backlog of due operations polls can run minutes late, and that time counted against stage limits: provisionings failed with
 // "exceeded its time limit" while their clusters were fine.
 func (r *run[T]) creditLate(now time.Time, name string) {
 	if r.op.Progress.Steps[name].Due.IsZero() {

@@ -1,9 +1,8 @@
 // Package gcpolicy sets the broker's garbage collection target. The broker keeps little alive
-// (its state is in the database: ~40-120 MB of heap from idle to 100,000 operations in flight)
-// and allocates fast while it works (~1.3 MB per provisioning: request bodies, JSON documents,
-// the driver's buffers). At Go's default GOGC=100 the collector then ran every ~30 MB of
-// allocation and took 15-17% of the broker's CPU in the end-to-end bench; at 200 it runs half
-// as often, for about one more live heap of memory.
+// (its state is in the database) and allocates fast while it works (request bodies, JSON
+// documents, the driver's buffers), so at Go's default GOGC=100 the collector runs often; at
+// 200 it runs half as often, for about one more live heap of memory (the measurements are in
+// docs/contributor/performance.md).
 package gcpolicy
 
 import (

@@ -9,8 +9,8 @@ import (
 
 // requestTimeout bounds each request it sends, its answer's body included, by d through the
 // request's context. http.Client.Timeout does the same with a timer and a goroutine of its own
-// per request (and a second context); at ~30 external calls a provisioning that was a fifth of
-// the clients' side of a call in the e2e bench.
+// per request (and a second context), a visible share of the clients' side of a call at the
+// dozens of external calls a provisioning makes.
 type requestTimeout struct {
 	next http.RoundTripper
 	d    time.Duration

@@ -111,8 +111,8 @@ users:
 
 // simulatedServer returns the server URL of a kubeconfig that is, byte for byte, one
 // SimulatedKubeconfig writes; false for any other, which is parsed as YAML. The provisioner's
-// steps open each new runtime's cluster, and parsing its kubeconfig with clientcmd (~110 µs)
-// was 2% of the broker's CPU at full load (issue 16); this compares the text to the one the
+// steps open each new runtime's cluster, and parsing its kubeconfig with clientcmd showed in
+// the broker's CPU profile at full load; this compares the text to the one the
 // server line renders, so nothing else is taken for a simulated runtime.
 func simulatedServer(kubeconfig string) (string, bool) {
 	const line = "\n    server: "

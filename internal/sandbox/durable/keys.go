@@ -16,7 +16,7 @@ type KeyLister interface {
 
 // Most reads a stand-in makes that find nothing are of keys that never existed: the name a
 // client looks up before creating its object, a counter by a new name. Each was a round trip to
-// the database (11 per provisioning in the e2e bench, a quarter of its statements). A Bloom
+// the database, a large share of a provisioning's statements. A Bloom
 // filter of every key the system's rows have, listed from the store at load and then kept up to
 // date as the stand-in writes, answers "certainly absent" for them without the read. This relies
 // on what the stand-in's object cache already relies on: the stand-in is the only writer of its

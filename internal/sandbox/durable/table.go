@@ -14,10 +14,9 @@ import (
 // tableCache is how many unchanged objects a Table keeps decoded per kind; objects whose write
 // is under way are kept besides, so memory is bounded by it and by the write queue, not by the
 // number of objects. A provisioning's later steps come back to the objects its first steps
-// created (AVS tags its evaluation, IAS configures its service provider) seconds later: at 512,
-// with 500 provisionings in flight, 1.3 of them a provisioning had been forgotten by then and
-// were read back from the store (e2e bench); at 1,024, 0.1 (~9 MB more at most, ~1.5 KB an
-// object for the dozen kinds).
+// created (AVS tags its evaluation, IAS configures its service provider) seconds later, so the
+// cache is sized to keep them for that long with hundreds of provisionings in flight
+// (docs/contributor/performance.md).
 const tableCache = 1024
 
 // Table is one kind of a stand-in's objects, read on demand from the Store: a bounded cache of

@@ -17,10 +17,9 @@ import (
 var ErrShutDown = errors.New("the sandbox is shut down")
 
 // inProcess serves requests for the plain listener's address by calling the sandbox's handler
-// in this process. The embedded broker's clients send ~30 requests a provisioning to the
-// stand-ins; over loopback, each costs both ends a connection's writes, reads and HTTP
-// framing (~18% of the broker's CPU in the e2e bench), while the request and the answer the
-// client sees are the same. Requests for any other address go to next.
+// in this process. The embedded broker's clients send dozens of requests a provisioning to
+// the stand-ins; over loopback, each costs both ends a connection's writes, reads and HTTP
+// framing, while the request and the answer the client sees are the same. Requests for any other address go to next.
 type inProcess struct {
 	host    string
 	handler http.Handler

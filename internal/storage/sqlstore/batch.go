@@ -22,21 +22,17 @@ import (
 //
 // Two executors: while one batch executes in PostgreSQL, the next is encoded and sent, and
 // PostgreSQL works on two batches at once (one executor kept one backend, one core, busy while
-// the engine bench's workers queued: 0.40-0.53 of River's rate against 0.55-0.73 with two,
-// alternating under load). Batches hold disjoint operations (a worker waits for its save), and
+// the engine bench's workers queued). Batches hold disjoint operations (a worker waits for its save), and
 // waits on row locks are short because every other writer of operations is a single short
 // statement or transaction.
 // A batch takes up to 256 calls: with more workers than that cap (APP_ENGINE_WORKERS) the
 // executor would write full batches back to back while calls queue; bigger batches spread the
-// statement's and the commit's fixed cost (the engine against River bench, 200 workers: about
-// +40% transitions/s over a cap of 64, under load).
+// statement's and the commit's fixed cost.
 // The second executor takes only a batch of at least secondSaveBatch calls (startBulkCoalescer):
 // it is there for a deep queue; fewer calls that arrive while the first is busy wait for it and
-// go out together. The e2e bench: statements per provisioning 26.5 -> 24.8, PostgreSQL's CPU per
-// provisioning 7.1 -> 6.8 ms (three alternating pairs; provisionings/s alike). One executor alone
-// did as well there but fell below River in the engine bench (0.98); with the second taking 32 or
-// more it stays above (1.07, 55.9 µs of CPU per transition against 64.1 with two plain
-// executors; with 8 the second engaged too often in the e2e bench).
+// go out together, so the end-to-end path writes fewer statements while a deep queue (the engine
+// bench) still gets two executors. The measurements behind both constants are in
+// docs/contributor/performance.md.
 const (
 	saveExecutors   = 2
 	secondSaveBatch = 32

@@ -51,9 +51,8 @@ func startCoalescer[Req, Res any](executors, max int, serve func([]*pending[Req,
 // startBulkCoalescer is startCoalescer (batches of up to size) where the executors after the
 // first only take a batch of at least othersAt calls: the first serves every call at once when
 // it is idle (no added latency), the others only when the queue is deep. Spare executors that took whatever waited
-// turned the calls arriving while the first was busy into statements of one or two (the e2e
-// bench: ~2 of its ~4 save statements per provisioning wrote a single operation, each ~2x the
-// cost per operation of a batch's share); a deep queue (the engine bench's 200 workers) still
+// turned the calls arriving while the first was busy into statements of one or two, each
+// costing more per operation than a batch's share; a deep queue (the engine bench) still
 // gets them all. A dispatcher goroutine holds the queue and hands out the batches.
 func startBulkCoalescer[Req, Res any](executors, size, othersAt int, serve func([]*pending[Req, Res])) *coalescer[Req, Res] {
 	c := &coalescer[Req, Res]{calls: make(chan *pending[Req, Res]), quit: make(chan struct{})}

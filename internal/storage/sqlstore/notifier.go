@@ -15,8 +15,8 @@ import (
 // Why not within the writes' statements, as before: PostgreSQL serialises the commits of every
 // notifying transaction of the cluster (a lock held from before the commit until after it,
 // its WAL flush included), so a write that notified could not share a flush with any other;
-// a provisioning made three. pgbench, eight clients inserting one row: 17,000/s, or 5,500/s
-// with a pg_notify in each. A notification only shortens the others' wait for work they would
+// a provisioning made three (pgbench's figures are in docs/contributor/step-engine.md's
+// scheduling section and performance.md). A notification only shortens the others' wait for work they would
 // find at their next poll, so it does not need the write's transaction: it is sent once the
 // write has committed, and without waiting for its own WAL flush (Dialect.Notify).
 type notifier struct {

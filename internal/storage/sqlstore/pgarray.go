@@ -9,8 +9,8 @@ import (
 // The batched statements send their columns as PostgreSQL arrays. Text and bytea arrays go in
 // PostgreSQL's binary array format (the sessions set binary_parameters, under which lib/pq sends
 // a []byte parameter as binary): the server copies each element as it is, where a text literal
-// had every quote of the JSON documents escaped here and parsed back by array_in there (12% of
-// PostgreSQL's CPU in the e2e bench, and hex for bytea). Times stay text literals, sent as a
+// had every quote of the JSON documents escaped here and parsed back by array_in there (and
+// hex for bytea). Times stay text literals, sent as a
 // string, which lib/pq keeps in text format: PostgreSQL parses them as it parses a single time.
 
 // Element type OIDs of the binary arrays (pg_type).

@@ -16,8 +16,8 @@ import (
 //
 // Text-keyed statements are built by squirrel, so each shape has one text. Unprepared, each
 // execution is parsed and planned anew: lib/pq sends a statement with parameters as an unnamed
-// one, and PostgreSQL spent ~0.9 ms per provisioning planning the hot ones (wake-ups, claims,
-// instance and runtime updates; pg_stat_statements, e2e bench). A prepared statement is parsed
+// one, and PostgreSQL spent a measurable share of each provisioning planning the hot ones
+// (wake-ups, claims, instance and runtime updates). A prepared statement is parsed
 // once per connection and, when its plan does not depend on its parameters, planned once.
 //
 // The cache keeps at most maxCachedStmts texts; a text beyond them (an IN list of a new length)

@@ -35,8 +35,7 @@ func (s *Store) wakeOperations(ctx context.Context, r storage.WakeRequest) ([]st
 			// PostgreSQL reads the instances first, once (an init plan), and then their
 			// operations through their index. As a semi join, a planner without statistics
 			// (a new table: the e2e bench's, or a new installation's first minute) started from
-			// the operations, reading every one of them per wake (1,930 pages for 2,000
-			// provisionings, quadratic).
+			// the operations, reading every one of them per wake (quadratic).
 			which = append(which, sq.Expr("instance_id = ANY(ARRAY(?))", byRuntime))
 		} else {
 			which = append(which, sq.Expr("instance_id IN (?)", byRuntime))

@@ -127,7 +127,7 @@ const (
 	batchConns = 6
 	// planOnce: the batched statements join arrays to primary keys, so a plan for their
 	// parameters is no better than the generic one; PostgreSQL re-planned them on every
-	// execution, 12% of its CPU in the e2e bench (sqlstore.Config.BatchDB).
+	// execution (sqlstore.Config.BatchDB).
 	planOnce = "SET plan_cache_mode = force_generic_plan"
 	// claimConns: the engines claim from one loop each.
 	claimConns = 2

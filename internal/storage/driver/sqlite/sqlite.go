@@ -72,7 +72,7 @@ func dsn(path string, readOnly bool) string {
 		q.Add("_pragma", "query_only(1)")
 		// Reads (last_operation polls above all) touch one table page per operation: with the
 		// default 2 MiB cache per connection, a few thousand polled operations were read from
-		// the file again and again (a pread per page, ~15% of a poll). Pages are cached as they
+		// the file again and again (a pread per page). Pages are cached as they
 		// are read, so a small database costs no more.
 		q.Add("_pragma", fmt.Sprintf("cache_size(-%d)", readCacheKiB))
 	} else {
