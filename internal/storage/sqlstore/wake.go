@@ -53,8 +53,8 @@ func (s *Store) wakeOperations(ctx context.Context, r storage.WakeRequest) ([]st
 		// indexes, and COALESCE hides the columns' indexes from the planner, whose statistics
 		// lag on a busy table. As "due_at > now" it walked the due index through every leased
 		// operation (most of a busy table's active ones, due later); as "state IN" it ANDed
-		// the state index's every active entry (2,333 for one row) with the instance's: 0.4-0.5
-		// ms per wake in the e2e bench, once per provisioning. state is never NULL, and
+		// the state index's every active entry with the instance's, once per provisioning.
+		// state is never NULL, and
 		// COALESCE keeps a NULL due_at (not waiting) out as before.
 		sq.Expr("COALESCE(state, '') IN (?,?)", activeStates[0], activeStates[1]),
 		sq.Eq{"lease_owner": nil},
