@@ -1,10 +1,12 @@
 package externals
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
+	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -36,7 +38,7 @@ func TestDisabledSystemsAreNil(t *testing.T) {
 	assert.Nil(t, b.Director)
 	assert.Equal(t, 10*time.Minute, s.RetryTime)
 	assert.Equal(t, 5*time.Minute, s.CleanupRetryTime)
-	secret, err := s.AccountPool.Resolve("aws", "ga")
+	secret, err := s.AccountPool.Resolve(context.Background(), hyperscaler.Request{Provider: "aws", Tenant: "ga"})
 	require.NoError(t, err)
 	assert.Equal(t, "kyma-aws", secret, "the default account pool")
 }
