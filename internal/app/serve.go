@@ -140,6 +140,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 		return err
 	}
 	cfg.Externals.Instrument(calls)
+	cfg.Externals.Log = log // the account pool says which it is
 	built, stopSandbox, err := externalSystems(ctx, cfg.Externals, log, store.SandboxObjects())
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package externals
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -112,4 +114,40 @@ func TestCallPolicyReachesEveryClient(t *testing.T) {
 	for _, b := range cfg.clientCalls() {
 		assert.Equal(t, clientkit.Calls{Attempts: 1}, *b.calls)
 	}
+}
+
+// The account pool lives on the gardener backend's cluster: APP_GARDENER_* (or a provisioner
+// set with a gardener entry) make it Gardener's; without them it is the list.
+func TestAccountPoolOnTheGardenerBackend(t *testing.T) {
+	for _, v := range []string{"APP_AVS_DISABLED", "APP_EDP_DISABLED", "APP_IAS_DISABLED", "APP_SERVICE_MANAGER_DISABLED",
+		"APP_AZURE_EVENT_HUBS_DISABLED", "APP_RECONCILER_DISABLED", "APP_DIRECTOR_DISABLED"} {
+		t.Setenv(v, "true")
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: g, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: g, user: u}}]
+current-context: c
+`), 0o600))
+	t.Setenv("APP_GARDENER_PROJECT", "kyma-dev")
+	t.Setenv("APP_GARDENER_KUBECONFIG_PATH", kc)
+	t.Setenv("APP_HYPERSCALER_ACCOUNT_POOL_BINDING_KIND", "CredentialsBinding")
+	cfg, err := Load()
+	require.NoError(t, err)
+	b, err := cfg.Build()
+	require.NoError(t, err)
+	g, ok := b.Systems.AccountPool.(*hyperscaler.Gardener)
+	require.True(t, ok, "%T", b.Systems.AccountPool)
+	assert.Equal(t, "garden-kyma-dev", g.Namespace())
+	assert.Equal(t, hyperscaler.CredentialsBinding, g.Kind())
+	assert.Equal(t, hyperscaler.DefaultRules(), b.Systems.AccountRules)
+
+	t.Setenv("APP_HYPERSCALER_ACCOUNT_POOL_SOURCE", "list")
+	cfg, err = Load()
+	require.NoError(t, err)
+	b, err = cfg.Build()
+	require.NoError(t, err)
+	assert.IsType(t, hyperscaler.List{}, b.Systems.AccountPool)
 }
