@@ -242,6 +242,10 @@ func externalSystems(t testing.TB, o Options, reg prometheus.Registerer) (extern
 	calls, err := clientkit.NewCallMetrics(reg)
 	must(t, err)
 	cfg.Instrument(calls)
+	if o.Backends != "" {
+		// The hyperscaler account pool is on the set's gardener backend, as in the broker.
+		cfg.Backends = infrastructure.Config{SetJSON: o.Backends}
+	}
 	s := &cfg.Settings
 	s.RetryTime, s.CleanupRetryTime, s.CallTimeout, s.ReconcileTimeout = 20*time.Second, 5*time.Second, 10*time.Second, 30*time.Second
 	var sb *sandbox.Sandbox
