@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -52,7 +53,7 @@ func (c Config) Rules() Rules {
 func (c Config) Build(backends infrastructure.Config, log logrus.FieldLogger) (Pool, error) {
 	if log == nil {
 		l := logrus.New()
-		l.SetOutput(nopWriter{})
+		l.SetOutput(io.Discard)
 		log = l
 	}
 	src := strings.ToLower(strings.TrimSpace(c.Source))

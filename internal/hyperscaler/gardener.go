@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -100,15 +101,11 @@ func NewGardener(dyn dynamic.Interface, namespace string, kind BindingKind, log 
 	}
 	if log == nil {
 		l := logrus.New()
-		l.SetOutput(nopWriter{})
+		l.SetOutput(io.Discard)
 		log = l
 	}
 	return &Gardener{dyn: dyn, namespace: namespace, kind: kind, log: log.WithFields(logrus.Fields{"gardener_namespace": namespace, "binding_kind": kind})}, nil
 }
-
-type nopWriter struct{}
-
-func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 
 // Namespace is the Gardener project namespace of the bindings.
 func (g *Gardener) Namespace() string { return g.namespace }
@@ -152,6 +149,14 @@ func (g *Gardener) Resolve(ctx context.Context, req Request) (string, error) {
 	}
 	own := Selector(req, LabelTenantName+"="+req.Tenant)
 	free := Selector(req, "!"+LabelTenantName)
+	// Most requests are of tenants that have their binding: one read.
+	mine, err := g.list(ctx, own)
+	if err != nil {
+		return "", err
+	}
+	if len(mine) > 0 {
+		return mine[0].GetName(), nil
+	}
 	for attempt := 0; attempt < claimAttempts; attempt++ {
 		// The free bindings are read before the tenant's own: a claim of the same tenant that
 		// lands in between shows in the second read; one that lands after it is on the binding
@@ -160,8 +165,7 @@ func (g *Gardener) Resolve(ctx context.Context, req Request) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		mine, err := g.list(ctx, own)
-		if err != nil {
+		if mine, err = g.list(ctx, own); err != nil {
 			return "", err
 		}
 		if len(mine) > 0 {
@@ -331,18 +335,19 @@ func (g *Gardener) apiError(what string, err error) error {
 	return err
 }
 
-// checkRequest refuses requests whose values cannot be label values.
+// checkRequest refuses requests whose values cannot be label values: no retry mends them.
 func checkRequest(req Request) error {
 	if req.Provider == "" {
 		return clientkit.Permanent(errors.New("account pool: the runtime has no provider"))
 	}
-	for what, v := range map[string]string{"hyperscaler type": req.Key(), "tenant": req.Tenant} {
-		if v == "" && what == "tenant" && req.Shared {
-			continue
-		}
-		if errs := validation.IsValidLabelValue(v); len(errs) > 0 || v == "" {
-			return clientkit.Permanent(fmt.Errorf("account pool: %s %q is no valid label value: %s", what, v, strings.Join(errs, "; ")))
-		}
+	if errs := validation.IsValidLabelValue(req.Key()); len(errs) > 0 {
+		return clientkit.Permanent(fmt.Errorf("account pool: hyperscaler type %q is no valid label value: %s", req.Key(), strings.Join(errs, "; ")))
+	}
+	if req.Shared {
+		return nil // shared accounts are not claimed: the tenant is no label
+	}
+	if errs := validation.IsValidLabelValue(req.Tenant); len(errs) > 0 || req.Tenant == "" {
+		return clientkit.Permanent(fmt.Errorf("account pool: global account %q is no valid label value: %s", req.Tenant, strings.Join(errs, "; ")))
 	}
 	return nil
 }
