@@ -116,6 +116,7 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 		return nil, err
 	}
 	cfg.Externals.Instrument(calls)
+	cfg.Externals.Log = log // the account pool says which it is
 	objects, err := durablesql.Open(ctx, store.Database(), log)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -21,7 +22,11 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/systems"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
+	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
 	"github.com/kyma-project/kyma-environment-broker/resources"
+	"github.com/sirupsen/logrus"
 )
 
 // Settings are the broker's own settings about its external systems.
@@ -43,8 +48,6 @@ type Settings struct {
 	AVSRuntimeIDTagClassID int64 `envconfig:"AVS_RUNTIME_ID_TAG_CLASS_ID" default:"1"`
 	AVSInstanceTagClassID  int64 `envconfig:"AVS_INSTANCE_ID_TAG_CLASS_ID" default:"2"`
 	AVSShootTagClassID     int64 `envconfig:"AVS_SHOOT_NAME_TAG_CLASS_ID" default:"3"`
-	// AccountPool is the hyperscaler account pool: "<hyperscaler>:<secret>[,<secret>...];...".
-	AccountPool string `envconfig:"HYPERSCALER_ACCOUNT_POOL" default:"aws:kyma-aws;azure:kyma-azure;gcp:kyma-gcp;openstack:kyma-openstack"`
 	// OverridesFile replaces the shipped default overrides (resources/overrides.yaml).
 	OverridesFile string `envconfig:"OVERRIDES_FILE"`
 	// RetryTime bounds a provisioning or upgrade step's retries of a failing system,
@@ -69,16 +72,29 @@ type Config struct {
 	Azure          eventhubs.Config
 	Reconciler     reconciler.Config
 	Director       director.Config
+	// Log receives the account pool's line saying which pool it is; nil discards it.
+	Log logrus.FieldLogger
+	// AccountPool is the hyperscaler account pool (APP_HYPERSCALER_ACCOUNT_POOL*).
+	AccountPool hyperscaler.Config
+	// Backends is the provisioner set as the provisioner reads it (APP_GARDENER_* applied):
+	// the account pool lives on its gardener backend's cluster.
+	Backends infrastructure.Config
 }
 
 // Load reads Config from APP_* variables.
 func Load() (Config, error) {
 	var c Config
-	for _, part := range []any{&c.Settings, &c.AVS, &c.EDP, &c.IAS, &c.ServiceManager, &c.Azure, &c.Reconciler, &c.Director} {
+	var prov provconfig.Config
+	for _, part := range []any{&c.Settings, &c.AVS, &c.EDP, &c.IAS, &c.ServiceManager, &c.Azure, &c.Reconciler, &c.Director, &c.AccountPool, &c.Backends, &prov} {
 		if err := envconfig.Process("APP", part); err != nil {
 			return c, fmt.Errorf("reading external systems' configuration: %w", err)
 		}
 	}
+	backends, err := provisioner.GardenerVariables(c.Backends, prov, os.Environ())
+	if err != nil {
+		return c, fmt.Errorf("reading the hyperscaler account pool's Gardener: %w", err)
+	}
+	c.Backends = backends
 	return c, nil
 }
 
@@ -212,11 +228,11 @@ func (c Config) Build() (Built, error) {
 			b.Systems.Director, b.Director = cl, cl
 		}
 	}
-	pool, err := hyperscaler.ParsePool(s.AccountPool)
+	pool, err := c.AccountPool.Build(c.Backends, c.Log)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("APP_HYPERSCALER_ACCOUNT_POOL: %w", err))
+		errs = append(errs, err)
 	}
-	b.Systems.AccountPool = pool
+	b.Systems.AccountPool, b.Systems.AccountRules = pool, c.AccountPool.Rules()
 	if b.Overrides, err = overrides.LoadDefaults(s.OverridesFile, resources.Overrides()); err != nil {
 		errs = append(errs, fmt.Errorf("APP_OVERRIDES_FILE: %w", err))
 	}

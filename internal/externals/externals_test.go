@@ -1,10 +1,14 @@
 package externals
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
+	"github.com/kyma-project/kyma-environment-broker/internal/hyperscaler"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,7 +39,7 @@ func TestDisabledSystemsAreNil(t *testing.T) {
 	assert.Nil(t, b.Director)
 	assert.Equal(t, 10*time.Minute, s.RetryTime)
 	assert.Equal(t, 5*time.Minute, s.CleanupRetryTime)
-	secret, err := s.AccountPool.Resolve("aws", "ga")
+	secret, err := s.AccountPool.Resolve(context.Background(), hyperscaler.Request{Provider: "aws", Tenant: "ga"})
 	require.NoError(t, err)
 	assert.Equal(t, "kyma-aws", secret, "the default account pool")
 }
@@ -81,4 +85,40 @@ func TestCallPolicyReachesEveryClient(t *testing.T) {
 	for _, b := range cfg.clientCalls() {
 		assert.Equal(t, clientkit.Calls{Attempts: 1}, *b.calls)
 	}
+}
+
+// The account pool lives on the gardener backend's cluster: APP_GARDENER_* (or a provisioner
+// set with a gardener entry) make it Gardener's; without them it is the list.
+func TestAccountPoolOnTheGardenerBackend(t *testing.T) {
+	for _, v := range []string{"APP_AVS_DISABLED", "APP_EDP_DISABLED", "APP_IAS_DISABLED", "APP_SERVICE_MANAGER_DISABLED",
+		"APP_AZURE_EVENT_HUBS_DISABLED", "APP_RECONCILER_DISABLED", "APP_DIRECTOR_DISABLED"} {
+		t.Setenv(v, "true")
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: g, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: g, user: u}}]
+current-context: c
+`), 0o600))
+	t.Setenv("APP_GARDENER_PROJECT", "kyma-dev")
+	t.Setenv("APP_GARDENER_KUBECONFIG_PATH", kc)
+	t.Setenv("APP_HYPERSCALER_ACCOUNT_POOL_BINDING_KIND", "CredentialsBinding")
+	cfg, err := Load()
+	require.NoError(t, err)
+	b, err := cfg.Build()
+	require.NoError(t, err)
+	g, ok := b.Systems.AccountPool.(*hyperscaler.Gardener)
+	require.True(t, ok, "%T", b.Systems.AccountPool)
+	assert.Equal(t, "garden-kyma-dev", g.Namespace())
+	assert.Equal(t, hyperscaler.CredentialsBinding, g.Kind())
+	assert.Equal(t, hyperscaler.DefaultRules(), b.Systems.AccountRules)
+
+	t.Setenv("APP_HYPERSCALER_ACCOUNT_POOL_SOURCE", "list")
+	cfg, err = Load()
+	require.NoError(t, err)
+	b, err = cfg.Build()
+	require.NoError(t, err)
+	assert.IsType(t, hyperscaler.List{}, b.Systems.AccountPool)
 }

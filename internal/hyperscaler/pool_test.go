@@ -1,6 +1,7 @@
 package hyperscaler
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -16,16 +17,16 @@ func TestResolveIsStablePerTenantAndSpreadsTenants(t *testing.T) {
 	counts := map[string]int{}
 	for i := 0; i < 3000; i++ {
 		tenant := fmt.Sprintf("ga-%d", i)
-		s, err := p.Resolve("aws", tenant)
+		s, err := p.resolve("aws", tenant)
 		require.NoError(t, err)
-		again, _ := p.Resolve("aws", tenant)
+		again, _ := p.resolve("aws", tenant)
 		require.Equal(t, s, again)
 		counts[s]++
 	}
 	for _, s := range []string{"a1", "a2", "a3"} {
 		assert.InDelta(t, 1000, counts[s], 150, "secret %s", s)
 	}
-	z, err := p.Resolve("azure", "anyone")
+	z, err := p.resolve("azure", "anyone")
 	require.NoError(t, err)
 	assert.Equal(t, "z1", z)
 }
@@ -35,8 +36,8 @@ func TestAddingASecretMovesOnlyTheTenantsItWins(t *testing.T) {
 	after, _ := ParsePool("gcp:g1,g2,g3")
 	for i := 0; i < 500; i++ {
 		tenant := fmt.Sprintf("t%d", i)
-		b, _ := before.Resolve("gcp", tenant)
-		a, _ := after.Resolve("gcp", tenant)
+		b, _ := before.resolve("gcp", tenant)
+		a, _ := after.resolve("gcp", tenant)
 		if a != b {
 			assert.Equal(t, "g3", a)
 		}
@@ -45,7 +46,7 @@ func TestAddingASecretMovesOnlyTheTenantsItWins(t *testing.T) {
 
 func TestResolveWithoutSecretsNamesTheHyperscaler(t *testing.T) {
 	p, _ := ParsePool("aws:a1")
-	_, err := p.Resolve("openstack", "t")
+	_, err := p.Resolve(context.Background(), Request{Provider: "openstack", Tenant: "t"})
 	require.ErrorIs(t, err, ErrNoSecret)
 	assert.Contains(t, err.Error(), `"openstack"`)
 }

@@ -165,6 +165,10 @@ func Start(t testing.TB, o Options) *Broker {
 	var err error
 	cfg.Externals, err = externals.Load()
 	must(t, err)
+	if o.Backends != "" {
+		// The hyperscaler account pool is on the set's gardener backend, as in the broker.
+		cfg.Externals.Backends = infrastructure.Config{SetJSON: o.Backends}
+	}
 	// Retry windows short enough for tests.
 	s := &cfg.Externals.Settings
 	s.RetryTime, s.CleanupRetryTime, s.CallTimeout, s.ReconcileTimeout = 20*time.Second, 5*time.Second, 10*time.Second, 30*time.Second

@@ -7,7 +7,8 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 )
 
-// Process is the deprovisioning process of seed 001, by weight; Remove_Runtime runs last.
+// Process is the deprovisioning process of seed 001, by weight; Remove_Runtime runs last but for
+// Release_Subscription, which a pool that assigns accounts adds after it.
 func Process(d Deps, timeout, callTimeout time.Duration) (*engine.Process[instance.DeprovisioningData], error) {
 	return weighted(instance.TypeDeprovision, d, timeout, callTimeout)
 }
@@ -29,7 +30,7 @@ func weighted(opType string, d Deps, timeout, callTimeout time.Duration) (*engin
 		return engine.WeightedStep[instance.DeprovisioningData]{Weight: weight, StepDef: sd}
 	}
 	sys := d.Systems
-	return engine.Weighted(opType, timeout,
+	steps := []engine.WeightedStep[instance.DeprovisioningData]{
 		w(1, Initialization{d}, true),
 		w(2, DeprovisionEventHubs{d}, sys.EventHubs != nil),
 		w(2, DeprovisionEMS{d}, sys.ServiceManager != nil),
@@ -38,5 +39,10 @@ func weighted(opType string, d Deps, timeout, callTimeout time.Duration) (*engin
 		w(2, EDPDeregistration{d}, sys.EDP != nil),
 		w(5, DeregisterCluster{d}, sys.Reconciler != nil),
 		w(10, RemoveRuntime{d}, true),
-	)
+	}
+	// A pool that assigns accounts (Gardener's) gets them back once the runtime is gone.
+	if sys.AccountPool != nil && !sys.AccountPool.Stateless() {
+		steps = append(steps, w(11, ReleaseSubscription{d}, true))
+	}
+	return engine.Weighted(opType, timeout, steps...)
 }

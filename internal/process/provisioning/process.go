@@ -44,12 +44,19 @@ func Process(d Deps, timeout time.Duration, limits Limits) (*engine.Process[inst
 	// operation and the configuration. Read-only: they read a status or a kubeconfig and keep it.
 	// Idempotent: EDP's data tenant is named after the subaccount and its "already exists" is
 	// done, its metadata set by key; AVS adds a tag the evaluation has as a no-op.
+	// Resolve_Target_Secret is local on a stateless pool (the list); on Gardener's it claims a
+	// binding by a label, and what it resolved is written before the next step runs, so that
+	// Release_Subscription of the tenant's other instances sees it.
+	resolve := step(ResolveTargetSecret{d}, nil)
+	if sys.AccountPool == nil || sys.AccountPool.Stateless() {
+		resolve = resolve.AsLocal()
+	}
 	checkCluster := step(CheckClusterConfiguration{d}, kyma2).AsReadOnly()
 	checkCluster.Timeout = limits.ReconcileTimeout
 	return engine.Staged(instance.TypeProvision, timeout,
 		engine.Stage[instance.ProvisioningData]{Name: StageCreateRuntime, Steps: []def{
 			step(Initialization{d}, nil).AsLocal(),
-			step(ResolveTargetSecret{d}, nil).AsLocal(),
+			resolve,
 			step(AVSInternalEval{d}, avsOn),
 			step(IASRegistration{d}, iasOn),
 			step(EDPRegistration{d}, func(Op) bool { return sys.EDP != nil }).AsIdempotent(),

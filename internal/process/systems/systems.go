@@ -101,7 +101,10 @@ type Systems struct {
 	EventHubs      eventhubs.Namespaces
 	Reconciler     Reconciler
 	Director       Director
-	AccountPool    hyperscaler.Pool
+	// AccountPool hands out the hyperscaler accounts (nil: Resolve_Target_Secret fails);
+	// AccountRules say which kind of account a runtime needs.
+	AccountPool  hyperscaler.Pool
+	AccountRules hyperscaler.Rules
 	// RetryTime bounds how long a provisioning or upgrade step keeps retrying a system that
 	// answers with temporary errors before the operation fails.
 	RetryTime time.Duration

@@ -34,6 +34,37 @@ var (
 	connectionGVR = schema.GroupVersionResource{Group: "compass.kyma-project.io", Version: "v1alpha1", Resource: "compassconnections"}
 )
 
+// AccountPoolProviders are the hyperscalers the project's account pool has bindings for: per
+// provider two of its own (<provider>-1, <provider>-2, hyperscalerType <provider>) and a shared
+// one (<provider>-shared), as SecretBindings.
+var AccountPoolProviders = []string{"aws", "azure", "gcp", "openstack"}
+
+var secretBindingGVR = schema.GroupVersionResource{Group: "core.gardener.cloud", Version: "v1beta1", Resource: "secretbindings"}
+
+// addAccountPool creates the project's hyperscaler account pool, as an operator adds accounts.
+func addAccountPool(t *testing.T, dyn dynamic.Interface, ns string) {
+	t.Helper()
+	for _, p := range AccountPoolProviders {
+		for _, b := range []struct {
+			name   string
+			shared bool
+		}{{p + "-1", false}, {p + "-2", false}, {p + "-shared", true}} {
+			labels := map[string]any{"hyperscalerType": p}
+			if b.shared {
+				labels["shared"] = "true"
+			}
+			obj := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "core.gardener.cloud/v1beta1", "kind": "SecretBinding",
+				"metadata":  map[string]any{"name": b.name, "namespace": ns, "labels": labels},
+				"secretRef": map[string]any{"name": b.name, "namespace": ns},
+				"provider":  map[string]any{"type": p},
+			}}
+			_, err := dyn.Resource(secretBindingGVR).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+}
+
 // QuotaError is the reason a fail-* Shoot's creation fails with.
 const QuotaError = "Infrastructure creation failed: quota exceeded for n2-standard-4 in europe-west3"
 
@@ -72,8 +103,9 @@ func (s *Sim) Rejected() []string {
 	return append([]string(nil), s.api.rejects...)
 }
 
-// Start runs the simulator on a new Gardener project until the test ends; it returns the project
-// and the kubeconfig of Gardener's API.
+// Start runs the simulator on a new Gardener project, with its account pool
+// (AccountPoolProviders), until the test ends; it returns the project and the kubeconfig of
+// Gardener's API.
 func Start(t *testing.T, o Options) (string, []byte) {
 	s := StartSim(t, o)
 	return s.Project, s.Kubeconfig
@@ -88,6 +120,8 @@ func StartSim(t *testing.T, o Options) *Sim {
 	_, err := core.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = core.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+
+	addAccountPool(t, dyn, ns)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := kubetest.RESTConfig(t)
