@@ -345,6 +345,5 @@ func TestContract(t *testing.T) {
 }
 
 func configureOIDC(ctx context.Context, c *ias.Client, id string, uris []string) error {
-	_, err := c.ConfigureOIDC(ctx, id, uris)
-	return err
+	return c.ConfigureOIDC(ctx, id, uris)
 }
