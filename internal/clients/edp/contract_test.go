@@ -58,7 +58,9 @@ type recorded struct {
 	Body                      []byte
 }
 
-func (r recorded) String() string { return fmt.Sprintf("%s %s (%s) %s", r.Method, r.Path, r.ContentType, r.Body) }
+func (r recorded) String() string {
+	return fmt.Sprintf("%s %s (%s) %s", r.Method, r.Path, r.ContentType, r.Body)
+}
 
 func pathMatches(pattern, path string) bool {
 	ps, xs := strings.Split(pattern, "/"), strings.Split(path, "/")

@@ -95,7 +95,7 @@ type Systems struct {
 	AVSSettings AVSSettings
 	IAS         IAS
 	EDP         EDP
-	// EDPEnvironment names the landscape in EDP metadata.
+	// EDPEnvironment is the environment of the runtimes' data tenants (APP_EDP_ENVIRONMENT).
 	EDPEnvironment string
 	ServiceManager ServiceManager
 	EventHubs      eventhubs.Namespaces
