@@ -94,7 +94,8 @@ func TestRunKeepsTheStateInTheDatabaseFile(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "sandbox.db")
 	ctx, cancel := context.WithCancel(context.Background())
 	base, done := start(t, ctx, "-db", db)
-	req, _ := http.NewRequest(http.MethodPost, base+"/ias/service/sps", strings.NewReader(`{"sp_name":"sp-1"}`))
+	req, _ := http.NewRequest(http.MethodPost, base+"/ias/service/sps", strings.NewReader(`sp_name=sp-1&company_id=global`))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.SetBasicAuth("sandbox-ias-user", "sandbox-ias-password")
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -102,7 +103,7 @@ func TestRunKeepsTheStateInTheDatabaseFile(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 	code, before := get(t, base+"/_sandbox/ias/objects")
 	require.Equal(t, http.StatusOK, code)
-	assert.Contains(t, before, `"sp_name":"sp-1"`)
+	assert.Contains(t, before, `"display_name":"sp-1"`)
 	stop(t, cancel, done)
 
 	ctx, cancel = context.WithCancel(context.Background())

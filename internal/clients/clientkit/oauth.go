@@ -20,12 +20,13 @@ type Tokens struct {
 }
 
 // NewTokens returns tokens fetched from tokenURL with the client credentials in the Authorization
-// header. Token requests go through httpc, whose timeout bounds them.
-func NewTokens(httpc *http.Client, tokenURL, clientID, clientSecret string) *Tokens {
+// header and the given scopes, if any. Token requests go through httpc, whose timeout bounds them.
+func NewTokens(httpc *http.Client, tokenURL, clientID, clientSecret string, scopes ...string) *Tokens {
 	cc := &clientcredentials.Config{
 		ClientID:     clientID,
 		ClientSecret: clientSecret,
 		TokenURL:     tokenURL,
+		Scopes:       scopes,
 		AuthStyle:    oauth2.AuthStyleInHeader,
 	}
 	// The token source outlives any one call; its requests are bounded by httpc's timeout.

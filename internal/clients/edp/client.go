@@ -1,12 +1,16 @@
-// Package edp is the client of SAP's Event Data Platform (EDP) data tenant API: it registers a runtime
-// as the data tenant <subaccount ID>/<environment> of the configured namespace, with the runtime's
-// parameters as metadata, and deregisters it. Calls authenticate with OAuth2 client credentials, are
-// retried with backoff on transient failures only (network errors, 429, 5xx) a few times within a call's budget (clientkit.Calls), and are idempotent: registering a registered runtime upserts its metadata,
-// deregistering a missing one succeeds.
+// Package edp is the client of SAP's Event Data Platform (EDP) data tenant API as the original broker
+// called it (testdata/contract.json): it registers a runtime as the data tenant
+// <subaccount ID>/<environment> of the configured namespace, with its secret and the runtime's
+// parameters as metadata, and deregisters it. Calls authenticate with OAuth2 client credentials
+// (scopes Scopes), are retried with backoff on transient failures only (network errors, 429, 5xx) a
+// few times within a call's budget (clientkit.Calls), and are idempotent: registering a registered
+// runtime finishes its metadata (EDP answers an existing tenant or key 409), deregistering a missing
+// one succeeds.
 package edp
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -18,13 +22,62 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// Metadata keys the broker writes; EDP accepts any key.
+// Metadata keys of a runtime's data tenant.
 const (
-	MetadataPlan           = "plan"
-	MetadataRegion         = "region"
-	MetadataPlatformRegion = "platformRegion"
-	MetadataServiceID      = "serviceID"
+	MaasConsumerEnvironmentKey = "maasConsumerEnvironment"
+	MaasConsumerRegionKey      = "maasConsumerRegion"
+	MaasConsumerSubAccountKey  = "maasConsumerSubAccount"
+	MaasConsumerServicePlanKey = "maasConsumerServicePlan"
 )
+
+// Values of maasConsumerEnvironment.
+const (
+	EnvironmentCF         = "CF"
+	EnvironmentKubernetes = "KUBERNETES"
+	EnvironmentNeo        = "NEO"
+)
+
+// Values of maasConsumerServicePlan.
+const (
+	ServicePlanFree     = "free"
+	ServicePlanTDD      = "tdd"
+	ServicePlanStandard = "standard"
+)
+
+// ConsumerEnvironment is the maasConsumerEnvironment of a platform region: by the region's prefix
+// (cf-eu10 is CF, k8s-... KUBERNETES, neo-... NEO), CF for any other.
+func ConsumerEnvironment(platformRegion string) string {
+	prefix, _, _ := strings.Cut(platformRegion, "-")
+	switch prefix {
+	case "k8s":
+		return EnvironmentKubernetes
+	case "neo":
+		return EnvironmentNeo
+	default:
+		return EnvironmentCF
+	}
+}
+
+// ConsumerServicePlan is the maasConsumerServicePlan of a plan name: free for the free plan, tdd for
+// azure_lite, standard for any other.
+func ConsumerServicePlan(planName string) string {
+	switch planName {
+	case "free":
+		return ServicePlanFree
+	case "azure_lite":
+		return ServicePlanTDD
+	default:
+		return ServicePlanStandard
+	}
+}
+
+// Scopes are the scopes of the client's tokens.
+var Scopes = []string{"edp-namespace.read", "edp-namespace.update"}
+
+// TenantSecret is the secret of the data tenant name/environment: the standard base64 of the two.
+func TenantSecret(name, environment string) string {
+	return base64.StdEncoding.EncodeToString([]byte(name + environment))
+}
 
 // Namespace is a data tenant's namespace.
 type Namespace struct {
@@ -41,6 +94,7 @@ type DataTenant struct {
 type dataTenantRequest struct {
 	Name        string `json:"name"`
 	Environment string `json:"environment"`
+	Secret      string `json:"secret"`
 }
 
 // MetadataItem is one metadata entry of a data tenant as EDP returns it.
@@ -80,7 +134,7 @@ func New(cfg Config) (*Client, error) {
 		caller: newCaller(cfg),
 		base:   strings.TrimRight(cfg.URL, "/") + "/namespaces/" + url.PathEscape(cfg.Namespace) + "/dataTenants",
 		http:   httpc,
-		tokens: clientkit.NewTokens(httpc, cfg.OAuthURL, cfg.ClientID, cfg.ClientSecret),
+		tokens: clientkit.NewTokens(httpc, cfg.OAuthURL, cfg.ClientID, cfg.ClientSecret, Scopes...),
 	}, nil
 }
 
@@ -106,10 +160,11 @@ func checkSubaccount(op, subaccountID string) error {
 }
 
 // RegisterRuntime registers the runtime of a subaccount: it creates the data tenant
-// <subaccountID>/<Environment> unless it exists (EDP answering 409), then sets every metadata entry,
-// replacing values already there and leaving other keys alone. Each step is retried on its own, so
-// calling it again after a failure, or for a registered runtime, finishes the registration without
-// duplicates.
+// <subaccountID>/<Environment> with its secret (TenantSecret) unless it exists (EDP answering 409),
+// then creates every metadata entry; a key EDP already has (409) keeps its value when it is the same
+// and is deleted and created again otherwise, so other keys stay alone. Each step is retried on its
+// own, so calling it again after a failure, or for a registered runtime, finishes the registration
+// without duplicates.
 func (c *Client) RegisterRuntime(ctx context.Context, subaccountID string, metadata map[string]string) error {
 	// One budget for all the calls this takes.
 	ctx, cancel := c.caller.Bound(ctx)
@@ -128,7 +183,8 @@ func (c *Client) RegisterRuntime(ctx context.Context, subaccountID string, metad
 	sort.Strings(keys)
 	tenant := c.tenantName(subaccountID)
 	err := c.retry(ctx, "creating EDP data tenant "+tenant, func(ctx context.Context) error {
-		err := c.call(ctx, http.MethodPost, "", dataTenantRequest{Name: subaccountID, Environment: c.cfg.Environment}, nil)
+		err := c.call(ctx, http.MethodPost, "", dataTenantRequest{Name: subaccountID, Environment: c.cfg.Environment,
+			Secret: TenantSecret(subaccountID, c.cfg.Environment)}, nil)
 		if clientkit.StatusOf(err) == http.StatusConflict {
 			return nil
 		}
@@ -140,13 +196,35 @@ func (c *Client) RegisterRuntime(ctx context.Context, subaccountID string, metad
 	for _, k := range keys {
 		item := metadataRequest{Key: k, Value: metadata[k]}
 		err := c.retry(ctx, fmt.Sprintf("setting metadata %q of EDP data tenant %s", k, tenant), func(ctx context.Context) error {
-			return c.call(ctx, http.MethodPost, c.tenantPath(subaccountID)+"/metadata", item, nil)
+			return c.setMetadata(ctx, subaccountID, item)
 		})
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// setMetadata creates the metadata entry; EDP answers 409 for a key it has, which then keeps a same
+// value or is replaced.
+func (c *Client) setMetadata(ctx context.Context, subaccountID string, item metadataRequest) error {
+	err := c.call(ctx, http.MethodPost, c.tenantPath(subaccountID)+"/metadata", item, nil)
+	if clientkit.StatusOf(err) != http.StatusConflict {
+		return err
+	}
+	var items []MetadataItem
+	if err := c.call(ctx, http.MethodGet, c.tenantPath(subaccountID)+"/metadata", nil, &items); err != nil {
+		return fmt.Errorf("reading the existing entry: %w", err)
+	}
+	for _, it := range items {
+		if it.Key == item.Key && it.Value == item.Value {
+			return nil
+		}
+	}
+	if err := clientkit.IgnoreNotFound(c.call(ctx, http.MethodDelete, c.tenantPath(subaccountID)+"/metadata/"+url.PathEscape(item.Key), nil, nil)); err != nil {
+		return fmt.Errorf("deleting the existing entry: %w", err)
+	}
+	return c.call(ctx, http.MethodPost, c.tenantPath(subaccountID)+"/metadata", item, nil)
 }
 
 // DeregisterRuntime deregisters the runtime of a subaccount: it deletes every metadata entry of the

@@ -47,9 +47,10 @@ func newEnvWithClock(t *testing.T, seed uint64, now func() time.Time) *env {
 
 func (e *env) client(t *testing.T) *edp.Client { return sandboxtest.NewClient(t, edp.New, e.cfg) }
 
-func metadata(plan string) map[string]string {
-	return map[string]string{edp.MetadataPlan: plan, edp.MetadataRegion: "westeurope",
-		edp.MetadataPlatformRegion: "cf-eu10", edp.MetadataServiceID: "47c9dcbf-ff30-448e-ab36-d3bad66ba281"}
+// metadata is a runtime's metadata as the registration step writes it.
+func metadata(subaccountID string) map[string]string {
+	return map[string]string{edp.MaasConsumerEnvironmentKey: edp.EnvironmentCF, edp.MaasConsumerRegionKey: "cf-eu10",
+		edp.MaasConsumerSubAccountKey: subaccountID, edp.MaasConsumerServicePlanKey: edp.ServicePlanStandard}
 }
 
 func tenantKey(subaccountID string) string { return namespace + "/" + subaccountID + "/prod" }
@@ -93,17 +94,17 @@ func TestRegisterAndDeregister(t *testing.T) {
 	c := e.client(t)
 	ctx := sandboxtest.Context(t, 10*time.Second)
 
-	require.NoError(t, c.RegisterRuntime(ctx, "sa-1", metadata("azure")))
+	require.NoError(t, c.RegisterRuntime(ctx, "sa-1", metadata("sa-1")))
 	dt, err := c.GetDataTenant(ctx, "sa-1")
 	require.NoError(t, err)
 	assert.Equal(t, &edp.DataTenant{Namespace: edp.Namespace{Name: namespace}, Name: "sa-1", Environment: "prod"}, dt)
 	md, err := c.GetMetadata(ctx, "sa-1")
 	require.NoError(t, err)
-	assert.Equal(t, metadata("azure"), md)
+	assert.Equal(t, metadata("sa-1"), md)
 
 	snap := e.st.Snapshot()
 	require.Len(t, snap.DataTenants, 1)
-	assert.Equal(t, metadata("azure"), snap.DataTenants[0].Metadata)
+	assert.Equal(t, metadata("sa-1"), snap.DataTenants[0].Metadata)
 	assert.Equal(t, map[string]int{tenantKey("sa-1"): 1}, snap.CreatesByTenant)
 
 	require.NoError(t, c.DeregisterRuntime(ctx, "sa-1"))
@@ -189,7 +190,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 
 	e.cfg.Namespace = "unknown"
 	wrongNS := e.client(t)
-	err := wrongNS.RegisterRuntime(ctx, "sa-1", metadata("azure"))
+	err := wrongNS.RegisterRuntime(ctx, "sa-1", metadata("sa-1"))
 	require.Error(t, err)
 	assert.False(t, edp.IsTemporary(err))
 	assert.True(t, edp.IsNotFound(err))
@@ -233,7 +234,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 	c := e.client(t)
 
 	for name, call := range map[string]func(context.Context) error{
-		"register":   func(ctx context.Context) error { return c.RegisterRuntime(ctx, "sa-outage", metadata("azure")) },
+		"register":   func(ctx context.Context) error { return c.RegisterRuntime(ctx, "sa-outage", metadata("sa-outage")) },
 		"deregister": func(ctx context.Context) error { return c.DeregisterRuntime(ctx, "sa-outage") },
 	} {
 		start := time.Now()
@@ -245,7 +246,7 @@ func TestOutageLongerThanDeadlineIsTemporary(t *testing.T) {
 
 	// once the outage is over the same call succeeds
 	require.NoError(t, e.sb.SetFaults(edpstandin.Name, sandbox.Faults{}))
-	require.NoError(t, c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), "sa-outage", metadata("azure")))
+	require.NoError(t, c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), "sa-outage", metadata("sa-outage")))
 	assert.Equal(t, 1, e.st.Snapshot().CreatesByTenant[tenantKey("sa-outage")])
 }
 

@@ -30,7 +30,7 @@ func newEnv(t *testing.T, seed uint64) *env {
 		URL:                 base + "/ias",
 		UserID:              "keb",
 		Password:            "s3cret",
-		IdentityProvider:    "idp-corporate",
+		IdentityProvider:    iasstandin.DefaultIdentityProviders[0].Name,
 		Timeout:             2 * time.Second,
 		RetryInitialBackoff: 2 * time.Millisecond,
 		RetryMaxBackoff:     20 * time.Millisecond,
@@ -38,6 +38,18 @@ func newEnv(t *testing.T, seed uint64) *env {
 }
 
 func (e *env) client(t *testing.T) *ias.Client { return sandboxtest.NewClient(t, ias.New, e.cfg) }
+
+// listed returns the service provider of the name as the company lists it.
+func (e *env) listed(t *testing.T, name string) iasstandin.Object {
+	t.Helper()
+	for _, sp := range e.st.Snapshot().ServiceProviders {
+		if sp.Name == name {
+			return sp
+		}
+	}
+	t.Fatalf("no service provider %q", name)
+	return iasstandin.Object{}
+}
 
 func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("APP_IAS_URL", "https://ias.example")
@@ -89,43 +101,40 @@ func TestServiceProviderFlow(t *testing.T) {
 	assert.False(t, ok, "names match exactly")
 
 	uris := []string{"https://grafana.rt-1.example/login/generic_oauth"}
-	configured, err := c.ConfigureOIDC(ctx, sp.ID, uris)
-	require.NoError(t, err)
-	_, err = c.ConfigureOIDC(ctx, sp.ID, uris)
-	require.NoError(t, err, "configuring twice")
-	got, err := c.GetServiceProvider(ctx, sp.ID)
-	require.NoError(t, err)
-	assert.Equal(t, configured, got)
-	assert.Equal(t, ias.SSOTypeOpenIDConnect, got.SSOType)
+	require.NoError(t, c.ConfigureOIDC(ctx, sp.ID, uris))
+	require.NoError(t, c.ConfigureOIDC(ctx, sp.ID, uris), "configuring twice")
+	got := e.listed(t, "rt-1")
+	assert.Equal(t, iasstandin.SSOTypeOpenIDConnect, got.SSOType)
 	assert.Equal(t, uris, got.RedirectURIs)
-	assert.Equal(t, ias.SubjectNameIdentifier, got.SubjectNameIdentifier)
-	assert.Equal(t, ias.AssertionAttributes, got.AssertionAttributes)
-	assert.Equal(t, "idp-corporate", got.DefaultAuthenticatingIDP)
+	assert.Equal(t, ias.SubjectNameIdentifier, got.NameIDAttribute)
+	var attrs []ias.AssertionAttribute
+	for _, a := range got.AssertionAttributes {
+		attrs = append(attrs, ias.AssertionAttribute{AssertionAttribute: a.AssertionAttribute, UserAttribute: a.UserAttribute})
+	}
+	assert.Equal(t, ias.AssertionAttributes, attrs)
+	assert.Equal(t, &iasstandin.DefaultIdentityProviders[0], got.AuthenticatingIdp)
+	assert.Equal(t, "Deny", got.RBAConfig.DefaultAction)
+	assert.Equal(t, []iasstandin.RBARule{{Action: "Allow", Group: "skr-monitoring-admin", GroupType: "Cloud"},
+		{Action: "Allow", Group: "skr-monitoring-viewer", GroupType: "Cloud"}}, got.RBAConfig.RBARules)
 
 	clientID, secret, err := c.GenerateSecret(ctx, sp.ID)
 	require.NoError(t, err)
-	assert.Equal(t, sp.ID, clientID)
+	assert.Equal(t, got.UserForRest, clientID, "the client id is the service provider's userForRest")
 	assert.True(t, e.st.HasSecret(clientID, secret))
 	_, secret2, err := c.GenerateSecret(ctx, sp.ID)
 	require.NoError(t, err)
 	assert.NotEqual(t, secret, secret2, "a new secret on every call")
 	assert.False(t, e.st.HasSecret(clientID, secret), "the new secret replaces the earlier one")
 	assert.True(t, e.st.HasSecret(clientID, secret2))
+	assert.Len(t, e.listed(t, "rt-1").ClientSecrets, 1)
 
-	require.NoError(t, c.DeleteSecrets(ctx, sp.ID))
-	assert.False(t, e.st.HasSecret(clientID, secret))
-	assert.False(t, e.st.HasSecret(clientID, secret2))
 	require.NoError(t, c.DeleteServiceProvider(ctx, sp.ID))
 	require.NoError(t, c.DeleteServiceProvider(ctx, sp.ID), "deleting a missing service provider succeeds")
-	require.NoError(t, c.DeleteSecrets(ctx, sp.ID), "deleting the secrets of a missing service provider succeeds")
-
-	_, err = c.GetServiceProvider(ctx, sp.ID)
-	require.Error(t, err)
-	assert.True(t, ias.IsNotFound(err))
-	assert.False(t, ias.IsTemporary(err))
-	assert.ErrorContains(t, err, fmt.Sprintf("getting IAS service provider %q", sp.ID))
+	assert.False(t, e.st.HasSecret(clientID, secret2))
 	_, _, err = c.GenerateSecret(ctx, sp.ID)
-	assert.True(t, ias.IsNotFound(err))
+	require.Error(t, err)
+	assert.False(t, ias.IsTemporary(err))
+	assert.ErrorContains(t, err, fmt.Sprintf("generating a client secret for IAS service provider %q", sp.ID))
 
 	snap := e.st.Snapshot()
 	assert.Empty(t, snap.ServiceProviders)
@@ -176,9 +185,9 @@ func TestIdentityProviderIsOptional(t *testing.T) {
 	ctx := sandboxtest.Context(t, 10*time.Second)
 	sp, err := c.CreateServiceProvider(ctx, "rt-no-idp")
 	require.NoError(t, err)
-	got, err := c.ConfigureOIDC(ctx, sp.ID, nil)
-	require.NoError(t, err)
-	assert.Empty(t, got.DefaultAuthenticatingIDP)
+	require.NoError(t, c.ConfigureOIDC(ctx, sp.ID, nil))
+	got := e.listed(t, "rt-no-idp")
+	assert.Nil(t, got.AuthenticatingIdp)
 	assert.Empty(t, got.RedirectURIs)
 	assert.Equal(t, ias.SSOTypeOpenIDConnect, got.SSOType)
 }
@@ -214,8 +223,7 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 
 	// the rest of the flow and deletion under the same faults
 	for id := range ids {
-		_, err := c.ConfigureOIDC(ctx, id, []string{"https://x.example/cb"})
-		require.NoError(t, err)
+		require.NoError(t, c.ConfigureOIDC(ctx, id, []string{"https://x.example/cb"}))
 		clientID, secret, err := c.GenerateSecret(ctx, id)
 		require.NoError(t, err)
 		assert.True(t, e.st.HasSecret(clientID, secret))
@@ -226,7 +234,6 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 		assert.Equal(t, 1, sp.Secrets, "exactly one valid secret for %s", sp.Name)
 	}
 	for id := range ids {
-		require.NoError(t, c.DeleteSecrets(ctx, id))
 		require.NoError(t, c.DeleteServiceProvider(ctx, id))
 	}
 	snap = e.st.Snapshot()
@@ -243,7 +250,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	sp, err := c.CreateServiceProvider(ctx, "rt-4xx")
 	require.NoError(t, err)
 
-	_, err = c.ConfigureOIDC(ctx, sp.ID, []string{"not a url"})
+	err = c.ConfigureOIDC(ctx, sp.ID, []string{"not a url"})
 	require.Error(t, err)
 	assert.False(t, ias.IsTemporary(err))
 	var ie *ias.Error
@@ -253,10 +260,10 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	assert.ErrorContains(t, err, fmt.Sprintf("configuring OpenID Connect for IAS service provider %q", sp.ID))
 	assert.ErrorContains(t, err, "is not an absolute http(s) URL")
 	snap := e.st.Snapshot()
-	assert.Equal(t, 1, snap.Calls["update"])
-	assert.Zero(t, snap.Calls["rba"], "nothing after a failed update")
+	assert.Equal(t, 1, snap.Calls["configure"])
+	assert.Zero(t, snap.Calls["rba"], "nothing after a failed configuration")
 
-	_, err = c.ConfigureOIDC(ctx, "missing", nil)
+	err = c.ConfigureOIDC(ctx, "missing", nil)
 	assert.True(t, ias.IsNotFound(err))
 	assert.False(t, ias.IsTemporary(err))
 	require.ErrorAs(t, err, &ie)

@@ -33,8 +33,7 @@ func createServiceProvider(t *testing.T, e *env) instance.Resources {
 	require.NoError(t, err)
 	clientID, _, err := ias.GenerateSecret(testCtx(t), sp.ID)
 	require.NoError(t, err)
-	_, err = ias.ConfigureOIDC(testCtx(t), sp.ID, []string{"https://console.example/oauth/callback"})
-	require.NoError(t, err)
+	require.NoError(t, ias.ConfigureOIDC(testCtx(t), sp.ID, []string{"https://console.example/oauth/callback"}))
 	return instance.Resources{IASServiceProviderID: sp.ID, IASClientID: clientID, IASOIDCConfigured: true}
 }
 

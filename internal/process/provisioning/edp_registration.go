@@ -2,8 +2,10 @@ package provisioning
 
 import (
 	"context"
+	"strings"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/edp"
 	"github.com/sirupsen/logrus"
 )
 
@@ -14,20 +16,21 @@ func (EDPRegistration) Name() string { return "EDP_Registration" }
 
 // EDP metadata keys of a runtime.
 const (
-	EDPEnvironmentKey = "maasConsumerEnvironment"
-	EDPRegionKey      = "maasConsumerRegion"
-	EDPSubAccountKey  = "maasConsumerSubAccount"
-	EDPServicePlanKey = "maasConsumerServicePlan"
+	EDPEnvironmentKey = edp.MaasConsumerEnvironmentKey
+	EDPRegionKey      = edp.MaasConsumerRegionKey
+	EDPSubAccountKey  = edp.MaasConsumerSubAccountKey
+	EDPServicePlanKey = edp.MaasConsumerServicePlanKey
 )
 
 func (s EDPRegistration) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
 	if op.Data.Resources.EDPSubAccountID != "" {
 		return op, 0, nil
 	}
-	sub := op.Data.Context.SubAccountID
+	// EDP knows a subaccount by its lower-case id; deregistration uses the one kept here.
+	sub := strings.ToLower(op.Data.Context.SubAccountID)
 	err := s.Systems.EDP.RegisterRuntime(ctx, sub, map[string]string{
-		EDPEnvironmentKey: s.Systems.EDPEnvironment, EDPRegionKey: op.Data.PlatformRegion,
-		EDPSubAccountKey: sub, EDPServicePlanKey: op.Data.PlanName,
+		EDPEnvironmentKey: edp.ConsumerEnvironment(op.Data.PlatformRegion), EDPRegionKey: op.Data.PlatformRegion,
+		EDPSubAccountKey: sub, EDPServicePlanKey: edp.ConsumerServicePlan(op.Data.PlanName),
 	})
 	if err != nil {
 		wait, err := s.Systems.Retry(&op, "EDP", "registering the runtime", err, s.PollInterval)

@@ -38,10 +38,10 @@ func TestEDPRegistration_RegistersTheSubaccount(t *testing.T) {
 	assert.Equal(t, testSA, dt.Name, "the data tenant is the subaccount")
 	assert.Equal(t, e.deps.Systems.EDPEnvironment, dt.Environment)
 	assert.Equal(t, map[string]string{
-		provisioning.EDPEnvironmentKey: e.deps.Systems.EDPEnvironment,
+		provisioning.EDPEnvironmentKey: "CF",
 		provisioning.EDPRegionKey:      "cf-eu10",
 		provisioning.EDPSubAccountKey:  testSA,
-		provisioning.EDPServicePlanKey: "azure",
+		provisioning.EDPServicePlanKey: "standard",
 	}, dt.Metadata)
 	assert.Equal(t, 1, objs.CreatesByTenant[dataTenantKey(e)])
 }
@@ -117,4 +117,36 @@ func TestEDPRegistration_DeadEDPCostsNoRequests(t *testing.T) {
 		t.Logf("run %d with the breaker open: %s", i+3, time.Since(start))
 	}
 	assert.Equal(t, sent, requests(), "no request while the breaker is open")
+}
+
+// maasConsumerEnvironment follows the platform region and maasConsumerServicePlan the plan, in
+// EDP's values; the data tenant is the lower-case subaccount.
+func TestEDPRegistration_MetadataValues(t *testing.T) {
+	for _, tc := range []struct {
+		plan, platformRegion, env, servicePlan string
+	}{
+		{"azure", "cf-eu10", "CF", "standard"},
+		{"aws", "k8s-eu20", "KUBERNETES", "standard"},
+		{"free", "neo-eu1", "NEO", "free"},
+		{"azure_lite", "cf-us10", "CF", "tdd"},
+		{"gcp", "eu-west", "CF", "standard"},
+	} {
+		t.Run(tc.plan+"/"+tc.platformRegion, func(t *testing.T) {
+			e := newSystemsEnv(t, standins.Options{})
+			data := provData(tc.plan, "westeurope")
+			data.PlatformRegion = tc.platformRegion
+			data.Context.SubAccountID = "SA-Upper"
+			out := e.mustRun(t, edpStep(e), newOp(data), t0)
+			assert.Equal(t, "sa-upper", out.Data.Resources.EDPSubAccountID)
+			objs := objects[edpstandin.Objects](t, e, "edp")
+			require.Len(t, objs.DataTenants, 1)
+			assert.Equal(t, "sa-upper", objs.DataTenants[0].Name)
+			assert.Equal(t, map[string]string{
+				provisioning.EDPEnvironmentKey: tc.env,
+				provisioning.EDPRegionKey:      tc.platformRegion,
+				provisioning.EDPSubAccountKey:  "sa-upper",
+				provisioning.EDPServicePlanKey: tc.servicePlan,
+			}, objs.DataTenants[0].Metadata)
+		})
+	}
 }

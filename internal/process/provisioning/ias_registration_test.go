@@ -60,13 +60,13 @@ func TestIASRegistration_RegistersAndGivesGrafanaTheClient(t *testing.T) {
 
 	sp := serviceProvider(t, objects[iasstandin.Objects](t, e, "ias"))
 	assert.Equal(t, sp.ID, out.Data.Resources.IASServiceProviderID)
-	assert.Equal(t, sp.ID, out.Data.Resources.IASClientID, "the OIDC client ID is the service provider's ID")
+	assert.Equal(t, sp.UserForRest, out.Data.Resources.IASClientID, "the OIDC client ID is the service provider's userForRest")
 	assert.Equal(t, 1, sp.Secrets, "one client secret")
 	assert.Empty(t, out.LastError)
 
 	// Grafana gets the client ID in clear and the secret through the encrypted secrets.
 	assert.Equal(t, []overrides.Entry{
-		{Key: provisioning.GrafanaClientIDKey, Value: sp.ID},
+		{Key: provisioning.GrafanaClientIDKey, Value: sp.UserForRest},
 		{Key: provisioning.GrafanaClientSecretK, Secret: true},
 	}, out.Data.Overrides[provisioning.MonitoringComponent])
 	secret := out.Secrets[overrides.SecretKey(provisioning.MonitoringComponent, provisioning.GrafanaClientSecretK)]
@@ -97,14 +97,15 @@ func TestIASRegistration_Idempotent(t *testing.T) {
 	assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "exactly one client secret")
 }
 
-// A registration costs the look-up by name, the creation and the first secret: nothing is read
-// back, and a service provider just created has no secret to revoke.
+// A registration costs the look-up by display name, the creation, the look-up that finds the
+// created one (IAS answers a creation without its id) and the first secret: a service provider just
+// created has no secret to revoke.
 func TestIASRegistration_Requests(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	registerIAS(t, e, newOp(provData("azure", "westeurope")))
 	st, err := e.sb.Sandbox.Stats("ias")
 	require.NoError(t, err)
-	assert.Equal(t, 3, st.Requests)
+	assert.Equal(t, 4, st.Requests)
 }
 
 // A crash after IAS generated a secret but before the operation kept it, and answers lost on the way,
@@ -168,7 +169,7 @@ func TestIASRegistration_LostAnswersInTheCreatingRun(t *testing.T) {
 		objs := objects[iasstandin.Objects](t, e, "ias")
 		assert.Equal(t, 1, objs.CreatesByName[spName], "seed %d: exactly one service provider", seed)
 		assert.Equal(t, 1, serviceProvider(t, objs).Secrets, "seed %d: exactly one valid client secret", seed)
-		assert.Equal(t, serviceProvider(t, objs).ID, out.Data.Resources.IASClientID)
+		assert.Equal(t, serviceProvider(t, objs).UserForRest, out.Data.Resources.IASClientID)
 		st, err := e.sb.Sandbox.Stats("ias")
 		require.NoError(t, err)
 		lostAnswers += st.LostResponses
@@ -195,7 +196,7 @@ func TestIASRegistration_DownRetriesThenFails(t *testing.T) {
 		// Back within the window, the same service provider gets its secret.
 		e.up(t, "ias")
 		out = e.mustRun(t, iasRegistrationStep(e), out, t0.Add(testPoll))
-		assert.Equal(t, registered.Data.Resources.IASServiceProviderID, out.Data.Resources.IASClientID)
+		assert.Equal(t, serviceProvider(t, objects[iasstandin.Objects](t, e, "ias")).UserForRest, out.Data.Resources.IASClientID)
 		assert.Empty(t, out.LastError)
 		assert.Equal(t, 1, serviceProvider(t, objects[iasstandin.Objects](t, e, "ias")).Secrets)
 	})

@@ -19,7 +19,7 @@ func (s IASType) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (Op, time
 	if res.IASOIDCConfigured || res.IASServiceProviderID == "" {
 		return op, 0, nil
 	}
-	if _, err := s.Systems.IAS.ConfigureOIDC(ctx, res.IASServiceProviderID, []string{GrafanaRedirectURI(op.Data.ShootDomain, s.Defaults.DashboardURL)}); err != nil {
+	if err := s.Systems.IAS.ConfigureOIDC(ctx, res.IASServiceProviderID, []string{GrafanaRedirectURI(op.Data.ShootDomain, s.Defaults.DashboardURL)}); err != nil {
 		wait, err := s.Systems.Retry(&op, "IAS", "configuring OIDC", err, s.PollInterval)
 		return op, wait, err
 	}

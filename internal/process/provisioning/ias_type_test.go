@@ -38,7 +38,7 @@ func TestIASType_MakesItAnOIDCApplication(t *testing.T) {
 	sp := serviceProvider(t, objects[iasstandin.Objects](t, e, "ias"))
 	assert.Equal(t, ias.SSOTypeOpenIDConnect, sp.SSOType)
 	assert.Equal(t, []string{"https://grafana.c-1a2b3c.kyma.example/login/generic_oauth"}, sp.RedirectURIs)
-	assert.Equal(t, ias.SubjectNameIdentifier, sp.SubjectNameIdentifier)
+	assert.Equal(t, ias.SubjectNameIdentifier, sp.NameIDAttribute)
 	assert.Equal(t, 1, sp.Secrets, "the client secret is kept")
 }
 

@@ -45,7 +45,7 @@ type IAS interface {
 	CreateServiceProvider(ctx context.Context, name string) (*ias.ServiceProvider, error)
 	GenerateSecret(ctx context.Context, id string) (clientID, clientSecret string, err error)
 	GenerateFirstSecret(ctx context.Context, id string) (clientID, clientSecret string, err error)
-	ConfigureOIDC(ctx context.Context, id string, redirectURIs []string) (*ias.ServiceProvider, error)
+	ConfigureOIDC(ctx context.Context, id string, redirectURIs []string) error
 	DeleteServiceProvider(ctx context.Context, id string) error
 }
 
@@ -95,7 +95,7 @@ type Systems struct {
 	AVSSettings AVSSettings
 	IAS         IAS
 	EDP         EDP
-	// EDPEnvironment names the landscape in EDP metadata.
+	// EDPEnvironment is the environment of the runtimes' data tenants (APP_EDP_ENVIRONMENT).
 	EDPEnvironment string
 	ServiceManager ServiceManager
 	EventHubs      eventhubs.Namespaces

@@ -1,6 +1,11 @@
-// Package edp is the sandbox stand-in for SAP's Event Data Platform (EDP) as the broker uses it: an
-// OAuth2 client-credentials token endpoint and the data tenant API of a namespace, where a runtime is
-// registered as the data tenant <subaccount ID>/<environment> with string metadata (plan, region, ...).
+// Package edpstandin is the sandbox stand-in for SAP's Event Data Platform (EDP) as the broker calls
+// it (internal/clients/edp/testdata/contract.json): an OAuth2 client-credentials token endpoint that
+// requires the scopes edp-namespace.read and edp-namespace.update, and the data tenant API of a
+// namespace, where a runtime is registered as the data tenant <subaccount ID>/<environment> with its
+// secret and string metadata (maasConsumerEnvironment, maasConsumerServicePlan, ...). It rejects what
+// EDP would not take from the broker: another content type, a tenant without its secret, unknown
+// fields, unknown maasConsumerEnvironment and maasConsumerServicePlan values, an existing metadata key
+// (409).
 // It keeps its state in a durable.Store (one row per data tenant and counter) and counts calls per
 // data tenant and creations per data tenant, so tests can see duplicates.
 package edpstandin
@@ -9,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"sort"
 	"strings"
@@ -46,6 +52,21 @@ type MetadataItem struct {
 type dataTenantRequest struct {
 	Name        string `json:"name"`
 	Environment string `json:"environment"`
+	Secret      string `json:"secret"`
+}
+
+// Scopes are the scopes a token request must ask for.
+var Scopes = []string{"edp-namespace.read", "edp-namespace.update"}
+
+// The metadata keys whose values the stand-in checks, and their values.
+const (
+	KeyConsumerEnvironment = "maasConsumerEnvironment"
+	KeyConsumerServicePlan = "maasConsumerServicePlan"
+)
+
+var metadataValues = map[string]map[string]bool{
+	KeyConsumerEnvironment: {"CF": true, "KUBERNETES": true, "NEO": true},
+	KeyConsumerServicePlan: {"free": true, "tdd": true, "standard": true},
 }
 
 // metadataRequest is the body of POST .../dataTenants/{name}/{environment}/metadata.
@@ -93,6 +114,22 @@ type Objects struct {
 // tenant is a data tenant with its metadata and calls as the stand-in keeps it; it is also its
 // row in the store.
 type tenant = Object
+
+// decodeJSON decodes the JSON body of r into v, refusing other content types (415) and unknown
+// fields; it answers the refusal itself and returns false then.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		sandbox.WriteJSON(w, http.StatusUnsupportedMediaType, apiError{Message: fmt.Sprintf("content type %q: the body must be application/json", r.Header.Get("Content-Type"))})
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + err.Error()})
+		return false
+	}
+	return true
+}
 
 // The kinds of rows in the store.
 const (
@@ -153,7 +190,7 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 		return nil, err
 	}
 	m := http.NewServeMux()
-	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
+	m.HandleFunc("POST /oauth/token", s.handleToken)
 	const base = "/namespaces/{namespace}/dataTenants"
 	const one = base + "/{name}/{environment}"
 	m.HandleFunc("POST "+base, s.issuer.Protect(s.handleCreate))
@@ -265,21 +302,43 @@ func (s *StandIn) lookup(w http.ResponseWriter, r *http.Request, op string) (*te
 	return t, true
 }
 
+// handleToken serves tokens to requests for the scopes the broker's namespace client has.
+func (s *StandIn) handleToken(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
+	if err := r.ParseForm(); err == nil {
+		asked := map[string]bool{}
+		for _, sc := range strings.Fields(r.PostForm.Get("scope")) {
+			asked[sc] = true
+		}
+		for _, want := range Scopes {
+			if !asked[want] {
+				s.countEvents("invalid_scope")
+				sandbox.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_scope",
+					"error_description": fmt.Sprintf("the token request must ask for the scopes %s", strings.Join(Scopes, " "))})
+				return
+			}
+		}
+	}
+	s.issuer.ServeToken(w, r)
+}
+
 func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
+	s.countEvents("create")
 	var req dataTenantRequest
-	decodeErr := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req)
+	if !decodeJSON(w, r, &req) {
+		return
+	}
 	ns := r.PathValue("namespace")
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.totals.Inc("create")
 	switch {
-	case decodeErr != nil:
-		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + decodeErr.Error()})
-		return
 	case !s.namespaceExists(w, ns):
 		return
 	case strings.TrimSpace(req.Name) == "" || strings.TrimSpace(req.Environment) == "":
 		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "name and environment are required"})
+		return
+	case req.Secret == "":
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "secret is required"})
 		return
 	case strings.Contains(req.Name, "/") || strings.Contains(req.Environment, "/"):
 		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "name and environment must not contain '/'"})
@@ -328,7 +387,10 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 
 func (s *StandIn) handleSetMetadata(w http.ResponseWriter, r *http.Request) {
 	var req metadataRequest
-	decodeErr := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req)
+	if !decodeJSON(w, r, &req) {
+		s.countEvents("metadata.set")
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.lookup(w, r, "metadata.set")
@@ -336,9 +398,6 @@ func (s *StandIn) handleSetMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case decodeErr != nil:
-		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "invalid JSON: " + decodeErr.Error()})
-		return
 	case strings.TrimSpace(req.Key) == "":
 		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "key is required"})
 		return
@@ -346,12 +405,16 @@ func (s *StandIn) handleSetMetadata(w http.ResponseWriter, r *http.Request) {
 		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "key must not contain '/'"})
 		return
 	}
-	status := http.StatusCreated
+	if allowed, checked := metadataValues[req.Key]; checked && !allowed[req.Value] {
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("%s %q is not one of the known values", req.Key, req.Value)})
+		return
+	}
 	if _, exists := t.Metadata[req.Key]; exists {
-		status = http.StatusOK
+		sandbox.WriteJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("metadata %q already exists", req.Key)})
+		return
 	}
 	t.Metadata[req.Key] = req.Value
-	sandbox.WriteJSON(w, status, MetadataItem{DataTenant: t.DataTenant, Key: req.Key, Value: req.Value})
+	sandbox.WriteJSON(w, http.StatusCreated, MetadataItem{DataTenant: t.DataTenant, Key: req.Key, Value: req.Value})
 }
 
 func (s *StandIn) handleListMetadata(w http.ResponseWriter, r *http.Request) {

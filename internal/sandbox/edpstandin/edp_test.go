@@ -20,6 +20,9 @@ import (
 
 const base = "/edp/namespaces/kyma/dataTenants"
 
+// scope is what the broker's token requests ask for.
+const scope = "edp-namespace.read edp-namespace.update"
+
 type env struct {
 	t     *testing.T
 	st    *edpstandin.StandIn
@@ -44,7 +47,7 @@ func serve(t *testing.T, clock *sandboxtest.Clock, st *edpstandin.StandIn) *env 
 	t.Helper()
 	e := &env{t: t, clock: clock, st: st}
 	e.sb, e.url = sandboxtest.Serve(t, sandbox.Options{}, e.st)
-	tok := sandboxtest.Token(t, e.url+"/edp/oauth/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}})
+	tok := sandboxtest.Token(t, e.url+"/edp/oauth/token", url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"secret"}, "scope": {scope}})
 	assert.Equal(t, "bearer", tok.TokenType)
 	assert.Equal(t, 60, tok.ExpiresIn)
 	e.token = tok.AccessToken
@@ -62,12 +65,20 @@ func (e *env) api(method, path, body string) (int, string) {
 
 func TestTokenEndpoint(t *testing.T) {
 	e := newEnv(t)
-	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}}, "id", "secret")
+	code, body := e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "scope": {scope}}, "id", "secret")
 	assert.Equal(t, http.StatusOK, code, "credentials in a basic auth header: %s", body)
-	code, body = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"wrong"}})
+	code, body = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "scope": {"edp-namespace.update edp-namespace.read openid"}}, "id", "secret")
+	assert.Equal(t, http.StatusOK, code, "the scopes in any order, with others: %s", body)
+	for _, sc := range []string{"", "edp-namespace.read", "edp-namespace.update"} {
+		code, body = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "scope": {sc}}, "id", "secret")
+		assert.Equal(t, http.StatusBadRequest, code, "scope %q", sc)
+		assert.Contains(t, body, "invalid_scope")
+	}
+	assert.Equal(t, 3, e.st.Snapshot().Calls["invalid_scope"])
+	code, body = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}, "client_id": {"id"}, "client_secret": {"wrong"}, "scope": {scope}})
 	assert.Equal(t, http.StatusUnauthorized, code)
 	assert.Contains(t, body, "invalid_client")
-	code, body = e.tokenRequest(url.Values{"grant_type": {"password"}}, "id", "secret")
+	code, body = e.tokenRequest(url.Values{"grant_type": {"password"}, "scope": {scope}}, "id", "secret")
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body, "unsupported_grant_type")
 	assert.Equal(t, 1, e.st.Snapshot().Calls["token.rejected"])
@@ -76,7 +87,7 @@ func TestTokenEndpoint(t *testing.T) {
 func TestAPIRequiresBearerToken(t *testing.T) {
 	e := newEnv(t)
 	for _, auth := range []string{"", "Bearer nope", "Basic " + e.token} {
-		req := sandboxtest.Request(t, http.MethodPost, e.url+base, `{"name":"sa","environment":"prod"}`)
+		req := sandboxtest.Request(t, http.MethodPost, e.url+base, `{"name":"sa","environment":"prod","secret":"c2VjcmV0"}`)
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
@@ -85,23 +96,23 @@ func TestAPIRequiresBearerToken(t *testing.T) {
 	}
 	assert.Empty(t, e.st.Snapshot().DataTenants)
 	e.clock.Advance(2 * time.Minute)
-	code, _ := e.api(http.MethodPost, base, `{"name":"sa","environment":"prod"}`)
+	code, _ := e.api(http.MethodPost, base, `{"name":"sa","environment":"prod","secret":"c2VjcmV0"}`)
 	assert.Equal(t, http.StatusUnauthorized, code, "expired token")
 	assert.Equal(t, 4, e.st.Snapshot().Calls["unauthorized"])
 }
 
 func TestDataTenantLifecycle(t *testing.T) {
 	e := newEnv(t)
-	code, body := e.api(http.MethodPost, base, `{"name":"sa-1","environment":"prod"}`)
+	code, body := e.api(http.MethodPost, base, `{"name":"sa-1","environment":"prod","secret":"c2VjcmV0"}`)
 	require.Equal(t, http.StatusCreated, code, body)
 	var dt edpstandin.DataTenant
 	require.NoError(t, json.Unmarshal([]byte(body), &dt))
 	assert.Equal(t, edpstandin.DataTenant{Namespace: edpstandin.Namespace{Name: "kyma"}, Name: "sa-1", Environment: "prod",
 		CreatedAt: e.clock.Now().UnixMilli()}, dt)
 
-	code, body = e.api(http.MethodPost, base, `{"name":"sa-1","environment":"prod"}`)
+	code, body = e.api(http.MethodPost, base, `{"name":"sa-1","environment":"prod","secret":"c2VjcmV0"}`)
 	assert.Equal(t, http.StatusConflict, code, body)
-	code, _ = e.api(http.MethodPost, base, `{"name":"sa-1","environment":"dev"}`)
+	code, _ = e.api(http.MethodPost, base, `{"name":"sa-1","environment":"dev","secret":"c2VjcmV0"}`)
 	assert.Equal(t, http.StatusCreated, code, "another environment is another data tenant")
 
 	code, body = e.api(http.MethodGet, base+"/sa-1/prod", "")
@@ -110,21 +121,21 @@ func TestDataTenantLifecycle(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
 	assert.Equal(t, dt, got)
 
-	// metadata: upsert, list, delete
+	// metadata: create, 409 for an existing key, list, delete
 	code, body = e.api(http.MethodPost, base+"/sa-1/prod/metadata", `{"key":"plan","value":"azure"}`)
 	require.Equal(t, http.StatusCreated, code, body)
 	var item edpstandin.MetadataItem
 	require.NoError(t, json.Unmarshal([]byte(body), &item))
 	assert.Equal(t, edpstandin.MetadataItem{DataTenant: dt, Key: "plan", Value: "azure"}, item)
 	code, _ = e.api(http.MethodPost, base+"/sa-1/prod/metadata", `{"key":"plan","value":"aws"}`)
-	assert.Equal(t, http.StatusOK, code, "an update")
+	assert.Equal(t, http.StatusConflict, code, "an existing key")
 	code, _ = e.api(http.MethodPost, base+"/sa-1/prod/metadata", `{"key":"region","value":"westeurope"}`)
 	assert.Equal(t, http.StatusCreated, code)
 	code, body = e.api(http.MethodGet, base+"/sa-1/prod/metadata", "")
 	require.Equal(t, http.StatusOK, code)
 	var items []edpstandin.MetadataItem
 	require.NoError(t, json.Unmarshal([]byte(body), &items))
-	assert.Equal(t, []edpstandin.MetadataItem{{DataTenant: dt, Key: "plan", Value: "aws"}, {DataTenant: dt, Key: "region", Value: "westeurope"}}, items)
+	assert.Equal(t, []edpstandin.MetadataItem{{DataTenant: dt, Key: "plan", Value: "azure"}, {DataTenant: dt, Key: "region", Value: "westeurope"}}, items)
 	code, _ = e.api(http.MethodDelete, base+"/sa-1/prod/metadata/plan", "")
 	assert.Equal(t, http.StatusNoContent, code)
 	code, _ = e.api(http.MethodDelete, base+"/sa-1/prod/metadata/plan", "")
@@ -158,17 +169,17 @@ func TestDataTenantLifecycle(t *testing.T) {
 
 func TestValidationAndNamespaces(t *testing.T) {
 	e := newEnv(t)
-	for _, body := range []string{`{"environment":"prod"}`, `{"name":"sa"}`, `{"name":" ","environment":"prod"}`,
-		`{"name":"a/b","environment":"prod"}`, `{"name":`} {
+	for _, body := range []string{`{"environment":"prod","secret":"c2VjcmV0"}`, `{"name":"sa"}`, `{"name":" ","environment":"prod","secret":"c2VjcmV0"}`,
+		`{"name":"a/b","environment":"prod","secret":"c2VjcmV0"}`, `{"name":`} {
 		code, resp := e.api(http.MethodPost, base, body)
 		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", body, resp)
 	}
-	code, _ := e.api(http.MethodPost, "/edp/namespaces/other/dataTenants", `{"name":"sa","environment":"prod"}`)
+	code, _ := e.api(http.MethodPost, "/edp/namespaces/other/dataTenants", `{"name":"sa","environment":"prod","secret":"c2VjcmV0"}`)
 	assert.Equal(t, http.StatusNotFound, code, "unknown namespace")
 	code, _ = e.api(http.MethodGet, "/edp/namespaces/other/dataTenants/sa/prod", "")
 	assert.Equal(t, http.StatusNotFound, code)
 
-	code, _ = e.api(http.MethodPost, base, `{"name":"sa","environment":"prod"}`)
+	code, _ = e.api(http.MethodPost, base, `{"name":"sa","environment":"prod","secret":"c2VjcmV0"}`)
 	require.Equal(t, http.StatusCreated, code)
 	for _, body := range []string{`{"value":"x"}`, `{"key":"a/b","value":"x"}`, `{"key":`} {
 		code, resp := e.api(http.MethodPost, base+"/sa/prod/metadata", body)
@@ -182,7 +193,7 @@ func TestValidationAndNamespaces(t *testing.T) {
 	// without configured namespaces every namespace exists
 	open := edpstandin.New(edpstandin.Options{ClientID: "id", ClientSecret: "secret"})
 	rec := httptest.NewRecorder()
-	tokReq := httptest.NewRequest(http.MethodPost, "/oauth/token", strings.NewReader("grant_type=client_credentials"))
+	tokReq := httptest.NewRequest(http.MethodPost, "/oauth/token", strings.NewReader("grant_type=client_credentials&scope="+url.QueryEscape(scope)))
 	tokReq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	tokReq.SetBasicAuth("id", "secret")
 	open.ServeHTTP(rec, tokReq)
@@ -192,15 +203,70 @@ func TestValidationAndNamespaces(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &tok))
 	rec = httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodPost, "/namespaces/anything/dataTenants", strings.NewReader(`{"name":"sa","environment":"prod"}`))
+	req := httptest.NewRequest(http.MethodPost, "/namespaces/anything/dataTenants", strings.NewReader(`{"name":"sa","environment":"prod","secret":"c2VjcmV0"}`))
 	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	req.Header.Set("Content-Type", "application/json")
 	open.ServeHTTP(rec, req)
 	assert.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
 }
 
+// What EDP does not take from the broker: another content type, a data tenant without its secret,
+// unknown fields, values of maasConsumerEnvironment and maasConsumerServicePlan other than EDP's.
+func TestRejectsWhatEDPRejects(t *testing.T) {
+	e := newEnv(t)
+	send := func(path, contentType, body string) (int, string) {
+		req := sandboxtest.APIRequest(t, http.MethodPost, e.url+path, e.token, body)
+		req.Header.Set("Content-Type", contentType)
+		return sandboxtest.Do(t, req)
+	}
+	for _, tc := range []struct {
+		name, contentType, body string
+		code                    int
+	}{
+		{"no secret", "application/json", `{"name":"sa","environment":"prod"}`, http.StatusBadRequest},
+		{"an empty secret", "application/json", `{"name":"sa","environment":"prod","secret":""}`, http.StatusBadRequest},
+		{"an unknown field", "application/json", `{"name":"sa","environment":"prod","secret":"x","namespace":"kyma"}`, http.StatusBadRequest},
+		{"a form", "application/x-www-form-urlencoded", "name=sa&environment=prod&secret=x", http.StatusUnsupportedMediaType},
+		{"text", "text/plain", `{"name":"sa","environment":"prod","secret":"x"}`, http.StatusUnsupportedMediaType},
+	} {
+		code, body := send(base, tc.contentType, tc.body)
+		assert.Equal(t, tc.code, code, "%s: %s", tc.name, body)
+	}
+	assert.Empty(t, e.st.Snapshot().DataTenants)
+
+	code, body := send(base, "application/json", `{"name":"sa","environment":"prod","secret":"x"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	for _, tc := range []struct {
+		name, contentType, body string
+		code                    int
+	}{
+		{"the landscape as environment", "application/json", `{"key":"maasConsumerEnvironment","value":"prod"}`, http.StatusBadRequest},
+		{"a lower case environment", "application/json", `{"key":"maasConsumerEnvironment","value":"cf"}`, http.StatusBadRequest},
+		{"the plan name as service plan", "application/json", `{"key":"maasConsumerServicePlan","value":"azure"}`, http.StatusBadRequest},
+		{"an unknown field", "application/json", `{"key":"maasConsumerRegion","value":"cf-eu10","tenant":"sa"}`, http.StatusBadRequest},
+		{"text", "text/plain", `{"key":"maasConsumerRegion","value":"cf-eu10"}`, http.StatusUnsupportedMediaType},
+	} {
+		code, body := send(base+"/sa/prod/metadata", tc.contentType, tc.body)
+		assert.Equal(t, tc.code, code, "%s: %s", tc.name, body)
+	}
+	assert.Empty(t, e.st.Snapshot().DataTenants[0].Metadata)
+	for _, v := range []string{"CF", "KUBERNETES", "NEO"} {
+		code, body := send(base+"/sa/prod/metadata", "application/json", `{"key":"maasConsumerEnvironment","value":"`+v+`"}`)
+		assert.Equal(t, http.StatusCreated, code, body)
+		code, _ = e.api(http.MethodDelete, base+"/sa/prod/metadata/maasConsumerEnvironment", "")
+		require.Equal(t, http.StatusNoContent, code)
+	}
+	for _, v := range []string{"free", "tdd", "standard"} {
+		code, body := send(base+"/sa/prod/metadata", "application/json", `{"key":"maasConsumerServicePlan","value":"`+v+`"}`)
+		assert.Equal(t, http.StatusCreated, code, body)
+		code, _ = e.api(http.MethodDelete, base+"/sa/prod/metadata/maasConsumerServicePlan", "")
+		require.Equal(t, http.StatusNoContent, code)
+	}
+}
+
 func TestObjectsEndpointAndReset(t *testing.T) {
 	e := newEnv(t)
-	code, _ := e.api(http.MethodPost, base, `{"name":"sa","environment":"prod"}`)
+	code, _ := e.api(http.MethodPost, base, `{"name":"sa","environment":"prod","secret":"c2VjcmV0"}`)
 	require.Equal(t, http.StatusCreated, code)
 	code, _ = e.api(http.MethodPost, base+"/sa/prod/metadata", `{"key":"serviceID","value":"47c9dcbf"}`)
 	require.Equal(t, http.StatusCreated, code)
@@ -227,7 +293,7 @@ func TestFaultedCallsCreateNothing(t *testing.T) {
 	e := newEnv(t)
 	require.NoError(t, e.sb.SetFaults(edpstandin.Name, sandbox.Faults{ErrorRate: 1}))
 	for range 10 {
-		code, _ := e.api(http.MethodPost, base, `{"name":"sa","environment":"prod"}`)
+		code, _ := e.api(http.MethodPost, base, `{"name":"sa","environment":"prod","secret":"c2VjcmV0"}`)
 		assert.Contains(t, []int{500, 503}, code)
 	}
 	snap := e.st.Snapshot()
@@ -245,7 +311,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 	}
 	e := serve(t, clock, sandboxtest.Open(t, open, store))
 	for _, name := range []string{"sub-1", "sub-2"} {
-		code, body := e.api(http.MethodPost, base, `{"name":"`+name+`","environment":"kyma"}`)
+		code, body := e.api(http.MethodPost, base, `{"name":"`+name+`","environment":"kyma","secret":"c2VjcmV0"}`)
 		require.Equal(t, http.StatusCreated, code, body)
 	}
 	code, body := e.api(http.MethodPost, base+"/sub-1/kyma/metadata", `{"key":"plan","value":"azure"}`)
@@ -265,7 +331,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &md))
 	require.Len(t, md, 1)
 	assert.Equal(t, "azure", md[0].Value)
-	code, _ = e2.api(http.MethodPost, base, `{"name":"sub-1","environment":"kyma"}`)
+	code, _ = e2.api(http.MethodPost, base, `{"name":"sub-1","environment":"kyma","secret":"c2VjcmV0"}`)
 	assert.Equal(t, http.StatusConflict, code, "the data tenant still exists")
 	code, _ = e2.api(http.MethodGet, base+"/sub-2/kyma", "")
 	assert.Equal(t, http.StatusNotFound, code, "a deleted data tenant stays deleted")
