@@ -236,5 +236,5 @@ func TestUpgradeDuringDeprovisioningChurn(t *testing.T) {
 	assert.Equal(t, n/2, st.OperationStats[dto.Succeeded])
 
 	r := b2.Put("/orchestrations/"+id+"/retry", nil)
-	assert.Equal(t, http.StatusBadRequest, r.Status, "nothing to retry: skipped rows are not retried: %s", r)
+	assert.Equal(t, http.StatusConflict, r.Status, "a succeeded orchestration (skips included) has nothing to retry: %s", r)
 }
