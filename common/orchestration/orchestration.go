@@ -13,10 +13,17 @@ const (
 	Succeeded  = "succeeded"
 	Failed     = "failed"
 	Retrying   = "retrying"
+	// Skipped is an operation's state only: its instance was deprovisioned (or its deprovisioning
+	// accepted) before its turn, so it was never started. It is not a failure: an orchestration
+	// whose operations all succeeded or were skipped succeeded.
+	Skipped = "skipped"
 )
 
 // States lists every orchestration state (also the states of its operations, except canceling).
 var States = []string{Pending, InProgress, Canceling, Canceled, Succeeded, Failed, Retrying}
+
+// OperationStates lists every state of an orchestration's operation.
+var OperationStates = []string{Pending, InProgress, Succeeded, Failed, Skipped, Canceled, Retrying}
 
 // Types of orchestrations.
 const (
@@ -103,7 +110,8 @@ type StatusResponse struct {
 	CreatedAt       time.Time  `json:"createdAt"`
 	UpdatedAt       time.Time  `json:"updatedAt"`
 	Parameters      Parameters `json:"parameters"`
-	// OperationStats counts its operations per state (every state present, zeros included).
+	// OperationStats counts its operations per state (every operation state present, zeros
+	// included; skipped counts those whose instance was deprovisioned before their turn).
 	OperationStats map[string]int `json:"operationStats"`
 }
 
@@ -126,8 +134,9 @@ type OperationResponse struct {
 	Region          string `json:"region"`
 	ServicePlanID   string `json:"servicePlanID"`
 	ServicePlanName string `json:"servicePlanName"`
-	// State: pending, in progress, succeeded, failed, canceled, retrying.
-	State       string `json:"state"`
+	// State: pending, in progress, succeeded, failed, skipped, canceled, retrying.
+	State string `json:"state"`
+	// Description: for a skipped operation, why, with the deprovisioning's operation ID.
 	Description string `json:"description"`
 	DryRun      bool   `json:"dryRun,omitempty"`
 	// Attempts: how many times the upgrade was started (retries start it again).
@@ -177,7 +186,7 @@ type OperationDetailResponse struct {
 }
 
 // RetryRequest is the optional body of PUT /orchestrations/{id}/retry: the operations to
-// retry (each must be failed); empty retries every failed operation.
+// retry (each must be failed); empty retries every failed operation (never skipped ones).
 type RetryRequest struct {
 	OperationIDs []string `json:"operationIDs,omitempty"`
 }

@@ -69,7 +69,7 @@ func TestThirtyRuntimesFourWorkers(t *testing.T) {
 	require.Equal(t, dto.Succeeded, st.State, st.Description)
 	t.Logf("30 upgrades with 4 workers: %s from creation to the end (one runtime waited for its update)", st.UpdatedAt.Sub(st.CreatedAt).Round(time.Millisecond))
 	assert.Equal(t, 30, st.OperationStats[dto.Succeeded])
-	assert.Equal(t, "30 succeeded", st.Description)
+	assert.Equal(t, "30 succeeded, 0 skipped", st.Description)
 	ops := ot.Operations(t, b, id)
 	require.Len(t, ops, 30)
 	most := ot.MaxOverlap(t, b.Store, ops)
@@ -205,4 +205,43 @@ func TestRetryRerunsOnlyTheFailed(t *testing.T) {
 		assert.Equal(t, want, ups[op.InstanceID], "instance %s (first try %s)", op.InstanceID, firstTry[op.InstanceID])
 		assert.Equal(t, want, op.Attempts)
 	}
+}
+
+// A deprovisioning accepted while the instance's upgrade runs waits for the upgrade, and the row
+// shows the upgrade's own outcome (not skipped).
+func TestDeprovisioningDuringUpgradeWaits(t *testing.T) {
+	b := bt.Start(t, bt.Options{})
+	ids := ot.Fleet(t, b, 1, 1)
+	// The reconciler down keeps the upgrade running until the deprovisioning is accepted.
+	require.NoError(t, b.Sandbox.SetFaults(reconcilerstandin.Name, sandbox.Faults{OutageUntil: time.Now().Add(time.Hour)}))
+	id := ot.UpgradeKyma(t, b, "2.22.0", 1, map[string]any{"target": "all"})
+	ot.Wait(t, b, id, time.Minute, func(st dto.StatusResponse) bool { return st.OperationStats[dto.InProgress] == 1 }, nil)
+	r := b.Delete(bt.DeprovisionPath(ids[0], bt.AWSPlanID))
+	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
+	dep := r.Operation()
+	require.NoError(t, b.Sandbox.SetFaults(reconcilerstandin.Name, sandbox.Faults{}))
+
+	st := ot.Wait(t, b, id, 2*time.Minute, nil, nil)
+	require.Equal(t, dto.Succeeded, st.State, st.Description)
+	assert.Equal(t, 1, st.OperationStats[dto.Succeeded])
+	assert.Zero(t, st.OperationStats[dto.Skipped])
+	b.WaitSucceeded(ids[0], dep)
+	ops := ot.Operations(t, b, id)
+	require.Len(t, ops, 1)
+	up, err := b.Store.Operations().GetOperation(context.Background(), ops[0].OperationID)
+	require.NoError(t, err)
+	assert.Equal(t, storage.StateSucceeded, up.State)
+	d, err := b.Store.Operations().GetOperation(context.Background(), dep)
+	require.NoError(t, err)
+	// Its initialization step waits for the upgrade; every later step starts after the upgrade ended.
+	later := 0
+	for name, sp := range d.Progress.Steps {
+		if name == "Deprovision_Initialization" {
+			assert.Greater(t, sp.Attempts, 1, "the initialization waited for the upgrade")
+			continue
+		}
+		later++
+		assert.False(t, sp.FirstAttempt.Before(up.UpdatedAt), "step %s (%s) ran after the upgrade ended (%s)", name, sp.FirstAttempt, up.UpdatedAt)
+	}
+	assert.Positive(t, later)
 }

@@ -276,10 +276,8 @@ func (m *Manager) status(ctx context.Context, o storage.Orchestration) (dto.Stat
 		return dto.StatusResponse{}, err
 	}
 	stats := map[string]int{}
-	for _, s := range dto.States {
-		if s != dto.Canceling {
-			stats[s] = counts[s]
-		}
+	for _, s := range dto.OperationStates {
+		stats[s] = counts[s]
 	}
 	out := dto.StatusResponse{OrchestrationID: o.ID, Type: o.Type, State: o.State, Description: o.Description,
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, OperationStats: stats}
@@ -313,7 +311,7 @@ func (m *Manager) List(ctx context.Context, states []string, paging storage.Pagi
 }
 
 // operationStates are the states an orchestration's operation can show.
-var operationStates = []string{dto.Pending, dto.InProgress, dto.Succeeded, dto.Failed, dto.Canceled, dto.Retrying}
+var operationStates = dto.OperationStates
 
 // Operations returns a page of the orchestration's operations.
 func (m *Manager) Operations(ctx context.Context, id string, states []string, paging storage.Paging) (dto.OperationResponseList, error) {

@@ -73,11 +73,12 @@ func TestMaintenanceWindowSchedule(t *testing.T) {
 	assert.Equal(t, dto.InProgress, st.State)
 }
 
-// A runtime deprovisioned after it was selected: its upgrade fails saying why, the others run.
-func TestDeprovisionedRuntimeFails(t *testing.T) {
+// A runtime deprovisioned after it was selected, and one whose deprovisioning was accepted: both
+// are skipped saying why (never started, not failed), the other runs; the orchestration succeeds.
+func TestDeprovisionedRuntimeSkipped(t *testing.T) {
 	ctx := context.Background()
 	store := storagetest.OpenSQLite(t)
-	for _, id := range []string{"i1", "i2"} {
+	for _, id := range []string{"i1", "i2", "i3"} {
 		_, err := store.Instances().InsertInstance(ctx, storage.Instance{InstanceID: id, RuntimeID: "r-" + id, PlanID: "aws-id"})
 		require.NoError(t, err)
 	}
@@ -87,7 +88,7 @@ func TestDeprovisionedRuntimeFails(t *testing.T) {
 	require.NoError(t, err)
 	id, err := m.Create(ctx, dto.UpgradeCluster, dto.Parameters{
 		Targets: dto.TargetSpec{Include: []dto.Target{{PlanName: "aws"}}}, Kubernetes: &dto.KubernetesParameters{KubernetesVersion: "1.32"},
-		Strategy: dto.StrategySpec{Parallel: dto.ParallelSpec{Workers: 2}},
+		Strategy: dto.StrategySpec{Parallel: dto.ParallelSpec{Workers: 3}},
 	})
 	require.NoError(t, err)
 	inst, err := store.Instances().GetInstance(ctx, "i1")
@@ -96,12 +97,44 @@ func TestDeprovisionedRuntimeFails(t *testing.T) {
 	inst.DeletedAt = &now
 	_, err = store.Instances().UpdateInstance(ctx, inst)
 	require.NoError(t, err)
+	dep, err := store.Instances().InsertOperationExclusive(ctx, storage.Operation{ID: "dep-i2", InstanceID: "i2", Type: storage.TypeDeprovision,
+		State: storage.StatePending, DueAt: &now, Deadline: now.Add(time.Hour), Stage: "start", Data: []byte(`{}`)}, []string{storage.TypeDeprovision})
+	require.NoError(t, err)
 
 	require.NoError(t, m.Scheduler().Tick(ctx))
 	ops, err := m.Operations(ctx, id, nil, storage.Paging{})
 	require.NoError(t, err)
-	require.Len(t, ops.Data, 2)
-	assert.Equal(t, dto.Failed, ops.Data[0].State)
-	assert.Equal(t, "the instance was deprovisioned", ops.Data[0].Description)
-	assert.Equal(t, dto.InProgress, ops.Data[1].State)
+	require.Len(t, ops.Data, 3)
+	assert.Equal(t, dto.Skipped, ops.Data[0].State)
+	assert.Equal(t, "skipped: the instance was deprovisioned", ops.Data[0].Description)
+	assert.Equal(t, dto.Skipped, ops.Data[1].State)
+	assert.Contains(t, ops.Data[1].Description, "deprovisioning operation "+dep.ID)
+	assert.Nil(t, ops.Data[1].StartedAt, "never started")
+	assert.Equal(t, dto.InProgress, ops.Data[2].State)
+	for _, i := range []string{"i1", "i2"} {
+		page, err := store.Operations().ListOperations(ctx, storage.OperationFilter{InstanceIDs: []string{i}, Types: []string{dto.UpgradeCluster}})
+		require.NoError(t, err)
+		assert.Zero(t, page.TotalCount, "no upgrade of %s", i)
+	}
+
+	_, err = m.Retry(ctx, id, nil)
+	var bad *BadRequestError
+	assert.ErrorAs(t, err, &bad, "skipped operations are not retried")
+	_, err = m.Retry(ctx, id, []string{ops.Data[1].OperationID})
+	assert.ErrorAs(t, err, &bad, "a skipped operation is not retried even when named")
+
+	up, err := store.Operations().ListOperations(ctx, storage.OperationFilter{InstanceIDs: []string{"i3"}, Types: []string{dto.UpgradeCluster}})
+	require.NoError(t, err)
+	require.Len(t, up.Items, 1)
+	op := up.Items[0]
+	op.State = storage.StateSucceeded
+	_, err = store.Operations().UpdateOperation(ctx, op)
+	require.NoError(t, err)
+	require.NoError(t, m.Scheduler().Tick(ctx))
+	st, err := m.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, dto.Succeeded, st.State, st.Description)
+	assert.Equal(t, "1 succeeded, 2 skipped", st.Description)
+	assert.Equal(t, 2, st.OperationStats[dto.Skipped])
+	assert.Equal(t, 0, st.OperationStats[dto.Failed])
 }

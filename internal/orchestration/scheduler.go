@@ -120,12 +120,13 @@ func (s *Scheduler) advance(ctx context.Context, o storage.Orchestration) error 
 	if c[dto.Pending]+c[dto.Retrying]+c[dto.InProgress] > 0 {
 		return nil
 	}
-	state, desc := dto.Succeeded, fmt.Sprintf("%d succeeded", c[dto.Succeeded])
+	// Skipped rows (deprovisioned instances) are neither failures nor in the way of success.
+	state, desc := dto.Succeeded, fmt.Sprintf("%d succeeded, %d skipped", c[dto.Succeeded], c[dto.Skipped])
 	switch {
 	case o.State == dto.Canceling:
-		state, desc = dto.Canceled, fmt.Sprintf("canceled: %d succeeded, %d failed, %d canceled", c[dto.Succeeded], c[dto.Failed], c[dto.Canceled])
+		state, desc = dto.Canceled, fmt.Sprintf("canceled: %d succeeded, %d failed, %d skipped, %d canceled", c[dto.Succeeded], c[dto.Failed], c[dto.Skipped], c[dto.Canceled])
 	case c[dto.Failed] > 0:
-		state, desc = dto.Failed, fmt.Sprintf("%d succeeded, %d failed", c[dto.Succeeded], c[dto.Failed])
+		state, desc = dto.Failed, fmt.Sprintf("%d succeeded, %d failed, %d skipped", c[dto.Succeeded], c[dto.Failed], c[dto.Skipped])
 	}
 	err = s.m.store.Orchestrations().SetOrchestrationState(ctx, o.ID, []string{o.State}, state, desc)
 	if errors.Is(err, storage.ErrConflict) {
@@ -167,14 +168,8 @@ func (s *Scheduler) start(ctx context.Context, o storage.Orchestration, p dto.Pa
 		return orchs.DeferOrchestrationOperation(ctx, o.ID, row.InstanceID, row.OperationID, next,
 			"waiting for the maintenance window "+s.m.cfg.MaintenanceWindow+" UTC from "+next.Format(time.RFC3339), false)
 	}
-	inst, err := s.m.store.Instances().GetInstance(ctx, row.InstanceID)
-	if errors.Is(err, storage.ErrNotFound) || (err == nil && inst.DeletedAt != nil) {
-		log.Warn("instance gone; its upgrade failed")
-		return orchs.DeferOrchestrationOperation(ctx, o.ID, row.InstanceID, row.OperationID, now, "the instance was deprovisioned", true)
-	}
-	if err != nil {
-		return err
-	}
+	// Whether the instance is deprovisioned is decided by StartOrchestrationOperation, under the
+	// lock that accepting a deprovisioning takes: a check here could be overtaken.
 	var data any
 	switch o.Type {
 	case dto.UpgradeKyma:
@@ -191,20 +186,23 @@ func (s *Scheduler) start(ctx context.Context, o storage.Orchestration, p dto.Pa
 	op.ID = row.OperationID
 	op.Description = "upgrade of orchestration " + o.ID
 	_, err = orchs.StartOrchestrationOperation(ctx, o.ID, op, p.Strategy.Parallel.Workers, instance.AllTypes())
-	var busy *storage.InProgressError
+	var (
+		busy    *storage.InProgressError
+		skipped *storage.SkippedError
+	)
 	switch {
 	case err == nil:
 		log.Info("upgrade started")
+		return nil
+	case errors.As(err, &skipped):
+		log.WithFields(logrus.Fields{"deprovisioning_id": skipped.DeprovisioningID, "reason": skipped.Reason}).Info("instance deprovisioned; upgrade skipped")
 		return nil
 	case errors.As(err, &busy):
 		next := now.Add(s.m.cfg.BusyRetryInterval)
 		desc := fmt.Sprintf("instance busy: %s operation %s is in progress; trying again at %s", busy.Operation.Type, busy.Operation.ID, next.Format(time.RFC3339))
 		log.WithField("busy_with", busy.Operation.ID).Info("instance busy; upgrade deferred")
 		return orchs.DeferOrchestrationOperation(ctx, o.ID, row.InstanceID, row.OperationID, next, desc, false)
-	case errors.Is(err, storage.ErrNotFound):
-		log.Warn("instance gone; its upgrade failed")
-		return orchs.DeferOrchestrationOperation(ctx, o.ID, row.InstanceID, row.OperationID, now, "the instance no longer exists", true)
-	case errors.Is(err, storage.ErrConflict):
+	case errors.Is(err, storage.ErrConflict), errors.Is(err, storage.ErrNotFound):
 		return nil // canceled or retried meanwhile
 	default:
 		return err

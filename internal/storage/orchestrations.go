@@ -17,7 +17,20 @@ const (
 	OrchOpSucceeded = "succeeded"
 	OrchOpFailed    = "failed"
 	OrchOpRunning   = "in progress"
+	// OrchOpSkipped: the instance was deprovisioned, or its deprovisioning was accepted, before
+	// the row's turn; the upgrade was never started and does not count as a failure.
+	OrchOpSkipped = "skipped"
 )
+
+// SkippedError is returned by StartOrchestrationOperation when it marked the row skipped instead
+// of starting the upgrade (the skip is committed).
+type SkippedError struct {
+	// DeprovisioningID: the instance's deprovisioning operation ("" when none is recorded).
+	DeprovisioningID string
+	Reason           string
+}
+
+func (e *SkippedError) Error() string { return "upgrade skipped: " + e.Reason }
 
 // ErrWorkersBusy is returned by StartOrchestrationOperation when the orchestration already runs
 // as many operations as it has workers.
@@ -104,7 +117,10 @@ type Orchestrations interface {
 	// still pending or retrying with that operation ID (else ErrConflict); fewer than workers of
 	// the orchestration's operations are active (else ErrWorkersBusy); the instance exists (else
 	// ErrNotFound) and has no active operation of a blocking type (else *InProgressError). A
-	// pending orchestration becomes in progress in the same transaction.
+	// pending orchestration becomes in progress in the same transaction. An instance deprovisioned
+	// or with a deprovisioning pending, running or succeeded (checked under the instance row's lock
+	// that accepting a deprovisioning takes too) is not upgraded: the row becomes skipped and the
+	// answer is a *SkippedError.
 	StartOrchestrationOperation(ctx context.Context, id string, op Operation, workers int, blocking []string) (Operation, error)
 	// DeferOrchestrationOperation moves a row not yet started (still with operationID) to dueAt
 	// with why in its description; failed=true ends it as failed instead (e.g. the instance is gone).
@@ -113,7 +129,7 @@ type Orchestrations interface {
 	// its not started operations to canceled, in one transaction; with nothing running it is
 	// canceled at once. Canceling or canceled: nothing changes. Finished: ErrOrchestrationState.
 	CancelOrchestration(ctx context.Context, id string) (CancelResult, error)
-	// RetryOrchestration queues the failed operations again (only those listed, when any are; a
+	// RetryOrchestration queues the failed operations again (skipped ones never) (only those listed, when any are; a
 	// listed one that is not a failed operation of the orchestration is an *InvalidRetryError),
 	// each with a new operation ID from newID, due now, and moves the orchestration to retrying.
 	// It returns the new operation IDs.

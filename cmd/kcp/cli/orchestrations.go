@@ -51,7 +51,8 @@ func (a *app) orchestrationsCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&states, "state", nil, "filter by state: "+strings.Join(dto.States, ", "))
+	f.StringSliceVar(&states, "state", nil, "filter by state: "+strings.Join(dto.States, ", ")+
+		" (operations: "+strings.Join(dto.OperationStates, ", ")+")")
 	f.IntVar(&page, "page", 1, "page to show")
 	f.IntVar(&pageSize, "page-size", 100, "entries per page (at most 1000)")
 	cmd.AddCommand(a.cancelCmd(), a.retryCmd())

@@ -30,11 +30,11 @@ func (a *app) showOrchestration(cmd *cobra.Command, id string) error {
 }
 
 func orchestrationsTable(list []dto.StatusResponse) table {
-	t := table{header: []string{"ORCHESTRATION ID", "TYPE", "STATE", "CREATED", "OK", "FAILED", "RUNNING", "PENDING", "CANCELED", "DESCRIPTION"}}
+	t := table{header: []string{"ORCHESTRATION ID", "TYPE", "STATE", "CREATED", "OK", "FAILED", "SKIPPED", "RUNNING", "PENDING", "CANCELED", "DESCRIPTION"}}
 	for _, o := range list {
 		s := o.OperationStats
 		t.add(o.OrchestrationID, o.Type, o.State, ts(o.CreatedAt), strconv.Itoa(s[dto.Succeeded]), strconv.Itoa(s[dto.Failed]),
-			strconv.Itoa(s[dto.InProgress]), strconv.Itoa(s[dto.Pending]+s[dto.Retrying]), strconv.Itoa(s[dto.Canceled]), oneLine(o.Description))
+			strconv.Itoa(s[dto.Skipped]), strconv.Itoa(s[dto.InProgress]), strconv.Itoa(s[dto.Pending]+s[dto.Retrying]), strconv.Itoa(s[dto.Canceled]), oneLine(o.Description))
 	}
 	return t
 }
@@ -52,10 +52,8 @@ func orchestrationFields(o dto.StatusResponse) table {
 		"createdAt", ts(o.CreatedAt), "updatedAt", ts(o.UpdatedAt), "upgrade", version, "targets", targetsString(p.Targets),
 		"strategy", fmt.Sprintf("%s, schedule %s, %d workers", p.Strategy.Type, p.Strategy.Schedule, p.Strategy.Parallel.Workers),
 		"dryRun", strconv.FormatBool(p.DryRun))
-	for _, s := range dto.States {
-		if s != dto.Canceling {
-			t.add("operations "+s, strconv.Itoa(o.OperationStats[s]))
-		}
+	for _, s := range dto.OperationStates {
+		t.add("operations "+s, strconv.Itoa(o.OperationStats[s]))
 	}
 	return t
 }

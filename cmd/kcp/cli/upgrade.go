@@ -205,14 +205,14 @@ func progressBar(st dto.StatusResponse, width int) string {
 	for _, n := range s {
 		total += n
 	}
-	done := s[dto.Succeeded] + s[dto.Failed] + s[dto.Canceled]
+	done := s[dto.Succeeded] + s[dto.Failed] + s[dto.Skipped] + s[dto.Canceled]
 	var b strings.Builder
 	b.WriteByte('[')
 	used := 0
 	for _, part := range []struct {
 		n  int
 		ch string
-	}{{s[dto.Succeeded], "#"}, {s[dto.Failed], "!"}, {s[dto.Canceled], "x"}, {s[dto.InProgress], ">"}} {
+	}{{s[dto.Succeeded], "#"}, {s[dto.Failed], "!"}, {s[dto.Skipped], "-"}, {s[dto.Canceled], "x"}, {s[dto.InProgress], ">"}} {
 		if total == 0 {
 			break
 		}
@@ -222,6 +222,6 @@ func progressBar(st dto.StatusResponse, width int) string {
 	}
 	b.WriteString(strings.Repeat(".", max(width-used, 0)))
 	b.WriteByte(']')
-	return fmt.Sprintf("%s %d/%d  succeeded %d  failed %d  in progress %d  pending %d  %s", b.String(), done, total,
-		s[dto.Succeeded], s[dto.Failed], s[dto.InProgress], s[dto.Pending]+s[dto.Retrying], st.State)
+	return fmt.Sprintf("%s %d/%d  succeeded %d  failed %d  in progress %d  pending %d  skipped %d  %s", b.String(), done, total,
+		s[dto.Succeeded], s[dto.Failed], s[dto.InProgress], s[dto.Pending]+s[dto.Retrying], s[dto.Skipped], st.State)
 }

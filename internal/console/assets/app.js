@@ -205,7 +205,8 @@ function Instance({ id }) {
 
 function progress(stats = {}) {
   const total = Object.values(stats).reduce((a, b) => a + b, 0);
-  const done = (stats.succeeded || 0) + (stats.failed || 0) + (stats.canceled || 0);
+  // skipped: the runtime was deprovisioned before its turn; done, and not a failure.
+  const done = (stats.succeeded || 0) + (stats.failed || 0) + (stats.skipped || 0) + (stats.canceled || 0);
   return { total, done, pct: total ? Math.round((done / total) * 100) : 100 };
 }
 
@@ -214,9 +215,9 @@ function Progress({ stats }) {
   const seg = (k) => (total ? `${((stats[k] || 0) / total) * 100}%` : '0%');
   return html`<div class="progress" role="progressbar" aria-valuemin="0" aria-valuemax="100" aria-valuenow=${pct} aria-label="Progress">
     <span class="seg succeeded" style=${{ width: seg('succeeded') }}></span><span class="seg failed" style=${{ width: seg('failed') }}></span>
-    <span class="seg canceled" style=${{ width: seg('canceled') }}></span><span class="seg running" style=${{ width: seg('in progress') }}></span>
+    <span class="seg skipped" style=${{ width: seg('skipped') }}></span><span class="seg canceled" style=${{ width: seg('canceled') }}></span><span class="seg running" style=${{ width: seg('in progress') }}></span>
   </div><span class="pct">${pct}%</span>
-  <span class="muted small">${['succeeded', 'failed', 'in progress', 'pending', 'retrying', 'canceled'].filter((k) => stats[k]).map((k) => `${stats[k]} ${k}`).join(' · ')}</span>`;
+  <span class="muted small">${['succeeded', 'failed', 'skipped', 'in progress', 'pending', 'retrying', 'canceled'].filter((k) => stats[k]).map((k) => `${stats[k]} ${k}`).join(' · ')}</span>`;
 }
 
 function Orchestrations() {

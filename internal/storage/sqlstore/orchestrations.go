@@ -233,6 +233,19 @@ func (s *Store) startOrchestrationOperation(ctx context.Context, id string, op s
 	case !slices.Contains(notStarted, stored) || opID != op.ID:
 		return storage.Operation{}, fmt.Errorf("the row is %s with operation %s: %w", stored, opID, storage.ErrConflict)
 	}
+	if skip, err := s.deprovisionedTx(ctx, tx, op.InstanceID); err != nil {
+		return storage.Operation{}, err
+	} else if skip != nil {
+		now := s.d.timeArg(time.Now())
+		if _, err := tx.ExecContext(ctx, s.d.rebind(`UPDATE orchestration_operations SET state = ?, description = ?, updated_at = ?
+			WHERE orchestration_id = ? AND instance_id = ?`), storage.OrchOpSkipped, "skipped: "+skip.Reason, now, id, op.InstanceID); err != nil {
+			return storage.Operation{}, err
+		}
+		if err := tx.Commit(); err != nil {
+			return storage.Operation{}, err
+		}
+		return storage.Operation{}, skip
+	}
 	var active int
 	if err := tx.QueryRowxContext(ctx, s.d.rebind(`SELECT COUNT(*) FROM orchestration_operations oo JOIN operations o ON o.id = oo.operation_id
 		WHERE oo.orchestration_id = ? AND oo.state = 'started' AND o.state IN (?, ?)`), id, activeStates[0], activeStates[1]).Scan(&active); err != nil {
@@ -254,6 +267,47 @@ func (s *Store) startOrchestrationOperation(ctx context.Context, id string, op s
 		return storage.Operation{}, err
 	}
 	return out, tx.Commit()
+}
+
+// deprovisionedTx locks the instance's row (as accepting a deprovisioning does, so neither can
+// pass the other) and says why the instance is not to be upgraded: it is gone, archived, or has a
+// deprovisioning pending, running or succeeded. nil: upgrade it. A failed deprovisioning leaves a
+// live instance, which is upgraded.
+func (s *Store) deprovisionedTx(ctx context.Context, tx *sqlx.Tx, instanceID string) (*storage.SkippedError, error) {
+	lock := "SELECT deleted_at FROM instances WHERE instance_id = ?"
+	if s.d.SkipLocked {
+		lock += " FOR UPDATE"
+	}
+	var deleted dbTime
+	err := tx.QueryRowxContext(ctx, s.d.rebind(lock), instanceID).Scan(&deleted)
+	missing := errors.Is(err, sql.ErrNoRows)
+	if err != nil && !missing {
+		return nil, fmt.Errorf("locking instance %s: %w", instanceID, err)
+	}
+	var depID, depState string
+	err = tx.QueryRowxContext(ctx, s.d.rebind(`SELECT id, state FROM operations WHERE instance_id = ? AND type = ? AND state IN (?, ?, ?)
+		ORDER BY created_at DESC LIMIT 1`), instanceID, storage.TypeDeprovision, activeStates[0], activeStates[1], string(storage.StateSucceeded)).Scan(&depID, &depState)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("reading the deprovisioning of instance %s: %w", instanceID, err)
+	}
+	switch {
+	case missing:
+		return &storage.SkippedError{DeprovisioningID: depID, Reason: withOp("the instance no longer exists", depID)}, nil
+	case deleted.ptr() != nil:
+		return &storage.SkippedError{DeprovisioningID: depID, Reason: withOp("the instance was deprovisioned", depID)}, nil
+	case depID != "" && depState == string(storage.StateSucceeded):
+		return &storage.SkippedError{DeprovisioningID: depID, Reason: withOp("the instance was deprovisioned", depID)}, nil
+	case depID != "":
+		return &storage.SkippedError{DeprovisioningID: depID, Reason: withOp("the instance's deprovisioning was accepted before its upgrade started", depID)}, nil
+	}
+	return nil, nil
+}
+
+func withOp(reason, depID string) string {
+	if depID == "" {
+		return reason
+	}
+	return reason + " (deprovisioning operation " + depID + ")"
 }
 
 func (s *Store) DeferOrchestrationOperation(ctx context.Context, id, instanceID, operationID string, dueAt time.Time, description string, failed bool) error {

@@ -205,3 +205,104 @@ func SingletonLockAcrossStores(t *testing.T, open Opener) {
 	got.Release()
 	held.Release()
 }
+
+// Rows of instances deprovisioned, archived or with a deprovisioning pending or succeeded are
+// skipped (no upgrade inserted, no worker used); a failed deprovisioning leaves a live instance.
+func testOrchestrationSkipsDeprovisioned(t *testing.T, e *env) {
+	s := e.s.Orchestrations()
+	for _, id := range []string{"s1", "s2", "s3", "s4"} {
+		_, err := e.s.Instances().InsertInstance(ctx, newInstance(id))
+		require.NoError(t, err)
+	}
+	rows := orchRows("s1", "s2", "s3", "s4", "s5") // s5 has no instance
+	_, err := s.InsertOrchestration(ctx, storage.Orchestration{ID: "o3", Type: "upgradeKyma", State: "pending", Parameters: json.RawMessage(`{}`)}, rows)
+	require.NoError(t, err)
+	inst, err := e.s.Instances().GetInstance(ctx, "s1")
+	require.NoError(t, err)
+	inst.DeletedAt = ptr(now())
+	_, err = e.s.Instances().UpdateInstance(ctx, inst)
+	require.NoError(t, err)
+	mustInsertOp(t, e.s, newOp("dep-s2", "s2", "deprovision", storage.StatePending, ptr(now())))
+	mustInsertOp(t, e.s, newOp("dep-s3", "s3", "deprovision", storage.StateSucceeded, nil))
+	mustInsertOp(t, e.s, newOp("dep-s4", "s4", "deprovision", storage.StateFailed, nil))
+
+	for i, want := range map[int]string{0: "", 1: "dep-s2", 2: "dep-s3", 4: ""} {
+		_, err := s.StartOrchestrationOperation(ctx, "o3", upgradeOp(rows[i]), 1, []string{"upgradeKyma"})
+		var skipped *storage.SkippedError
+		require.True(t, errors.As(err, &skipped), "%s: %v", rows[i].InstanceID, err)
+		assert.Equal(t, want, skipped.DeprovisioningID, rows[i].InstanceID)
+		_, err = e.s.Operations().GetOperation(ctx, rows[i].OperationID)
+		assert.ErrorIs(t, err, storage.ErrNotFound, "no upgrade of %s", rows[i].InstanceID)
+		row, err := s.GetOrchestrationOperation(ctx, "o3", rows[i].OperationID)
+		require.NoError(t, err)
+		assert.Equal(t, storage.OrchOpSkipped, row.State)
+		assert.Contains(t, row.Description, "skipped: ")
+		if want != "" {
+			assert.Contains(t, row.Description, want)
+		}
+	}
+	// One worker, none used by the skips: the instance whose deprovisioning failed is upgraded.
+	_, err = s.StartOrchestrationOperation(ctx, "o3", upgradeOp(rows[3]), 1, []string{"upgradeKyma"})
+	require.NoError(t, err)
+	counts, err := s.CountOrchestrationOperations(ctx, "o3")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"skipped": 4, "in progress": 1}, counts)
+	_, err = s.StartOrchestrationOperation(ctx, "o3", upgradeOp(rows[1]), 1, nil)
+	assert.ErrorIs(t, err, storage.ErrConflict, "a skipped row never starts")
+}
+
+// A deprovisioning accepted concurrently with the row's start: either the upgrade started first
+// (and the deprovisioning is queued after it) or the row is skipped without an upgrade.
+func testOrchestrationStartRacesDeprovisioning(t *testing.T, e *env) {
+	s := e.s.Orchestrations()
+	const n = 10
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("r%d", i)
+		ids = append(ids, id)
+		_, err := e.s.Instances().InsertInstance(ctx, newInstance(id))
+		require.NoError(t, err)
+	}
+	rows := orchRows(ids...)
+	_, err := s.InsertOrchestration(ctx, storage.Orchestration{ID: "o4", Type: "upgradeKyma", State: "pending", Parameters: json.RawMessage(`{}`)}, rows)
+	require.NoError(t, err)
+	errs := make([]error, 2*n)
+	done := make(chan struct{})
+	for i := range n {
+		go func() {
+			_, errs[2*i] = s.StartOrchestrationOperation(ctx, "o4", upgradeOp(rows[i]), n, []string{"upgradeKyma", "deprovision"})
+			done <- struct{}{}
+		}()
+		go func() {
+			_, errs[2*i+1] = e.s.Instances().InsertOperationExclusive(ctx, newOp("dep-"+ids[i], ids[i], "deprovision", storage.StatePending, ptr(now())), []string{"deprovision"})
+			done <- struct{}{}
+		}()
+	}
+	for range 2 * n {
+		<-done
+	}
+	skippedN := 0
+	for i := range n {
+		require.NoError(t, errs[2*i+1], "the deprovisioning of %s is accepted", ids[i])
+		row, err := s.GetOrchestrationOperation(ctx, "o4", rows[i].OperationID)
+		require.NoError(t, err)
+		_, upErr := e.s.Operations().GetOperation(ctx, rows[i].OperationID)
+		var skipped *storage.SkippedError
+		var busy *storage.InProgressError
+		switch {
+		case errs[2*i] == nil:
+			assert.NoError(t, upErr, "started %s has its upgrade", ids[i])
+			assert.Equal(t, "in progress", row.State)
+		case errors.As(errs[2*i], &skipped):
+			skippedN++
+			assert.Equal(t, "dep-"+ids[i], skipped.DeprovisioningID)
+			assert.ErrorIs(t, upErr, storage.ErrNotFound, "skipped %s has no upgrade", ids[i])
+			assert.Equal(t, storage.OrchOpSkipped, row.State)
+		case errors.As(errs[2*i], &busy):
+			t.Fatalf("%s: the deprovisioning is found before blocking types are: %v", ids[i], errs[2*i])
+		default:
+			t.Fatalf("%s: %v", ids[i], errs[2*i])
+		}
+	}
+	t.Logf("%d of %d rows skipped, the others started before their deprovisioning", skippedN, n)
+}

@@ -117,6 +117,8 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"Bindings", testBindings},
 		{"Orchestrations", testOrchestrations},
 		{"OrchestrationWorkersConcurrent", testOrchestrationWorkersConcurrent},
+		{"OrchestrationSkipsDeprovisioned", testOrchestrationSkipsDeprovisioned},
+		{"OrchestrationStartRacesDeprovisioning", testOrchestrationStartRacesDeprovisioning},
 		{"SingletonLock", testSingletonLock},
 		{"RuntimeStates", testRuntimeStates},
 		{"RuntimeStateOfTheFirstOperation", testRuntimeStateOfTheFirstOperation},
