@@ -27,23 +27,35 @@ const (
 	StatusDeleting          = "deleting"
 	StatusDeleted           = "deleted"
 	StatusDeleteError       = "delete_error"
+	// StatusReconcileErrorRetryable and StatusDeleteErrorRetryable: the reconciliation or
+	// deletion failed, and the Reconciler retries it by itself; the caller waits and rechecks.
+	StatusReconcileErrorRetryable = "reconcile_error_retryable"
+	StatusDeleteErrorRetryable    = "delete_error_retryable"
 )
+
+// Statuses are all the statuses of the API's status enum.
+func Statuses() []string {
+	return []string{StatusReconcilePending, StatusReconcileDisabled, StatusReady, StatusError, StatusReconciling,
+		StatusDeletePending, StatusDeleteError, StatusDeleting, StatusDeleted, StatusReconcileErrorRetryable, StatusDeleteErrorRetryable}
+}
 
 const clustersPath = "/v1/clusters"
 
-// Configuration is one configuration entry of a component; Value is any JSON value.
+// Configuration is one configuration entry of a component; Value is a string, boolean or number
+// (the API accepts no objects or arrays).
 type Configuration struct {
 	Key    string `json:"key"`
 	Value  any    `json:"value"`
 	Secret bool   `json:"secret"`
 }
 
-// Component is a Kyma component to install.
+// Component is a Kyma component to install. The API requires every field, URL and version
+// included: an empty URL means the component comes from the Kyma release of KymaConfig.Version.
 type Component struct {
-	URL           string          `json:"URL,omitempty"`
+	URL           string          `json:"URL"`
 	Component     string          `json:"component"`
 	Namespace     string          `json:"namespace"`
-	Version       string          `json:"version,omitempty"`
+	Version       string          `json:"version"`
 	Configuration []Configuration `json:"configuration"`
 }
 
@@ -121,6 +133,7 @@ func (c *Client) ApplyClusterConfig(ctx context.Context, cluster Cluster) (*Stat
 	if strings.TrimSpace(cluster.RuntimeID) == "" {
 		return nil, &Error{Op: op, Err: errors.New("the runtime ID is empty")}
 	}
+	cluster = withEmptyLists(cluster)
 	var out State
 	err := c.retry(ctx, op, func(ctx context.Context) error {
 		return c.call(ctx, http.MethodPost, "", cluster, &out)
@@ -129,6 +142,24 @@ func (c *Client) ApplyClusterConfig(ctx context.Context, cluster Cluster) (*Stat
 		return nil, err
 	}
 	return &out, nil
+}
+
+// withEmptyLists returns cluster with its nil lists empty: the API requires components,
+// administrators and each component's configuration as arrays, and a nil slice encodes as null.
+func withEmptyLists(cluster Cluster) Cluster {
+	k := &cluster.KymaConfig
+	if k.Administrators == nil {
+		k.Administrators = []string{}
+	}
+	comps := make([]Component, len(k.Components))
+	for i, comp := range k.Components {
+		if comp.Configuration == nil {
+			comp.Configuration = []Configuration{}
+		}
+		comps[i] = comp
+	}
+	k.Components = comps
+	return cluster
 }
 
 // GetStatus returns the cluster's state; an unknown cluster is a permanent error for which IsNotFound

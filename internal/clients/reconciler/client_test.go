@@ -69,10 +69,10 @@ func cluster(runtimeID string, components ...string) reconciler.Cluster {
 	}
 	for _, name := range components {
 		c.KymaConfig.Components = append(c.KymaConfig.Components, reconciler.Component{
-			Component: name, Namespace: "kyma-system",
+			Component: name, Namespace: "kyma-system", Version: "2.20.0",
 			Configuration: []reconciler.Configuration{
 				{Key: "global.domainName", Value: runtimeID + ".kyma.example"},
-				{Key: "limits", Value: map[string]any{"cpu": 2, "memory": "4Gi"}},
+				{Key: "limits.cpu", Value: 2},
 				{Key: "oidc.clientSecret", Value: "s3cret", Secret: true},
 			},
 		})
@@ -139,7 +139,7 @@ func TestClusterLifecycle(t *testing.T) {
 	require.Len(t, obj.Components, 2)
 	assert.Equal(t, []reconcilerstandin.Configuration{
 		{Key: "global.domainName", Value: "rt-1.kyma.example"},
-		{Key: "limits", Value: map[string]any{"cpu": json.Number("2"), "memory": "4Gi"}},
+		{Key: "limits.cpu", Value: json.Number("2")},
 		{Key: "oidc.clientSecret", Value: reconcilerstandin.Masked, Secret: true},
 	}, obj.Components[0].Configuration)
 	assert.Equal(t, "c-rt-1", obj.Metadata.ShootName)

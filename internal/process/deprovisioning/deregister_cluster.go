@@ -35,6 +35,9 @@ func (s DeregisterCluster) Run(ctx context.Context, op Op, _ logrus.FieldLogger)
 		return op, 0, nil
 	case reconciler.StatusDeletePending, reconciler.StatusDeleting:
 		return op, s.Systems.Cleanup(&op, "Reconciler", "deleting the cluster", errStillThere, s.PollInterval), nil
+	case reconciler.StatusDeleteErrorRetryable:
+		// The reconciler retries the deletion itself: wait and recheck, without asking again.
+		return op, s.Systems.Cleanup(&op, "Reconciler", "deleting the cluster", fmt.Errorf("status %s, the reconciler retries", st.Status), s.PollInterval), nil
 	case reconciler.StatusDeleteError:
 		return op, s.Systems.Cleanup(&op, "Reconciler", "deleting the cluster", fmt.Errorf("status %s", st.Status), s.PollInterval), nil
 	}

@@ -39,7 +39,7 @@ func registerCluster(t *testing.T, e *env, runtimeID string) instance.Resources 
 		RuntimeID:    runtimeID,
 		RuntimeInput: reconciler.RuntimeInput{Name: "c1"},
 		KymaConfig: reconciler.KymaConfig{Version: "2.0.0", Profile: "production", Components: []reconciler.Component{
-			{Component: "istio", Namespace: "istio-system"}, {Component: "eventing", Namespace: "kyma-system"},
+			{Component: "istio", Namespace: "istio-system", Version: "2.0.0"}, {Component: "eventing", Namespace: "kyma-system", Version: "2.0.0"},
 		}},
 		Metadata:   reconciler.Metadata{GlobalAccountID: testGA, SubAccountID: testSA, InstanceID: testInstanceID},
 		Kubeconfig: "apiVersion: v1\nkind: Config\n",
@@ -93,6 +93,29 @@ func TestDeregisterCluster_WaitsForTheReconciler(t *testing.T) {
 	objs := objects[reconcilerstandin.Objects](t, e, "reconciler")
 	assert.Equal(t, 1, objs.Calls["delete"], "deletion asked once")
 	assert.Contains(t, clusters(t, e, func(s string) bool { return s == reconciler.StatusReady }), "rt-other", "another runtime's cluster stays")
+}
+
+// A deletion the reconciler retries itself (delete_error_retryable) is waited for and rechecked;
+// the step does not ask again.
+func TestDeregisterCluster_RetryableDeletionErrorWaits(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{ReconcileDeleteTime: time.Minute, RetryableComponents: []string{"eventing"}})
+	res := registerCluster(t, e, "rt-1")
+	step := DeregisterCluster{e.deps}
+	out, wait, err := runStep(e, step, withResources(res), t0)
+	require.NoError(t, err)
+	assert.Equal(t, testPoll, wait)
+
+	e.clock.Advance(2 * time.Minute)
+	require.Contains(t, clusters(t, e, func(s string) bool { return s == reconciler.StatusDeleteErrorRetryable }), "rt-1")
+	out, wait, err = runStep(e, step, out, e.clock.Now())
+	assertRetrying(t, out, wait, err, "Reconciler")
+	assert.Equal(t, "Reconciler: deleting the cluster: status delete_error_retryable, the reconciler retries", out.LastError)
+
+	e.clock.Advance(2 * time.Minute)
+	out, wait, err = runStep(e, step, out, e.clock.Now())
+	assertDone(t, out, wait, err)
+	assert.Empty(t, out.Data.Resources.ReconcilerClusterID)
+	assert.Equal(t, 1, objects[reconcilerstandin.Objects](t, e, "reconciler").Calls["delete"], "deletion asked once")
 }
 
 func TestDeregisterCluster_DeletedWhileStillReconciling(t *testing.T) {

@@ -54,6 +54,24 @@ func TestCheckClusterConfiguration_WaitsUntilReady(t *testing.T) {
 	assert.Equal(t, 1, c.Calls["apply"])
 }
 
+// A reconciliation the reconciler retries itself (reconcile_error_retryable) is waited for and
+// rechecked, not failed.
+func TestCheckClusterConfiguration_RetryableErrorWaits(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{ReconcileTime: reconcileTime, RetryableComponents: []string{"serverless"}})
+	op := applied(t, e)
+	e.clock.Advance(2 * reconcileTime)
+	out, wait, err := e.run(checkClusterStep(e), op, e.clock.Now())
+	require.NoError(t, err)
+	assert.Equal(t, testPoll, wait)
+	assert.Equal(t, "Reconciler: cluster is reconcile_error_retryable", out.LastError)
+
+	e.clock.Advance(2 * reconcileTime)
+	out = e.mustRun(t, checkClusterStep(e), out, e.clock.Now())
+	assert.Empty(t, out.LastError)
+	assert.Equal(t, reconcilerstandin.StatusReady, cluster(t, e).Status)
+	assert.Equal(t, 1, cluster(t, e).Calls["apply"], "the step does not apply again")
+}
+
 // A ready status of an older configuration than the one applied is not this configuration's.
 func TestCheckClusterConfiguration_OlderConfigurationWaits(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
@@ -101,6 +119,7 @@ func TestReconcileOutcome(t *testing.T) {
 		{status: reconciler.StatusReady, version: 1, wait: true},
 		{status: reconciler.StatusReconcilePending, version: 2, wait: true},
 		{status: reconciler.StatusReconciling, version: 2, wait: true},
+		{status: reconciler.StatusReconcileErrorRetryable, version: 2, wait: true},
 		{status: reconciler.StatusError, version: 2, err: "installing Kyma failed (configuration version 2)"},
 		{status: reconciler.StatusDeleting, version: 2, err: `unexpected cluster status "deleting"`},
 	} {

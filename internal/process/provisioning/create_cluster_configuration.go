@@ -50,7 +50,8 @@ func (s CreateClusterConfiguration) Run(ctx context.Context, op Op, log logrus.F
 
 // ReconcilerKymaConfig is the reconciler's Kyma configuration: every component with its own
 // overrides and the global ones (the reconciler has no global configuration). Trial runtimes get
-// the evaluation profile.
+// the evaluation profile. Every component comes from the Kyma release of the version (no URL of its
+// own) at that version: the API requires both fields.
 func ReconcilerKymaConfig(version, plan string, components []string, o overrides.Overrides, admins []string) reconciler.KymaConfig {
 	profile := "production"
 	if plan == "trial" {
@@ -58,7 +59,7 @@ func ReconcilerKymaConfig(version, plan string, components []string, o overrides
 	}
 	k := reconciler.KymaConfig{Version: version, Profile: profile, Administrators: admins}
 	for _, c := range o.Install(components) {
-		comp := reconciler.Component{Component: c, Namespace: "kyma-system"}
+		comp := reconciler.Component{Component: c, Namespace: "kyma-system", Version: version, URL: "", Configuration: []reconciler.Configuration{}}
 		for _, e := range append(append([]overrides.Entry(nil), o[overrides.Global]...), o[c]...) {
 			comp.Configuration = append(comp.Configuration, reconciler.Configuration{Key: e.Key, Value: e.Value, Secret: e.Secret})
 		}

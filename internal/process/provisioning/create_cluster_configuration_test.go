@@ -57,12 +57,12 @@ func TestCreateClusterConfiguration_HandsTheClusterToTheReconciler(t *testing.T)
 	assert.Equal(t, len(testKubeconfig), c.Kubeconfig.Length)
 
 	// Every component gets the global entries and its own, secrets marked (and masked by the
-	// stand-in's snapshot).
+	// stand-in's snapshot), and the URL (none: from the Kyma release) and version the API requires.
 	global := reconcilerstandin.Configuration{Key: "global.domainName", Value: "kyma.example"}
 	assert.Equal(t, []reconcilerstandin.Component{
-		{Component: "istio", Namespace: "kyma-system", Configuration: []reconcilerstandin.Configuration{global}},
-		{Component: "serverless", Namespace: "kyma-system", Configuration: []reconcilerstandin.Configuration{global}},
-		{Component: provisioning.MonitoringComponent, Namespace: "kyma-system", Configuration: []reconcilerstandin.Configuration{
+		{Component: "istio", Namespace: "kyma-system", Version: "2.20.0", Configuration: []reconcilerstandin.Configuration{global}},
+		{Component: "serverless", Namespace: "kyma-system", Version: "2.20.0", Configuration: []reconcilerstandin.Configuration{global}},
+		{Component: provisioning.MonitoringComponent, Namespace: "kyma-system", Version: "2.20.0", Configuration: []reconcilerstandin.Configuration{
 			global,
 			{Key: provisioning.GrafanaClientIDKey, Value: "ias-client"},
 			{Key: provisioning.GrafanaClientSecretK, Value: reconcilerstandin.Masked, Secret: true},

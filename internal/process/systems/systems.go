@@ -208,8 +208,8 @@ func (s Systems) AwaitReconciler(ctx context.Context, op Step, runtimeID string,
 	return 0, nil
 }
 
-// ReconcileOutcome reads a cluster's status: wait while the reconciler works on it, an error when it
-// failed, done when the applied configuration (or a later one) is ready.
+// ReconcileOutcome reads a cluster's status: wait while the reconciler works on it (a retryable
+// error included, which the reconciler retries itself), an error when it failed for good, done when the applied configuration (or a later one) is ready.
 func ReconcileOutcome(st *reconciler.State, applied int64) (wait bool, err error) {
 	switch st.Status {
 	case reconciler.StatusReady:
@@ -219,6 +219,9 @@ func ReconcileOutcome(st *reconciler.State, applied int64) (wait bool, err error
 		return false, nil
 	case reconciler.StatusReconcilePending, reconciler.StatusReconciling:
 		return true, nil
+	case reconciler.StatusReconcileErrorRetryable:
+		return true, nil // the reconciler retries by itself; its next status tells
+
 	case reconciler.StatusError:
 		return false, fmt.Errorf("installing Kyma failed (configuration version %d)", st.ConfigurationVersion)
 	default:

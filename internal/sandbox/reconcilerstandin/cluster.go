@@ -16,6 +16,7 @@ type cluster struct {
 	ConfigVer  int64          `json:"configurationVersion"`
 	AppliedAt  time.Time      `json:"appliedAt"` // when the current configuration version was created
 	Failing    bool           `json:"failing"`   // the current configuration contains a failing component
+	Retryable  bool           `json:"retryable"` // it contains a component that fails once retryably
 	DeleteAt   time.Time      `json:"deleteAt"`  // when deletion was requested; zero when it was not
 	Calls      map[string]int `json:"calls"`
 	// Creations counts the first creation and every start-over after a deletion; ConfigVer counts
@@ -26,13 +27,21 @@ type cluster struct {
 // status derives the cluster's status at now from its timestamps.
 func (c *cluster) status(now time.Time, reconcile, del time.Duration) string {
 	if !c.DeleteAt.IsZero() {
-		return phase(now.Sub(c.DeleteAt), del, StatusDeletePending, StatusDeleting, StatusDeleted)
+		elapsed := now.Sub(c.DeleteAt)
+		if c.Retryable && elapsed >= 2*del {
+			return phase(elapsed-2*del, del, StatusDeleteErrorRetryable, StatusDeleting, StatusDeleted)
+		}
+		return phase(elapsed, del, StatusDeletePending, StatusDeleting, StatusDeleted)
 	}
 	final := StatusReady
 	if c.Failing {
 		final = StatusError
 	}
-	return phase(now.Sub(c.AppliedAt), reconcile, StatusReconcilePending, StatusReconciling, final)
+	elapsed := now.Sub(c.AppliedAt)
+	if c.Retryable && elapsed >= 2*reconcile {
+		return phase(elapsed-2*reconcile, reconcile, StatusReconcileErrorRetryable, StatusReconciling, final)
+	}
+	return phase(elapsed, reconcile, StatusReconcilePending, StatusReconciling, final)
 }
 
 // phase is first for the first d after the start, second for the next d, and final afterwards.
@@ -87,7 +96,7 @@ func normalized(c Cluster) Cluster {
 
 // apply records configuration cfg at now. A configuration equal to the current one changes nothing
 // unless the cluster is being or has been deleted, in which case it starts over.
-func (c *cluster) apply(cfg Cluster, failing bool, now time.Time) {
+func (c *cluster) apply(cfg Cluster, failing, retryable bool, now time.Time) {
 	configKey, clusterKey := keys(cfg)
 	restart := !c.DeleteAt.IsZero()
 	if !restart && c.ConfigVer > 0 && sameKey(c.ConfigKey, configKey) {
@@ -103,6 +112,6 @@ func (c *cluster) apply(cfg Cluster, failing bool, now time.Time) {
 	c.Config = normalized(cfg)
 	c.ConfigKey, c.ClusterKey = configKey, clusterKey
 	c.AppliedAt = now
-	c.Failing = failing
+	c.Failing, c.Retryable = failing, retryable
 	c.DeleteAt = time.Time{}
 }

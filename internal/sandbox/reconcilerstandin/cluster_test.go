@@ -16,16 +16,16 @@ func TestApplyComparesByDigest(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 
 	c := &cluster{}
-	c.apply(cfg, false, t0)
+	c.apply(cfg, false, false, t0)
 	assert.Len(t, c.ConfigKey, 32)
 	assert.Len(t, c.ClusterKey, 32)
-	c.apply(cfg, false, t0.Add(time.Minute))
+	c.apply(cfg, false, false, t0.Add(time.Minute))
 	assert.Equal(t, int64(1), c.ConfigVer, "the same configuration")
 	assert.Equal(t, t0, c.AppliedAt)
 
 	kyma := cfg
 	kyma.KymaConfig.Version = "2.21.0"
-	c.apply(kyma, false, t0.Add(time.Minute))
+	c.apply(kyma, false, false, t0.Add(time.Minute))
 	assert.Equal(t, int64(2), c.ConfigVer)
 	assert.Equal(t, int64(1), c.ClusterVer, "only Kyma changed")
 
@@ -35,9 +35,9 @@ func TestApplyComparesByDigest(t *testing.T) {
 	n.KymaConfig = KymaConfig{}
 	clusterKey, _ := json.Marshal(n)
 	old := &cluster{Config: normalized(cfg), ConfigKey: configKey, ClusterKey: clusterKey, ClusterVer: 1, ConfigVer: 1, AppliedAt: t0}
-	old.apply(cfg, false, t0.Add(time.Minute))
+	old.apply(cfg, false, false, t0.Add(time.Minute))
 	assert.Equal(t, int64(1), old.ConfigVer, "the same configuration as kept before digests")
-	old.apply(kyma, false, t0.Add(time.Minute))
+	old.apply(kyma, false, false, t0.Add(time.Minute))
 	assert.Equal(t, int64(2), old.ConfigVer)
 	assert.Equal(t, int64(1), old.ClusterVer, "the same cluster as kept before digests")
 }

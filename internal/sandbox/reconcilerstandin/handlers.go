@@ -1,8 +1,11 @@
 package reconcilerstandin
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -45,9 +48,69 @@ func validate(c *Cluster) string {
 	return strings.Join(missing, "; ")
 }
 
-func (s *Server) isFailing(c *Cluster) bool {
+// wireCluster is what the contract check reads of a request: the presence of the fields the
+// API requires of a component, and the JSON type of configuration values.
+type wireCluster struct {
+	KymaConfig *struct {
+		Components *[]struct {
+			URL           *string `json:"URL"`
+			Version       *string `json:"version"`
+			Configuration *[]struct {
+				Value json.RawMessage `json:"value"`
+			} `json:"configuration"`
+		} `json:"components"`
+		Administrators *[]string `json:"administrators"`
+	} `json:"kymaConfig"`
+}
+
+// checkContract refuses what the mothership's OpenAPI (schemas component and configuration)
+// refuses: a component without URL or version, an URL that is not absolute, a configuration
+// value that is not a string, boolean or number.
+func checkContract(body []byte) error {
+	var w wireCluster
+	if err := json.Unmarshal(body, &w); err != nil {
+		return err
+	}
+	if w.KymaConfig == nil || w.KymaConfig.Components == nil {
+		return errors.New("kymaConfig.components is required")
+	}
+	if w.KymaConfig.Administrators == nil {
+		return errors.New("kymaConfig.administrators is required")
+	}
+	var bad []string
+	for i, c := range *w.KymaConfig.Components {
+		switch {
+		case c.URL == nil:
+			bad = append(bad, fmt.Sprintf("kymaConfig.components[%d].URL is required", i))
+		case *c.URL != "":
+			if u, err := url.Parse(*c.URL); err != nil || !u.IsAbs() {
+				bad = append(bad, fmt.Sprintf("kymaConfig.components[%d].URL must be an absolute URI", i))
+			}
+		}
+		if c.Version == nil || strings.TrimSpace(*c.Version) == "" {
+			bad = append(bad, fmt.Sprintf("kymaConfig.components[%d].version is required", i))
+		}
+		if c.Configuration == nil {
+			bad = append(bad, fmt.Sprintf("kymaConfig.components[%d].configuration is required", i))
+			continue
+		}
+		for j, cfg := range *c.Configuration {
+			v := bytes.TrimSpace(cfg.Value)
+			if len(v) == 0 || v[0] == '{' || v[0] == '[' || string(v) == "null" {
+				bad = append(bad, fmt.Sprintf("kymaConfig.components[%d].configuration[%d].value must be a string, boolean or number", i, j))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+// has tells whether c contains a component of names.
+func (s *Server) has(c *Cluster, names map[string]bool) bool {
 	for _, comp := range c.KymaConfig.Components {
-		if s.failing[comp.Component] {
+		if names[comp.Component] {
 			return true
 		}
 	}
@@ -58,9 +121,12 @@ func (s *Server) isFailing(c *Cluster) bool {
 func (s *Server) handleApply(update bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Cluster
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-		dec.UseNumber() // keep configuration numbers exact, so equal configurations compare equal
-		err := dec.Decode(&req)
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err == nil {
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.UseNumber() // keep configuration numbers exact, so equal configurations compare equal
+			err = dec.Decode(&req)
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.totals.Inc("apply")
@@ -74,6 +140,11 @@ func (s *Server) handleApply(update bool) http.HandlerFunc {
 			sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Error: msg})
 			return
 		}
+		if err := checkContract(body); err != nil {
+			s.totals.Inc("apply.invalid")
+			sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
+			return
+		}
 		c, ok := s.cluster(req.RuntimeID)
 		if !ok {
 			if update {
@@ -84,7 +155,7 @@ func (s *Server) handleApply(update bool) http.HandlerFunc {
 		}
 		c.Calls["apply"]++
 		s.clusters.Put(req.RuntimeID, c)
-		c.apply(req, s.isFailing(&req), s.opts.Now())
+		c.apply(req, s.has(&req, s.failing), s.has(&req, s.retryable), s.opts.Now())
 		sandbox.WriteJSON(w, http.StatusOK, s.state(r, req.RuntimeID, c))
 	}
 }

@@ -29,6 +29,9 @@ const (
 	StatusDeleting          = "deleting"
 	StatusDeleted           = "deleted"
 	StatusDeleteError       = "delete_error"
+	// The reconciliation or deletion failed and the Reconciler retries it by itself.
+	StatusReconcileErrorRetryable = "reconcile_error_retryable"
+	StatusDeleteErrorRetryable    = "delete_error_retryable"
 )
 
 // Configuration is one configuration entry of a component; Value is any JSON value (numbers are kept
@@ -41,10 +44,10 @@ type Configuration struct {
 
 // Component is a Kyma component to install.
 type Component struct {
-	URL           string          `json:"URL,omitempty"`
+	URL           string          `json:"URL"`
 	Component     string          `json:"component"`
 	Namespace     string          `json:"namespace"`
-	Version       string          `json:"version,omitempty"`
+	Version       string          `json:"version"`
 	Configuration []Configuration `json:"configuration"`
 }
 
@@ -102,6 +105,11 @@ type Options struct {
 	// FailingComponents are component names whose presence in a configuration makes its reconciliation
 	// end in error; applying a configuration without them reconciles again.
 	FailingComponents []string
+	// RetryableComponents are component names whose presence makes the reconciliation of a
+	// configuration, and the deletion of its cluster, fail once retryably (for ReconcileTime or
+	// DeleteTime the status is reconcile_error_retryable or delete_error_retryable) before the
+	// Reconciler's own retry succeeds, as the real one retries such failures.
+	RetryableComponents []string
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 	// Store keeps the clusters and counts; Open loads them from it. New uses a new MemoryStore.
@@ -116,9 +124,10 @@ const (
 
 // Server is the Reconciler stand-in; it implements sandbox.System.
 type Server struct {
-	opts    Options
-	failing map[string]bool
-	mux     *http.ServeMux
+	opts      Options
+	failing   map[string]bool
+	retryable map[string]bool
+	mux       *http.ServeMux
 
 	durable *durable.Durable
 	handler http.Handler
@@ -139,9 +148,12 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{opts: opts, failing: map[string]bool{}}
+	s := &Server{opts: opts, failing: map[string]bool{}, retryable: map[string]bool{}}
 	for _, c := range opts.FailingComponents {
 		s.failing[c] = true
+	}
+	for _, c := range opts.RetryableComponents {
+		s.retryable[c] = true
 	}
 	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
 	s.clusters = durable.NewTable[cluster](s.durable, kindCluster, true)

@@ -69,7 +69,7 @@ func body(id string, components ...string) string {
 	}
 	for _, name := range components {
 		c.KymaConfig.Components = append(c.KymaConfig.Components, reconcilerstandin.Component{
-			Component: name, Namespace: "kyma-system",
+			Component: name, Namespace: "kyma-system", Version: "2.20.0",
 			Configuration: []reconcilerstandin.Configuration{{Key: "replicas", Value: 2}, {Key: "password", Value: "hunter2", Secret: true}},
 		})
 	}
@@ -199,10 +199,10 @@ func TestObjectsHideSecrets(t *testing.T) {
 
 func TestEqualConfigurationsCompareByValue(t *testing.T) {
 	e := newEnv(t, reconcilerstandin.Options{})
-	in := `{"runtimeID":"n","kubeconfig":"k","kymaConfig":{"version":"2","components":[{"component":"c","namespace":"ns","configuration":[{"key":"a","value":{"y":1,"x":10000000000000001}}]}]}}`
-	same := `{"kymaConfig":{"components":[{"configuration":[{"value":{"x":10000000000000001,"y":1},"key":"a"}],"namespace":"ns","component":"c"}],"version":"2","administrators":[]},"kubeconfig":"k","runtimeID":"n"}`
+	in := `{"runtimeID":"n","kubeconfig":"k","kymaConfig":{"version":"2","administrators":[],"components":[{"URL":"","version":"2","component":"c","namespace":"ns","configuration":[{"key":"a","value":10000000000000001}]}]}}`
+	same := `{"kymaConfig":{"components":[{"configuration":[{"value":10000000000000001,"key":"a"}],"namespace":"ns","component":"c","version":"2","URL":""}],"version":"2","administrators":[]},"kubeconfig":"k","runtimeID":"n"}`
 	assert.Equal(t, int64(1), e.state(http.MethodPost, "", in).ConfigurationVersion)
-	assert.Equal(t, int64(1), e.state(http.MethodPost, "", same).ConfigurationVersion, "key order and empty lists do not matter")
+	assert.Equal(t, int64(1), e.state(http.MethodPost, "", same).ConfigurationVersion, "key order does not matter")
 	changed := strings.Replace(in, "10000000000000001", "10000000000000002", 1)
 	assert.Equal(t, int64(2), e.state(http.MethodPost, "", changed).ConfigurationVersion, "large numbers compare exactly")
 }
@@ -214,7 +214,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 		return reconcilerstandin.Open(ctx, reconcilerstandin.Options{ReconcileTime: time.Minute, DeleteTime: time.Minute, Now: clock.Now, Store: store})
 	}
 	e := serve(t, clock, sandboxtest.Open(t, open, store))
-	in := `{"runtimeID":"rt1","kubeconfig":"k","kymaConfig":{"version":"2","components":[{"component":"c","namespace":"ns","configuration":[{"key":"a","value":10000000000000001}]}]}}`
+	in := `{"runtimeID":"rt1","kubeconfig":"k","kymaConfig":{"version":"2","administrators":[],"components":[{"URL":"","version":"2","component":"c","namespace":"ns","configuration":[{"key":"a","value":10000000000000001}]}]}}`
 	assert.Equal(t, reconcilerstandin.StatusReconcilePending, e.state(http.MethodPost, "", in).Status)
 	e.state(http.MethodPost, "", strings.Replace(in, "rt1", "rt2", 1))
 	e.state(http.MethodDelete, "/rt2", "")
@@ -233,4 +233,43 @@ func TestStateSurvivesARestart(t *testing.T) {
 	assert.Equal(t, map[string]int{"apply": 2, "status": 2}, snap.Clusters[0].Calls)
 
 	sandboxtest.RequireResetIsDurable(t, e2.st, open, store)
+}
+
+// The stand-in refuses what the mothership's OpenAPI refuses (schemas component and
+// configuration; see internal/clients/reconciler/testdata/contract.json).
+func TestContractRefusals(t *testing.T) {
+	e := newEnv(t, reconcilerstandin.Options{})
+	for want, in := range map[string]string{
+		"kymaConfig.components[0].URL is required":                  strings.Replace(body("x", "istio"), `"URL":"",`, ``, 1),
+		"kymaConfig.components[0].URL must be an absolute URI":      strings.Replace(body("x", "istio"), `"URL":""`, `"URL":"charts/istio"`, 1),
+		"kymaConfig.components[0].version is required":              strings.Replace(body("x", "istio"), `,"version":"2.20.0","configuration"`, `,"configuration"`, 1),
+		"kymaConfig.components[0].configuration[0].value must be a": strings.Replace(body("x", "istio"), `"value":2`, `"value":{"cpu":2}`, 1),
+		"kymaConfig.components[0].configuration[1].value must be a": strings.Replace(body("x", "istio"), `"value":"hunter2"`, `"value":["a"]`, 1),
+		"kymaConfig.administrators is required":                     strings.Replace(body("x", "istio"), `"administrators":["admin@example.com"]`, `"administrators":null`, 1),
+	} {
+		code, out := e.api(http.MethodPost, "", in)
+		assert.Equal(t, http.StatusBadRequest, code, want)
+		assert.Contains(t, out, want)
+	}
+	assert.Empty(t, e.st.Snapshot().Clusters)
+	code, out := e.api(http.MethodPost, "", strings.Replace(body("x", "istio"), `"URL":""`, `"URL":"https://example.com/istio.tgz"`, 1))
+	assert.Equal(t, http.StatusOK, code, out)
+}
+
+// A retryable component makes reconciliation and deletion each pass through their retryable
+// error status before the Reconciler's own retry succeeds.
+func TestRetryableErrors(t *testing.T) {
+	e := newEnv(t, reconcilerstandin.Options{ReconcileTime: time.Minute, DeleteTime: time.Minute, RetryableComponents: []string{"flaky"}})
+	e.state(http.MethodPost, "", body("rt", "istio", "flaky"))
+	for _, want := range []string{reconcilerstandin.StatusReconcilePending, reconcilerstandin.StatusReconciling,
+		reconcilerstandin.StatusReconcileErrorRetryable, reconcilerstandin.StatusReconciling, reconcilerstandin.StatusReady} {
+		assert.Equal(t, want, e.status("rt"))
+		e.clock.Advance(time.Minute)
+	}
+	e.state(http.MethodDelete, "/rt", "")
+	for _, want := range []string{reconcilerstandin.StatusDeletePending, reconcilerstandin.StatusDeleting,
+		reconcilerstandin.StatusDeleteErrorRetryable, reconcilerstandin.StatusDeleting, reconcilerstandin.StatusDeleted} {
+		assert.Equal(t, want, e.status("rt"))
+		e.clock.Advance(time.Minute)
+	}
 }

@@ -83,6 +83,9 @@ type Options struct {
 	ReconcileTime, ReconcileDeleteTime time.Duration
 	// FailingComponents make the reconciler fail configurations that contain them.
 	FailingComponents []string
+	// RetryableComponents make the reconciler fail configurations that contain them, and the
+	// deletion of their clusters, once retryably before its own retry succeeds.
+	RetryableComponents []string
 	// SMProvisionDelay is how long EMS instances stay "in progress".
 	SMProvisionDelay time.Duration
 	// AzureActivationTime and AzureDeletionTime pace Event Hubs namespaces and resource groups.
@@ -173,7 +176,7 @@ func OpenSystems(ctx context.Context, o Options) (Systems, error) {
 		},
 		func() (sandbox.System, error) {
 			return reconcilerstandin.Open(ctx, reconcilerstandin.Options{ReconcileTime: o.ReconcileTime, DeleteTime: o.ReconcileDeleteTime,
-				FailingComponents: o.FailingComponents, Now: o.Now, Store: store})
+				FailingComponents: o.FailingComponents, RetryableComponents: o.RetryableComponents, Now: o.Now, Store: store})
 		},
 		func() (sandbox.System, error) {
 			var err error
