@@ -122,7 +122,10 @@ func TestCreateAndReconcile(t *testing.T) {
 	assert.Equal(t, "CloudProfile", str("spec", "cloudProfile", "kind"))
 	assert.Equal(t, "gcp", str("spec", "cloudProfileName"), "below Kubernetes 1.34")
 	ext, _, _ := unstructured.NestedSlice(s.Object, "spec", "extensions")
-	require.Len(t, ext, 1)
+	// The audit log extension and, as the original provisioner always wrote it, the networking
+	// filter (enabled: the ClusterConfig here does not disable it).
+	require.Len(t, ext, 2)
+	assert.Equal(t, map[string]any{"type": "shoot-networking-filter", "disabled": false}, ext[1])
 	assert.Equal(t, map[string]any{"type": "shoot-auditlog-service", "providerConfig": map[string]any{
 		"apiVersion": "service.auditlog.extensions.gardener.cloud/v1alpha1", "kind": "AuditlogConfig", "type": "standard",
 		"tenantID": "tenant-x", "serviceURL": "https://auditlog.example.com:3001", "secretReferenceName": "auditlog-credentials",

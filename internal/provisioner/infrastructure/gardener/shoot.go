@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,6 +21,12 @@ const (
 	AnnotationConfirmDeletion = "confirmation.gardener.cloud/deletion"
 	LabelAccount              = "account"
 	LabelSubaccount           = "subaccount"
+	// AnnotationEuAccess restricts the cluster's nodes to EU access (the original
+	// provisioner's annotation for euAccess).
+	AnnotationEuAccess = "support.gardener.cloud/eu-access-for-cluster-nodes"
+	// LabelSeedRegion is the label Gardener puts on Seeds with their region; a seed selector
+	// on it keeps the control plane in the shoot's region (shootAndSeedSameRegion).
+	LabelSeedRegion = "seed.gardener.cloud/region"
 )
 
 // Shoot fields and names the backend writes (shootcontract/testdata/gardener.json).
@@ -30,6 +37,12 @@ const (
 	LegacyFieldsUntil       = "1.34"
 	AuditLogExtensionType   = "shoot-auditlog-service"
 	AuditLogSecretReference = "auditlog-credentials"
+	// NetworkingFilterExtensionType is the egress filter extension, enabled or disabled per
+	// shoot (shootNetworkingFilterDisabled).
+	NetworkingFilterExtensionType = "shoot-networking-filter"
+	// IMDSv2HopLimit is the PUT response hop limit written with IMDSv2 (pods reach the
+	// metadata service through one more hop than the node).
+	IMDSv2HopLimit = 2
 )
 
 // WorkerName is the name of the worker pool the backend manages.
@@ -106,6 +119,26 @@ func (b *Backend) newShoot(spec infrastructure.Spec) (*unstructured.Unstructured
 	}
 	set(s, c.Seed, "spec", "seedName")
 	set(s, "calico", "spec", "networking", "type")
+	// Pod and service networks, the domain and the control plane's failure tolerance cannot
+	// change once the shoot exists: Create only.
+	set(s, c.PodsCidr, "spec", "networking", "pods")
+	set(s, c.ServicesCidr, "spec", "networking", "services")
+	if c.DNS != nil {
+		if err := unstructured.SetNestedMap(s.Object, dnsSpec(*c.DNS), "spec", "dns"); err != nil {
+			return nil, fmt.Errorf("writing spec.dns: %w", err)
+		}
+	}
+	set(s, c.ControlPlaneFailureTolerance, "spec", "controlPlane", "highAvailability", "failureTolerance", "type")
+	if c.ShootAndSeedSameRegion {
+		if err := unstructured.SetNestedStringMap(s.Object, map[string]string{LabelSeedRegion: c.Region}, "spec", "seedSelector", "matchLabels"); err != nil {
+			return nil, fmt.Errorf("writing spec.seedSelector: %w", err)
+		}
+	}
+	if c.EuAccess {
+		ann := s.GetAnnotations()
+		ann[AnnotationEuAccess] = "true"
+		s.SetAnnotations(ann)
+	}
 	if b.spec.AuditLogsPolicyConfigMap != "" {
 		set(s, b.spec.AuditLogsPolicyConfigMap, "spec", "kubernetes", "kubeAPIServer", "auditConfig", "auditPolicy", "configMapRef", "name")
 	}
@@ -165,6 +198,10 @@ func applyCluster(s *unstructured.Unstructured, spec infrastructure.Spec, pc pro
 	}
 	set(s, c.Purpose, "spec", "purpose")
 	set(s, c.WorkerCidr, "spec", "networking", "nodes")
+	set(s, c.ExposureClassName, "spec", "exposureClassName")
+	if err := setExtension(s, map[string]any{"type": NetworkingFilterExtensionType, "disabled": c.ShootNetworkingFilterDisabled}); err != nil {
+		return err
+	}
 
 	workers, _, err := unstructured.NestedSlice(s.Object, "spec", "provider", "workers")
 	if err != nil {
@@ -197,6 +234,20 @@ func applyCluster(s *unstructured.Unstructured, spec infrastructure.Spec, pc pro
 			z[i] = v
 		}
 		w["zones"] = z
+	}
+	if pc.EnableIMDSv2 != nil && providerType(c.Provider) == "aws" {
+		if *pc.EnableIMDSv2 {
+			w["providerConfig"] = map[string]any{
+				"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1",
+				"kind":       "WorkerConfig",
+				"instanceMetadataOptions": map[string]any{
+					"httpTokens":              "required",
+					"httpPutResponseHopLimit": int64(IMDSv2HopLimit),
+				},
+			}
+		} else if cfg, ok := w["providerConfig"].(map[string]any); ok {
+			delete(cfg, "instanceMetadataOptions")
+		}
 	}
 	workers[0] = wu.Object
 	if err := unstructured.SetNestedSlice(s.Object, workers, "spec", "provider", "workers"); err != nil {
@@ -239,6 +290,57 @@ func migrateLegacyFields(s *unstructured.Unstructured) error {
 	return nil
 }
 
+// dnsSpec is the shoot's spec.dns for a custom domain: its providers with their credentials
+// (secretName) and the domains each serves.
+func dnsSpec(d infrastructure.DNSConfig) map[string]any {
+	out := map[string]any{"domain": d.Domain}
+	if len(d.Providers) == 0 {
+		return out
+	}
+	providers := make([]any, 0, len(d.Providers))
+	for _, p := range d.Providers {
+		m := map[string]any{"primary": p.Primary}
+		if p.Type != "" {
+			m["type"] = p.Type
+		}
+		if p.SecretName != "" {
+			m["secretName"] = p.SecretName
+		}
+		if len(p.DomainsInclude) > 0 {
+			inc := make([]any, len(p.DomainsInclude))
+			for i, v := range p.DomainsInclude {
+				inc[i] = v
+			}
+			m["domains"] = map[string]any{"include": inc}
+		}
+		providers = append(providers, m)
+	}
+	out["providers"] = providers
+	return out
+}
+
+// setExtension replaces spec.extensions' entry of ext's type with ext, or appends it.
+func setExtension(s *unstructured.Unstructured, ext map[string]any) error {
+	list, _, err := unstructured.NestedSlice(s.Object, "spec", "extensions")
+	if err != nil {
+		return fmt.Errorf("reading spec.extensions: %w", err)
+	}
+	replaced := false
+	for i, e := range list {
+		if m, ok := e.(map[string]any); ok && m["type"] == ext["type"] {
+			list[i] = ext
+			replaced = true
+		}
+	}
+	if !replaced {
+		list = append(list, ext)
+	}
+	if err := unstructured.SetNestedSlice(s.Object, list, "spec", "extensions"); err != nil {
+		return fmt.Errorf("writing spec.extensions: %w", err)
+	}
+	return nil
+}
+
 // set writes a non-empty string.
 func set(s *unstructured.Unstructured, v string, path ...string) {
 	if v == "" {
@@ -276,6 +378,15 @@ type providerConfig struct {
 	FloatingPoolName     string `json:"floatingPoolName"`
 	LoadBalancerProvider string `json:"loadBalancerProvider"`
 	CloudProfileName     string `json:"cloudProfileName"`
+	// Azure: zones with a subnet each (and a NAT gateway when enabled).
+	AzureZones []struct {
+		Name int    `json:"name"`
+		Cidr string `json:"cidr"`
+	} `json:"azureZones"`
+	EnableNatGateway             *bool `json:"enableNatGateway"`
+	IdleConnectionTimeoutMinutes *int  `json:"idleConnectionTimeoutMinutes"`
+	// AWS: require IMDSv2 on the workers' instances.
+	EnableIMDSv2 *bool `json:"enableIMDSv2"`
 }
 
 func parseProviderConfig(raw json.RawMessage) (providerConfig, error) {
@@ -300,6 +411,13 @@ func parseProviderConfig(raw json.RawMessage) (providerConfig, error) {
 }
 
 func (pc providerConfig) zones() []string {
+	if len(pc.AzureZones) > 0 {
+		z := make([]string, len(pc.AzureZones))
+		for i, az := range pc.AzureZones {
+			z[i] = strconv.Itoa(az.Name)
+		}
+		return z
+	}
 	if len(pc.Zones) > 0 {
 		return pc.Zones
 	}
@@ -331,9 +449,37 @@ func providerConfigs(provider string, c infrastructure.ClusterConfig, pc provide
 			obj(g, "ControlPlaneConfig", cp)
 	case "azure":
 		g := "azure.provider.extensions.gardener.cloud"
+		networks := map[string]any{"vnet": map[string]any{"cidr": pc.VnetCidr}}
+		natGateway := func() map[string]any {
+			if pc.EnableNatGateway == nil || !*pc.EnableNatGateway {
+				return nil
+			}
+			ng := map[string]any{"enabled": true}
+			if pc.IdleConnectionTimeoutMinutes != nil {
+				ng["idleConnectionTimeoutMinutes"] = int64(*pc.IdleConnectionTimeoutMinutes)
+			}
+			return ng
+		}
+		if len(pc.AzureZones) > 0 {
+			// Zones with a subnet each replace the single workers network.
+			zones := make([]any, 0, len(pc.AzureZones))
+			for _, z := range pc.AzureZones {
+				zone := map[string]any{"name": int64(z.Name), "cidr": z.Cidr}
+				if ng := natGateway(); ng != nil {
+					zone["natGateway"] = ng
+				}
+				zones = append(zones, zone)
+			}
+			networks["zones"] = zones
+		} else {
+			networks["workers"] = c.WorkerCidr
+			if ng := natGateway(); ng != nil {
+				networks["natGateway"] = ng
+			}
+		}
 		return obj(g, "InfrastructureConfig", map[string]any{
-				"networks": map[string]any{"vnet": map[string]any{"cidr": pc.VnetCidr}, "workers": c.WorkerCidr},
-				"zoned":    len(pc.Zones) > 0,
+				"networks": networks,
+				"zoned":    len(pc.Zones) > 0 || len(pc.AzureZones) > 0,
 			}),
 			obj(g, "ControlPlaneConfig", nil)
 	case "aws":

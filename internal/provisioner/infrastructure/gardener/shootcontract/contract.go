@@ -8,6 +8,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,10 @@ type Rule struct {
 	Required            []string          `json:"required"`
 	SecretReferenceName string            `json:"secretReferenceName"`
 	ResourceRef         map[string]string `json:"resourceRef"`
+
+	// ListPath and ListField: a rule on a field of every entry of a list (cidr).
+	ListPath  string `json:"listPath"`
+	ListField string `json:"listField"`
 }
 
 // Source is where a fact comes from.
@@ -200,6 +205,10 @@ func (f Facts) check(r Rule, shoot map[string]any, provider, version string) []V
 		return out
 	case "auditlogExtension":
 		return checkAuditlog(r, shoot)
+	case "cidr":
+		return checkCIDRs(r, shoot)
+	case "dnsProviders":
+		return checkDNSProviders(r, lookup(shoot, r.Path))
 	default:
 		return fail(r.Field, "Internal", "unknown rule kind "+r.Kind)
 	}
@@ -246,6 +255,64 @@ func checkExtensionTypes(r Rule, v any) []Violation {
 			out = append(out, Violation{Rule: r.ID, Field: at, Type: "Duplicate", Message: t})
 		}
 		types[t] = true
+	}
+	return out
+}
+
+// checkCIDRs: every network the rule names (paths, or listField of each entry of listPath)
+// parses as a CIDR when set.
+func checkCIDRs(r Rule, shoot map[string]any) []Violation {
+	values := map[string]any{}
+	var fields []string
+	for _, p := range r.Paths {
+		values[p] = lookup(shoot, p)
+		fields = append(fields, p)
+	}
+	if r.ListPath != "" {
+		list, _ := lookup(shoot, r.ListPath).([]any)
+		for i, e := range list {
+			m, _ := e.(map[string]any)
+			f := fmt.Sprintf("%s[%d].%s", r.ListPath, i, r.ListField)
+			values[f] = m[r.ListField]
+			if values[f] == nil {
+				values[f] = ""
+			}
+			fields = append(fields, f)
+		}
+	}
+	var out []Violation
+	for _, f := range fields {
+		v := values[f]
+		if v == nil {
+			continue
+		}
+		s, _ := v.(string)
+		if _, _, err := net.ParseCIDR(s); err != nil {
+			out = append(out, Violation{Rule: r.ID, Field: f, Type: r.Type, Message: fmt.Sprintf("%q: %s", s, r.Message)})
+		}
+	}
+	return out
+}
+
+// checkDNSProviders: a provider with credentials (secretName) says what it is (type), and at
+// most one provider is primary.
+func checkDNSProviders(r Rule, v any) []Violation {
+	list, _ := v.([]any)
+	var out []Violation
+	primary := false
+	for i, e := range list {
+		m, _ := e.(map[string]any)
+		at := fmt.Sprintf("%s[%d]", r.Field, i)
+		if p, _ := m["primary"].(bool); p {
+			if primary {
+				out = append(out, Violation{Rule: r.ID, Field: at + ".primary", Type: "Forbidden", Message: "multiple primary DNS providers are not supported"})
+				continue
+			}
+			primary = true
+		}
+		if set(m["secretName"]) && !set(m["type"]) {
+			out = append(out, Violation{Rule: r.ID, Field: at + ".type", Type: "Required", Message: "type must be set when secretName is set"})
+		}
 	}
 	return out
 }

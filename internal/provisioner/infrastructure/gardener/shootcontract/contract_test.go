@@ -84,6 +84,18 @@ func TestEachRuleRejects(t *testing.T) {
 			spec(m)["provider"].(map[string]any)["controlPlaneConfig"].(map[string]any)["kind"] = "InfrastructureConfig"
 		},
 		"auditlog-extension": func(m map[string]any) { delete(spec(m), "resources") },
+		"control-plane-failure-tolerance": func(m map[string]any) {
+			spec(m)["controlPlane"] = map[string]any{"highAvailability": map[string]any{"failureTolerance": map[string]any{"type": "region"}}}
+		},
+		"networking-cidrs": func(m map[string]any) {
+			spec(m)["networking"] = map[string]any{"pods": "100.96.0.0/11", "services": "100.104.0.0"}
+		},
+		"dns-providers": func(m map[string]any) {
+			spec(m)["dns"] = map[string]any{"domain": "a.example.com", "providers": []any{
+				map[string]any{"primary": true, "type": "aws-route53", "secretName": "s1"},
+				map[string]any{"primary": false, "secretName": "s2"},
+			}}
+		},
 	} {
 		t.Run(rule, func(t *testing.T) {
 			m := decode(t)
@@ -95,6 +107,39 @@ func TestEachRuleRejects(t *testing.T) {
 			}
 		})
 	}
+	t.Run("dns-providers primary", func(t *testing.T) {
+		m := decode(t)
+		spec(m)["dns"] = map[string]any{"domain": "a.example.com", "providers": []any{
+			map[string]any{"primary": true, "type": "aws-route53", "secretName": "s1"},
+			map[string]any{"primary": true, "type": "aws-route53", "secretName": "s2"},
+		}}
+		got := facts.Check(m)
+		require.Len(t, got, 1)
+		assert.Equal(t, "spec.dns.providers[1].primary", got[0].Field)
+		assert.Equal(t, "Forbidden", got[0].Type)
+	})
+	t.Run("valid control-plane inputs keep every rule", func(t *testing.T) {
+		m := decode(t)
+		spec(m)["controlPlane"] = map[string]any{"highAvailability": map[string]any{"failureTolerance": map[string]any{"type": "zone"}}}
+		spec(m)["networking"] = map[string]any{"nodes": "10.250.0.0/16", "pods": "100.96.0.0/11", "services": "100.104.0.0/13"}
+		spec(m)["dns"] = map[string]any{"domain": "a.example.com", "providers": []any{
+			map[string]any{"primary": true, "type": "aws-route53", "secretName": "s1", "domains": map[string]any{"include": []any{"a.example.com"}}},
+		}}
+		assert.Empty(t, facts.Check(m))
+	})
+	t.Run("azure-zone-cidrs", func(t *testing.T) {
+		m := decode(t)
+		p := spec(m)["provider"].(map[string]any)
+		p["type"] = "azure"
+		p["infrastructureConfig"] = map[string]any{"apiVersion": "azure.provider.extensions.gardener.cloud/v1alpha1", "kind": "InfrastructureConfig",
+			"networks": map[string]any{"vnet": map[string]any{"cidr": "10.250.0.0/16"}, "zones": []any{
+				map[string]any{"name": int64(1), "cidr": "10.250.0.0/19"}, map[string]any{"name": int64(2)}}}}
+		p["controlPlaneConfig"] = map[string]any{"apiVersion": "azure.provider.extensions.gardener.cloud/v1alpha1", "kind": "ControlPlaneConfig"}
+		got := facts.Check(m)
+		require.Len(t, got, 1, "%v", got)
+		assert.Equal(t, "azure-zone-cidrs", got[0].Rule)
+		assert.Equal(t, "spec.provider.infrastructureConfig.networks.zones[1].cidr", got[0].Field)
+	})
 	t.Run("auditlog-extension fields", func(t *testing.T) {
 		m := decode(t)
 		pc := spec(m)["extensions"].([]any)[0].(map[string]any)["providerConfig"].(map[string]any)
