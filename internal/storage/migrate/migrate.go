@@ -97,6 +97,20 @@ func (m *Migrator) Up() (uint, error) {
 	return v, err
 }
 
+// Next applies the next migration not applied yet and returns the resulting version; ok is false
+// when every migration is applied.
+func (m *Migrator) Next() (v uint, ok bool, err error) {
+	if err := m.m.Steps(1); err != nil {
+		if errors.Is(err, migrate.ErrNoChange) || errors.Is(err, fs.ErrNotExist) {
+			v, _, err = m.Version()
+			return v, false, err
+		}
+		return 0, false, fmt.Errorf("migrating up one step: %w", err)
+	}
+	v, _, err = m.Version()
+	return v, err == nil, err
+}
+
 // Down undoes the last steps migrations (at least one) and returns the resulting version. It
 // refuses, undoing nothing, when fewer than steps migrations are applied.
 func (m *Migrator) Down(steps int) (uint, error) {
