@@ -12,6 +12,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/app"
+	"github.com/kyma-project/kyma-environment-broker/internal/app/migratecmd"
 	"github.com/kyma-project/kyma-environment-broker/internal/gcpolicy"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/profiling"
@@ -45,22 +46,7 @@ func rootCommand(log *logrus.Logger) *cobra.Command {
 	serve := serveCommand(log)
 	root.RunE = serve.RunE // `broker` alone serves
 	root.AddCommand(serve)
-	root.AddCommand(&cobra.Command{
-		Use:   "migrate",
-		Short: "Apply the database migrations (also applied on every start) and print the schema version",
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := databaseConfig()
-			if err != nil {
-				return err
-			}
-			version, err := driver.Migrate(cmd.Context(), cfg, log)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "database driver=%s schema_version=%d\n", cfg.Driver, version)
-			return nil
-		},
-	})
+	root.AddCommand(migratecmd.Command(log))
 	root.AddCommand(&cobra.Command{
 		Use:   "rotate-secrets",
 		Short: "Re-encrypt every stored secret with APP_DATABASE_SECRET_KEY (old keys in APP_DATABASE_SECRET_KEYS_PREVIOUS)",

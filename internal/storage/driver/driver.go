@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -146,4 +147,16 @@ func LatestSchemaVersion(cfg Config) (int, error) {
 		return sqlstore.LatestVersion(postgres.Migrations())
 	}
 	return sqlstore.LatestVersion(sqlite.Migrations())
+}
+
+// OpenMigrator opens the configured database's migration line for an operator's command (up,
+// down, version, force); close releases it.
+func OpenMigrator(ctx context.Context, cfg Config) (*migrate.Migrator, func() error, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if cfg.Driver == Postgres {
+		return postgres.OpenMigrator(ctx, cfg.Postgres())
+	}
+	return sqlite.OpenMigrator(ctx, cfg.SQLite())
 }

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"regexp"
+	"strconv"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database"
@@ -32,6 +34,7 @@ type Line struct {
 
 // Migrator migrates one line of one database.
 type Migrator struct {
+	fsys fs.FS
 	m    *migrate.Migrate
 	src  interface{ Close() error }
 	conn *sql.Conn
@@ -47,7 +50,7 @@ func Open(ctx context.Context, db *sql.DB, driver string, l Line) (*Migrator, er
 	if err != nil {
 		return nil, fmt.Errorf("reading the migrations: %w", err)
 	}
-	out := &Migrator{src: src}
+	out := &Migrator{src: src, fsys: l.Migrations}
 	var drv database.Driver
 	switch driver {
 	case "postgres":
@@ -94,17 +97,67 @@ func (m *Migrator) Up() (uint, error) {
 	return v, err
 }
 
-// Down undoes the last steps migrations (at least one) and returns the resulting version.
+// Next applies the next migration not applied yet and returns the resulting version; ok is false
+// when every migration is applied.
+func (m *Migrator) Next() (v uint, ok bool, err error) {
+	if err := m.m.Steps(1); err != nil {
+		if errors.Is(err, migrate.ErrNoChange) || errors.Is(err, fs.ErrNotExist) {
+			v, _, err = m.Version()
+			return v, false, err
+		}
+		return 0, false, fmt.Errorf("migrating up one step: %w", err)
+	}
+	v, _, err = m.Version()
+	return v, err == nil, err
+}
+
+// Down undoes the last steps migrations (at least one) and returns the resulting version. It
+// refuses, undoing nothing, when fewer than steps migrations are applied.
 func (m *Migrator) Down(steps int) (uint, error) {
 	if steps < 1 {
 		steps = 1
 	}
+	v, dirty, err := m.Version()
+	if err != nil {
+		return 0, err
+	}
+	if dirty {
+		return 0, fmt.Errorf("migrating down: version %d is dirty (a migration failed): repair it and force a version first", v)
+	}
+	applied, err := m.applied(v)
+	if err != nil {
+		return 0, err
+	}
+	if steps > applied {
+		return 0, fmt.Errorf("migrating down %d step(s): only %d migration(s) applied (version %d), nothing undone", steps, applied, v)
+	}
 	if err := m.m.Steps(-steps); err != nil {
 		return 0, fmt.Errorf("migrating down %d step(s): %w", steps, err)
 	}
-	v, _, err := m.Version()
+	v, _, err = m.Version()
 	return v, err
 }
+
+// applied counts the line's migrations up to version (those a database at version has applied).
+func (m *Migrator) applied(version uint) (int, error) {
+	entries, err := fs.ReadDir(m.fsys, ".")
+	if err != nil {
+		return 0, fmt.Errorf("reading the migrations: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		match := upFile.FindStringSubmatch(e.Name())
+		if match == nil {
+			continue
+		}
+		if v, err := strconv.ParseUint(match[1], 10, 64); err == nil && uint(v) <= version {
+			n++
+		}
+	}
+	return n, nil
+}
+
+var upFile = regexp.MustCompile(`^([0-9]+)_.*\.up\.sql$`)
 
 // Version is the line's version (0 when nothing is applied) and whether a migration failed at it.
 func (m *Migrator) Version() (uint, bool, error) {

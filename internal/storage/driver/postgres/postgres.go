@@ -8,6 +8,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate"
 	"io/fs"
 	"net/url"
 	"strconv"
@@ -23,7 +24,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/sqlstore"
 )
 
-//go:embed migrations/*.up.sql
+//go:embed migrations/*.sql
 var migrationFiles embed.FS
 
 // NotifyChannel is the LISTEN/NOTIFY channel that wakes the engines of all replicas.
@@ -318,4 +319,19 @@ func orDiscard(log logrus.FieldLogger) logrus.FieldLogger {
 	l := logrus.New()
 	l.SetLevel(logrus.PanicLevel)
 	return l
+}
+
+// OpenMigrator opens the database and its migration line (schema_migrations) for an operator's
+// command (up, down, version, force); close releases both.
+func OpenMigrator(ctx context.Context, cfg Config) (m *migrate.Migrator, closeFn func() error, err error) {
+	db, err := connect(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err = migrate.Open(ctx, db.DB, "postgres", migrate.Line{Table: "schema_migrations", Migrations: Migrations()})
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, err
+	}
+	return m, func() error { return errors.Join(m.Close(), db.Close()) }, nil
 }

@@ -8,6 +8,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate"
 	"io/fs"
 	"net/url"
 
@@ -22,7 +23,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/sqlstore"
 )
 
-//go:embed migrations/*.up.sql
+//go:embed migrations/*.sql
 var migrationFiles embed.FS
 
 // Config says where the database file is.
@@ -157,4 +158,19 @@ func openWriter(ctx context.Context, cfg Config) (*sqlx.DB, error) {
 		return nil, fmt.Errorf("opening sqlite database %s: %w", cfg.Path, err)
 	}
 	return w, nil
+}
+
+// OpenMigrator opens the database and its migration line (schema_migrations) for an operator's
+// command (up, down, version, force); close releases both.
+func OpenMigrator(ctx context.Context, cfg Config) (m *migrate.Migrator, closeFn func() error, err error) {
+	w, err := openWriter(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err = migrate.Open(ctx, w.DB, "sqlite", migrate.Line{Table: "schema_migrations", Migrations: Migrations()})
+	if err != nil {
+		_ = w.Close()
+		return nil, nil, err
+	}
+	return m, func() error { return errors.Join(m.Close(), w.Close()) }, nil
 }

@@ -1,0 +1,2 @@
+DROP TABLE orchestration_operations;
+DROP TABLE orchestrations;

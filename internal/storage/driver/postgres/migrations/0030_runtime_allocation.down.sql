@@ -1,0 +1,1 @@
+ALTER TABLE runtimes DROP COLUMN allocation;

@@ -1,0 +1,1 @@
+ALTER TABLE operations SET (fillfactor = 80);

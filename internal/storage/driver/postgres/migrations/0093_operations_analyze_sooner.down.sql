@@ -1,0 +1,1 @@
+ALTER TABLE operations RESET (autovacuum_analyze_scale_factor, autovacuum_analyze_threshold);

@@ -1,0 +1,10 @@
+DROP TABLE retrigger_operations;
+DROP TABLE retriggers;
+DROP INDEX instances_last_op;
+DROP INDEX instances_plan_region;
+DROP INDEX instances_created_at;
+DROP TRIGGER operations_last_op_update;
+DROP TRIGGER operations_last_op_insert;
+ALTER TABLE instances DROP COLUMN last_op_state;
+ALTER TABLE instances DROP COLUMN last_op_type;
+ALTER TABLE instances DROP COLUMN expired_at;

@@ -1,0 +1,1 @@
+CREATE INDEX events_instance_id ON events (instance_id);

@@ -1,0 +1,1 @@
+CREATE INDEX instances_last_op ON instances (last_op_state, last_op_type);
