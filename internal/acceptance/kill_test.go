@@ -46,7 +46,7 @@ func killAndRestartRun(t *testing.T, c *brokerProcess) {
 	start := time.Now()
 	ids, ops := provisionMany(t, b, n, "kill")
 	for range 2 {
-		c.killWhenBusy(3 * n)
+		c.killWhenInFlight(n / 2)
 		c.restartMeasured()
 	}
 	waitAll(t, b, ids, ops, 5*time.Minute)
@@ -56,7 +56,7 @@ func killAndRestartRun(t *testing.T, c *brokerProcess) {
 
 	start = time.Now()
 	ops = deprovisionAll(t, b, ids)
-	c.killWhenBusy(2 * n)
+	c.killWhenInFlight(n / 2)
 	c.restartMeasured()
 	waitAll(t, b, ids, ops, 5*time.Minute)
 	t.Logf("%d deprovisionings with 1 kill: %s", n, time.Since(start).Round(time.Second))

@@ -176,12 +176,40 @@ func (c *brokerProcess) openStore() storage.Store {
 	return store
 }
 
-// killWhenBusy kills the broker once the sandbox has seen more requests since the call.
-func (c *brokerProcess) killWhenBusy(more int) {
+// killLatency slows every sandbox system while a kill is prepared, so operations are held in
+// a step that calls out when the broker dies rather than all finished or all waiting.
+const killLatency = 300 * time.Millisecond
+
+// killWhenInFlight kills the broker with work in flight: with every sandbox system slowed by
+// killLatency, it waits for more requests since the call (so kills land at different points
+// of the operations), then until the store shows an unfinished operation leased by the broker
+// (a worker runs it), and kills. The slowdown ends with the kill: the next start sets the
+// faults the test had set before.
+func (c *brokerProcess) killWhenInFlight(more int) {
 	c.t.Helper()
+	saved := map[string]sandbox.Faults{}
+	for _, sys := range allSystems {
+		f := c.faults[sys]
+		saved[sys] = f
+		f.Latency = max(f.Latency, killLatency)
+		putFaults(c.t, c.sandboxURL, sys, f)
+	}
 	c.waitBusy(more)
+	held := 0
+	for deadline := time.Now().Add(2 * time.Minute); held == 0; time.Sleep(20 * time.Millisecond) {
+		require.True(c.t, time.Now().Before(deadline), "no operation was held by the broker for 2 minutes: nothing in flight to kill")
+		for _, op := range c.unfinishedOperations() {
+			if op.LeaseOwner != "" {
+				held++
+			}
+		}
+	}
 	c.kill()
-	c.t.Logf("killed the broker (SIGKILL) after %d more requests to the sandbox", more)
+	// Zero faults too, for systems the test left alone: the next start clears the slowdown.
+	for sys, f := range saved {
+		c.faults[sys] = f
+	}
+	c.t.Logf("killed the broker (SIGKILL) after %d more requests to the sandbox, with %d operations held", more, held)
 }
 
 // waitBusy waits until the sandbox has seen more requests since the call.

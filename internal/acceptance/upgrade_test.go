@@ -85,7 +85,8 @@ func orchestrationOperations(t *testing.T, b *bt.Broker, r bt.Response) []dto.Op
 
 func waitOperation(t *testing.T, b *bt.Broker, id string, want storage.OperationState) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// Generous: on a loaded machine an upgrade's steps queue behind other work.
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		op, err := b.Store.Operations().GetOperation(t.Context(), id)
 		require.NoError(t, err)

@@ -35,6 +35,18 @@ type env struct {
 	url   string
 	db    *sql.DB
 	store storage.Store
+	// addr is the fixed address of workers that share one owner across a restart.
+	addr string
+}
+
+// freeAddr is a loopback address nothing listens on now, for a worker to bind.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }
 
 func setup(t *testing.T, operations int) *env {
@@ -101,22 +113,57 @@ func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
 	}
 }
 
+// blockedStep is where the first worker of a kill test holds every operation that reaches it.
+const blockedStep = "step_4"
+
+// killWhenHeld kills w with SIGKILL once its workers all hang in blockedStep: work is in
+// flight at the kill by construction, whatever the machine's speed.
+func (e *env) killWhenHeld(w *exec.Cmd, workers int) {
+	e.t.Helper()
+	e.waitFor(fmt.Sprintf("%d operations held in %s", workers, blockedStep), 120*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM effects WHERE step = $1`, blockedStep) >= workers
+	})
+	require.NoError(e.t, w.Process.Signal(os.Kill))
+	_, _ = w.Process.Wait()
+}
+
+// waitForProgress waits until cond reports done, failing only when its progress figure has
+// not changed for stall.
+func (e *env) waitForProgress(what string, stall time.Duration, cond func() (progress int, done bool)) {
+	e.t.Helper()
+	last, done := cond()
+	moved := time.Now()
+	for !done {
+		if time.Since(moved) > stall {
+			e.t.Fatalf("no progress for %s waiting for %s (at %d)", stall, what, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+		var p int
+		if p, done = cond(); p != last {
+			last, moved = p, time.Now()
+		}
+	}
+}
+
 func (e *env) operationsIn(state storage.OperationState) int {
 	return e.count(`SELECT count(*) FROM operations WHERE state = $1`, string(state))
 }
 
 // TestKillNineMidRun: 200 operations of 5 steps; the worker is killed with SIGKILL while it
-// runs them and started again. Every operation succeeds, every side effect exists exactly
+// runs them (its workers all held in step_4, so the kill lands on work in flight) and a new
+// worker is started. Every operation succeeds, every side effect exists exactly
 // once, and only operations that were in flight at the kill may see their interrupted step
 // run again (idempotently).
 func TestKillNineMidRun(t *testing.T) {
-	const ops = 200
+	const ops, workers = 200, 10
 	e := setup(t, ops)
-	const lease = 2 * time.Second
-	w := e.startWorker("first", 10, 10*time.Millisecond, lease)
-	e.waitFor("300 side effects", 60*time.Second, func() bool { return e.count(`SELECT count(*) FROM effects`) >= 300 })
-	require.NoError(t, w.Process.Signal(os.Kill))
-	_, _ = w.Process.Wait()
+	// The second worker has another owner and takes over once the first one's leases expire:
+	// short, but only the first worker's leases expire here (it is dead), and the second one's
+	// are renewed every third of it even on a loaded machine; a lost one would show as a
+	// replay outside the in-flight set.
+	const lease = 3 * time.Second
+	w := e.startWorker("first", workers, 10*time.Millisecond, lease, envBlock+"="+blockedStep)
+	e.killWhenHeld(w, workers)
 
 	atKill := e.count(`SELECT count(*) FROM effects`)
 	inFlight := map[string]bool{}
@@ -132,8 +179,8 @@ func TestKillNineMidRun(t *testing.T) {
 	require.Less(t, atKill, ops*stepsPerOp, "the kill must land mid-run")
 	require.NotEmpty(t, inFlight)
 
-	e.startWorker("second", 10, 10*time.Millisecond, lease)
-	e.waitFor("all operations finished", 120*time.Second, func() bool {
+	e.startWorker("second", workers, 10*time.Millisecond, lease)
+	e.waitFor("all operations finished", 300*time.Second, func() bool {
 		return e.operationsIn(storage.StateSucceeded)+e.operationsIn(storage.StateFailed) == ops
 	})
 
@@ -170,28 +217,28 @@ func TestKillNineMidRun(t *testing.T) {
 }
 
 // TestKillNineRestartMovesAtOnce: a worker listening on a fixed address (its engine's owner is
-// derived from it, as the broker's is) is killed with SIGKILL mid-run and started again at
-// once with the default 30s lease: the operations it held move again within 5 s, not after
-// their leases expire, and all succeed.
+// derived from it, as the broker's is) is killed with SIGKILL while it holds operations in a
+// step and started again at once with the default 30s lease: the operations it held move again
+// before their leases expire (it reclaims them), and all succeed.
 func TestKillNineRestartMovesAtOnce(t *testing.T) {
-	const ops = 200
+	const ops, workers = 200, 10
 	e := setup(t, ops)
 	const lease = 30 * time.Second
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	w := e.startWorker("first", 10, 10*time.Millisecond, lease, envAddr+"="+addr)
-	e.waitFor("300 side effects", 60*time.Second, func() bool { return e.count(`SELECT count(*) FROM effects`) >= 300 })
-	require.NoError(t, w.Process.Signal(os.Kill))
-	_, _ = w.Process.Wait()
+	addr := freeAddr(t)
+	w := e.startWorker("first", workers, 10*time.Millisecond, lease, envAddr+"="+addr, envBlock+"="+blockedStep)
+	e.killWhenHeld(w, workers)
 	var held []string
-	rows, err := e.db.Query(`SELECT id FROM operations WHERE lease_owner IS NOT NULL AND state IN ('pending','in progress')`)
+	var expires time.Time
+	rows, err := e.db.Query(`SELECT id, lease_expires_at FROM operations WHERE lease_owner IS NOT NULL AND state IN ('pending','in progress')`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var id string
-		require.NoError(t, rows.Scan(&id))
+		var until time.Time
+		require.NoError(t, rows.Scan(&id, &until))
 		held = append(held, id)
+		if expires.IsZero() || until.Before(expires) {
+			expires = until
+		}
 	}
 	require.NoError(t, rows.Close())
 	require.NotEmpty(t, held, "the kill must land while operations are held")
@@ -212,7 +259,12 @@ func TestKillNineRestartMovesAtOnce(t *testing.T) {
 			GROUP BY operation_id) x`,
 		restarted, pq.Array(held)).Scan(&first, &last))
 	t.Logf("%d operations held at the kill; restart to the first of them moving: %.2fs, to the last: %.2fs", len(held), first, last)
-	assert.Less(t, last, 5.0, "every held operation moves again within 5 s of the restart, not after the %s lease", lease)
+	// The invariant is that the restarted owner reclaims its leases instead of waiting them
+	// out: every held operation moves before the earliest of their leases would have expired.
+	// How many seconds that takes depends on the machine's load and is only logged.
+	var beforeExpiry float64
+	require.NoError(t, e.db.QueryRow(`SELECT EXTRACT(EPOCH FROM $1::timestamptz - $2::timestamptz)`, expires, restarted).Scan(&beforeExpiry))
+	assert.Less(t, last, beforeExpiry, "every held operation moves again before its %s lease expires (%.2fs after the restart)", lease, beforeExpiry)
 }
 
 // TestThreeReplicasShareWork: 3 engine processes on one database run 1,000 operations; no two
@@ -223,11 +275,16 @@ func TestThreeReplicasShareWork(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, name := range []string{"replica-a", "replica-b", "replica-c"} {
 		wg.Add(1)
-		go func(name string) { defer wg.Done(); e.startWorker(name, 8, time.Millisecond, 5*time.Second) }(name)
+		// The default lease: this test asserts no replays, which a lease lost to a stall of a
+		// loaded machine (not a crash) would cause.
+		go func(name string) { defer wg.Done(); e.startWorker(name, 8, time.Millisecond, 30*time.Second) }(name)
 	}
 	wg.Wait()
-	e.waitFor("all operations finished", 180*time.Second, func() bool {
-		return e.operationsIn(storage.StateSucceeded)+e.operationsIn(storage.StateFailed) == ops
+	// How long 1,000 operations take depends on the machine's load: fail only when they stop
+	// moving, not after a fixed time.
+	e.waitForProgress("all operations finished", 120*time.Second, func() (int, bool) {
+		done := e.operationsIn(storage.StateSucceeded) + e.operationsIn(storage.StateFailed)
+		return e.count(`SELECT count(*) FROM runs`), done == ops
 	})
 	assert.Equal(t, ops, e.operationsIn(storage.StateSucceeded))
 	assert.Equal(t, ops*stepsPerOp, e.count(`SELECT count(*) FROM effects`))

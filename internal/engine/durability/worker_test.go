@@ -100,6 +100,11 @@ func definition(db *sql.DB, replica string, sleep time.Duration) (*engine.Proces
 		steps = append(steps, engine.WeightedStep[payload]{Weight: w, StepDef: engine.StepDef[payload]{
 			Step: effectStep{name: fmt.Sprintf("step_%d", i), replica: replica, db: db, sleep: sleep},
 		}})
+		// KEB_DURABILITY_BLOCK holds every operation that reaches the named step there (after
+		// its effect, before the engine hears of it), so a kill lands on work in flight.
+		if name := fmt.Sprintf("step_%d", i); os.Getenv(envBlock) == name {
+			steps[i-1].Step = blockingStep{effectStep{name: name, replica: replica, db: db, sleep: sleep}}
+		}
 	}
 	return engine.Weighted(opType, time.Hour, steps...)
 }
