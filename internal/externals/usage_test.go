@@ -5,9 +5,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"testing"
 	"sort"
 	"strings"
+	"testing"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/avs"
