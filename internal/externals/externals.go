@@ -105,11 +105,18 @@ func (c *Config) DisableAll() {
 	c.IAS.Disabled, c.EDP.Disabled = true, true
 }
 
+// shared are every client's shared configuration.
+func (c *Config) shared() []*clientkit.Config {
+	return []*clientkit.Config{&c.AVS.Config, &c.EDP.Config, &c.IAS.Config, &c.ServiceManager.Config,
+		&c.Azure.Config, &c.Reconciler.Config, &c.Director.Config}
+}
+
 // SetTransport sends every client's requests through t (the embedded sandbox's in-process
 // transport).
 func (c *Config) SetTransport(t http.RoundTripper) {
-	c.AVS.Transport, c.EDP.Transport, c.IAS.Transport, c.ServiceManager.Transport = t, t, t, t
-	c.Azure.Transport, c.Reconciler.Transport, c.Director.Transport = t, t, t
+	for _, s := range c.shared() {
+		s.Transport = t
+	}
 }
 
 // clientCalls are every client's backoff bounds and call policy.
@@ -144,15 +151,16 @@ func (c *Config) SetRetryBackoff(initial, max time.Duration) {
 
 // SetCalls sets every client's call policy (attempts, budget, breaker).
 func (c *Config) SetCalls(calls clientkit.Calls) {
-	for _, b := range c.clientCalls() {
-		*b.calls = calls
+	for _, s := range c.shared() {
+		s.Calls = calls
 	}
 }
 
 // Instrument makes every client count and time its requests in m (keb_external_* metrics).
 func (c *Config) Instrument(m *clientkit.CallMetrics) {
-	c.AVS.Metrics, c.EDP.Metrics, c.IAS.Metrics, c.ServiceManager.Metrics = m, m, m, m
-	c.Azure.Metrics, c.Reconciler.Metrics, c.Director.Metrics = m, m, m
+	for _, s := range c.shared() {
+		s.Metrics = m
+	}
 }
 
 // Built are the clients the broker runs with.

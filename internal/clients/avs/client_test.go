@@ -8,6 +8,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/avs"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit/clientkittest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
@@ -67,7 +68,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, avs.Config{URL: "https://avs.example", OAuthURL: "https://avs.example/oauth/token", ClientID: "id",
 		ClientSecret: "secret", ParentID: 17, InternalTesterAccessID: 3, ExternalTesterAccessID: 4,
-		Timeout: 10 * time.Second, Calls: clientkittest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
+		Timeout: 10 * time.Second, Config: clientkit.Config{Calls: clientkittest.DefaultCalls}, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 
 	_, err := avs.New(avs.Config{URL: "avs.example"})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit/clientkittest"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/director"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
@@ -59,7 +60,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, director.Config{URL: "https://compass-gateway-auth-oauth.kyma.local/director/graphql",
 		OAuthTokenURL: "https://oauth.example/oauth2/token", OAuthClientID: "id", OAuthClientSecret: "secret",
-		Timeout: 10 * time.Second, Calls: clientkittest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
+		Timeout: 10 * time.Second, Config: clientkit.Config{Calls: clientkittest.DefaultCalls}, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 
 	t.Setenv("APP_DIRECTOR_URL", "https://director.example/graphql")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit/clientkittest"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/edp"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
@@ -64,7 +65,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	var cfg edp.Config
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, edp.Config{URL: "https://edp.example", OAuthURL: "https://edp.example/oauth/token", ClientID: "id",
-		ClientSecret: "secret", Namespace: "kyma", Environment: "prod", Timeout: 10 * time.Second, Calls: clientkittest.DefaultCalls,
+		ClientSecret: "secret", Namespace: "kyma", Environment: "prod", Timeout: 10 * time.Second, Config: clientkit.Config{Calls: clientkittest.DefaultCalls},
 		RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 

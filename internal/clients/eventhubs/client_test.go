@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit/clientkittest"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/eventhubs"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
@@ -63,7 +64,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, eventhubs.Config{ARMURL: "https://management.azure.com",
 		TokenURL: "https://login.microsoftonline.com/tenant/oauth2/v2.0/token", ClientID: "id", ClientSecret: "secret",
-		SubscriptionID: "sub", Timeout: 10 * time.Second, Calls: clientkittest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond,
+		SubscriptionID: "sub", Timeout: 10 * time.Second, Config: clientkit.Config{Calls: clientkittest.DefaultCalls}, RetryInitialBackoff: 200 * time.Millisecond,
 		RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 

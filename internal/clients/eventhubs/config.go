@@ -2,7 +2,6 @@ package eventhubs
 
 import (
 	"errors"
-	"net/http"
 	"strings"
 	"time"
 
@@ -27,14 +26,8 @@ type Config struct {
 	SubscriptionID string `envconfig:"AZURE_SUBSCRIPTION_ID"`
 	// Timeout bounds one HTTP request (token requests included).
 	Timeout time.Duration `envconfig:"AZURE_TIMEOUT" default:"10s"`
-	// Calls bounds one call: its attempts and budget, and the breaker that fails calls at once
-	// while the system is down (APP_EXTERNAL_CALL_*, shared by every client).
-	Calls clientkit.Calls `envconfig:"EXTERNAL_CALL"`
-	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
-	Metrics *clientkit.CallMetrics `ignored:"true"`
-	// Transport, when set, sends the client's requests (the embedded sandbox's in-process
-	// transport); else a pooled transport of the client's own.
-	Transport http.RoundTripper `ignored:"true"`
+	// Config is what every client shares: the call policy (APP_EXTERNAL_CALL_*), metrics, transport.
+	clientkit.Config
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
 	// transient failures.
 	RetryInitialBackoff time.Duration `envconfig:"AZURE_RETRY_INITIAL_BACKOFF" default:"200ms"`

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit/clientkittest"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/ias"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
@@ -59,7 +60,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	var cfg ias.Config
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, ias.Config{URL: "https://ias.example", UserID: "user", Password: "pw", IdentityProvider: "idp",
-		Timeout: 10 * time.Second, Calls: clientkittest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
+		Timeout: 10 * time.Second, Config: clientkit.Config{Calls: clientkittest.DefaultCalls}, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 
 	t.Setenv("APP_IAS_DISABLED", "true")

@@ -2,7 +2,6 @@ package ias
 
 import (
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
@@ -27,14 +26,8 @@ type Config struct {
 	Disabled bool `envconfig:"IAS_DISABLED" default:"false"`
 	// Timeout bounds one HTTP request.
 	Timeout time.Duration `envconfig:"IAS_TIMEOUT" default:"10s"`
-	// Calls bounds one call: its attempts and budget, and the breaker that fails calls at once
-	// while the system is down (APP_EXTERNAL_CALL_*, shared by every client).
-	Calls clientkit.Calls `envconfig:"EXTERNAL_CALL"`
-	// Metrics, when set, count and time the client's requests (keb_external_* on /metrics).
-	Metrics *clientkit.CallMetrics `ignored:"true"`
-	// Transport, when set, sends the client's requests (the embedded sandbox's in-process
-	// transport); else a pooled transport of the client's own.
-	Transport http.RoundTripper `ignored:"true"`
+	// Config is what every client shares: the call policy (APP_EXTERNAL_CALL_*), metrics, transport.
+	clientkit.Config
 	// RetryInitialBackoff and RetryMaxBackoff shape the exponential backoff between retries of
 	// transient failures.
 	RetryInitialBackoff time.Duration `envconfig:"IAS_RETRY_INITIAL_BACKOFF" default:"200ms"`

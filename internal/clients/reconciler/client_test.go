@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit/clientkittest"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/reconciler"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
@@ -84,7 +85,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("APP_RECONCILER_URL", "http://reconciler.example")
 	var cfg reconciler.Config
 	require.NoError(t, envconfig.Process("APP", &cfg))
-	assert.Equal(t, reconciler.Config{URL: "http://reconciler.example", Timeout: 10 * time.Second, Calls: clientkittest.DefaultCalls,
+	assert.Equal(t, reconciler.Config{URL: "http://reconciler.example", Timeout: 10 * time.Second, Config: clientkit.Config{Calls: clientkittest.DefaultCalls},
 		RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit/clientkittest"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/servicemanager"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
@@ -50,7 +51,7 @@ func emsRequest(name string) servicemanager.InstanceRequest {
 func TestConfigFromEnvironment(t *testing.T) {
 	var cfg servicemanager.Config
 	require.NoError(t, envconfig.Process("APP", &cfg))
-	assert.Equal(t, servicemanager.Config{Timeout: 10 * time.Second, Calls: clientkittest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond,
+	assert.Equal(t, servicemanager.Config{Timeout: 10 * time.Second, Config: clientkit.Config{Calls: clientkittest.DefaultCalls}, RetryInitialBackoff: 200 * time.Millisecond,
 		RetryMaxBackoff: 10 * time.Second, PlanCacheTTL: 5 * time.Minute}, cfg, "everything is optional")
 	c, err := servicemanager.New(cfg)
 	require.NoError(t, err)
@@ -64,7 +65,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("APP_SERVICE_MANAGER_TIMEOUT", "5s")
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, servicemanager.Config{URL: "https://service-manager.example", TokenURL: "https://uaa.example",
-		ClientID: "id", ClientSecret: "secret", Timeout: 5 * time.Second, Calls: clientkittest.DefaultCalls, RetryInitialBackoff: 200 * time.Millisecond,
+		ClientID: "id", ClientSecret: "secret", Timeout: 5 * time.Second, Config: clientkit.Config{Calls: clientkittest.DefaultCalls}, RetryInitialBackoff: 200 * time.Millisecond,
 		RetryMaxBackoff: 10 * time.Second, PlanCacheTTL: 5 * time.Minute}, cfg)
 	c, err = servicemanager.New(cfg)
 	require.NoError(t, err)
