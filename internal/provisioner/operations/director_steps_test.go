@@ -39,7 +39,7 @@ func newDirectorEnvWith(t *testing.T, seed uint64, calls clientkit.Calls) *direc
 	c := sandboxtest.NewClient(t, director.New, director.Config{
 		URL: base + "/director/graphql", OAuthTokenURL: base + "/director/oauth/token", OAuthClientID: "keb", OAuthClientSecret: "s3cret",
 		Timeout: 2 * time.Second, RetryInitialBackoff: time.Millisecond, RetryMaxBackoff: 5 * time.Millisecond,
-		Calls: calls,
+		Config: clientkit.Config{Calls: calls},
 	})
 	e.deps.Director = c
 	return &directorEnv{env: e, sb: sb, st: st, client: c}
