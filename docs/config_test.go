@@ -42,6 +42,9 @@ func configSpecs() []configSpec { // documented in configuration.md
 		if f.Name == "Externals" { // externals.Load reads each of its parts on its own
 			ev := v.Field(i)
 			for j := 0; j < ev.NumField(); j++ {
+				if ev.Field(j).Kind() != reflect.Struct {
+					continue // not configuration (the account pool's logger)
+				}
 				specs = append(specs, configSpec{"APP", ev.Field(j).Addr().Interface()})
 			}
 			continue
