@@ -54,6 +54,8 @@ func TestTimelineFromRunEnds(t *testing.T) {
 	br := newBrowser(t, b)
 	br.open("/instances/"+id, `.operation[data-operation="op-live"] .step.current .bar.running`)
 	const liveOp = `.operation[data-operation="op-live"] `
+	// The operation renders before its events arrive: wait for every step's run.
+	br.waitJS(`document.querySelectorAll('` + liveOp + `.step').length === 4`)
 	steps := eval[[]string](br, `[...document.querySelectorAll('`+liveOp+`.step')].map(s => s.closest('.stage').dataset.stage + '/' + s.dataset.step)`)
 	assert.Equal(t, []string{"prepare/Init", "prepare/Optional", "apply/Apply", "apply/Wait_Ready"}, steps, "steps in order, in bands of their stages")
 	assert.Equal(t, []string{"Stage prepare", "Stage apply"}, eval[[]string](br, `[...document.querySelectorAll('`+liveOp+`.stage-name')].map(s => s.textContent)`))
