@@ -1,5 +1,7 @@
 // Package migratecmd is `broker migrate`: the operator's control of the database's schema
-// migrations (up, down, version, force), configured by the APP_DATABASE_* variables.
+// migrations (up, down, version, force), configured by the APP_DATABASE_* variables. The database
+// holds two migration lines: the broker's (schema_migrations) and the embedded sandbox's
+// (sandbox_schema_migrations); --line picks one.
 package migratecmd
 
 import (
@@ -12,12 +14,17 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate"
 )
 
 // Command is `broker migrate`; with no verb it migrates up, as it did before the verbs.
 func Command(log logrus.FieldLogger) *cobra.Command {
+	line := lineBroker
+	withMigrator := func(ctx context.Context, out io.Writer, f func(*migrate.Migrator, driver.Config, io.Writer) error) error {
+		return openLine(ctx, line, out, f)
+	}
 	up := func(cmd *cobra.Command, _ []string) error {
 		return withMigrator(cmd.Context(), cmd.OutOrStdout(), func(m *migrate.Migrator, cfg driver.Config, out io.Writer) error {
 			v, err := m.Up()
@@ -25,7 +32,7 @@ func Command(log logrus.FieldLogger) *cobra.Command {
 				return err
 			}
 			log.WithField("version", v).Info("database migrated up")
-			_, err = fmt.Fprintf(out, "database driver=%s schema_version=%d\n", cfg.Driver, v)
+			_, err = fmt.Fprintf(out, "database driver=%s line=%s schema_version=%d\n", cfg.Driver, line, v)
 			return err
 		})
 	}
@@ -35,6 +42,7 @@ func Command(log logrus.FieldLogger) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  up,
 	}
+	root.PersistentFlags().Var(&line, "line", "the migration line: broker (the broker's tables) or sandbox (the embedded sandbox's tables)")
 	root.AddCommand(&cobra.Command{
 		Use:   "up",
 		Short: "Apply every migration not applied yet",
@@ -60,7 +68,7 @@ func Command(log logrus.FieldLogger) *cobra.Command {
 					return err
 				}
 				log.WithField("version", v).WithField("steps", steps).Info("database migrated down")
-				_, err = fmt.Fprintf(out, "database driver=%s schema_version=%d\n", cfg.Driver, v)
+				_, err = fmt.Fprintf(out, "database driver=%s line=%s schema_version=%d\n", cfg.Driver, line, v)
 				return err
 			})
 		},
@@ -75,7 +83,7 @@ func Command(log logrus.FieldLogger) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(out, "database driver=%s schema_version=%d dirty=%t\n", cfg.Driver, v, dirty)
+				_, err = fmt.Fprintf(out, "database driver=%s line=%s schema_version=%d dirty=%t\n", cfg.Driver, line, v, dirty)
 				return err
 			})
 		},
@@ -94,7 +102,7 @@ func Command(log logrus.FieldLogger) *cobra.Command {
 					return err
 				}
 				log.WithField("version", n).Warn("database schema version forced")
-				_, err := fmt.Fprintf(out, "database driver=%s schema_version=%d dirty=false\n", cfg.Driver, n)
+				_, err := fmt.Fprintf(out, "database driver=%s line=%s schema_version=%d dirty=false\n", cfg.Driver, line, n)
 				return err
 			})
 		},
@@ -102,12 +110,43 @@ func Command(log logrus.FieldLogger) *cobra.Command {
 	return root
 }
 
-func withMigrator(ctx context.Context, out io.Writer, f func(*migrate.Migrator, driver.Config, io.Writer) error) error {
+// lineName is the --line flag's value.
+type lineName string
+
+const (
+	lineBroker  lineName = "broker"
+	lineSandbox lineName = "sandbox"
+)
+
+func (l *lineName) String() string { return string(*l) }
+func (l *lineName) Type() string   { return "line" }
+func (l *lineName) Set(v string) error {
+	switch lineName(v) {
+	case lineBroker, lineSandbox:
+		*l = lineName(v)
+		return nil
+	}
+	return fmt.Errorf("must be %s or %s", lineBroker, lineSandbox)
+}
+
+func openLine(ctx context.Context, line lineName, out io.Writer, f func(*migrate.Migrator, driver.Config, io.Writer) error) error {
 	var cfg driver.Config
 	if err := envconfig.Process("APP", &cfg); err != nil {
 		return fmt.Errorf("reading database configuration: %w", err)
 	}
-	m, closeFn, err := driver.OpenMigrator(ctx, cfg)
+	var (
+		m       *migrate.Migrator
+		closeFn func() error
+		err     error
+	)
+	if line == lineSandbox {
+		m, closeFn, err = driver.OpenLineMigrator(ctx, cfg, func(d string) (migrate.Line, error) {
+			fsys, err := durablesql.Migrations(d)
+			return migrate.Line{Table: durablesql.VersionTable, Migrations: fsys}, err
+		})
+	} else {
+		m, closeFn, err = driver.OpenMigrator(ctx, cfg)
+	}
 	if err != nil {
 		return err
 	}

@@ -160,3 +160,19 @@ func OpenMigrator(ctx context.Context, cfg Config) (*migrate.Migrator, func() er
 	}
 	return sqlite.OpenMigrator(ctx, cfg.SQLite())
 }
+
+// OpenLineMigrator is OpenMigrator for another component's migration line kept in the same
+// database; line gives the line's table and migrations for the configured driver's name.
+func OpenLineMigrator(ctx context.Context, cfg Config, line func(driver string) (migrate.Line, error)) (*migrate.Migrator, func() error, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	l, err := line(cfg.Driver)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.Driver == Postgres {
+		return postgres.OpenLineMigrator(ctx, cfg.Postgres(), l)
+	}
+	return sqlite.OpenLineMigrator(ctx, cfg.SQLite(), l)
+}

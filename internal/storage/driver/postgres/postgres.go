@@ -324,11 +324,16 @@ func orDiscard(log logrus.FieldLogger) logrus.FieldLogger {
 // OpenMigrator opens the database and its migration line (schema_migrations) for an operator's
 // command (up, down, version, force); close releases both.
 func OpenMigrator(ctx context.Context, cfg Config) (m *migrate.Migrator, closeFn func() error, err error) {
+	return OpenLineMigrator(ctx, cfg, migrate.Line{Table: "schema_migrations", Migrations: Migrations()})
+}
+
+// OpenLineMigrator is OpenMigrator for another component's migration line in the same database.
+func OpenLineMigrator(ctx context.Context, cfg Config, l migrate.Line) (m *migrate.Migrator, closeFn func() error, err error) {
 	db, err := connect(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err = migrate.Open(ctx, db.DB, "postgres", migrate.Line{Table: "schema_migrations", Migrations: Migrations()})
+	m, err = migrate.Open(ctx, db.DB, "postgres", l)
 	if err != nil {
 		_ = db.Close()
 		return nil, nil, err

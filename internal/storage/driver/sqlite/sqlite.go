@@ -163,11 +163,16 @@ func openWriter(ctx context.Context, cfg Config) (*sqlx.DB, error) {
 // OpenMigrator opens the database and its migration line (schema_migrations) for an operator's
 // command (up, down, version, force); close releases both.
 func OpenMigrator(ctx context.Context, cfg Config) (m *migrate.Migrator, closeFn func() error, err error) {
+	return OpenLineMigrator(ctx, cfg, migrate.Line{Table: "schema_migrations", Migrations: Migrations()})
+}
+
+// OpenLineMigrator is OpenMigrator for another component's migration line in the same database.
+func OpenLineMigrator(ctx context.Context, cfg Config, l migrate.Line) (m *migrate.Migrator, closeFn func() error, err error) {
 	w, err := openWriter(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err = migrate.Open(ctx, w.DB, "sqlite", migrate.Line{Table: "schema_migrations", Migrations: Migrations()})
+	m, err = migrate.Open(ctx, w.DB, "sqlite", l)
 	if err != nil {
 		_ = w.Close()
 		return nil, nil, err
