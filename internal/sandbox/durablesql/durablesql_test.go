@@ -60,12 +60,16 @@ func openOn(t *testing.T, s storage.Store) *Objects {
 func TestObjects(t *testing.T) {
 	for name, newEnv := range map[string]newEnv{"sqlite": sqliteEnv, "postgres": postgresEnv} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			for test, fn := range map[string]func(*testing.T, *env){
 				"SandboxObjects":                testSandboxObjects,
 				"SandboxObjectsConcurrent":      testSandboxObjectsConcurrent,
 				"SandboxObjectsSystemsTogether": testSandboxObjectsSystemsTogether,
 			} {
-				t.Run(test, func(t *testing.T) { fn(t, newEnv(t)) })
+				t.Run(test, func(t *testing.T) {
+					t.Parallel()
+					fn(t, newEnv(t))
+				})
 			}
 		})
 	}
@@ -94,6 +98,7 @@ func TestAdoptsTheBrokersTable(t *testing.T) {
 	ctx := context.Background()
 	for name, newEnv := range map[string]newEnv{"sqlite": sqliteEnv, "postgres": postgresEnv} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t)
 			before, err := os.ReadFile(filepath.Join("testdata", name+"_before.sql"))
 			require.NoError(t, err)

@@ -92,6 +92,7 @@ func migrationCount(t *testing.T, fsys fs.FS) int {
 func TestRoundTrip(t *testing.T) {
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			var db *sql.DB
 			if dialect == "postgres" {
@@ -137,6 +138,7 @@ func TestRoundTrip(t *testing.T) {
 func TestEachDownUndoesItsUp(t *testing.T) {
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			var db *sql.DB
 			if dialect == "postgres" {
