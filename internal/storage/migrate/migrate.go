@@ -78,6 +78,17 @@ func Open(ctx context.Context, db *sql.DB, driver string, l Line) (*Migrator, er
 	return out, nil
 }
 
+// OpenOwned is Open on a database opened for the migrator alone: closeFn releases the migrator
+// and then the database, and a failure to open closes the database at once.
+func OpenOwned(ctx context.Context, db *sql.DB, driver string, l Line) (m *Migrator, closeFn func() error, err error) {
+	m, err = Open(ctx, db, driver, l)
+	if err != nil {
+		_ = db.Close()
+		return nil, nil, err
+	}
+	return m, func() error { return errors.Join(m.Close(), db.Close()) }, nil
+}
+
 // Close releases the migrator. The SQLite driver's own Close would close the database it was
 // given, so only the source and the PostgreSQL connection are closed.
 func (m *Migrator) Close() error {

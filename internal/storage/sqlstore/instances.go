@@ -142,18 +142,25 @@ func (s *Store) insertInstance(ctx context.Context, inst storage.Instance) (stor
 
 func (s *Store) GetInstance(ctx context.Context, id string) (storage.Instance, error) {
 	// Prepared once: the broker's PUT and steps read the instance on every provisioning.
-	st, err := s.preparedRead(ctx, "get_instance", func() string { return "SELECT " + instanceCols + " FROM instances WHERE instance_id = ?" })
+	return getByID(ctx, s, "instance", "get_instance", "SELECT "+instanceCols+" FROM instances WHERE instance_id = ?", id, s.scanInstance)
+}
+
+// getByID reads the row with id through a statement prepared once (key) and scan; a missing row
+// is storage.ErrNotFound.
+func getByID[T any](ctx context.Context, s *Store, what, key, query, id string, scan func(rowScanner) (T, error)) (T, error) {
+	var zero T
+	st, err := s.preparedRead(ctx, key, func() string { return query })
 	if err != nil {
-		return storage.Instance{}, fmt.Errorf("getting instance %s: %w", id, err)
+		return zero, fmt.Errorf("getting %s %s: %w", what, id, err)
 	}
-	inst, err := s.scanInstance(st.QueryRowxContext(ctx, id))
+	out, err := scan(st.QueryRowxContext(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = storage.ErrNotFound
 	}
 	if err != nil {
-		return storage.Instance{}, fmt.Errorf("getting instance %s: %w", id, err)
+		return zero, fmt.Errorf("getting %s %s: %w", what, id, err)
 	}
-	return inst, nil
+	return out, nil
 }
 
 func (s *Store) UpdateInstance(ctx context.Context, inst storage.Instance) (storage.Instance, error) {

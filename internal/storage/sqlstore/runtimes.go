@@ -128,18 +128,7 @@ func (s *Store) insertRuntimeWithOperation(ctx context.Context, rt storage.Runti
 
 func (s *Store) GetRuntime(ctx context.Context, id string) (storage.Runtime, error) {
 	// Prepared once: the provisioner's steps read their runtime several times per operation.
-	st, err := s.preparedRead(ctx, "get_runtime", func() string { return "SELECT " + runtimeCols + " FROM runtimes WHERE id = ?" })
-	if err != nil {
-		return storage.Runtime{}, fmt.Errorf("getting runtime %s: %w", id, err)
-	}
-	rt, err := s.scanRuntime(st.QueryRowxContext(ctx, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = storage.ErrNotFound
-	}
-	if err != nil {
-		return storage.Runtime{}, fmt.Errorf("getting runtime %s: %w", id, err)
-	}
-	return rt, nil
+	return getByID(ctx, s, "runtime", "get_runtime", "SELECT "+runtimeCols+" FROM runtimes WHERE id = ?", id, s.scanRuntime)
 }
 
 func (s *Store) UpdateRuntime(ctx context.Context, rt storage.Runtime) (storage.Runtime, error) {

@@ -333,10 +333,5 @@ func OpenLineMigrator(ctx context.Context, cfg Config, l migrate.Line) (m *migra
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err = migrate.Open(ctx, db.DB, "postgres", l)
-	if err != nil {
-		_ = db.Close()
-		return nil, nil, err
-	}
-	return m, func() error { return errors.Join(m.Close(), db.Close()) }, nil
+	return migrate.OpenOwned(ctx, db.DB, "postgres", l)
 }

@@ -172,10 +172,5 @@ func OpenLineMigrator(ctx context.Context, cfg Config, l migrate.Line) (m *migra
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err = migrate.Open(ctx, w.DB, "sqlite", l)
-	if err != nil {
-		_ = w.Close()
-		return nil, nil, err
-	}
-	return m, func() error { return errors.Join(m.Close(), w.Close()) }, nil
+	return migrate.OpenOwned(ctx, w.DB, "sqlite", l)
 }
