@@ -71,10 +71,12 @@ func sandboxDirectorURL(e *env) string {
 // with backoff until the Secret holds a new token.
 func TestSpentTokenFailsUntilANewOneArrives(t *testing.T) {
 	e := newEnv(t)
-	// Spend the token: a first agent connects with it, then its connection is forgotten.
+	// Spend the token: a first agent connects with it, then its connection is forgotten, the
+	// certificate included (with it, the agent would resume).
 	e.agent().Reconcile(e.ctx())
 	e.waitState(runtimeagent.Synchronized)
 	require.NoError(t, e.dyn.Resource(runtimeagent.CompassConnectionGVR).Delete(e.ctx(), e.cfg.ConnectionName, metav1.DeleteOptions{}))
+	require.NoError(t, e.core.CoreV1().Secrets(e.ns).Delete(e.ctx(), "cluster-client-certificates", metav1.DeleteOptions{}))
 
 	a := e.agent()
 	wait1 := a.Reconcile(e.ctx())

@@ -2,6 +2,7 @@ package runtimeagent
 
 import (
 	"context"
+	"crypto/x509"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -26,15 +27,16 @@ const (
 
 // synchronize fetches the runtime's applications from the Director, makes the Application
 // resources match them and labels the runtime; the status says how far it got.
-func (a *Agent) synchronize(ctx context.Context, conn *CompassConnection, creds ClientCredentials, st *CompassConnectionStatus) {
+// The runtime is the certificate's identity (its CN), which the Director authorises the calls by.
+func (a *Agent) synchronize(ctx context.Context, conn *CompassConnection, creds ClientCredentials, cert *x509.Certificate, st *CompassConnectionStatus) {
 	if st.SynchronizationStatus == nil {
 		st.SynchronizationStatus = &SynchronizationStatus{}
 	}
 	ss := st.SynchronizationStatus
 	ss.LastAttempt = a.stamp()
-	runtimeID, tenant := conn.Annotations[annotationRuntimeID], conn.Annotations[annotationTenant]
+	runtimeID, tenant := cert.Subject.CommonName, conn.Annotations[annotationTenant]
 	if runtimeID == "" || tenant == "" {
-		st.State, ss.Error = SynchronizationFailed, "the CompassConnection lacks the runtime ID or tenant annotation: delete it to reconnect"
+		st.State, ss.Error = SynchronizationFailed, "the certificate has no CN or the CompassConnection lacks the tenant annotation: delete it to reconnect"
 		return
 	}
 	url := conn.Spec.ManagementInfo.DirectorURL
