@@ -2,8 +2,8 @@ package runtimeagent
 
 import (
 	"context"
-	"crypto/x509"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
