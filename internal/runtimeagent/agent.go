@@ -5,15 +5,18 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/connector"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -29,7 +32,11 @@ type Agent struct {
 	log                                logrus.FieldLogger
 	now                                func() time.Time
 	configSecret, certSecret, caSecret SecretRef
+	metrics                            *Metrics
+	events                             record.EventRecorder
+	stopEvents                         func()
 	failures                           int // consecutive failed connection attempts
+	maintenanceFailures                int // consecutive failed checks or renewals of the connection
 }
 
 // Deps are the systems the agent talks to.
@@ -41,6 +48,10 @@ type Deps struct {
 	Log       logrus.FieldLogger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Metrics receives the agent's metrics (NewMetrics when nil).
+	Metrics *Metrics
+	// Events records Events on the CompassConnection (through Core when nil).
+	Events record.EventRecorder
 }
 
 // NewAgent checks cfg and returns the agent.
@@ -49,7 +60,14 @@ func NewAgent(cfg Config, d Deps) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, core: d.Core, dyn: d.Dynamic, connector: d.Connector, director: d.Director, log: d.Log, now: d.Now}
+	a := &Agent{cfg: cfg, core: d.Core, dyn: d.Dynamic, connector: d.Connector, director: d.Director, log: d.Log, now: d.Now,
+		metrics: d.Metrics, events: d.Events, stopEvents: func() {}}
+	if a.metrics == nil {
+		a.metrics = NewMetrics()
+	}
+	if a.events == nil && d.Core != nil {
+		a.events, a.stopEvents = newRecorder(d.Core)
+	}
 	if a.log == nil {
 		a.log = logrus.New()
 	}
@@ -61,6 +79,12 @@ func NewAgent(cfg Config, d Deps) (*Agent, error) {
 	a.caSecret, _ = ParseSecretRef(cfg.CACertificatesSecret)
 	return a, nil
 }
+
+// Metrics are the agent's metrics.
+func (a *Agent) Metrics() *Metrics { return a.metrics }
+
+// Close stops recording Events.
+func (a *Agent) Close() { a.stopEvents() }
 
 func (a *Agent) stamp() *metav1.Time {
 	t := metav1.NewTime(a.now().UTC().Truncate(time.Second))
@@ -119,8 +143,19 @@ func (a *Agent) Reconcile(ctx context.Context) time.Duration {
 	}
 	if creds, cert, err = a.maintain(ctx, conn, stored, &st); err != nil {
 		st.State, st.ConnectionStatus.Error = ConnectionMaintenanceFailed, err.Error()
-		a.log.WithError(err).Warn("maintaining the connection failed")
+		a.maintenanceFailures++
+		a.metrics.renewalFailures.Inc()
+		expiring := needsRenewal(cert, a.cfg.CertValidityRenewalThreshold, a.now())
+		a.metrics.expiringWithoutRenewal.Set(flag(expiring))
+		if expiring && a.events != nil {
+			a.events.Eventf(connectionRef(conn), corev1.EventTypeWarning, ReasonExpiresWithoutRenewal,
+				"the client certificate expires at %s and renewing it fails: %v", cert.NotAfter.UTC().Format(time.RFC3339), err)
+		}
+		a.log.WithError(err).WithField("expiringWithoutRenewal", expiring).Warn("maintaining the connection failed")
 	} else {
+		a.maintenanceFailures = 0
+		a.metrics.expiringWithoutRenewal.Set(0)
+		a.metrics.tokenNeeded.Set(0)
 		st.ConnectionStatus.Error = strings.TrimPrefix(note+"; "+identityNote(conn, cert), "; ")
 		st.ConnectionStatus.Error = strings.TrimSuffix(st.ConnectionStatus.Error, "; ")
 		if a.syncDue(conn) {
@@ -133,7 +168,14 @@ func (a *Agent) Reconcile(ctx context.Context) time.Duration {
 		a.log.WithError(err).Error("writing the CompassConnection status")
 		return a.cfg.ReconnectBackoffMin
 	}
-	return a.nextPass(cert)
+	a.report(conn.Status.State, conn, st)
+	next := a.nextPass(cert)
+	if a.maintenanceFailures > 0 {
+		// Not at once again (the threshold is passed): backing off, but checking again right
+		// after the certificate expires, when reconnecting takes over.
+		next = min(a.backoffFor(a.maintenanceFailures), max(cert.NotAfter.Sub(a.now())+time.Second, a.cfg.ReconnectBackoffMin))
+	}
+	return next
 }
 
 // identityNote says when the configuration Secret's RUNTIME_ID is not the certificate's
@@ -157,6 +199,10 @@ func (a *Agent) reconnect(ctx context.Context, conn *CompassConnection, stored s
 		a.log.Info("resuming the connection with the stored certificate")
 		return a.resume(ctx, conn, stored, "")
 	}
+	prev := ConnectionState("")
+	if conn != nil {
+		prev = conn.Status.State
+	}
 	reason := "no CompassConnection"
 	switch {
 	case stored.err != nil:
@@ -168,12 +214,20 @@ func (a *Agent) reconnect(ctx context.Context, conn *CompassConnection, stored s
 	saved, fresh, err := a.connect(ctx, conn, agentCfg, cfgErr)
 	if err == nil {
 		a.log.WithField("notAfter", fresh.cert.NotAfter).Info("connected to Compass")
+		a.metrics.connectionAttempts.WithLabelValues("token").Inc()
+		a.metrics.tokenNeeded.Set(0)
+		a.report(prev, saved, saved.Status)
+		if note := identityNote(saved, fresh.cert); note != "" && a.events != nil {
+			a.events.Event(connectionRef(saved), corev1.EventTypeWarning, ReasonIdentity, note)
+		}
 		return saved, fresh, nil
 	}
 	if stored.err == nil {
 		a.log.WithError(err).Warn("the one-time token failed: resuming with the stored certificate")
 		return a.resume(ctx, conn, stored, "the one-time token of the configuration Secret failed ("+err.Error()+"): resumed with the stored certificate")
 	}
+	a.metrics.connectionAttempts.WithLabelValues("failed").Inc()
+	a.metrics.tokenNeeded.Set(flag(connector.IsRefused(err)))
 	a.recordFailure(ctx, conn, agentCfg, err)
 	return nil, storedCertificate{}, err
 }
@@ -196,9 +250,13 @@ func (a *Agent) recordFailure(ctx context.Context, conn *CompassConnection, agen
 	if connector.IsRefused(cause) {
 		st.ConnectionStatus.Error += ": " + NewTokenNeeded
 	}
-	if _, err := a.saveConnection(ctx, conn, st); err != nil {
+	prev := conn.Status.State
+	saved, err := a.saveConnection(ctx, conn, st)
+	if err != nil {
 		a.log.WithError(err).Error("recording the failed connection")
+		return
 	}
+	a.report(prev, saved, st)
 }
 
 // NewTokenNeeded ends the status error of a connection only a new one-time token can restore.
@@ -211,6 +269,7 @@ func (a *Agent) resume(ctx context.Context, conn *CompassConnection, stored stor
 	if conn == nil {
 		conn = &CompassConnection{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.ConnectionName}}
 	}
+	prev := conn.Status.State
 	mi := conn.Spec.ManagementInfo
 	if mi.ConnectorURL == "" || mi.DirectorURL == "" || conn.Status.State == ConnectionFailed {
 		mi = ManagementInfo{ConnectorURL: stored.rec.ConnectorURL, DirectorURL: stored.rec.DirectorURL}
@@ -244,6 +303,8 @@ func (a *Agent) resume(ctx context.Context, conn *CompassConnection, stored stor
 	if err != nil {
 		return nil, storedCertificate{}, err
 	}
+	a.metrics.connectionAttempts.WithLabelValues("resumed").Inc()
+	a.report(prev, saved, st)
 	return saved, stored, nil
 }
 
@@ -262,12 +323,18 @@ func (a *Agent) nextPass(cert *x509.Certificate) time.Duration {
 	return next
 }
 
-func (a *Agent) backoff() time.Duration {
+func (a *Agent) backoff() time.Duration { return a.backoffFor(a.failures) }
+
+// backoffFor is the wait after n consecutive failures: doubling from APP_RECONNECT_BACKOFF_MIN,
+// capped at APP_RECONNECT_BACKOFF_MAX, up to a fifth less at random so that runtimes failing
+// together spread their retries.
+func (a *Agent) backoffFor(n int) time.Duration {
 	d := a.cfg.ReconnectBackoffMin
-	for i := 1; i < a.failures && d < a.cfg.ReconnectBackoffMax; i++ {
+	for i := 1; i < n && d < a.cfg.ReconnectBackoffMax; i++ {
 		d *= 2
 	}
-	return min(d, a.cfg.ReconnectBackoffMax)
+	d = min(d, a.cfg.ReconnectBackoffMax)
+	return d - time.Duration(rand.Int64N(int64(d)/5+1))
 }
 
 func (a *Agent) syncDue(conn *CompassConnection) bool {
@@ -437,6 +504,7 @@ func (a *Agent) maintain(ctx context.Context, conn *CompassConnection, stored st
 	now := a.stamp()
 	cs.CertificateStatus = certificateStatus(now, newCert)
 	cs.Renewed, cs.LastSuccess = now, now
+	a.metrics.renewals.Inc()
 	a.log.WithField("notAfter", newCert.NotAfter).Info("renewed the client certificate")
 	if conn.Spec.RefreshCredentialsNow {
 		if err := a.clearSpecFlags(ctx, conn.Name); err != nil {

@@ -84,7 +84,9 @@ func TestSpentTokenFailsUntilANewOneArrives(t *testing.T) {
 	require.NotNil(t, c.Status.ConnectionStatus)
 	assert.Contains(t, c.Status.ConnectionStatus.Error, "Connector")
 	wait2 := a.Reconcile(e.ctx())
-	assert.Equal(t, 2*wait1, wait2, "the backoff doubles")
+	lo := e.cfg.ReconnectBackoffMin
+	assert.True(t, wait1 >= lo*4/5 && wait1 <= lo, "the first wait %v is the minimum less up to a fifth", wait1)
+	assert.True(t, wait2 >= 2*lo*4/5 && wait2 <= 2*lo, "the backoff doubles (with jitter): %v", wait2)
 
 	e.newToken()
 	a.Reconcile(e.ctx())

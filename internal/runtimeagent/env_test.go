@@ -138,6 +138,7 @@ func (e *env) agentWith(c runtimeagent.Connector) *runtimeagent.Agent {
 	e.t.Helper()
 	a, err := runtimeagent.NewAgent(e.cfg, runtimeagent.Deps{Core: e.core, Dynamic: e.dyn, Connector: c, Director: e.compass, Log: e.log})
 	require.NoError(e.t, err)
+	e.t.Cleanup(a.Close)
 	return a
 }
 

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +35,13 @@ func (a *Agent) synchronize(ctx context.Context, conn *CompassConnection, creds 
 	}
 	ss := st.SynchronizationStatus
 	ss.LastAttempt = a.stamp()
+	start := time.Now()
+	defer func() {
+		a.metrics.syncDuration.Observe(time.Since(start).Seconds())
+		if st.State != Synchronized {
+			a.metrics.syncFailures.WithLabelValues(string(st.State)).Inc()
+		}
+	}()
 	runtimeID, tenant := cert.Subject.CommonName, conn.Annotations[annotationTenant]
 	if runtimeID == "" || tenant == "" {
 		st.State, ss.Error = SynchronizationFailed, "the certificate has no CN or the CompassConnection lacks the tenant annotation: delete it to reconnect"
@@ -55,6 +63,7 @@ func (a *Agent) synchronize(ctx context.Context, conn *CompassConnection, creds 
 		return
 	}
 	ss.LastSuccessfulApplication = a.stamp()
+	a.metrics.appsApplied.Set(float64(len(apps)))
 	if err := a.labelRuntime(ctx, url, tenant, runtimeID, creds); err != nil {
 		st.State, ss.Error = MetadataUpdateFailed, err.Error()
 		a.log.WithError(err).Warn("labelling the runtime in the Director failed")
