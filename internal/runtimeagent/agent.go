@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/connector"
@@ -35,8 +36,10 @@ type Agent struct {
 	metrics                            *Metrics
 	events                             record.EventRecorder
 	stopEvents                         func()
-	failures                           int // consecutive failed connection attempts
-	maintenanceFailures                int // consecutive failed checks or renewals of the connection
+	closeOnce                          sync.Once
+	caches                             *caches // nil until startCaches: then reads come from informers
+	failures                           int     // consecutive failed connection attempts
+	maintenanceFailures                int     // consecutive failed checks or renewals of the connection
 }
 
 // Deps are the systems the agent talks to.
@@ -83,8 +86,15 @@ func NewAgent(cfg Config, d Deps) (*Agent, error) {
 // Metrics are the agent's metrics.
 func (a *Agent) Metrics() *Metrics { return a.metrics }
 
-// Close stops recording Events.
-func (a *Agent) Close() { a.stopEvents() }
+// Close stops recording Events and the caches.
+func (a *Agent) Close() {
+	a.closeOnce.Do(func() {
+		a.stopEvents()
+		if a.caches != nil {
+			a.caches.stop()
+		}
+	})
+}
 
 func (a *Agent) stamp() *metav1.Time {
 	t := metav1.NewTime(a.now().UTC().Truncate(time.Second))

@@ -29,13 +29,15 @@ func newSyncFixture(parent, b testing.TB, n int) *syncFixture {
 	e.t = b
 	e.cfg.ControllerSyncPeriod = time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
+	parent.Cleanup(cancel)
 	// The clients as deployed: an in-cluster configuration leaves client-go's rate limits unset.
 	restCfg := kubetest.RESTConfig(b)
 	restCfg.QPS, restCfg.Burst = 0, 0
 	ctrl, err := runtimeagent.NewController(e.cfg, restCfg, e.compass, e.log)
 	require.NoError(b, err)
 	a := ctrl.Agent()
+	b.Cleanup(a.Close)
+	require.NoError(b, a.StartCaches(ctx)) // as the controller does when it starts leading
 	a.Reconcile(ctx)
 	e.waitState(runtimeagent.Synchronized)
 	for i := 0; i < n; i++ {

@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -45,4 +47,16 @@ func TestBackoffIsBounded(t *testing.T) {
 		}
 	}
 	assert.Greater(t, len(seen), 6, "jittered")
+}
+
+// The start-up log names the configuration Secret: the redaction of secret values keeps it.
+func TestStartupFieldsAreNotRedacted(t *testing.T) {
+	cfg := Config{AgentConfigurationSecret: "compass-system/compass-agent-configuration", ClusterCertificatesSecret: "kyma-system/certs",
+		CACertificatesSecret: "istio-system/ca", ConnectionName: "compass-connection", LeaderElectionNamespace: "compass-system", LeaderElectionName: "agent"}
+	e := logrus.NewEntry(logrus.New()).WithFields(StartupFields(cfg))
+	require.NoError(t, logging.Redactor{}.Fire(e))
+	assert.Equal(t, "compass-system/compass-agent-configuration", e.Data["configurationFrom"])
+	for k, v := range e.Data {
+		assert.NotEqual(t, logging.Redacted, v, k)
+	}
 }

@@ -139,6 +139,7 @@ func (e *env) agentWith(c runtimeagent.Connector) *runtimeagent.Agent {
 	a, err := runtimeagent.NewAgent(e.cfg, runtimeagent.Deps{Core: e.core, Dynamic: e.dyn, Connector: c, Director: e.compass, Log: e.log})
 	require.NoError(e.t, err)
 	e.t.Cleanup(a.Close)
+	require.NoError(e.t, a.StartCaches(e.ctx()))
 	return a
 }
 

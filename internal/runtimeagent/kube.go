@@ -100,11 +100,8 @@ func ensureNamespace(ctx context.Context, core kubernetes.Interface, name string
 	return nil
 }
 
-// applySecret creates the Secret or replaces its data and labels.
+// applySecret creates the Secret or replaces its data and labels (its namespace exists).
 func applySecret(ctx context.Context, core kubernetes.Interface, s *corev1.Secret) error {
-	if err := ensureNamespace(ctx, core, s.Namespace); err != nil {
-		return err
-	}
 	secrets := core.CoreV1().Secrets(s.Namespace)
 	_, err := secrets.Create(ctx, s, metav1.CreateOptions{FieldManager: fieldManager})
 	if apierrors.IsAlreadyExists(err) {
@@ -127,6 +124,11 @@ func applySecret(ctx context.Context, core kubernetes.Interface, s *corev1.Secre
 // the record of their connection, so a crash between leaves the previous certificate and key
 // usable. A next token kept for the signing is dropped with it: the certificate replaces it.
 func storeCredentials(ctx context.Context, core kubernetes.Interface, certs, ca SecretRef, creds ClientCredentials, rec connectionRecord) error {
+	for _, ns := range []string{ca.Namespace, certs.Namespace} {
+		if err := ensureNamespace(ctx, core, ns); err != nil {
+			return err
+		}
+	}
 	if err := applySecret(ctx, core, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: ca.Name, Namespace: ca.Namespace, Labels: map[string]string{labelManagedBy: managedByAgent}},
 		Data:       map[string][]byte{secretKeyCA: creds.CACertificate},
