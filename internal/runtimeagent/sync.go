@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,6 +96,9 @@ func (a *Agent) labelRuntime(ctx context.Context, url, tenant, runtimeID string,
 	return nil
 }
 
+// applyWorkers is how many writes of a synchronisation are in flight at once.
+const applyWorkers = 16
+
 // desired is one Application and the Secrets with its packages' credentials.
 type desired struct {
 	app     Application
@@ -145,9 +149,31 @@ func (a *Agent) applyApplications(ctx context.Context, runtimeID string, apps []
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var mu sync.Mutex
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	// The writes go out in parallel: a first sync of many applications is then bound by the
+	// client's rate limit (APP_KUBE_QPS), not by the round trips one after the other.
+	work := make(chan func(), applyWorkers)
+	var wg sync.WaitGroup
+	for i := 0; i < applyWorkers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				f()
+			}
+		}()
+	}
 	for _, name := range names {
-		if err := a.applyOne(ctx, want[name], have, haveSecrets); err != nil {
-			errs = append(errs, err)
+		d := want[name]
+		work <- func() {
+			if err := a.applyOne(ctx, d, have, haveSecrets); err != nil {
+				fail(err)
+			}
 		}
 	}
 	client := a.dyn.Resource(ApplicationGVR)
@@ -155,21 +181,28 @@ func (a *Agent) applyApplications(ctx context.Context, runtimeID string, apps []
 		if _, ok := want[name]; ok {
 			continue
 		}
-		a.metrics.writes.WithLabelValues("Application", "delete").Inc()
-		if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting Application %s: %w", name, err))
+		work <- func() {
+			a.metrics.writes.WithLabelValues("Application", "delete").Inc()
+			if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				fail(fmt.Errorf("deleting Application %s: %w", name, err))
+			}
 		}
 	}
 	for name, s := range haveSecrets {
 		if wantSecrets[name] {
 			continue
 		}
-		a.metrics.writes.WithLabelValues("Secret", "delete").Inc()
-		err := a.core.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting credential Secret %s/%s: %w", s.Namespace, s.Name, err))
+		work <- func() {
+			a.metrics.writes.WithLabelValues("Secret", "delete").Inc()
+			err := a.core.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				fail(fmt.Errorf("deleting credential Secret %s/%s: %w", s.Namespace, s.Name, err))
+			}
 		}
 	}
+	close(work)
+	wg.Wait()
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
 }
 
