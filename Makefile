@@ -11,7 +11,7 @@
 # Debian's docker-registry on random loopback ports, with and without basic auth and TLS);
 # the script installs docker-registry, htpasswd, openssl and curl with apt-get if missing.
 
-.PHONY: test bench bench-engine bench-storage bench-runtimes bench-osb bench-e2e bench-fleet vet fmt build run kube-apiserver
+.PHONY: test bench bench-engine bench-storage bench-runtimes bench-osb bench-e2e bench-fleet bench-agent vet fmt build run kube-apiserver
 
 test:
 	bash scripts/registry.sh install
@@ -22,7 +22,7 @@ kube-apiserver:
 	bash scripts/kube.sh build
 
 # Umbrella target; further benchmarks get added as dependencies.
-bench: bench-engine bench-storage bench-runtimes bench-osb bench-e2e bench-fleet
+bench: bench-engine bench-storage bench-runtimes bench-osb bench-e2e bench-fleet bench-agent
 
 # The engine against River on one throwaway PostgreSQL (medians of alternating rounds, ratio),
 # and the engine's SQLite figure in the same rounds. tools/bench/river is its own module.
@@ -52,6 +52,11 @@ bench-e2e:
 # simulated clusters: due lag, RSS, step runs/s, events and database growth (tools/bench/fleet).
 bench-fleet:
 	bash scripts/with-postgres.sh go run ./tools/bench/fleet
+
+# The Runtime Agent on a real kube-apiserver with the sandbox's Connector and Director over TLS:
+# first sync (first-sync-s) and a pass with no change (pass-s) for 100 and 1,000 applications.
+bench-agent:
+	bash scripts/with-kube.sh go test -run '^$$' -bench AgentSync -benchtime 5x -timeout 30m ./internal/runtimeagent/
 
 vet:
 	go vet ./...

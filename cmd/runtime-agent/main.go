@@ -70,6 +70,6 @@ func run(ctx context.Context, cmd string, log *logrus.Logger) error {
 			_ = srv.Shutdown(sctx)
 		}()
 	}
-	log.WithField("configurationSecret", cfg.AgentConfigurationSecret).Info("starting the runtime agent")
+	log.WithFields(runtimeagent.StartupFields(cfg)).Info("starting the runtime agent")
 	return ctrl.Run(ctx)
 }

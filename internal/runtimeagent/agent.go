@@ -5,14 +5,19 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/connector"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -28,7 +33,13 @@ type Agent struct {
 	log                                logrus.FieldLogger
 	now                                func() time.Time
 	configSecret, certSecret, caSecret SecretRef
-	failures                           int // consecutive failed connection attempts
+	metrics                            *Metrics
+	events                             record.EventRecorder
+	stopEvents                         func()
+	closeOnce                          sync.Once
+	caches                             *caches // nil until startCaches: then reads come from informers
+	failures                           int     // consecutive failed connection attempts
+	maintenanceFailures                int     // consecutive failed checks or renewals of the connection
 }
 
 // Deps are the systems the agent talks to.
@@ -40,6 +51,10 @@ type Deps struct {
 	Log       logrus.FieldLogger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Metrics receives the agent's metrics (NewMetrics when nil).
+	Metrics *Metrics
+	// Events records Events on the CompassConnection (through Core when nil).
+	Events record.EventRecorder
 }
 
 // NewAgent checks cfg and returns the agent.
@@ -48,7 +63,14 @@ func NewAgent(cfg Config, d Deps) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, core: d.Core, dyn: d.Dynamic, connector: d.Connector, director: d.Director, log: d.Log, now: d.Now}
+	a := &Agent{cfg: cfg, core: d.Core, dyn: d.Dynamic, connector: d.Connector, director: d.Director, log: d.Log, now: d.Now,
+		metrics: d.Metrics, events: d.Events, stopEvents: func() {}}
+	if a.metrics == nil {
+		a.metrics = NewMetrics()
+	}
+	if a.events == nil && d.Core != nil {
+		a.events, a.stopEvents = newRecorder(d.Core)
+	}
 	if a.log == nil {
 		a.log = logrus.New()
 	}
@@ -61,9 +83,45 @@ func NewAgent(cfg Config, d Deps) (*Agent, error) {
 	return a, nil
 }
 
+// Metrics are the agent's metrics.
+func (a *Agent) Metrics() *Metrics { return a.metrics }
+
+// Close stops recording Events and the caches.
+func (a *Agent) Close() {
+	a.closeOnce.Do(func() {
+		a.stopEvents()
+		if a.caches != nil {
+			a.caches.stop()
+		}
+	})
+}
+
 func (a *Agent) stamp() *metav1.Time {
 	t := metav1.NewTime(a.now().UTC().Truncate(time.Second))
 	return &t
+}
+
+// storedCertificate is the certificate the agent holds: err says why it has none usable
+// (missing, unreadable or expired).
+type storedCertificate struct {
+	creds ClientCredentials
+	rec   connectionRecord
+	cert  *x509.Certificate
+	err   error
+}
+
+func (a *Agent) storedCertificate(ctx context.Context) storedCertificate {
+	var s storedCertificate
+	if s.creds, s.rec, s.err = loadCredentials(ctx, a.core, a.certSecret, a.caSecret); s.err != nil {
+		return s
+	}
+	if s.cert, s.err = s.creds.ClientCertificate(); s.err != nil {
+		return s
+	}
+	if !a.now().Before(s.cert.NotAfter) {
+		s.err = fmt.Errorf("the client certificate expired at %s", s.cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return s
 }
 
 // Reconcile makes one pass and returns when the next one is due.
@@ -73,52 +131,45 @@ func (a *Agent) Reconcile(ctx context.Context) time.Duration {
 		a.log.WithError(err).Error("reading the CompassConnection")
 		return a.cfg.ReconnectBackoffMin
 	}
-	var creds ClientCredentials
-	var cert *x509.Certificate
-	lost := ""
-	switch {
-	case conn == nil:
-		lost = "no CompassConnection"
-	case conn.Status.State == ConnectionFailed:
-		lost = "the connection failed"
-	default:
-		if creds, err = loadCredentials(ctx, a.core, a.certSecret, a.caSecret); err == nil {
-			cert, err = creds.ClientCertificate()
-		}
-		switch {
-		case err != nil:
-			lost = err.Error()
-		case !a.now().Before(cert.NotAfter):
-			lost = fmt.Sprintf("the client certificate expired at %s", cert.NotAfter.UTC().Format(time.RFC3339))
-		}
-	}
-	if lost != "" {
-		a.log.WithField("reason", lost).Info("connecting to Compass with the one-time token")
-		if conn, creds, err = a.connect(ctx, conn); err != nil {
+	stored := a.storedCertificate(ctx)
+	note := "" // what reconnecting has to say, kept for this pass's status
+	if conn == nil || conn.Status.State == ConnectionFailed || stored.err != nil {
+		if conn, stored, err = a.reconnect(ctx, conn, stored); err != nil {
 			a.failures++
 			wait := a.backoff()
 			a.log.WithError(err).WithField("retryIn", wait).Warn("connecting to Compass failed")
 			return wait
 		}
 		a.failures = 0
-		if cert, err = creds.ClientCertificate(); err != nil {
-			a.log.WithError(err).Error("reading the new client certificate")
-			return a.cfg.ReconnectBackoffMin
+		if conn.Status.ConnectionStatus != nil {
+			note = conn.Status.ConnectionStatus.Error
 		}
-		a.log.WithField("notAfter", cert.NotAfter).Info("connected to Compass")
 	}
+	creds, cert := stored.creds, stored.cert
 
 	st := conn.Status
 	if st.ConnectionStatus == nil {
 		st.ConnectionStatus = &ConnectionStatus{}
 	}
-	if creds, cert, err = a.maintain(ctx, conn, creds, cert, &st); err != nil {
+	if creds, cert, err = a.maintain(ctx, conn, stored, &st); err != nil {
 		st.State, st.ConnectionStatus.Error = ConnectionMaintenanceFailed, err.Error()
-		a.log.WithError(err).Warn("maintaining the connection failed")
+		a.maintenanceFailures++
+		a.metrics.renewalFailures.Inc()
+		expiring := needsRenewal(cert, a.cfg.CertValidityRenewalThreshold, a.now())
+		a.metrics.expiringWithoutRenewal.Set(flag(expiring))
+		if expiring && a.events != nil {
+			a.events.Eventf(connectionRef(conn), corev1.EventTypeWarning, ReasonExpiresWithoutRenewal,
+				"the client certificate expires at %s and renewing it fails: %v", cert.NotAfter.UTC().Format(time.RFC3339), err)
+		}
+		a.log.WithError(err).WithField("expiringWithoutRenewal", expiring).Warn("maintaining the connection failed")
 	} else {
-		st.ConnectionStatus.Error = ""
+		a.maintenanceFailures = 0
+		a.metrics.expiringWithoutRenewal.Set(0)
+		a.metrics.tokenNeeded.Set(0)
+		st.ConnectionStatus.Error = strings.TrimPrefix(note+"; "+identityNote(conn, cert), "; ")
+		st.ConnectionStatus.Error = strings.TrimSuffix(st.ConnectionStatus.Error, "; ")
 		if a.syncDue(conn) {
-			a.synchronize(ctx, conn, creds, &st)
+			a.synchronize(ctx, conn, creds, cert, &st)
 		} else if st.State == ConnectionMaintenanceFailed {
 			st.State = Connected
 		}
@@ -127,7 +178,144 @@ func (a *Agent) Reconcile(ctx context.Context) time.Duration {
 		a.log.WithError(err).Error("writing the CompassConnection status")
 		return a.cfg.ReconnectBackoffMin
 	}
-	return a.nextPass(cert)
+	a.report(conn.Status.State, conn, st)
+	next := a.nextPass(cert)
+	if a.maintenanceFailures > 0 {
+		// Not at once again (the threshold is passed): backing off, but checking again right
+		// after the certificate expires, when reconnecting takes over.
+		next = min(a.backoffFor(a.maintenanceFailures), max(cert.NotAfter.Sub(a.now())+time.Second, a.cfg.ReconnectBackoffMin))
+	}
+	return next
+}
+
+// identityNote says when the configuration Secret's RUNTIME_ID is not the certificate's
+// identity, which the agent acts as (the Director authorises by the certificate).
+func identityNote(conn *CompassConnection, cert *x509.Certificate) string {
+	configured := conn.Annotations[annotationConfiguredRuntimeID]
+	if configured == "" || configured == cert.Subject.CommonName {
+		return ""
+	}
+	return fmt.Sprintf("RUNTIME_ID %s of the configuration Secret is not the certificate's identity: the agent acts as runtime %s (the certificate's CN)", configured, cert.Subject.CommonName)
+}
+
+// reconnect restores the connection of a pass that found no CompassConnection, a failed one or
+// no usable certificate. A valid stored certificate is the connection: it is resumed unless the
+// configuration Secret holds another token than the one it was obtained with (the seed's
+// "Reconnect" tutorial), and resumed anyway when that token fails, so the agent is never
+// stranded while it holds a valid certificate.
+func (a *Agent) reconnect(ctx context.Context, conn *CompassConnection, stored storedCertificate) (*CompassConnection, storedCertificate, error) {
+	agentCfg, cfgErr := readAgentConfiguration(ctx, a.core, a.configSecret)
+	if stored.err == nil && (cfgErr != nil || hashToken(agentCfg.Token) == stored.rec.TokenHash) {
+		a.log.Info("resuming the connection with the stored certificate")
+		return a.resume(ctx, conn, stored, "")
+	}
+	prev := ConnectionState("")
+	if conn != nil {
+		prev = conn.Status.State
+	}
+	reason := "no CompassConnection"
+	switch {
+	case stored.err != nil:
+		reason = stored.err.Error()
+	case conn != nil:
+		reason = "a new one-time token in the configuration Secret"
+	}
+	a.log.WithField("reason", reason).Info("connecting to Compass with the one-time token")
+	saved, fresh, err := a.connect(ctx, conn, agentCfg, cfgErr)
+	if err == nil {
+		a.log.WithField("notAfter", fresh.cert.NotAfter).Info("connected to Compass")
+		a.metrics.connectionAttempts.WithLabelValues("token").Inc()
+		a.metrics.tokenNeeded.Set(0)
+		a.report(prev, saved, saved.Status)
+		if note := identityNote(saved, fresh.cert); note != "" && a.events != nil {
+			a.events.Event(connectionRef(saved), corev1.EventTypeWarning, ReasonIdentity, note)
+		}
+		return saved, fresh, nil
+	}
+	if stored.err == nil {
+		a.log.WithError(err).Warn("the one-time token failed: resuming with the stored certificate")
+		return a.resume(ctx, conn, stored, "the one-time token of the configuration Secret failed ("+err.Error()+"): resumed with the stored certificate")
+	}
+	a.metrics.connectionAttempts.WithLabelValues("failed").Inc()
+	a.metrics.tokenNeeded.Set(flag(connector.IsRefused(err)))
+	a.recordFailure(ctx, conn, agentCfg, err)
+	return nil, storedCertificate{}, err
+}
+
+// recordFailure says ConnectionFailed and why in the CompassConnection.
+func (a *Agent) recordFailure(ctx context.Context, conn *CompassConnection, agentCfg AgentConfiguration, cause error) {
+	if conn == nil {
+		conn = &CompassConnection{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.ConnectionName}}
+	}
+	if conn.Spec.ManagementInfo.ConnectorURL == "" {
+		conn.Spec.ManagementInfo.ConnectorURL = agentCfg.ConnectorURL
+	}
+	st := conn.Status
+	st.State = ConnectionFailed
+	if st.ConnectionStatus == nil {
+		st.ConnectionStatus = &ConnectionStatus{}
+	}
+	st.ConnectionStatus.LastSync = a.stamp()
+	st.ConnectionStatus.Error = cause.Error()
+	if connector.IsRefused(cause) {
+		st.ConnectionStatus.Error += ": " + NewTokenNeeded
+	}
+	prev := conn.Status.State
+	saved, err := a.saveConnection(ctx, conn, st)
+	if err != nil {
+		a.log.WithError(err).Error("recording the failed connection")
+		return
+	}
+	a.report(prev, saved, st)
+}
+
+// NewTokenNeeded ends the status error of a connection only a new one-time token can restore.
+const NewTokenNeeded = "a new one-time token is needed (the provisioner's reconnectRuntimeAgent)"
+
+// resume makes the CompassConnection say Connected with the stored certificate, keeping what
+// it already says of the connection.
+func (a *Agent) resume(ctx context.Context, conn *CompassConnection, stored storedCertificate, note string) (*CompassConnection, storedCertificate, error) {
+	now := a.stamp()
+	if conn == nil {
+		conn = &CompassConnection{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.ConnectionName}}
+	}
+	prev := conn.Status.State
+	mi := conn.Spec.ManagementInfo
+	if mi.ConnectorURL == "" || mi.DirectorURL == "" || conn.Status.State == ConnectionFailed {
+		mi = ManagementInfo{ConnectorURL: stored.rec.ConnectorURL, DirectorURL: stored.rec.DirectorURL}
+	}
+	if mi.ConnectorURL == "" || mi.DirectorURL == "" {
+		return nil, storedCertificate{}, errors.New("the certificates Secret does not say the Compass URLs of its certificate: a new one-time token is needed")
+	}
+	conn.Spec.ManagementInfo = mi
+	if conn.Annotations == nil {
+		conn.Annotations = map[string]string{}
+	}
+	conn.Annotations[annotationRuntimeID] = stored.cert.Subject.CommonName
+	if stored.rec.Tenant != "" {
+		conn.Annotations[annotationTenant] = stored.rec.Tenant
+	}
+	if stored.rec.ConfiguredRuntimeID != "" {
+		conn.Annotations[annotationConfiguredRuntimeID] = stored.rec.ConfiguredRuntimeID
+	}
+	cs := ConnectionStatus{CertificateStatus: certificateStatus(now, stored.cert), Established: now, LastSuccess: now, LastSync: now, Error: note}
+	if old := conn.Status.ConnectionStatus; old != nil {
+		if old.Established != nil {
+			cs.Established = old.Established
+		}
+		if old.CertificateStatus.Acquired != nil && old.CertificateStatus.NotAfter.Equal(cs.CertificateStatus.NotAfter) {
+			cs.CertificateStatus.Acquired = old.CertificateStatus.Acquired
+		}
+		cs.Renewed = old.Renewed
+	}
+	st := CompassConnectionStatus{State: Connected, ConnectionStatus: &cs, SynchronizationStatus: conn.Status.SynchronizationStatus}
+	saved, err := a.saveConnection(ctx, conn, st)
+	if err != nil {
+		return nil, storedCertificate{}, err
+	}
+	a.metrics.connectionAttempts.WithLabelValues("resumed").Inc()
+	a.report(prev, saved, st)
+	return saved, stored, nil
 }
 
 // nextPass is the sync period, or earlier when the certificate is due for renewal before.
@@ -145,12 +333,18 @@ func (a *Agent) nextPass(cert *x509.Certificate) time.Duration {
 	return next
 }
 
-func (a *Agent) backoff() time.Duration {
+func (a *Agent) backoff() time.Duration { return a.backoffFor(a.failures) }
+
+// backoffFor is the wait after n consecutive failures: doubling from APP_RECONNECT_BACKOFF_MIN,
+// capped at APP_RECONNECT_BACKOFF_MAX, up to a fifth less at random so that runtimes failing
+// together spread their retries.
+func (a *Agent) backoffFor(n int) time.Duration {
 	d := a.cfg.ReconnectBackoffMin
-	for i := 1; i < a.failures && d < a.cfg.ReconnectBackoffMax; i++ {
+	for i := 1; i < n && d < a.cfg.ReconnectBackoffMax; i++ {
 		d *= 2
 	}
-	return min(d, a.cfg.ReconnectBackoffMax)
+	d = min(d, a.cfg.ReconnectBackoffMax)
+	return d - time.Duration(rand.Int64N(int64(d)/5+1))
 }
 
 func (a *Agent) syncDue(conn *CompassConnection) bool {
@@ -166,38 +360,29 @@ func (a *Agent) bounded(ctx context.Context) (context.Context, context.CancelFun
 }
 
 // connect establishes the connection from the configuration Secret (the seed's "Establish a
-// secure connection" tutorial) and records it in the CompassConnection; on failure the
-// CompassConnection says ConnectionFailed and why.
-func (a *Agent) connect(ctx context.Context, conn *CompassConnection) (*CompassConnection, ClientCredentials, error) {
+// secure connection" tutorial) and records it in the CompassConnection.
+func (a *Agent) connect(ctx context.Context, conn *CompassConnection, agentCfg AgentConfiguration, cfgErr error) (*CompassConnection, storedCertificate, error) {
+	if cfgErr != nil {
+		return nil, storedCertificate{}, cfgErr
+	}
 	if conn == nil {
 		conn = &CompassConnection{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.ConnectionName}}
 	}
-	agentCfg, creds, info, err := a.establish(ctx)
+	creds, info, rec, err := a.establish(ctx, agentCfg)
 	if err != nil {
-		if conn.Spec.ManagementInfo.ConnectorURL == "" {
-			conn.Spec.ManagementInfo.ConnectorURL = agentCfg.ConnectorURL
-		}
-		st := conn.Status
-		st.State = ConnectionFailed
-		if st.ConnectionStatus == nil {
-			st.ConnectionStatus = &ConnectionStatus{}
-		}
-		st.ConnectionStatus.Error = err.Error()
-		if _, werr := a.saveConnection(ctx, conn, st); werr != nil {
-			err = errors.Join(err, werr)
-		}
-		return nil, ClientCredentials{}, err
+		return nil, storedCertificate{}, err
 	}
 	cert, err := creds.ClientCertificate()
 	if err != nil {
-		return nil, ClientCredentials{}, err
+		return nil, storedCertificate{}, err
 	}
 	now := a.stamp()
 	conn.Spec.ManagementInfo = ManagementInfo{ConnectorURL: info.CertificateSecuredConnectorURL, DirectorURL: info.DirectorURL}
 	if conn.Annotations == nil {
 		conn.Annotations = map[string]string{}
 	}
-	conn.Annotations[annotationRuntimeID], conn.Annotations[annotationTenant] = agentCfg.RuntimeID, agentCfg.Tenant
+	conn.Annotations[annotationRuntimeID], conn.Annotations[annotationTenant] = cert.Subject.CommonName, agentCfg.Tenant
+	conn.Annotations[annotationConfiguredRuntimeID] = agentCfg.RuntimeID
 	st := CompassConnectionStatus{
 		State: Connected,
 		ConnectionStatus: &ConnectionStatus{
@@ -206,43 +391,78 @@ func (a *Agent) connect(ctx context.Context, conn *CompassConnection) (*CompassC
 		},
 		SynchronizationStatus: conn.Status.SynchronizationStatus,
 	}
+	// The certificate is stored: from here on it is the connection, whatever happens to this
+	// write (a failed save is resumed from the certificate by the next pass).
 	saved, err := a.saveConnection(ctx, conn, st)
 	if err != nil {
-		return nil, ClientCredentials{}, err
+		return nil, storedCertificate{}, err
 	}
-	return saved, creds, nil
+	return saved, storedCertificate{creds: creds, rec: rec, cert: cert}, nil
 }
 
-// establish exchanges the one-time token for a client certificate and stores it.
-func (a *Agent) establish(ctx context.Context) (AgentConfiguration, ClientCredentials, connector.Configuration, error) {
-	agentCfg, err := readAgentConfiguration(ctx, a.core, a.configSecret)
+// signAttempts is how often the token-secured signing is tried in one pass: the next token
+// stays valid until a signing succeeds.
+const signAttempts = 3
+
+// establish exchanges the one-time token for a client certificate and stores it. The next token
+// the configuration query hands out is kept in the certificates Secret before it is used, so a
+// signing that fails (here, or in a pass after a restart) is tried again with it rather than
+// with the spent token.
+func (a *Agent) establish(ctx context.Context, agentCfg AgentConfiguration) (ClientCredentials, connector.Configuration, connectionRecord, error) {
+	tokenHash := hashToken(agentCfg.Token)
+	token := agentCfg.Token
+	next, ok, err := nextToken(ctx, a.core, a.certSecret, tokenHash)
 	if err != nil {
-		return agentCfg, ClientCredentials{}, connector.Configuration{}, err
+		return ClientCredentials{}, connector.Configuration{}, connectionRecord{}, err
+	}
+	if ok {
+		token = next // the configuration Secret's token was spent by an earlier attempt
 	}
 	cctx, cancel := a.bounded(ctx)
-	defer cancel()
-	info, err := a.connector.Configuration(cctx, agentCfg.ConnectorURL, agentCfg.Token)
+	info, err := a.connector.Configuration(cctx, agentCfg.ConnectorURL, token)
+	cancel()
 	if err != nil {
-		return agentCfg, ClientCredentials{}, info, err
+		return ClientCredentials{}, info, connectionRecord{}, err
 	}
-	creds, err := a.newCertificate(ctx, info.Subject, func(ctx context.Context, csr []byte) (connector.Certificates, error) {
-		return a.connector.SignCSR(ctx, agentCfg.ConnectorURL, info.Token, csr)
+	if err := keepNextToken(ctx, a.core, a.certSecret, tokenHash, info.Token); err != nil {
+		a.log.WithError(err).Warn("the next one-time token is not kept: a failed signing cannot be retried after a restart")
+	}
+	rec := connectionRecord{TokenHash: tokenHash, ConnectorURL: info.CertificateSecuredConnectorURL, DirectorURL: info.DirectorURL,
+		Tenant: agentCfg.Tenant, ConfiguredRuntimeID: agentCfg.RuntimeID}
+	creds, err := a.newCertificate(ctx, info.Subject, rec, func(ctx context.Context, csr []byte) (connector.Certificates, error) {
+		var set connector.Certificates
+		var err error
+		wait := a.cfg.ReconnectBackoffMin
+		for i := 0; i < signAttempts; i++ {
+			cctx, cancel := a.bounded(ctx)
+			set, err = a.connector.SignCSR(cctx, agentCfg.ConnectorURL, info.Token, csr)
+			cancel()
+			if err == nil || connector.IsRefused(err) || i == signAttempts-1 {
+				break
+			}
+			a.log.WithError(err).WithField("retryIn", wait).Warn("signing the CSR failed: trying again with the same token")
+			select {
+			case <-ctx.Done():
+				return set, errors.Join(err, ctx.Err())
+			case <-time.After(wait):
+			}
+			wait *= 2
+		}
+		return set, err
 	})
 	if err != nil {
-		return agentCfg, creds, info, err
+		return creds, info, rec, err
 	}
-	return agentCfg, creds, info, nil
+	return creds, info, rec, nil
 }
 
 // newCertificate makes a key and CSR for subject, has sign sign it and stores the result.
-func (a *Agent) newCertificate(ctx context.Context, subject string, sign func(context.Context, []byte) (connector.Certificates, error)) (ClientCredentials, error) {
+func (a *Agent) newCertificate(ctx context.Context, subject string, rec connectionRecord, sign func(context.Context, []byte) (connector.Certificates, error)) (ClientCredentials, error) {
 	keyPEM, csrPEM, err := newKeyAndCSR(ctx, subject, a.cfg.CertKeyBits)
 	if err != nil {
 		return ClientCredentials{}, err
 	}
-	cctx, cancel := a.bounded(ctx)
-	defer cancel()
-	set, err := sign(cctx, csrPEM)
+	set, err := sign(ctx, csrPEM)
 	if err != nil {
 		return ClientCredentials{}, err
 	}
@@ -251,7 +471,7 @@ func (a *Agent) newCertificate(ctx context.Context, subject string, sign func(co
 	if _, err := creds.TLSConfig(); err != nil {
 		return ClientCredentials{}, fmt.Errorf("the Connector's certificates: %w", err)
 	}
-	if err := storeCredentials(ctx, a.core, a.certSecret, a.caSecret, creds); err != nil {
+	if err := storeCredentials(ctx, a.core, a.certSecret, a.caSecret, creds, rec); err != nil {
 		return ClientCredentials{}, err
 	}
 	return creds, nil
@@ -259,7 +479,8 @@ func (a *Agent) newCertificate(ctx context.Context, subject string, sign func(co
 
 // maintain checks the connection on the certificate-secured Connector and renews the
 // certificate when less than the threshold of its lifetime remains (or when asked to).
-func (a *Agent) maintain(ctx context.Context, conn *CompassConnection, creds ClientCredentials, cert *x509.Certificate, st *CompassConnectionStatus) (ClientCredentials, *x509.Certificate, error) {
+func (a *Agent) maintain(ctx context.Context, conn *CompassConnection, stored storedCertificate, st *CompassConnectionStatus) (ClientCredentials, *x509.Certificate, error) {
+	creds, cert, rec := stored.creds, stored.cert, stored.rec
 	cs := st.ConnectionStatus
 	cs.LastSync = a.stamp()
 	cs.CertificateStatus.NotBefore, cs.CertificateStatus.NotAfter = timePtr(cert.NotBefore), timePtr(cert.NotAfter)
@@ -278,8 +499,10 @@ func (a *Agent) maintain(ctx context.Context, conn *CompassConnection, creds Cli
 	if subject == "" {
 		subject = cert.Subject.String()
 	}
-	renewed, err := a.newCertificate(ctx, subject, func(ctx context.Context, csr []byte) (connector.Certificates, error) {
-		return a.connector.RenewCertificate(ctx, url, creds, csr)
+	renewed, err := a.newCertificate(ctx, subject, rec, func(ctx context.Context, csr []byte) (connector.Certificates, error) {
+		cctx, cancel := a.bounded(ctx)
+		defer cancel()
+		return a.connector.RenewCertificate(cctx, url, creds, csr)
 	})
 	if err != nil {
 		return creds, cert, err
@@ -291,6 +514,7 @@ func (a *Agent) maintain(ctx context.Context, conn *CompassConnection, creds Cli
 	now := a.stamp()
 	cs.CertificateStatus = certificateStatus(now, newCert)
 	cs.Renewed, cs.LastSuccess = now, now
+	a.metrics.renewals.Inc()
 	a.log.WithField("notAfter", newCert.NotAfter).Info("renewed the client certificate")
 	if conn.Spec.RefreshCredentialsNow {
 		if err := a.clearSpecFlags(ctx, conn.Name); err != nil {
@@ -319,7 +543,7 @@ func (a *Agent) Revoke(ctx context.Context) error {
 	if conn == nil {
 		return errors.New("not connected: no CompassConnection")
 	}
-	creds, err := loadCredentials(ctx, a.core, a.certSecret, a.caSecret)
+	creds, _, err := loadCredentials(ctx, a.core, a.certSecret, a.caSecret)
 	if err != nil {
 		return err
 	}
@@ -343,27 +567,50 @@ func (a *Agent) getConnection(ctx context.Context) (*CompassConnection, error) {
 	return &c, nil
 }
 
-// saveConnection creates or updates the CompassConnection: spec, annotations and status in one
-// write, as the CompassConnection CRD has no status subresource.
+// saveConnection writes spec.managementInfo, the annotations and the status of conn to the
+// CompassConnection (one write: its CRD has no status subresource), always against the object
+// as it is now: a user's edit in the meantime (resyncNow) is kept and the write retried, and a
+// CompassConnection deleted in the meantime is created again.
 func (a *Agent) saveConnection(ctx context.Context, conn *CompassConnection, st CompassConnectionStatus) (*CompassConnection, error) {
 	client := a.dyn.Resource(CompassConnectionGVR)
-	want := *conn.ObjectMeta.DeepCopy()
-	want.ManagedFields = nil // the server keeps them
-	u, err := toUnstructured(&CompassConnection{ObjectMeta: want, Spec: conn.Spec, Status: complete(st)}, CompassConnectionGVR, "CompassConnection")
-	if err != nil {
-		return nil, err
+	var saved CompassConnection
+	retriable := func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err)
 	}
-	if conn.ResourceVersion == "" {
-		u, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
-	} else {
-		u, err = client.Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
-	}
+	err := retry.OnError(retry.DefaultBackoff, retriable, func() error {
+		cur, err := a.getConnection(ctx)
+		if err != nil {
+			return err
+		}
+		want := CompassConnection{ObjectMeta: metav1.ObjectMeta{Name: conn.Name}}
+		if cur != nil {
+			want.ObjectMeta, want.Spec = *cur.ObjectMeta.DeepCopy(), cur.Spec
+			want.ManagedFields = nil // the server keeps them
+		}
+		want.Spec.ManagementInfo = conn.Spec.ManagementInfo
+		for k, v := range conn.Annotations {
+			if want.Annotations == nil {
+				want.Annotations = map[string]string{}
+			}
+			want.Annotations[k] = v
+		}
+		want.Status = complete(st)
+		u, err := toUnstructured(&want, CompassConnectionGVR, "CompassConnection")
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			u, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+		} else {
+			u, err = client.Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
+		}
+		if err != nil {
+			return err
+		}
+		return fromUnstructured(u, &saved)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("saving CompassConnection %s: %w", conn.Name, err)
-	}
-	var saved CompassConnection
-	if err := fromUnstructured(u, &saved); err != nil {
-		return nil, err
 	}
 	return &saved, nil
 }

@@ -71,10 +71,12 @@ func sandboxDirectorURL(e *env) string {
 // with backoff until the Secret holds a new token.
 func TestSpentTokenFailsUntilANewOneArrives(t *testing.T) {
 	e := newEnv(t)
-	// Spend the token: a first agent connects with it, then its connection is forgotten.
+	// Spend the token: a first agent connects with it, then its connection is forgotten, the
+	// certificate included (with it, the agent would resume).
 	e.agent().Reconcile(e.ctx())
 	e.waitState(runtimeagent.Synchronized)
 	require.NoError(t, e.dyn.Resource(runtimeagent.CompassConnectionGVR).Delete(e.ctx(), e.cfg.ConnectionName, metav1.DeleteOptions{}))
+	require.NoError(t, e.core.CoreV1().Secrets(e.ns).Delete(e.ctx(), "cluster-client-certificates", metav1.DeleteOptions{}))
 
 	a := e.agent()
 	wait1 := a.Reconcile(e.ctx())
@@ -82,7 +84,9 @@ func TestSpentTokenFailsUntilANewOneArrives(t *testing.T) {
 	require.NotNil(t, c.Status.ConnectionStatus)
 	assert.Contains(t, c.Status.ConnectionStatus.Error, "Connector")
 	wait2 := a.Reconcile(e.ctx())
-	assert.Equal(t, 2*wait1, wait2, "the backoff doubles")
+	lo := e.cfg.ReconnectBackoffMin
+	assert.True(t, wait1 >= lo*4/5 && wait1 <= lo, "the first wait %v is the minimum less up to a fifth", wait1)
+	assert.True(t, wait2 >= 2*lo*4/5 && wait2 <= 2*lo, "the backoff doubles (with jitter): %v", wait2)
 
 	e.newToken()
 	a.Reconcile(e.ctx())

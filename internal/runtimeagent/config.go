@@ -11,6 +11,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
+	"github.com/sirupsen/logrus"
 )
 
 // Config is read from APP_* variables (docs/user/runtime-agent.md).
@@ -57,8 +58,12 @@ type Config struct {
 	LeaseDuration           time.Duration `envconfig:"LEADER_ELECTION_LEASE_DURATION" default:"15s"`
 	RenewDeadline           time.Duration `envconfig:"LEADER_ELECTION_RENEW_DEADLINE" default:"10s"`
 	RetryPeriod             time.Duration `envconfig:"LEADER_ELECTION_RETRY_PERIOD" default:"2s"`
-	// HealthAddress serves /healthz (empty: none).
+	// HealthAddress serves /healthz, /readyz and /metrics (empty: none).
 	HealthAddress string `envconfig:"HEALTH_ADDRESS" default:":8090"`
+	// KubeQPS and KubeBurst are the client-side rate limit of the agent's Kubernetes calls
+	// (client-go's own default of 5/s and 10 makes a sync of many applications slow).
+	KubeQPS   float32 `envconfig:"KUBE_QPS" default:"200"`
+	KubeBurst int     `envconfig:"KUBE_BURST" default:"400"`
 }
 
 // LoadConfig reads the configuration from APP_* variables and validates it.
@@ -77,6 +82,12 @@ func LoadConfig() (Config, error) {
 func (c Config) withDefaults() Config {
 	if c.AgentConfigurationSecret == "" {
 		c.AgentConfigurationSecret = runtimeclient.DefaultAgentConfigSecret
+	}
+	if c.KubeQPS == 0 {
+		c.KubeQPS = 200
+	}
+	if c.KubeBurst == 0 {
+		c.KubeBurst = 400
 	}
 	return c
 }
@@ -101,10 +112,23 @@ func (c Config) Validate() error {
 		return fmt.Errorf("APP_CONTROLLER_SYNC_PERIOD and APP_CALL_TIMEOUT must be positive, APP_MINIMAL_COMPASS_SYNC_TIME not negative")
 	case c.ReconnectBackoffMin <= 0 || c.ReconnectBackoffMax < c.ReconnectBackoffMin:
 		return fmt.Errorf("APP_RECONNECT_BACKOFF_MIN must be positive and at most APP_RECONNECT_BACKOFF_MAX")
+	case c.KubeQPS < 0 || c.KubeBurst < 0:
+		return fmt.Errorf("APP_KUBE_QPS and APP_KUBE_BURST must not be negative")
+	case c.LeaseDuration > 0 && c.RenewDeadline >= c.LeaseDuration:
+		return fmt.Errorf("APP_LEADER_ELECTION_RENEW_DEADLINE must be shorter than APP_LEADER_ELECTION_LEASE_DURATION")
 	case c.ConnectionName == "" || c.CredentialsNamespace == "":
 		return fmt.Errorf("APP_COMPASS_CONNECTION_NAME and APP_CREDENTIALS_NAMESPACE must not be empty")
 	}
 	return nil
+}
+
+// StartupFields describe the configuration in the start-up log. Their names avoid the words the
+// log's redaction takes for secrets ("secret", "token", ...): these are names, not contents.
+func StartupFields(c Config) logrus.Fields {
+	return logrus.Fields{
+		"configurationFrom": c.AgentConfigurationSecret, "certificateIn": c.ClusterCertificatesSecret, "caIn": c.CACertificatesSecret,
+		"compassConnection": c.ConnectionName, "leaderLease": c.LeaderElectionNamespace + "/" + c.LeaderElectionName,
+	}
 }
 
 // SecretRef names a Secret.

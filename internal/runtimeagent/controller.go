@@ -2,17 +2,23 @@ package runtimeagent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -38,14 +44,78 @@ func RESTConfig(path string) (*rest.Config, error) {
 }
 
 // Controller runs the agent as the leader of its replicas: a pass at every sync period, and
-// at once when the CompassConnection is deleted or its spec changes.
+// at once when the CompassConnection is deleted or its spec changes or a new token is written
+// to the configuration Secret.
 type Controller struct {
 	agent    *Agent
 	cfg      Config
-	core     kubernetes.Interface
+	core     kubernetes.Interface // the agent's, gated by leadership
 	dyn      dynamic.Interface
+	election kubernetes.Interface // the leader election's own, never gated
 	log      logrus.FieldLogger
 	identity string
+	elector  atomic.Pointer[leaderelection.LeaderElector]
+	leading  atomic.Bool
+}
+
+// errNotLeading refuses the agent's writes while the replica cannot be sure it holds the lock.
+var errNotLeading = errors.New("not acting: this replica cannot be sure it still holds the leader lock")
+
+// mayAct tells whether the replica may act: it leads, and renewed the lock within the renew
+// deadline (client-go's elector only notices a lost lock when its renewal gives up, which after
+// a pause such as SIGSTOP is seconds after another replica took over).
+func (c *Controller) mayAct() error {
+	le := c.elector.Load()
+	if le == nil {
+		return nil // not campaigning: the agent is used directly (revoke, benchmarks)
+	}
+	if !c.leading.Load() || !le.IsLeader() {
+		return errNotLeading
+	}
+	// Check fails once the last observed renewal is older than the lease duration plus the
+	// tolerance: a negative tolerance makes that the renew deadline.
+	if err := le.Check(c.cfg.RenewDeadline - c.cfg.LeaseDuration); err != nil {
+		return fmt.Errorf("%w: %v", errNotLeading, err)
+	}
+	return nil
+}
+
+// gate is the agent's Kubernetes transport: writes only while mayAct, and every call but a
+// watch bounded by timeout.
+type gate struct {
+	next    http.RoundTripper
+	mayAct  func() error
+	timeout time.Duration
+}
+
+func (g gate) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		if err := g.mayAct(); err != nil {
+			return nil, err
+		}
+	}
+	if req.URL.Query().Get("watch") == "true" || g.timeout <= 0 {
+		return g.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), g.timeout)
+	resp, err := g.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }
 
 // NewController assembles the agent on the cluster of restCfg, talking to Compass.
@@ -53,23 +123,44 @@ func NewController(cfg Config, restCfg *rest.Config, compass interface {
 	Connector
 	Director
 }, log logrus.FieldLogger) (*Controller, error) {
-	core, err := kubernetes.NewForConfig(restCfg)
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Controller{cfg: cfg, log: log}
+	electionCfg := rest.CopyConfig(restCfg)
+	election, err := kubernetes.NewForConfig(electionCfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the leader election's Kubernetes client: %w", err)
+	}
+	agentCfg := rest.CopyConfig(restCfg)
+	agentCfg.QPS, agentCfg.Burst = cfg.KubeQPS, cfg.KubeBurst
+	agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return gate{next: rt, mayAct: c.mayAct, timeout: cfg.CallTimeout}
+	})
+	core, err := kubernetes.NewForConfig(agentCfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating the Kubernetes client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(restCfg)
+	dyn, err := dynamic.NewForConfig(agentCfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating the dynamic client: %w", err)
 	}
-	if log == nil {
-		log = logrus.New()
+	if c.log == nil {
+		c.log = logrus.New()
 	}
-	agent, err := NewAgent(cfg, Deps{Core: core, Dynamic: dyn, Connector: compass, Director: compass, Log: log})
+	// Events are recorded through the election's client: a replica that stops leading may
+	// still say so.
+	events, stop := newRecorder(election)
+	agent, err := NewAgent(cfg, Deps{Core: core, Dynamic: dyn, Connector: compass, Director: compass, Log: c.log, Events: events})
 	if err != nil {
+		stop()
 		return nil, err
 	}
+	agent.stopEvents = stop
 	host, _ := os.Hostname()
-	return &Controller{agent: agent, cfg: agent.cfg, core: core, dyn: dyn, log: log, identity: host + "_" + uuid.NewString()}, nil
+	c.agent, c.core, c.dyn, c.election, c.identity = agent, core, dyn, election, host+"_"+uuid.NewString()
+	return c, nil
 }
 
 // Identity is the controller's name in the leader lock.
@@ -81,11 +172,11 @@ func (c *Controller) Agent() *Agent { return c.agent }
 // Run campaigns for the leader lock and, while leading, runs the passes; it returns when ctx
 // ends (releasing the lock) or when leadership is lost.
 func (c *Controller) Run(ctx context.Context) error {
-	if err := ensureNamespace(ctx, c.core, c.cfg.LeaderElectionNamespace); err != nil {
+	if err := ensureNamespace(ctx, c.election, c.cfg.LeaderElectionNamespace); err != nil {
 		return err
 	}
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, c.cfg.LeaderElectionNamespace, c.cfg.LeaderElectionName,
-		c.core.CoreV1(), c.core.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: c.identity})
+		c.election.CoreV1(), c.election.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: c.identity})
 	if err != nil {
 		return fmt.Errorf("creating the leader lock: %w", err)
 	}
@@ -98,9 +189,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				c.log.WithField("identity", c.identity).Info("leading: the agent acts")
+				c.leading.Store(true)
 				runErr = c.loop(ctx)
 			},
 			OnStoppedLeading: func() {
+				c.leading.Store(false)
 				c.log.WithField("identity", c.identity).Info("no longer leading")
 				cancel() // a replica that lost the lock must stop acting
 			},
@@ -109,6 +202,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating the leader elector: %w", err)
 	}
+	c.elector.Store(le)
+	defer c.agent.Close()
 	le.Run(ctx)
 	return runErr
 }
@@ -138,9 +233,55 @@ func (c *Controller) loop(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watching the CompassConnection: %w", err)
 	}
+	// A new token in the configuration Secret is tried at once, not after the backoff.
+	cfgSecret := c.agent.configSecret
+	secrets := informers.NewSharedInformerFactoryWithOptions(c.core, 0, informers.WithNamespace(cfgSecret.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfgSecret.Name).String()
+		}))
+	tokenChanged := func(oldObj, newObj any) {
+		o, ok1 := oldObj.(*corev1.Secret)
+		n, ok2 := newObj.(*corev1.Secret)
+		if !ok1 || !ok2 || string(o.Data["TOKEN"]) != string(n.Data["TOKEN"]) {
+			signal()
+		}
+	}
+	if _, err := secrets.Core().V1().Secrets().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { tokenChanged(nil, obj) },
+		UpdateFunc: tokenChanged,
+	}); err != nil {
+		return fmt.Errorf("watching the configuration Secret: %w", err)
+	}
 	factory.Start(ctx.Done())
+	secrets.Start(ctx.Done())
 	defer factory.Shutdown()
+	defer secrets.Shutdown()
 	factory.WaitForCacheSync(ctx.Done())
+	secrets.WaitForCacheSync(ctx.Done())
+	if err := c.agent.startCaches(ctx); err != nil {
+		return err
+	}
+
+	// Stop acting as soon as the lock may be lost, without waiting for the elector's renewal
+	// to give up: passes and their calls to Compass end with ctx.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		t := time.NewTicker(max(c.cfg.RetryPeriod/4, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := c.mayAct(); err != nil {
+					c.log.WithError(err).Warn("stopping: the leader lock was not renewed in time")
+					cancel()
+					return
+				}
+			}
+		}
+	}()
 
 	for {
 		next := c.agent.Reconcile(ctx)

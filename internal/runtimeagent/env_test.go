@@ -31,27 +31,28 @@ func TestMain(m *testing.M) { kubetest.Main(m) }
 // namespace on the real kube-apiserver for the agent's Secrets, and a runtime registered in
 // the Director with a one-time token in the agent's configuration Secret.
 type env struct {
-	t         *testing.T
-	sb        *standins.Listeners
-	core      kubernetes.Interface
-	dyn       dynamic.Interface
-	ns        string
-	tenant    string
-	runtimeID string
-	prefix    string // of application names (Applications are cluster-scoped)
-	cfg       runtimeagent.Config
-	compass   *runtimeagent.Compass
-	log       *logrus.Logger
+	t            testing.TB
+	sb           *standins.Listeners
+	core         kubernetes.Interface
+	dyn          dynamic.Interface
+	ns           string
+	tenant       string
+	runtimeID    string
+	prefix       string // of application names (Applications are cluster-scoped)
+	connectorURL string // the token-secured Connector
+	cfg          runtimeagent.Config
+	compass      *runtimeagent.Compass
+	log          *logrus.Logger
 }
 
-func randomHex(t *testing.T, n int) string {
+func randomHex(t testing.TB, n int) string {
 	b := make([]byte, n)
 	_, err := rand.Read(b)
 	require.NoError(t, err)
 	return hex.EncodeToString(b)
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	sb := sandboxtest.ServeTLS(t, standins.Options{})
 	ns := kubetest.Namespace(t)
@@ -89,6 +90,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	var token, connectorURL string
 	e.runtimeID, token, connectorURL = sandboxtest.OneTimeToken(t, sb.URL, e.tenant, "runtime-"+ns)
+	e.connectorURL = connectorURL
 	e.writeConfig(token, connectorURL)
 	return e
 }
@@ -128,8 +130,16 @@ func (e *env) newToken() {
 
 func (e *env) agent() *runtimeagent.Agent {
 	e.t.Helper()
-	a, err := runtimeagent.NewAgent(e.cfg, runtimeagent.Deps{Core: e.core, Dynamic: e.dyn, Connector: e.compass, Director: e.compass, Log: e.log})
+	return e.agentWith(e.compass)
+}
+
+// agentWith is an agent talking to the Connector through c.
+func (e *env) agentWith(c runtimeagent.Connector) *runtimeagent.Agent {
+	e.t.Helper()
+	a, err := runtimeagent.NewAgent(e.cfg, runtimeagent.Deps{Core: e.core, Dynamic: e.dyn, Connector: c, Director: e.compass, Log: e.log})
 	require.NoError(e.t, err)
+	e.t.Cleanup(a.Close)
+	require.NoError(e.t, a.StartCaches(e.ctx()))
 	return a
 }
 

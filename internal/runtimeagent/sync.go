@@ -3,6 +3,7 @@ package runtimeagent
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -10,10 +11,13 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -26,15 +30,23 @@ const (
 
 // synchronize fetches the runtime's applications from the Director, makes the Application
 // resources match them and labels the runtime; the status says how far it got.
-func (a *Agent) synchronize(ctx context.Context, conn *CompassConnection, creds ClientCredentials, st *CompassConnectionStatus) {
+// The runtime is the certificate's identity (its CN), which the Director authorises the calls by.
+func (a *Agent) synchronize(ctx context.Context, conn *CompassConnection, creds ClientCredentials, cert *x509.Certificate, st *CompassConnectionStatus) {
 	if st.SynchronizationStatus == nil {
 		st.SynchronizationStatus = &SynchronizationStatus{}
 	}
 	ss := st.SynchronizationStatus
 	ss.LastAttempt = a.stamp()
-	runtimeID, tenant := conn.Annotations[annotationRuntimeID], conn.Annotations[annotationTenant]
+	start := time.Now()
+	defer func() {
+		a.metrics.syncDuration.Observe(time.Since(start).Seconds())
+		if st.State != Synchronized {
+			a.metrics.syncFailures.WithLabelValues(string(st.State)).Inc()
+		}
+	}()
+	runtimeID, tenant := cert.Subject.CommonName, conn.Annotations[annotationTenant]
 	if runtimeID == "" || tenant == "" {
-		st.State, ss.Error = SynchronizationFailed, "the CompassConnection lacks the runtime ID or tenant annotation: delete it to reconnect"
+		st.State, ss.Error = SynchronizationFailed, "the certificate has no CN or the CompassConnection lacks the tenant annotation: delete it to reconnect"
 		return
 	}
 	url := conn.Spec.ManagementInfo.DirectorURL
@@ -53,6 +65,7 @@ func (a *Agent) synchronize(ctx context.Context, conn *CompassConnection, creds 
 		return
 	}
 	ss.LastSuccessfulApplication = a.stamp()
+	a.metrics.appsApplied.Set(float64(len(apps)))
 	if err := a.labelRuntime(ctx, url, tenant, runtimeID, creds); err != nil {
 		st.State, ss.Error = MetadataUpdateFailed, err.Error()
 		a.log.WithError(err).Warn("labelling the runtime in the Director failed")
@@ -83,6 +96,9 @@ func (a *Agent) labelRuntime(ctx context.Context, url, tenant, runtimeID string,
 	return nil
 }
 
+// applyWorkers is how many writes of a synchronisation are in flight at once.
+const applyWorkers = 16
+
 // desired is one Application and the Secrets with its packages' credentials.
 type desired struct {
 	app     Application
@@ -94,7 +110,6 @@ type desired struct {
 // others; the errors of all are returned together.
 func (a *Agent) applyApplications(ctx context.Context, runtimeID string, apps []DirectorApplication) error {
 	own := labels.Set{labelManagedBy: managedByAgent, labelRuntimeID: runtimeID}
-	selector := metav1.ListOptions{LabelSelector: own.String()}
 	var errs []error
 	want := map[string]desired{}
 	wantSecrets := map[string]bool{}
@@ -114,19 +129,14 @@ func (a *Agent) applyApplications(ctx context.Context, runtimeID string, apps []
 		}
 	}
 
-	client := a.dyn.Resource(ApplicationGVR)
-	existing, err := client.List(ctx, selector)
+	have, listErrs, err := a.ownApplications(ctx, own)
 	if err != nil {
-		return fmt.Errorf("listing Applications: %w", err)
+		return err
 	}
-	have := map[string]Application{}
-	for i := range existing.Items {
-		var app Application
-		if err := fromUnstructured(&existing.Items[i], &app); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		have[app.Name] = app
+	errs = append(errs, listErrs...)
+	haveSecrets, err := a.ownSecrets(ctx, own)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
 	}
 
 	if len(wantSecrets) > 0 {
@@ -139,72 +149,129 @@ func (a *Agent) applyApplications(ctx context.Context, runtimeID string, apps []
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var mu sync.Mutex
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	// The writes go out in parallel: a first sync of many applications is then bound by the
+	// client's rate limit (APP_KUBE_QPS), not by the round trips one after the other.
+	work := make(chan func(), applyWorkers)
+	var wg sync.WaitGroup
+	for i := 0; i < applyWorkers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				f()
+			}
+		}()
+	}
 	for _, name := range names {
-		if err := a.applyOne(ctx, want[name], have); err != nil {
-			errs = append(errs, err)
+		d := want[name]
+		work <- func() {
+			if err := a.applyOne(ctx, d, have, haveSecrets); err != nil {
+				fail(err)
+			}
 		}
 	}
+	client := a.dyn.Resource(ApplicationGVR)
 	for name := range have {
 		if _, ok := want[name]; ok {
 			continue
 		}
-		if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting Application %s: %w", name, err))
+		work <- func() {
+			a.metrics.writes.WithLabelValues("Application", "delete").Inc()
+			if err := client.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				fail(fmt.Errorf("deleting Application %s: %w", name, err))
+			}
 		}
 	}
-	secrets, err := a.core.CoreV1().Secrets(a.cfg.CredentialsNamespace).List(ctx, selector)
-	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("listing credential Secrets: %w", err))...)
-	}
-	for _, s := range secrets.Items {
-		if wantSecrets[s.Name] {
+	for name, s := range haveSecrets {
+		if wantSecrets[name] {
 			continue
 		}
-		err := a.core.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("deleting credential Secret %s/%s: %w", s.Namespace, s.Name, err))
+		work <- func() {
+			a.metrics.writes.WithLabelValues("Secret", "delete").Inc()
+			err := a.core.CoreV1().Secrets(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				fail(fmt.Errorf("deleting credential Secret %s/%s: %w", s.Namespace, s.Name, err))
+			}
 		}
 	}
+	close(work)
+	wg.Wait()
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
 }
 
-func (a *Agent) applyOne(ctx context.Context, d desired, have map[string]Application) error {
+func (a *Agent) applyOne(ctx context.Context, d desired, have map[string]Application, haveSecrets map[string]*corev1.Secret) error {
 	for _, s := range d.secrets {
-		if err := a.applyCredentials(ctx, s); err != nil {
+		if cur, ok := haveSecrets[s.Name]; ok && reflect.DeepEqual(cur.Data, s.Data) && reflect.DeepEqual(cur.Labels, s.Labels) {
+			continue
+		}
+		a.metrics.writes.WithLabelValues("Secret", "apply").Inc()
+		if err := applySecret(ctx, a.core, s); err != nil {
 			return fmt.Errorf("application %s: %w", d.app.Name, err)
 		}
 	}
-	client := a.dyn.Resource(ApplicationGVR)
-	cur, exists := have[d.app.Name]
-	if exists && reflect.DeepEqual(cur.Spec, d.app.Spec) && reflect.DeepEqual(cur.Labels, d.app.Labels) {
-		return nil
+	var cur *Application
+	if c, ok := have[d.app.Name]; ok {
+		cur = &c
 	}
-	obj := d.app
-	if exists {
-		obj.ResourceVersion = cur.ResourceVersion
-	}
-	u, err := toUnstructured(&obj, ApplicationGVR, "Application")
-	if err != nil {
-		return err
-	}
-	if exists {
-		_, err = client.Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
-	} else {
-		_, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
-	}
-	if err != nil {
-		return fmt.Errorf("writing Application %s: %w", d.app.Name, err)
-	}
-	return nil
+	return a.writeApplication(ctx, d.app, cur)
 }
 
-// applyCredentials writes a credential Secret unless it already holds exactly that.
-func (a *Agent) applyCredentials(ctx context.Context, s *corev1.Secret) error {
-	cur, err := a.core.CoreV1().Secrets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if err == nil && reflect.DeepEqual(cur.Data, s.Data) && reflect.DeepEqual(cur.Labels, s.Labels) {
-		return nil
+// writeApplication makes the Application want unless cur (what the cache says is there, nil
+// for nothing) already is it. A cache behind the server (a conflict, an Application already
+// there or already gone) is corrected by reading the Application from the server.
+func (a *Agent) writeApplication(ctx context.Context, want Application, cur *Application) error {
+	client := a.dyn.Resource(ApplicationGVR)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if cur != nil && reflect.DeepEqual(cur.Spec, want.Spec) && reflect.DeepEqual(cur.Labels, want.Labels) {
+			return nil
+		}
+		obj := want
+		if cur != nil {
+			obj.ResourceVersion = cur.ResourceVersion
+		}
+		var u *unstructured.Unstructured
+		if u, err = toUnstructured(&obj, ApplicationGVR, "Application"); err != nil {
+			return err
+		}
+		if cur != nil {
+			a.metrics.writes.WithLabelValues("Application", "update").Inc()
+			_, err = client.Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
+		} else {
+			a.metrics.writes.WithLabelValues("Application", "create").Inc()
+			_, err = client.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !(cur != nil && apierrors.IsNotFound(err)) {
+			break
+		}
+		fresh, gerr := client.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr):
+			cur = nil
+		case gerr != nil:
+			return fmt.Errorf("reading Application %s: %w", want.Name, gerr)
+		default:
+			var app Application
+			if err := fromUnstructured(fresh, &app); err != nil {
+				return err
+			}
+			if app.Labels[labelManagedBy] != managedByAgent {
+				return fmt.Errorf("writing Application %s: an Application of that name is not the agent's", want.Name)
+			}
+			cur = &app
+		}
 	}
-	return applySecret(ctx, a.core, s)
+	if err != nil {
+		return fmt.Errorf("writing Application %s: %w", want.Name, err)
+	}
+	return nil
 }
 
 // desiredApplication is the Application resource for a Director application: named after it
