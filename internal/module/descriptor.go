@@ -7,6 +7,7 @@ package module
 
 import (
 	"fmt"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -189,4 +190,37 @@ func (cd *ComponentDescriptor) Resource(name string) *Resource {
 		}
 	}
 	return nil
+}
+
+// EffectiveRepositoryContext is the repository context the component version is read from: the
+// last one (OCM appends one on every transfer to another repository), nil when there is none.
+func (cd *ComponentDescriptor) EffectiveRepositoryContext() *RepositoryContext {
+	rcs := cd.Component.RepositoryContexts
+	if len(rcs) == 0 {
+		return nil
+	}
+	return &rcs[len(rcs)-1]
+}
+
+// AddRepositoryContext appends rc unless it is already the effective one (as OCM does); it says
+// whether it appended.
+func (cd *ComponentDescriptor) AddRepositoryContext(rc RepositoryContext) bool {
+	if eff := cd.EffectiveRepositoryContext(); eff != nil && sameRepositoryContext(*eff, rc) {
+		return false
+	}
+	cd.Component.RepositoryContexts = append(cd.Component.RepositoryContexts, rc)
+	return true
+}
+
+// sameRepositoryContext compares two contexts; OCM's type is OCIRegistry, its legacy spelling
+// ociRegistry, and an empty mapping means urlPath.
+func sameRepositoryContext(a, b RepositoryContext) bool {
+	mapping := func(m string) string {
+		if m == "" {
+			return NameMappingURLPath
+		}
+		return m
+	}
+	return strings.EqualFold(a.Type, b.Type) && strings.TrimSuffix(a.BaseURL, "/") == strings.TrimSuffix(b.BaseURL, "/") &&
+		mapping(a.ComponentNameMapping) == mapping(b.ComponentNameMapping)
 }

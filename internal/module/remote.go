@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -66,9 +67,20 @@ func NewRegistry(o RegistryOptions, log logrus.FieldLogger) (*Registry, error) {
 	if o.Registry == "" {
 		return nil, errors.New("no registry given")
 	}
-	host, prefix, _ := strings.Cut(strings.TrimSuffix(o.Registry, "/"), "/")
-	if strings.Contains(host, "://") {
-		return nil, fmt.Errorf("registry %q: give host[:port][/prefix] without a scheme (use --insecure for plain HTTP)", o.Registry)
+	insecure := o.Insecure
+	registry := o.Registry
+	// As the real Kyma CLI: http:// means plain HTTP, https:// means TLS whatever --insecure says.
+	switch lower := strings.ToLower(registry); {
+	case strings.HasPrefix(lower, "http://"):
+		registry, insecure = registry[len("http://"):], true
+	case strings.HasPrefix(lower, "https://"):
+		registry, insecure = registry[len("https://"):], false
+	case strings.Contains(registry, "://"):
+		return nil, fmt.Errorf("registry %q: only http:// and https:// are supported", o.Registry)
+	}
+	host, prefix, _ := strings.Cut(strings.TrimSuffix(registry, "/"), "/")
+	if host == "" {
+		return nil, fmt.Errorf("registry %q: no host", o.Registry)
 	}
 	mapping := o.NameMapping
 	if mapping == "" {
@@ -113,28 +125,40 @@ func NewRegistry(o RegistryOptions, log logrus.FieldLogger) (*Registry, error) {
 		}
 		client.Credential = credentials.Credential(store)
 	}
-	return &Registry{host: host, prefix: prefix, plainHTTP: o.Insecure, mapping: mapping, client: client, log: log}, nil
+	return &Registry{host: host, prefix: prefix, plainHTTP: insecure, mapping: mapping, client: client, log: log}, nil
 }
 
-// BaseURL is the registry with its prefix: the descriptor's repository context.
+// BaseURL is the registry with its prefix: the descriptor's repository context. A plain-HTTP
+// registry is written with http://, as the real Kyma CLI does, so lifecycle-manager reads it
+// over HTTP too.
 func (r *Registry) BaseURL() string {
-	if r.prefix == "" {
-		return r.host
+	base := r.host
+	if r.prefix != "" {
+		base += "/" + r.prefix
 	}
-	return r.host + "/" + r.prefix
+	if r.plainHTTP {
+		return "http://" + base
+	}
+	return base
+}
+
+// RepositoryContext is this registry as a descriptor's repository context.
+func (r *Registry) RepositoryContext() RepositoryContext {
+	return RepositoryContext{Type: RepositoryTypeOCI, BaseURL: r.BaseURL(), ComponentNameMapping: r.mapping}
 }
 
 // NameMapping is the registry's component name mapping.
 func (r *Registry) NameMapping() string { return r.mapping }
 
-// RepositoryName is the repository of a component's versions.
+// RepositoryName is the repository of a component's versions: as OCM maps names,
+// <prefix>/component-descriptors/<name> (urlPath) or <prefix>/<sha256 of the name>
+// (sha256-digest, for registries that allow two path elements).
 func (r *Registry) RepositoryName(component string) string {
-	name := component
+	repo := DescriptorsRepository + "/" + component
 	if r.mapping == NameMappingSHA256 {
 		sum := sha256.Sum256([]byte(component))
-		name = hex.EncodeToString(sum[:])
+		repo = hex.EncodeToString(sum[:])
 	}
-	repo := DescriptorsRepository + "/" + name
 	if r.prefix != "" {
 		repo = r.prefix + "/" + repo
 	}
@@ -167,7 +191,11 @@ type PushResult struct {
 
 // Push publishes a component version. Pushing the same content again is a no-op; other content
 // under an existing version fails with ErrExists unless overwrite is set.
+//
+// The descriptor gets this registry as its effective repository context (appended when another
+// one was effective, as an OCM transfer does); the signature does not cover repository contexts.
 func (r *Registry) Push(ctx context.Context, a *Artifact, overwrite bool) (*PushResult, error) {
+	a.Descriptor.AddRepositoryContext(r.RepositoryContext())
 	p, err := a.Pack()
 	if err != nil {
 		return nil, err
@@ -328,49 +356,84 @@ type RegistryModule struct {
 	Ref       string `json:"ref"`
 }
 
-// List gives the component versions in the registry (catalog API), sorted. With the
-// sha256-digest mapping component names are read from the descriptors.
+// ForeignComponent is something in the registry's component repositories that is not a Kyma
+// module: another OCM component, or an artifact that is no component version at all.
+type ForeignComponent struct {
+	Ref    string `json:"ref"`
+	Reason string `json:"reason"`
+}
+
+var sha256Name = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// List gives the Kyma modules in the registry (catalog API), sorted. Component versions that
+// are not Kyma modules, and artifacts that are no component versions, are skipped with a
+// warning: one foreign component never hides the others. With the sha256-digest mapping
+// component names are read from the descriptors.
 func (r *Registry) List(ctx context.Context) ([]RegistryModule, error) {
+	mods, foreign, err := r.ListAll(ctx)
+	for _, f := range foreign {
+		r.log.WithFields(logrus.Fields{"ref": f.Ref, "reason": f.Reason}).Warn("skipping: not a Kyma module")
+	}
+	return mods, err
+}
+
+// ListAll gives the Kyma modules and, separately, what else the component repositories hold.
+func (r *Registry) ListAll(ctx context.Context) ([]RegistryModule, []ForeignComponent, error) {
 	reg, err := remote.NewRegistry(r.host)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	reg.Client = r.client
 	reg.PlainHTTP = r.plainHTTP
 	base := DescriptorsRepository + "/"
+	if r.mapping == NameMappingSHA256 {
+		base = ""
+	}
 	if r.prefix != "" {
 		base = r.prefix + "/" + base
 	}
 	var repos []string
 	if err := reg.Repositories(ctx, "", func(page []string) error {
 		for _, name := range page {
-			if strings.HasPrefix(name, base) {
-				repos = append(repos, name)
+			rest, ok := strings.CutPrefix(name, base)
+			if !ok || (r.mapping == NameMappingSHA256 && !sha256Name.MatchString(rest)) {
+				continue
 			}
+			repos = append(repos, name)
 		}
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("list repositories of %s: %w", r.host, err)
+		return nil, nil, fmt.Errorf("list repositories of %s: %w", r.host, err)
 	}
 	var out []RegistryModule
+	var foreign []ForeignComponent
 	for _, name := range repos {
 		repo, err := r.repository(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var tags []string
 		if err := repo.Tags(ctx, "", func(page []string) error { tags = append(tags, page...); return nil }); err != nil {
-			return nil, fmt.Errorf("list versions in %s: %w", name, err)
+			return nil, nil, fmt.Errorf("list versions in %s: %w", name, err)
 		}
 		for _, tag := range tags {
+			ref := r.host + "/" + name + ":" + tag
 			a, err := Load(ctx, repo, tag)
 			if err != nil {
-				return nil, fmt.Errorf("read %s:%s: %w", name, tag, err)
+				if ctx.Err() != nil {
+					return nil, nil, fmt.Errorf("read %s: %w", ref, err)
+				}
+				foreign = append(foreign, ForeignComponent{Ref: ref, Reason: err.Error()})
+				continue
 			}
 			c := a.Descriptor.Component
+			if a.Descriptor.Resource(ResourceRawManifest) == nil {
+				foreign = append(foreign, ForeignComponent{Ref: ref, Reason: fmt.Sprintf("component %s:%s has no %s resource", c.Name, c.Version, ResourceRawManifest)})
+				continue
+			}
 			out = append(out, RegistryModule{
 				Component: c.Name, Module: ModuleName(c.Name), Version: c.Version,
-				Channel: a.Descriptor.labelString(LabelChannel), Ref: r.host + "/" + name + ":" + tag,
+				Channel: a.Descriptor.labelString(LabelChannel), Ref: ref,
 			})
 		}
 	}
@@ -380,5 +443,5 @@ func (r *Registry) List(ctx context.Context) ([]RegistryModule, error) {
 		}
 		return out[i].Version < out[j].Version
 	})
-	return out, nil
+	return out, foreign, nil
 }
