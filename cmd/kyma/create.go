@@ -111,12 +111,13 @@ func reportPush(a *app, res *module.PushResult, start time.Time) {
 func (a *app) createKeyCmd() *cobra.Command {
 	var priv, pub string
 	var bits int
+	var force bool
 	c := &cobra.Command{
 		Use:   "key",
 		Short: "Create an RSA key pair for signing modules",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			if err := module.WriteKeyPair(priv, pub, bits); err != nil {
+			if err := module.WriteKeyPair(priv, pub, bits, force); err != nil {
 				return err
 			}
 			a.printf("private key %s, public key %s\n", priv, pub)
@@ -126,5 +127,6 @@ func (a *app) createKeyCmd() *cobra.Command {
 	c.Flags().StringVar(&priv, "private-key", "private.pem", "Private key file (written 0600)")
 	c.Flags().StringVar(&pub, "public-key", "public.pem", "Public key file")
 	c.Flags().IntVar(&bits, "bits", 4096, "Key size")
+	c.Flags().BoolVar(&force, "force", false, "Replace existing key files")
 	return c
 }

@@ -83,7 +83,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	reg := registryOf(t, srv)
 	work := t.TempDir()
 	keyFile, pubFile := filepath.Join(work, "private.pem"), filepath.Join(work, "public.pem")
-	require.NoError(t, module.WriteKeyPair(keyFile, pubFile, 2048))
+	require.NoError(t, module.WriteKeyPair(keyFile, pubFile, 2048, false))
 	pub, err := module.LoadPublicKey(pubFile)
 	require.NoError(t, err)
 
