@@ -27,6 +27,8 @@ type Artifact struct {
 	Descriptor *ComponentDescriptor
 	// Blobs are the local blobs by digest, with their media types.
 	Blobs map[digest.Digest]Blob
+	// stored is the content the artifact was loaded from, as it was (nil when built here).
+	stored *stored
 }
 
 // Blob is a local blob's content.

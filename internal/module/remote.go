@@ -19,7 +19,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/sirupsen/logrus"
-	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
@@ -51,6 +50,8 @@ type RegistryOptions struct {
 	NameMapping string
 	// Timeout bounds each HTTP request (default 2 minutes).
 	Timeout time.Duration
+	// MaxResourceSize bounds each layer read (default DefaultMaxResourceSize).
+	MaxResourceSize int64
 }
 
 // Registry is an OCI registry holding component versions.
@@ -58,6 +59,7 @@ type Registry struct {
 	host, prefix string
 	plainHTTP    bool
 	mapping      string
+	max          int64
 	client       *auth.Client
 	log          logrus.FieldLogger
 }
@@ -125,7 +127,11 @@ func NewRegistry(o RegistryOptions, log logrus.FieldLogger) (*Registry, error) {
 		}
 		client.Credential = credentials.Credential(store)
 	}
-	return &Registry{host: host, prefix: prefix, plainHTTP: insecure, mapping: mapping, client: client, log: log}, nil
+	max := o.MaxResourceSize
+	if max <= 0 {
+		max = DefaultMaxResourceSize
+	}
+	return &Registry{host: host, prefix: prefix, plainHTTP: insecure, mapping: mapping, max: max, client: client, log: log}, nil
 }
 
 // BaseURL is the registry with its prefix: the descriptor's repository context. A plain-HTTP
@@ -175,9 +181,9 @@ func (r *Registry) repository(name string) (*remote.Repository, error) {
 	return repo, nil
 }
 
-// Ref is where a component version lives in this registry.
+// Ref is where a component version lives in this registry (its tag as OCM maps versions).
 func (r *Registry) Ref(component, version string) string {
-	return r.host + "/" + r.RepositoryName(component) + ":" + version
+	return r.host + "/" + r.RepositoryName(component) + ":" + VersionTag(version)
 }
 
 // PushResult says what a push did.
@@ -206,7 +212,8 @@ func (r *Registry) Push(ctx context.Context, a *Artifact, overwrite bool) (*Push
 		return nil, err
 	}
 	res := &PushResult{Ref: r.Ref(comp, version), Digest: p.Manifest.Digest, Size: p.Size()}
-	existing, err := repo.Resolve(ctx, version)
+	tag := VersionTag(version)
+	existing, err := repo.Resolve(ctx, tag)
 	switch {
 	case err == nil && existing.Digest == p.Manifest.Digest:
 		res.Unchanged = true
@@ -216,11 +223,11 @@ func (r *Registry) Push(ctx context.Context, a *Artifact, overwrite bool) (*Push
 	case err != nil && !errors.Is(err, errdef.ErrNotFound):
 		return nil, fmt.Errorf("push %s: look up version: %w", res.Ref, err)
 	}
-	if err := r.pushContent(ctx, repo, p, version); err != nil {
+	if err := r.pushContent(ctx, repo, p, tag); err != nil {
 		return nil, fmt.Errorf("push %s: %w", res.Ref, err)
 	}
 	// Tags have no compare-and-set: check that a concurrent push did not win the tag.
-	now, err := repo.Resolve(ctx, version)
+	now, err := repo.Resolve(ctx, tag)
 	if err != nil {
 		return nil, fmt.Errorf("push %s: check tag: %w", res.Ref, err)
 	}
@@ -285,21 +292,52 @@ func transientPushError(err error) bool {
 	return false
 }
 
-// Pull copies a component version, exactly as stored (verified by digest in transit), into the
-// OCI layout archive at dir and loads it from there.
+// Pull copies a component version, exactly as stored (every blob verified by digest), into the
+// OCI layout archive at dir. Everything is fetched and checked before the archive is touched, so
+// a failed pull leaves no partial version behind (and no directory it created); the error names
+// the resource whose layer failed.
 func (r *Registry) Pull(ctx context.Context, component, version, dir string) (*Artifact, error) {
+	ref := r.Ref(component, version)
 	repo, err := r.repository(r.RepositoryName(component))
 	if err != nil {
 		return nil, err
 	}
-	store, err := openArchive(dir)
+	a, err := load(ctx, repo, VersionTag(version), r.max, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	if _, err := oras.Copy(ctx, repo, version, store, version, oras.DefaultCopyOptions); err != nil {
-		return nil, fmt.Errorf("pull %s: %w", r.Ref(component, version), err)
+	if a.Descriptor.Component.Name != component || a.Descriptor.Component.Version != version {
+		return nil, fmt.Errorf("pull %s: it holds %s:%s", ref, a.Descriptor.Component.Name, a.Descriptor.Component.Version)
 	}
-	return Load(ctx, store, version)
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, os.ErrNotExist)
+	if err := writeStored(ctx, dir, a.stored, ArchiveRef(component, version)); err != nil {
+		if created {
+			_ = os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	return a, nil
+}
+
+// writeStored writes loaded content, as it was, into the archive at dir and tags it.
+func writeStored(ctx context.Context, dir string, st *stored, tag string) error {
+	store, err := openArchive(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, desc := range st.blobs {
+		if err := store.Push(ctx, desc, bytes.NewReader(st.content[desc.Digest])); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+			return fmt.Errorf("archive %s: blob %s: %w", dir, desc.Digest, err)
+		}
+	}
+	if err := store.Push(ctx, st.manifest, bytes.NewReader(st.content[st.manifest.Digest])); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return fmt.Errorf("archive %s: manifest: %w", dir, err)
+	}
+	if err := store.Tag(ctx, st.manifest, tag); err != nil {
+		return fmt.Errorf("archive %s: tag: %w", dir, err)
+	}
+	return nil
 }
 
 // Get loads a component version straight from the registry.
@@ -308,7 +346,7 @@ func (r *Registry) Get(ctx context.Context, component, version string) (*Artifac
 	if err != nil {
 		return nil, err
 	}
-	a, err := Load(ctx, repo, version)
+	a, err := load(ctx, repo, VersionTag(version), r.max, false)
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", r.Ref(component, version), err)
 	}
@@ -418,7 +456,8 @@ func (r *Registry) ListAll(ctx context.Context) ([]RegistryModule, []ForeignComp
 		}
 		for _, tag := range tags {
 			ref := r.host + "/" + name + ":" + tag
-			a, err := Load(ctx, repo, tag)
+			// The descriptor is enough; the module's layers are not fetched.
+			_, _, _, cd, err := loadDescriptor(ctx, repo, tag, &stored{content: map[digest.Digest][]byte{}})
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, nil, fmt.Errorf("read %s: %w", ref, err)
@@ -426,14 +465,14 @@ func (r *Registry) ListAll(ctx context.Context) ([]RegistryModule, []ForeignComp
 				foreign = append(foreign, ForeignComponent{Ref: ref, Reason: err.Error()})
 				continue
 			}
-			c := a.Descriptor.Component
-			if a.Descriptor.Resource(ResourceRawManifest) == nil {
+			c := cd.Component
+			if cd.Resource(ResourceRawManifest) == nil {
 				foreign = append(foreign, ForeignComponent{Ref: ref, Reason: fmt.Sprintf("component %s:%s has no %s resource", c.Name, c.Version, ResourceRawManifest)})
 				continue
 			}
 			out = append(out, RegistryModule{
 				Component: c.Name, Module: ModuleName(c.Name), Version: c.Version,
-				Channel: a.Descriptor.labelString(LabelChannel), Ref: ref,
+				Channel: cd.labelString(LabelChannel), Ref: ref,
 			})
 		}
 	}

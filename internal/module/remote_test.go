@@ -74,7 +74,7 @@ func TestPushPullVerify(t *testing.T) {
 			pulled, err := reg.Pull(ctx, "kyma-project.io/module/pushed", "1.0.0", dir)
 			require.NoError(t, err)
 			require.NoError(t, pulled.Verify("", &key.PublicKey))
-			fromArchive, err := LoadArchive(ctx, dir, "")
+			fromArchive, err := LoadArchive(ctx, dir, "", "")
 			require.NoError(t, err)
 			require.NoError(t, fromArchive.Verify("", &key.PublicKey))
 			assert.True(t, errors.Is(fromArchive.Verify("", &other.PublicKey), ErrBadSignature))
@@ -86,7 +86,7 @@ func TestPushPullVerify(t *testing.T) {
 			require.NoError(t, err)
 			data[0] ^= 0x20
 			require.NoError(t, os.WriteFile(blob, data, 0o644))
-			tampered, err := LoadArchive(ctx, dir, "1.0.0")
+			tampered, err := LoadArchive(ctx, dir, "", "1.0.0")
 			require.NoError(t, err)
 			err = tampered.Verify("", &key.PublicKey)
 			require.True(t, errors.Is(err, ErrContentTampering), "%v", err)
@@ -205,7 +205,7 @@ func TestPushToAnotherRegistryAppendsContext(t *testing.T) {
 	_, err = SaveArchive(ctx, archive, a)
 	require.NoError(t, err)
 
-	fromArchive, err := LoadArchive(ctx, archive, "")
+	fromArchive, err := LoadArchive(ctx, archive, "", "")
 	require.NoError(t, err)
 	_, err = regB.Push(ctx, fromArchive, false)
 	require.NoError(t, err)
@@ -324,4 +324,87 @@ component:
 	for _, field := range []string{`"globalAccess"`, `"referenceName":"acme/image:2.0.0"`, `"subPath":"acme/ocm"`, `"commit":"0123456789abcdef"`, `"someFutureField":{"kept":true}`, `"creationTime":"2024-01-02T03:04:05Z"`} {
 		assert.Contains(t, string(raw), field)
 	}
+}
+
+// Archives are keyed by component and version: two modules of one version live side by side;
+// a directory that is not an OCI layout is never written into; build metadata in a version
+// maps to OCM's tag and back.
+func TestArchiveKeysAndTags(t *testing.T) {
+	ctx := context.Background()
+	archive := t.TempDir()
+	one, two := createSample(t, "one", "1.0.0", ""), createSample(t, "two", "1.0.0", "")
+	_, err := SaveArchive(ctx, archive, one)
+	require.NoError(t, err)
+	_, err = SaveArchive(ctx, archive, two)
+	require.NoError(t, err)
+	got, err := LoadArchive(ctx, archive, "kyma-project.io/module/two", "1.0.0")
+	require.NoError(t, err)
+	assert.Equal(t, "kyma-project.io/module/two", got.Descriptor.Component.Name)
+	got, err = LoadArchive(ctx, archive, "kyma-project.io/module/one", "")
+	require.NoError(t, err)
+	assert.Equal(t, "kyma-project.io/module/one", got.Descriptor.Component.Name)
+	_, err = LoadArchive(ctx, archive, "", "1.0.0")
+	assert.ErrorContains(t, err, "2 matches")
+	_, err = LoadArchive(ctx, archive, "kyma-project.io/module/three", "1.0.0")
+	assert.ErrorContains(t, err, "holds no kyma-project.io/module/three:1.0.0")
+
+	unrelated := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(unrelated, "index.json"), []byte(`{"mine":true}`), 0o644))
+	_, err = SaveArchive(ctx, unrelated, one)
+	assert.ErrorContains(t, err, "not an OCI image layout")
+	data, err := os.ReadFile(filepath.Join(unrelated, "index.json"))
+	require.NoError(t, err)
+	assert.Equal(t, `{"mine":true}`, string(data))
+
+	srv := moduletest.Start(t, moduletest.Options{})
+	reg := registryFor(t, srv, "")
+	built := createSample(t, "built", "1.0.0+build.7", reg.BaseURL())
+	res, err := reg.Push(ctx, built, false)
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(res.Ref, ":1.0.0.build-build.7"), res.Ref)
+	back, err := reg.Get(ctx, "kyma-project.io/module/built", "1.0.0+build.7")
+	require.NoError(t, err)
+	assert.Equal(t, "1.0.0+build.7", back.Descriptor.Component.Version)
+	list, err := reg.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, "1.0.0+build.7", list[0].Version)
+	pulled := filepath.Join(t.TempDir(), "p")
+	_, err = reg.Pull(ctx, "kyma-project.io/module/built", "1.0.0+build.7", pulled)
+	require.NoError(t, err)
+	_, err = LoadArchive(ctx, pulled, "kyma-project.io/module/built", "1.0.0+build.7")
+	require.NoError(t, err)
+}
+
+// A pull that fails (a layer gone from the registry) leaves no archive behind and names the
+// resource.
+func TestFailedPullLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	srv := moduletest.Start(t, moduletest.Options{})
+	reg := registryFor(t, srv, "")
+	a := createSample(t, "broken", "1.0.0", reg.BaseURL())
+	_, err := reg.Push(ctx, a, false)
+	require.NoError(t, err)
+	charts := a.Descriptor.Resource("charts")
+	// Replace the stored blob with other bytes behind the registry's back.
+	blobPath := filepath.Join(srv.Dir, "data", "docker", "registry", "v2", "blobs", "sha256", digest.Digest(charts.Access.LocalReference).Encoded()[:2], digest.Digest(charts.Access.LocalReference).Encoded(), "data")
+	require.FileExists(t, blobPath)
+	require.NoError(t, os.WriteFile(blobPath, []byte("tampered"), 0o644))
+
+	dir := filepath.Join(t.TempDir(), "pulled")
+	_, err = reg.Pull(ctx, "kyma-project.io/module/broken", "1.0.0", dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "resource charts")
+	assert.NoDirExists(t, dir)
+
+	// Into an existing archive: it keeps what it had and gets no entry.
+	existing := t.TempDir()
+	_, err = SaveArchive(ctx, existing, createSample(t, "other", "1.0.0", ""))
+	require.NoError(t, err)
+	_, err = reg.Pull(ctx, "kyma-project.io/module/broken", "1.0.0", existing)
+	require.Error(t, err)
+	_, err = LoadArchive(ctx, existing, "kyma-project.io/module/broken", "")
+	assert.Error(t, err)
+	_, err = LoadArchive(ctx, existing, "kyma-project.io/module/other", "1.0.0")
+	assert.NoError(t, err)
 }
