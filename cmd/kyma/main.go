@@ -16,6 +16,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/module"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func main() {
@@ -89,16 +90,27 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 
 // registryFlags are the flags of every command that talks to a registry.
 type registryFlags struct {
-	registry, caFile, credentials, nameMapping string
-	insecure                                   bool
+	registry, caFile, credentials, token, nameMapping, maxSize string
+	insecure                                                   bool
 }
 
 func (f *registryFlags) add(c *cobra.Command) {
-	c.Flags().StringVar(&f.registry, "registry", "", "OCI registry: host[:port][/prefix]")
+	c.Flags().StringVar(&f.registry, "registry", "", "OCI registry: [http://|https://]host[:port][/prefix] (http:// means plain HTTP)")
 	c.Flags().BoolVar(&f.insecure, "insecure", false, "Plain HTTP to the registry")
 	c.Flags().StringVar(&f.caFile, "ca-file", "", "PEM CA certificate to trust for the registry's TLS")
 	c.Flags().StringVarP(&f.credentials, "credentials", "c", "", "Registry credentials user:password (default: $KYMA_REGISTRY_USERNAME/$KYMA_REGISTRY_PASSWORD, then the docker config)")
+	c.Flags().StringVarP(&f.token, "token", "t", "", "Registry token, used as the password (user from --credentials or $KYMA_REGISTRY_USERNAME)")
 	c.Flags().StringVar(&f.nameMapping, "name-mapping", module.NameMappingURLPath, "Component name to repository: urlPath or sha256-digest")
+	c.Flags().StringVar(&f.maxSize, "max-resource-size", "1Gi", "Largest resource (file, directory or layer) accepted, e.g. 500Mi")
+}
+
+// maxResourceSize parses --max-resource-size.
+func (f *registryFlags) maxResourceSize() (int64, error) {
+	q, err := resource.ParseQuantity(f.maxSize)
+	if err != nil || q.Value() <= 0 {
+		return 0, fmt.Errorf("--max-resource-size %q: want a size like 500Mi or 2Gi", f.maxSize)
+	}
+	return q.Value(), nil
 }
 
 // open connects to the registry (nil, nil without --registry).
@@ -106,29 +118,60 @@ func (f *registryFlags) open(a *app) (*module.Registry, error) {
 	if f.registry == "" {
 		return nil, nil
 	}
-	o := module.RegistryOptions{Registry: f.registry, Insecure: f.insecure, CAFile: f.caFile, NameMapping: f.nameMapping}
+	max, err := f.maxResourceSize()
+	if err != nil {
+		return nil, err
+	}
+	o := module.RegistryOptions{Registry: f.registry, Insecure: f.insecure, CAFile: f.caFile, NameMapping: f.nameMapping, MaxResourceSize: max}
 	switch {
 	case f.credentials != "":
 		user, pass, ok := strings.Cut(f.credentials, ":")
-		if !ok {
+		if !ok && f.token == "" {
 			return nil, errors.New("--credentials: want user:password")
 		}
 		o.Username, o.Password = user, pass
 	case os.Getenv("KYMA_REGISTRY_USERNAME") != "":
 		o.Username, o.Password = os.Getenv("KYMA_REGISTRY_USERNAME"), os.Getenv("KYMA_REGISTRY_PASSWORD")
 	}
+	if f.token != "" {
+		// As the real CLI: the token is the password.
+		o.Password = f.token
+	}
 	return module.NewRegistry(o, a.log())
 }
 
-// source is a module read from a local archive (--path) or a registry (NAME:VERSION --registry).
+// source is a module read from a local archive (--path) or a registry (NAME:VERSION or --name
+// and --version, with --registry).
 type source struct {
 	registryFlags
-	path string
+	path, name, version string
 }
 
 func (s *source) add(c *cobra.Command) {
 	s.registryFlags.add(c)
-	c.Flags().StringVar(&s.path, "path", "", "Local archive (OCI layout directory) instead of a registry")
+	c.Flags().StringVarP(&s.path, "path", "p", "", "Local archive (OCI layout directory) instead of a registry")
+}
+
+// addNameVersion adds the real CLI's --name and --version (instead of NAME:VERSION).
+func (s *source) addNameVersion(c *cobra.Command) {
+	c.Flags().StringVar(&s.name, "name", "", "Component name of the module (instead of NAME:VERSION)")
+	c.Flags().StringVar(&s.version, "version", "", "Version of the module (instead of NAME:VERSION)")
+}
+
+// nameVersion is what the arguments and flags name ("" for what they leave open).
+func (s *source) nameVersion(args []string) (string, string, error) {
+	name, version := s.name, s.version
+	if len(args) == 1 {
+		n, v, ok := strings.Cut(args[0], ":")
+		if !ok && s.path == "" {
+			return "", "", fmt.Errorf("%q: want NAME:VERSION", args[0])
+		}
+		if (name != "" && name != n) || (version != "" && version != v) {
+			return "", "", fmt.Errorf("%q and --name/--version name different modules", args[0])
+		}
+		name, version = n, v
+	}
+	return name, version, nil
 }
 
 func (s *source) load(ctx context.Context, a *app, args []string) (*module.Artifact, *module.Registry, error) {
@@ -136,20 +179,16 @@ func (s *source) load(ctx context.Context, a *app, args []string) (*module.Artif
 	if err != nil {
 		return nil, nil, err
 	}
+	name, version, err := s.nameVersion(args)
+	if err != nil {
+		return nil, nil, err
+	}
 	if s.path != "" {
-		version := ""
-		if len(args) == 1 {
-			_, version, _ = strings.Cut(args[0], ":")
-		}
-		art, err := module.LoadArchive(ctx, s.path, version)
+		art, err := module.LoadArchive(ctx, s.path, name, version)
 		return art, reg, err
 	}
-	if reg == nil || len(args) != 1 {
-		return nil, nil, errors.New("give NAME:VERSION with --registry, or --path")
-	}
-	name, version, ok := strings.Cut(args[0], ":")
-	if !ok {
-		return nil, nil, fmt.Errorf("%q: want NAME:VERSION", args[0])
+	if reg == nil || name == "" || version == "" {
+		return nil, nil, errors.New("give NAME:VERSION (or --name and --version) with --registry, or --path")
 	}
 	art, err := reg.Get(ctx, name, version)
 	return art, reg, err

@@ -83,7 +83,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	reg := registryOf(t, srv)
 	work := t.TempDir()
 	keyFile, pubFile := filepath.Join(work, "private.pem"), filepath.Join(work, "public.pem")
-	require.NoError(t, module.WriteKeyPair(keyFile, pubFile, 2048))
+	require.NoError(t, module.WriteKeyPair(keyFile, pubFile, 2048, false))
 	pub, err := module.LoadPublicKey(pubFile)
 	require.NoError(t, err)
 
@@ -95,7 +95,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	var dirs []string
 	for i := 0; i < n; i++ {
 		dir := filepath.Join(work, fmt.Sprintf("different-%02d", i))
-		moduletest.WriteSample(t, dir, fmt.Sprintf("mod%02d", i), "1.0.0")
+		moduletest.WriteSample(t, dir, letterName(i), "1.0.0")
 		cmds, dirs = append(cmds, create(dir)), append(dirs, dir)
 	}
 	for i := 0; i < n; i++ {
@@ -122,7 +122,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	for i := 0; i < n; i++ {
 		r := results[i]
 		require.NoError(t, r.err, "different module %d: %s", i, r.stderr)
-		name := fmt.Sprintf("kyma-project.io/module/mod%02d", i)
+		name := "kyma-project.io/module/" + letterName(i)
 		got, err := reg.Get(ctx, name, "1.0.0")
 		require.NoError(t, err)
 		require.NoError(t, got.Verify("", pub), name)
@@ -168,7 +168,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	require.NoError(t, r.err, r.stderr)
 	cmds, dirs = nil, nil
 	for i := 0; i < n; i++ {
-		cmds = append(cmds, []string{"alpha", "enable", "module", fmt.Sprintf("mod%02d", i), "--kubeconfig", kubeconfig, "-n", ns})
+		cmds = append(cmds, []string{"alpha", "enable", "module", letterName(i), "--kubeconfig", kubeconfig, "-n", ns})
 		dirs = append(dirs, work)
 	}
 	for i, r := range runParallel(bin, cmds, dirs, nil) {
@@ -233,7 +233,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	assert.Contains(t, out, "module sample disabled")
 
 	// Tampering with a pulled layer: verify names the layer.
-	art, err := module.LoadArchive(context.Background(), filepath.Join(work, "pulled"), "")
+	art, err := module.LoadArchive(context.Background(), filepath.Join(work, "pulled"), "", "")
 	require.NoError(t, err)
 	ref := art.Descriptor.Resource("charts").Access.LocalReference
 	blob := filepath.Join(work, "pulled", "blobs", "sha256", strings.TrimPrefix(ref, "sha256:"))
@@ -257,3 +257,6 @@ func TestCLIEndToEnd(t *testing.T) {
 	require.NoError(t, r.err, r.stderr)
 	assert.Contains(t, r.stdout, "sample")
 }
+
+// letterName is the i-th of distinct module names lifecycle-manager accepts (letters only).
+func letterName(i int) string { return fmt.Sprintf("mod%c%c", 'a'+i/26, 'a'+i%26) }

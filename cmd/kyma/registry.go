@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/module"
@@ -12,24 +11,30 @@ import (
 )
 
 func (a *app) pushModuleCmd() *cobra.Command {
-	var reg registryFlags
-	var path, version string
+	var src source
 	var overwrite bool
 	c := &cobra.Command{
-		Use:   "module",
-		Short: "Push a module from a local archive to a registry",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:     "module [NAME:VERSION]",
+		Aliases: []string{"mod"},
+		Short:   "Push a module from a local archive to a registry",
+		Long: `Pushes a module from a local archive (--path) to --registry. The registry becomes the module's
+effective repository context (appended when another one was effective, as an OCM transfer does).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
-			r, err := reg.open(a)
+			r, err := src.open(a)
 			if err != nil {
 				return err
 			}
-			if r == nil || path == "" {
+			if r == nil || src.path == "" {
 				return errors.New("push needs --path and --registry")
 			}
-			art, err := module.LoadArchive(ctx, path, version)
+			name, version, err := src.nameVersion(args)
+			if err != nil {
+				return err
+			}
+			art, err := module.LoadArchive(ctx, src.path, name, version)
 			if err != nil {
 				return err
 			}
@@ -42,41 +47,52 @@ func (a *app) pushModuleCmd() *cobra.Command {
 			return nil
 		},
 	}
-	reg.add(c)
-	c.Flags().StringVar(&path, "path", "", "Local archive (OCI layout directory)")
-	c.Flags().StringVar(&version, "version", "", "Version in the archive (needed when it holds several)")
-	c.Flags().BoolVar(&overwrite, "overwrite", false, "Replace a version that exists with other content")
+	src.add(c)
+	src.addNameVersion(c)
+	addOverwrite(c, &overwrite)
 	return c
 }
 
+// addOverwrite adds --module-archive-version-overwrite (the real CLI's name) and --overwrite.
+func addOverwrite(c *cobra.Command, overwrite *bool) {
+	c.Flags().BoolVar(overwrite, "module-archive-version-overwrite", false, "Replace a version that exists with other content")
+	c.Flags().BoolVar(overwrite, "overwrite", false, "Alias of --module-archive-version-overwrite")
+}
+
 func (a *app) pullModuleCmd() *cobra.Command {
-	var reg registryFlags
-	var path string
+	var src source
 	c := &cobra.Command{
-		Use:   "module NAME:VERSION",
-		Short: "Pull a module from a registry into a local archive",
-		Args:  cobra.ExactArgs(1),
+		Use:     "module NAME:VERSION",
+		Aliases: []string{"mod"},
+		Short:   "Pull a module from a registry into a local archive",
+		Long: `Copies a module, exactly as stored and verified by digest, into the local archive --path (an OCI
+image layout, created if missing; other modules in it stay). A failed pull leaves no partial module.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
-			r, err := reg.open(a)
+			r, err := src.open(a)
 			if err != nil {
 				return err
 			}
-			name, version, ok := strings.Cut(args[0], ":")
-			if r == nil || path == "" || !ok {
-				return errors.New("pull needs NAME:VERSION, --registry and --path")
-			}
-			start := time.Now()
-			if _, err := r.Pull(ctx, name, version, path); err != nil {
+			name, version, err := src.nameVersion(args)
+			if err != nil {
 				return err
 			}
-			a.printf("pulled %s into %s in %s\n", r.Ref(name, version), path, since(start))
+			if r == nil || src.path == "" || name == "" || version == "" {
+				return errors.New("pull needs NAME:VERSION (or --name and --version), --registry and --path")
+			}
+			start := time.Now()
+			if _, err := r.Pull(ctx, name, version, src.path); err != nil {
+				return err
+			}
+			a.printf("pulled %s into %s in %s\n", r.Ref(name, version), src.path, since(start))
 			return nil
 		},
 	}
-	reg.add(c)
-	c.Flags().StringVar(&path, "path", "", "Local archive (OCI layout directory) to pull into")
+	src.add(c)
+	src.addNameVersion(c)
+	c.Flags().Lookup("path").Usage = "Local archive (OCI layout directory) to pull into"
 	return c
 }
 
@@ -84,10 +100,11 @@ func (a *app) signModuleCmd() *cobra.Command {
 	var src source
 	var key, name string
 	c := &cobra.Command{
-		Use:   "module [NAME:VERSION]",
-		Short: "Sign a module (RSASSA-PKCS1-v1_5 over SHA-512 of the normalised descriptor)",
-		Long:  "Signs a module in a local archive (--path) or in a registry (NAME:VERSION --registry), in place.",
-		Args:  cobra.MaximumNArgs(1),
+		Use:     "module [NAME:VERSION]",
+		Aliases: []string{"mod"},
+		Short:   "Sign a module (OCM: RSASSA-PKCS1-v1_5 over SHA-512 of the jsonNormalisation/v1 descriptor)",
+		Long:    "Signs a module in a local archive (--path) or in a registry (NAME:VERSION or --name and --version, with --registry), in place.",
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -121,6 +138,7 @@ func (a *app) signModuleCmd() *cobra.Command {
 		},
 	}
 	src.add(c)
+	src.addNameVersion(c)
 	c.Flags().StringVar(&key, "key", "", "RSA private key (PEM)")
 	c.Flags().StringVar(&name, "signature-name", module.DefaultSignatureName, "Name of the signature")
 	_ = c.MarkFlagRequired("key")
@@ -131,9 +149,10 @@ func (a *app) verifyModuleCmd() *cobra.Command {
 	var src source
 	var key, name string
 	c := &cobra.Command{
-		Use:   "module [NAME:VERSION]",
-		Short: "Verify a module's signature and the content of every layer",
-		Args:  cobra.MaximumNArgs(1),
+		Use:     "module [NAME:VERSION]",
+		Aliases: []string{"mod"},
+		Short:   "Verify a module's signature and the content of every layer",
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
@@ -154,6 +173,7 @@ func (a *app) verifyModuleCmd() *cobra.Command {
 		},
 	}
 	src.add(c)
+	src.addNameVersion(c)
 	c.Flags().StringVar(&key, "key", "", "RSA public key (PEM; a private key works too)")
 	c.Flags().StringVar(&name, "signature-name", "", "Signature to check (default: the first)")
 	_ = c.MarkFlagRequired("key")

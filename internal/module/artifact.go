@@ -4,12 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -24,6 +27,8 @@ type Artifact struct {
 	Descriptor *ComponentDescriptor
 	// Blobs are the local blobs by digest, with their media types.
 	Blobs map[digest.Digest]Blob
+	// stored is the content the artifact was loaded from, as it was (nil when built here).
+	stored *stored
 }
 
 // Blob is a local blob's content.
@@ -148,63 +153,182 @@ func tarFiles(files []tarFile) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// tarGzipPath packs a file or a directory tree (regular files only, symlinks refused) into a
-// reproducible tar.gz: sorted entries, fixed times and modes, a gzip header without name or time.
-func tarGzipPath(root string) ([]byte, error) {
-	info, err := os.Stat(root)
-	if err != nil {
-		return nil, err
+// packer reads a module's files: only inside root (no ../, no absolute path or symlink leading
+// out), each resource bounded by max bytes, and every step checks ctx, so --timeout bounds the
+// local work as well.
+type packer struct {
+	ctx  context.Context
+	root string
+	max  int64
+}
+
+// resolve gives the real path of rel (relative to root), refusing anything outside root.
+func (p *packer) resolve(rel string) (string, error) {
+	full := rel
+	if !filepath.IsAbs(full) {
+		full = filepath.Join(p.root, rel)
 	}
-	var files []tarFile
-	if !info.IsDir() {
-		data, err := os.ReadFile(root)
-		if err != nil {
-			return nil, err
+	if !inside(p.root, filepath.Clean(full)) {
+		return "", fmt.Errorf("%s is outside the module directory %s", rel, p.root)
+	}
+	real, err := filepath.EvalSymlinks(full)
+	if err != nil {
+		return "", err
+	}
+	if !inside(p.root, real) {
+		return "", fmt.Errorf("%s is a symlink to %s, outside the module directory %s", rel, real, p.root)
+	}
+	return real, nil
+}
+
+func inside(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// readFile reads a regular file of the module; it also says whether the file is executable.
+func (p *packer) readFile(rel string) ([]byte, bool, error) {
+	real, err := p.resolve(rel)
+	if err != nil {
+		return nil, false, err
+	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return nil, false, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("%s is not a regular file", rel)
+	}
+	if info.Size() > p.max {
+		return nil, false, fmt.Errorf("%s: %w: %d bytes, the limit is %d (--max-resource-size)", rel, ErrTooLarge, info.Size(), p.max)
+	}
+	var buf bytes.Buffer
+	if err := p.copyFile(&buf, real, info.Size()); err != nil {
+		return nil, false, fmt.Errorf("%s: %w", rel, err)
+	}
+	return buf.Bytes(), info.Mode()&0o111 != 0, nil
+}
+
+// copyFile copies exactly size bytes of a file to w, checking ctx between chunks.
+func (p *packer) copyFile(w io.Writer, file string, size int64) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := io.LimitReader(f, size)
+	chunk := make([]byte, 1<<20)
+	for {
+		if err := p.ctx.Err(); err != nil {
+			return err
 		}
-		files = append(files, tarFile{name: filepath.Base(root), data: data})
-	} else {
-		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
+		n, err := r.Read(chunk)
+		if n > 0 {
+			if _, werr := w.Write(chunk[:n]); werr != nil {
+				return werr
 			}
-			if d.IsDir() {
-				return nil
-			}
-			if !d.Type().IsRegular() {
-				return fmt.Errorf("%s: only regular files can be packed", p)
-			}
-			rel, err := filepath.Rel(root, p)
-			if err != nil {
-				return err
-			}
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			files = append(files, tarFile{name: filepath.ToSlash(rel), data: data})
+		}
+		if err == io.EOF {
 			return nil
-		})
+		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	tarData, err := tarFiles(files)
+}
+
+// pack gives a resource's blob: a file as it is (dir false; exec says whether it is
+// executable), a directory as a reproducible tar.gz of its files (sorted entries, fixed times
+// and owners, mode 0755 for executable files and 0644 for the rest, a gzip header without name
+// or time). Symlinks inside the directory are packed as the files they point to when those are
+// inside the module directory, and refused otherwise.
+func (p *packer) pack(rel string) (data []byte, dir, exec bool, err error) {
+	real, err := p.resolve(rel)
 	if err != nil {
-		return nil, err
+		return nil, false, false, err
 	}
+	info, err := os.Stat(real)
+	if err != nil {
+		return nil, false, false, err
+	}
+	if !info.IsDir() {
+		data, exec, err := p.readFile(rel)
+		return data, false, exec, err
+	}
+	type entry struct {
+		name, path string
+		size       int64
+		exec       bool
+	}
+	var entries []entry
+	var total int64
+	err = filepath.WalkDir(real, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := p.ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		name, err := filepath.Rel(real, path)
+		if err != nil {
+			return err
+		}
+		target := path
+		if d.Type()&fs.ModeSymlink != 0 {
+			if target, err = filepath.EvalSymlinks(path); err != nil {
+				return err
+			}
+			if !inside(p.root, target) {
+				return fmt.Errorf("%s is a symlink to %s, outside the module directory %s", filepath.Join(rel, name), target, p.root)
+			}
+		}
+		fi, err := os.Stat(target)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s: only regular files (and symlinks to them) can be packed", filepath.Join(rel, name))
+		}
+		total += fi.Size()
+		if total > p.max {
+			return fmt.Errorf("%s: %w: over %d bytes, the limit (--max-resource-size)", rel, ErrTooLarge, p.max)
+		}
+		entries = append(entries, entry{name: filepath.ToSlash(name), path: target, size: fi.Size(), exec: fi.Mode()&0o111 != 0})
+		return nil
+	})
+	if err != nil {
+		return nil, true, false, err
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	var buf bytes.Buffer
 	// The zero header (no name, no ModTime) and a fixed level keep the bytes reproducible.
 	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 	if err != nil {
-		return nil, err
+		return nil, true, false, err
 	}
-	if _, err := zw.Write(tarData); err != nil {
-		return nil, err
+	tw := tar.NewWriter(zw)
+	for _, e := range entries {
+		mode := int64(0o644)
+		if e.exec {
+			mode = 0o755
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: e.name, Size: e.size, Mode: mode, ModTime: epoch}); err != nil {
+			return nil, true, false, err
+		}
+		if err := p.copyFile(tw, e.path, e.size); err != nil {
+			return nil, true, false, fmt.Errorf("%s: %w", filepath.Join(rel, e.name), err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, true, false, err
 	}
 	if err := zw.Close(); err != nil {
-		return nil, err
+		return nil, true, false, err
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), true, false, nil
 }
 
 // untarFile returns the named file of a tar.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -89,7 +90,15 @@ func TestCreateLayout(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ name, yaml, want string }{
-		{"bad name", "name: sample\nversion: 1.0.0\nmanifest: m.yaml\n", "not a component name"},
+		{"bad name", "name: sample\nversion: 1.0.0\nmanifest: m.yaml\n", `component name "sample"`},
+		{"long name", "name: kyma-project.io/" + strings.Repeat("a", 250) + "\nversion: 1.0.0\nmanifest: m.yaml\n", "at most 255"},
+		{"upper-case name", "name: kyma-project.io/module/Sample\nversion: 1.0.0\nmanifest: m.yaml\n", "component name"},
+		{"version 1.0 kept as written", "name: kyma-project.io/module/s\nversion: 1.0\nmanifest: m.yaml\n", `version "1.0" is not a semantic version`},
+		{"bad namespace", "name: kyma-project.io/module/s\nversion: 1.0.0\nmanifest: m\nnamespace: Kyma_System\n", `namespace "Kyma_System"`},
+		{"bad label key", "name: kyma-project.io/module/s\nversion: 1.0.0\nmanifest: m\nlabels:\n  bad key: x\n", `label key "bad key"`},
+		{"bad label value", "name: kyma-project.io/module/s\nversion: 1.0.0\nmanifest: m\nlabels:\n  k: " + strings.Repeat("v", 64) + "\n", `label "k" value`},
+		{"bad channel", "name: kyma-project.io/module/s\nversion: 1.0.0\nmanifest: m\nchannel: ab\n", `channel "ab"`},
+		{"state check without Error", "name: kyma-project.io/module/s\nversion: 1.0.0\nmanifest: m\ncustomStateCheck:\n- jsonPath: status.health\n  value: green\n  mappedState: Ready\n", "both Ready and Error"},
 		{"bad version", "name: kyma-project.io/module/s\nversion: one\nmanifest: m.yaml\n", "not a semantic version"},
 		{"no manifest", "name: kyma-project.io/module/s\nversion: 1.0.0\n", "manifest is required"},
 		{"unknown field", "name: kyma-project.io/module/s\nversion: 1.0.0\nmanifest: m\nfoo: 1\n", "unknown field"},

@@ -4,79 +4,207 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 )
 
-// Normalise gives the bytes a signature covers (OCM jsonNormalisation/v1): the descriptor as JSON
-// with every object turned into a list of single-key objects sorted by key, null values dropped,
-// and without what may change when a component moves between repositories or is signed again:
-// the signatures, the repository contexts, the access of resources and sources, and labels not
-// marked for signing. The resources' digests stay in, so the signature covers every layer's content.
+// Normalise gives the bytes a signature covers: OCM's jsonNormalisation/v1 of a component
+// descriptor v2, rule for rule as OCM applies them (api/ocm/compdesc/versions/v2/signing.go and
+// api/tech/signing of open-component-model/ocm; the vectors in testdata/ocm-normalisation.json
+// are OCM's own). Every object becomes a list of single-key objects sorted by key; arrays keep
+// their order. In: meta; component name, version, provider (a provider with labels as an object
+// with its signed labels), creationTime, componentReferences and resources. Out: signatures,
+// nestedDigests, repositoryContexts, sources, every access, resources' srcRefs, and labels
+// without signing: true (of a kept label only name, version, value and signing). Resources and
+// references always carry extraIdentity (null when empty); a resource whose access type is
+// none loses its digest. Only fields of OCM's v2 schema count: what OCM would not read does
+// not change the digest. As OCM does for v1, of resources with the same name and extra
+// identity every one but the last gets its version into the extra identity.
 func Normalise(cd *ComponentDescriptor) ([]byte, error) {
-	raw, err := json.Marshal(cd)
+	if cd.Meta.SchemaVersion != SchemaVersionV2 {
+		return nil, fmt.Errorf("normalise: %s supports component descriptor %s, not %q", NormalisationJSONV1, SchemaVersionV2, cd.Meta.SchemaVersion)
+	}
+	c := cd.Component
+	comp := map[string]any{
+		"name":     c.Name,
+		"version":  c.Version,
+		"provider": normProvider(c.Provider),
+	}
+	if labels := normLabels(c.Labels); labels != nil {
+		comp["labels"] = labels
+	}
+	if c.CreationTime != "" {
+		t, err := time.Parse(time.RFC3339, c.CreationTime)
+		if err != nil {
+			return nil, fmt.Errorf("normalise: creationTime %q: %w", c.CreationTime, err)
+		}
+		// OCM keeps timestamps in UTC, rounded to seconds.
+		comp["creationTime"] = t.UTC().Round(time.Second).Format(time.RFC3339)
+	}
+	refs := []any{}
+	for _, r := range c.ComponentReferences {
+		m := map[string]any{
+			"name": r.Name, "version": r.Version, "componentName": r.ComponentName,
+			"extraIdentity": normIdentity(r.ExtraIdentity),
+		}
+		if labels := normLabels(r.Labels); labels != nil {
+			m["labels"] = labels
+		}
+		if r.Digest != nil {
+			m["digest"] = normDigest(r.Digest)
+		}
+		refs = append(refs, m)
+	}
+	comp["componentReferences"] = refs
+	ids := legacyExtraIdentities(c.Resources)
+	res := []any{}
+	for i, r := range c.Resources {
+		m := map[string]any{
+			"name": r.Name, "version": r.Version, "type": r.Type,
+			"extraIdentity": normIdentity(ids[i]),
+		}
+		if r.Relation != "" {
+			m["relation"] = r.Relation
+		}
+		if labels := normLabels(r.Labels); labels != nil {
+			m["labels"] = labels
+		}
+		if r.Digest != nil && r.Access.Type != "none" && r.Access.Type != "None" {
+			m["digest"] = normDigest(r.Digest)
+		}
+		res = append(res, m)
+	}
+	comp["resources"] = res
+	doc := map[string]any{
+		"meta":      map[string]any{"schemaVersion": cd.Meta.SchemaVersion},
+		"component": comp,
+	}
+	// Through JSON and back, so values (label values above all) are what OCM sees: numbers as
+	// float64, objects as maps.
+	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, fmt.Errorf("normalise descriptor: %w", err)
 	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
+	var generic any
+	if err := json.Unmarshal(raw, &generic); err != nil {
 		return nil, fmt.Errorf("normalise descriptor: %w", err)
 	}
-	delete(doc, "signatures")
-	if comp, ok := doc["component"].(map[string]any); ok {
-		delete(comp, "repositoryContexts")
-		comp["labels"] = signingLabels(comp["labels"])
-		for _, key := range []string{"resources", "sources"} {
-			items, _ := comp[key].([]any)
-			for _, it := range items {
-				if m, ok := it.(map[string]any); ok {
-					delete(m, "access")
-					m["labels"] = signingLabels(m["labels"])
-				}
-			}
-		}
-		refs, _ := comp["componentReferences"].([]any)
-		for _, it := range refs {
-			if m, ok := it.(map[string]any); ok {
-				m["labels"] = signingLabels(m["labels"])
-			}
-		}
+	out, err := json.Marshal(entries(generic))
+	if err != nil {
+		return nil, fmt.Errorf("normalise descriptor: %w", err)
 	}
-	return json.Marshal(normaliseValue(doc))
+	return out, nil
 }
 
-// signingLabels keeps the labels marked signing: true (nil when none, so the key is dropped).
-func signingLabels(v any) any {
-	items, _ := v.([]any)
+// normLabels keeps the labels with signing: true, each with only name, version, value and
+// signing; nil when none is kept (the field is then left out).
+func normLabels(labels []Label) []any {
 	var kept []any
-	for _, it := range items {
-		if m, ok := it.(map[string]any); ok && m["signing"] == true {
-			kept = append(kept, m)
+	for _, l := range labels {
+		if !l.Signing {
+			continue
 		}
-	}
-	if len(kept) == 0 {
-		return nil
+		m := map[string]any{"name": l.Name, "value": l.Value, "signing": true}
+		if l.Version != "" {
+			m["version"] = l.Version
+		}
+		kept = append(kept, m)
 	}
 	return kept
 }
 
-func normaliseValue(v any) any {
+// normProvider: a provider with labels is written by OCM as the JSON of the provider object;
+// it is signed as that object with its signed labels.
+func normProvider(p string) any {
+	if !strings.HasPrefix(strings.TrimSpace(p), "{") {
+		return p
+	}
+	var obj struct {
+		Name   string  `json:"name"`
+		Labels []Label `json:"labels"`
+	}
+	if err := json.Unmarshal([]byte(p), &obj); err != nil {
+		return p
+	}
+	if len(obj.Labels) == 0 {
+		return obj.Name
+	}
+	m := map[string]any{"name": obj.Name}
+	if labels := normLabels(obj.Labels); labels != nil {
+		m["labels"] = labels
+	}
+	return m
+}
+
+func normIdentity(id map[string]string) any {
+	if len(id) == 0 {
+		return nil
+	}
+	m := map[string]any{}
+	for k, v := range id {
+		m[k] = v
+	}
+	return m
+}
+
+func normDigest(d *DigestSpec) map[string]any {
+	return map[string]any{"hashAlgorithm": d.HashAlgorithm, "normalisationAlgorithm": d.NormalisationAlgorithm, "value": d.Value}
+}
+
+// legacyExtraIdentities are the resources' extra identities as OCM's jsonNormalisation/v1 sees
+// them: a resource whose name and extra identity equal another's (compared in order, after the
+// earlier ones got theirs) gets its version added.
+func legacyExtraIdentities(res []Resource) []map[string]string {
+	ids := make([]map[string]string, len(res))
+	for i, r := range res {
+		ids[i] = map[string]string{}
+		for k, v := range r.ExtraIdentity {
+			ids[i][k] = v
+		}
+	}
+	for i := range res {
+		for j := range res {
+			if i == j || res[i].Name != res[j].Name || !sameIdentity(ids[i], ids[j]) {
+				continue
+			}
+			ids[i]["version"] = res[i].Version
+			break
+		}
+	}
+	return ids
+}
+
+func sameIdentity(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || v != w {
+			return false
+		}
+	}
+	return true
+}
+
+// entries turns every object into a list of single-key objects sorted by key (null values
+// kept, as OCM keeps them).
+func entries(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
 		keys := make([]string, 0, len(t))
-		for k, val := range t {
-			if val != nil {
-				keys = append(keys, k)
-			}
+		for k := range t {
+			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		out := make([]any, 0, len(keys))
 		for _, k := range keys {
-			out = append(out, map[string]any{k: normaliseValue(t[k])})
+			out = append(out, map[string]any{k: entries(t[k])})
 		}
 		return out
 	case []any:
 		out := make([]any, len(t))
 		for i, e := range t {
-			out[i] = normaliseValue(e)
+			out[i] = entries(e)
 		}
 		return out
 	default:

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -18,7 +19,6 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/sirupsen/logrus"
-	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
@@ -50,6 +50,8 @@ type RegistryOptions struct {
 	NameMapping string
 	// Timeout bounds each HTTP request (default 2 minutes).
 	Timeout time.Duration
+	// MaxResourceSize bounds each layer read (default DefaultMaxResourceSize).
+	MaxResourceSize int64
 }
 
 // Registry is an OCI registry holding component versions.
@@ -57,6 +59,7 @@ type Registry struct {
 	host, prefix string
 	plainHTTP    bool
 	mapping      string
+	max          int64
 	client       *auth.Client
 	log          logrus.FieldLogger
 }
@@ -66,9 +69,20 @@ func NewRegistry(o RegistryOptions, log logrus.FieldLogger) (*Registry, error) {
 	if o.Registry == "" {
 		return nil, errors.New("no registry given")
 	}
-	host, prefix, _ := strings.Cut(strings.TrimSuffix(o.Registry, "/"), "/")
-	if strings.Contains(host, "://") {
-		return nil, fmt.Errorf("registry %q: give host[:port][/prefix] without a scheme (use --insecure for plain HTTP)", o.Registry)
+	insecure := o.Insecure
+	registry := o.Registry
+	// As the real Kyma CLI: http:// means plain HTTP, https:// means TLS whatever --insecure says.
+	switch lower := strings.ToLower(registry); {
+	case strings.HasPrefix(lower, "http://"):
+		registry, insecure = registry[len("http://"):], true
+	case strings.HasPrefix(lower, "https://"):
+		registry, insecure = registry[len("https://"):], false
+	case strings.Contains(registry, "://"):
+		return nil, fmt.Errorf("registry %q: only http:// and https:// are supported", o.Registry)
+	}
+	host, prefix, _ := strings.Cut(strings.TrimSuffix(registry, "/"), "/")
+	if host == "" {
+		return nil, fmt.Errorf("registry %q: no host", o.Registry)
 	}
 	mapping := o.NameMapping
 	if mapping == "" {
@@ -113,28 +127,44 @@ func NewRegistry(o RegistryOptions, log logrus.FieldLogger) (*Registry, error) {
 		}
 		client.Credential = credentials.Credential(store)
 	}
-	return &Registry{host: host, prefix: prefix, plainHTTP: o.Insecure, mapping: mapping, client: client, log: log}, nil
+	max := o.MaxResourceSize
+	if max <= 0 {
+		max = DefaultMaxResourceSize
+	}
+	return &Registry{host: host, prefix: prefix, plainHTTP: insecure, mapping: mapping, max: max, client: client, log: log}, nil
 }
 
-// BaseURL is the registry with its prefix: the descriptor's repository context.
+// BaseURL is the registry with its prefix: the descriptor's repository context. A plain-HTTP
+// registry is written with http://, as the real Kyma CLI does, so lifecycle-manager reads it
+// over HTTP too.
 func (r *Registry) BaseURL() string {
-	if r.prefix == "" {
-		return r.host
+	base := r.host
+	if r.prefix != "" {
+		base += "/" + r.prefix
 	}
-	return r.host + "/" + r.prefix
+	if r.plainHTTP {
+		return "http://" + base
+	}
+	return base
+}
+
+// RepositoryContext is this registry as a descriptor's repository context.
+func (r *Registry) RepositoryContext() RepositoryContext {
+	return RepositoryContext{Type: RepositoryTypeOCI, BaseURL: r.BaseURL(), ComponentNameMapping: r.mapping}
 }
 
 // NameMapping is the registry's component name mapping.
 func (r *Registry) NameMapping() string { return r.mapping }
 
-// RepositoryName is the repository of a component's versions.
+// RepositoryName is the repository of a component's versions: as OCM maps names,
+// <prefix>/component-descriptors/<name> (urlPath) or <prefix>/<sha256 of the name>
+// (sha256-digest, for registries that allow two path elements).
 func (r *Registry) RepositoryName(component string) string {
-	name := component
+	repo := DescriptorsRepository + "/" + component
 	if r.mapping == NameMappingSHA256 {
 		sum := sha256.Sum256([]byte(component))
-		name = hex.EncodeToString(sum[:])
+		repo = hex.EncodeToString(sum[:])
 	}
-	repo := DescriptorsRepository + "/" + name
 	if r.prefix != "" {
 		repo = r.prefix + "/" + repo
 	}
@@ -151,9 +181,9 @@ func (r *Registry) repository(name string) (*remote.Repository, error) {
 	return repo, nil
 }
 
-// Ref is where a component version lives in this registry.
+// Ref is where a component version lives in this registry (its tag as OCM maps versions).
 func (r *Registry) Ref(component, version string) string {
-	return r.host + "/" + r.RepositoryName(component) + ":" + version
+	return r.host + "/" + r.RepositoryName(component) + ":" + VersionTag(version)
 }
 
 // PushResult says what a push did.
@@ -167,7 +197,11 @@ type PushResult struct {
 
 // Push publishes a component version. Pushing the same content again is a no-op; other content
 // under an existing version fails with ErrExists unless overwrite is set.
+//
+// The descriptor gets this registry as its effective repository context (appended when another
+// one was effective, as an OCM transfer does); the signature does not cover repository contexts.
 func (r *Registry) Push(ctx context.Context, a *Artifact, overwrite bool) (*PushResult, error) {
+	a.Descriptor.AddRepositoryContext(r.RepositoryContext())
 	p, err := a.Pack()
 	if err != nil {
 		return nil, err
@@ -178,7 +212,8 @@ func (r *Registry) Push(ctx context.Context, a *Artifact, overwrite bool) (*Push
 		return nil, err
 	}
 	res := &PushResult{Ref: r.Ref(comp, version), Digest: p.Manifest.Digest, Size: p.Size()}
-	existing, err := repo.Resolve(ctx, version)
+	tag := VersionTag(version)
+	existing, err := repo.Resolve(ctx, tag)
 	switch {
 	case err == nil && existing.Digest == p.Manifest.Digest:
 		res.Unchanged = true
@@ -188,11 +223,11 @@ func (r *Registry) Push(ctx context.Context, a *Artifact, overwrite bool) (*Push
 	case err != nil && !errors.Is(err, errdef.ErrNotFound):
 		return nil, fmt.Errorf("push %s: look up version: %w", res.Ref, err)
 	}
-	if err := r.pushContent(ctx, repo, p, version); err != nil {
+	if err := r.pushContent(ctx, repo, p, tag); err != nil {
 		return nil, fmt.Errorf("push %s: %w", res.Ref, err)
 	}
 	// Tags have no compare-and-set: check that a concurrent push did not win the tag.
-	now, err := repo.Resolve(ctx, version)
+	now, err := repo.Resolve(ctx, tag)
 	if err != nil {
 		return nil, fmt.Errorf("push %s: check tag: %w", res.Ref, err)
 	}
@@ -257,21 +292,52 @@ func transientPushError(err error) bool {
 	return false
 }
 
-// Pull copies a component version, exactly as stored (verified by digest in transit), into the
-// OCI layout archive at dir and loads it from there.
+// Pull copies a component version, exactly as stored (every blob verified by digest), into the
+// OCI layout archive at dir. Everything is fetched and checked before the archive is touched, so
+// a failed pull leaves no partial version behind (and no directory it created); the error names
+// the resource whose layer failed.
 func (r *Registry) Pull(ctx context.Context, component, version, dir string) (*Artifact, error) {
+	ref := r.Ref(component, version)
 	repo, err := r.repository(r.RepositoryName(component))
 	if err != nil {
 		return nil, err
 	}
-	store, err := openArchive(dir)
+	a, err := load(ctx, repo, VersionTag(version), r.max, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
 	}
-	if _, err := oras.Copy(ctx, repo, version, store, version, oras.DefaultCopyOptions); err != nil {
-		return nil, fmt.Errorf("pull %s: %w", r.Ref(component, version), err)
+	if a.Descriptor.Component.Name != component || a.Descriptor.Component.Version != version {
+		return nil, fmt.Errorf("pull %s: it holds %s:%s", ref, a.Descriptor.Component.Name, a.Descriptor.Component.Version)
 	}
-	return Load(ctx, store, version)
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, os.ErrNotExist)
+	if err := writeStored(ctx, dir, a.stored, ArchiveRef(component, version)); err != nil {
+		if created {
+			_ = os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("pull %s: %w", ref, err)
+	}
+	return a, nil
+}
+
+// writeStored writes loaded content, as it was, into the archive at dir and tags it.
+func writeStored(ctx context.Context, dir string, st *stored, tag string) error {
+	store, err := openArchive(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, desc := range st.blobs {
+		if err := store.Push(ctx, desc, bytes.NewReader(st.content[desc.Digest])); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+			return fmt.Errorf("archive %s: blob %s: %w", dir, desc.Digest, err)
+		}
+	}
+	if err := store.Push(ctx, st.manifest, bytes.NewReader(st.content[st.manifest.Digest])); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return fmt.Errorf("archive %s: manifest: %w", dir, err)
+	}
+	if err := store.Tag(ctx, st.manifest, tag); err != nil {
+		return fmt.Errorf("archive %s: tag: %w", dir, err)
+	}
+	return nil
 }
 
 // Get loads a component version straight from the registry.
@@ -280,7 +346,7 @@ func (r *Registry) Get(ctx context.Context, component, version string) (*Artifac
 	if err != nil {
 		return nil, err
 	}
-	a, err := Load(ctx, repo, version)
+	a, err := load(ctx, repo, VersionTag(version), r.max, false)
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", r.Ref(component, version), err)
 	}
@@ -328,49 +394,85 @@ type RegistryModule struct {
 	Ref       string `json:"ref"`
 }
 
-// List gives the component versions in the registry (catalog API), sorted. With the
-// sha256-digest mapping component names are read from the descriptors.
+// ForeignComponent is something in the registry's component repositories that is not a Kyma
+// module: another OCM component, or an artifact that is no component version at all.
+type ForeignComponent struct {
+	Ref    string `json:"ref"`
+	Reason string `json:"reason"`
+}
+
+var sha256Name = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// List gives the Kyma modules in the registry (catalog API), sorted. Component versions that
+// are not Kyma modules, and artifacts that are no component versions, are skipped with a
+// warning: one foreign component never hides the others. With the sha256-digest mapping
+// component names are read from the descriptors.
 func (r *Registry) List(ctx context.Context) ([]RegistryModule, error) {
+	mods, foreign, err := r.ListAll(ctx)
+	for _, f := range foreign {
+		r.log.WithFields(logrus.Fields{"ref": f.Ref, "reason": f.Reason}).Warn("skipping: not a Kyma module")
+	}
+	return mods, err
+}
+
+// ListAll gives the Kyma modules and, separately, what else the component repositories hold.
+func (r *Registry) ListAll(ctx context.Context) ([]RegistryModule, []ForeignComponent, error) {
 	reg, err := remote.NewRegistry(r.host)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	reg.Client = r.client
 	reg.PlainHTTP = r.plainHTTP
 	base := DescriptorsRepository + "/"
+	if r.mapping == NameMappingSHA256 {
+		base = ""
+	}
 	if r.prefix != "" {
 		base = r.prefix + "/" + base
 	}
 	var repos []string
 	if err := reg.Repositories(ctx, "", func(page []string) error {
 		for _, name := range page {
-			if strings.HasPrefix(name, base) {
-				repos = append(repos, name)
+			rest, ok := strings.CutPrefix(name, base)
+			if !ok || (r.mapping == NameMappingSHA256 && !sha256Name.MatchString(rest)) {
+				continue
 			}
+			repos = append(repos, name)
 		}
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("list repositories of %s: %w", r.host, err)
+		return nil, nil, fmt.Errorf("list repositories of %s: %w", r.host, err)
 	}
 	var out []RegistryModule
+	var foreign []ForeignComponent
 	for _, name := range repos {
 		repo, err := r.repository(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var tags []string
 		if err := repo.Tags(ctx, "", func(page []string) error { tags = append(tags, page...); return nil }); err != nil {
-			return nil, fmt.Errorf("list versions in %s: %w", name, err)
+			return nil, nil, fmt.Errorf("list versions in %s: %w", name, err)
 		}
 		for _, tag := range tags {
-			a, err := Load(ctx, repo, tag)
+			ref := r.host + "/" + name + ":" + tag
+			// The descriptor is enough; the module's layers are not fetched.
+			_, _, _, cd, err := loadDescriptor(ctx, repo, tag, &stored{content: map[digest.Digest][]byte{}})
 			if err != nil {
-				return nil, fmt.Errorf("read %s:%s: %w", name, tag, err)
+				if ctx.Err() != nil {
+					return nil, nil, fmt.Errorf("read %s: %w", ref, err)
+				}
+				foreign = append(foreign, ForeignComponent{Ref: ref, Reason: err.Error()})
+				continue
 			}
-			c := a.Descriptor.Component
+			c := cd.Component
+			if cd.Resource(ResourceRawManifest) == nil {
+				foreign = append(foreign, ForeignComponent{Ref: ref, Reason: fmt.Sprintf("component %s:%s has no %s resource", c.Name, c.Version, ResourceRawManifest)})
+				continue
+			}
 			out = append(out, RegistryModule{
 				Component: c.Name, Module: ModuleName(c.Name), Version: c.Version,
-				Channel: a.Descriptor.labelString(LabelChannel), Ref: r.host + "/" + name + ":" + tag,
+				Channel: cd.labelString(LabelChannel), Ref: ref,
 			})
 		}
 	}
@@ -380,5 +482,5 @@ func (r *Registry) List(ctx context.Context) ([]RegistryModule, error) {
 		}
 		return out[i].Version < out[j].Version
 	})
-	return out, nil
+	return out, foreign, nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/opencontainers/go-digest"
 )
@@ -193,8 +194,42 @@ func readPEM(file string) (*pem.Block, error) {
 	return block, nil
 }
 
-// WriteKeyPair writes a new RSA key pair as PEM files (private PKCS#1 0600, public PKIX 0644).
-func WriteKeyPair(privateFile, publicFile string, bits int) error {
+// ErrKeyExists is returned when a key file exists and overwriting was not asked for.
+var ErrKeyExists = errors.New("key file exists")
+
+// WriteKeyPair writes a new RSA key pair as PEM files: the private key (PKCS#1) always with mode
+// 0600, whatever a file there had, the public key (PKIX) 0644. Existing files are replaced only
+// with force; one path for both keys is refused.
+func WriteKeyPair(privateFile, publicFile string, bits int, force bool) error {
+	if privateFile == "" || publicFile == "" {
+		return errors.New("create key: give both key files")
+	}
+	privAbs, err := filepath.Abs(privateFile)
+	if err != nil {
+		return fmt.Errorf("create key: %w", err)
+	}
+	pubAbs, err := filepath.Abs(publicFile)
+	if err != nil {
+		return fmt.Errorf("create key: %w", err)
+	}
+	if privAbs == pubAbs {
+		return fmt.Errorf("create key: private and public key are the same file %s", privateFile)
+	}
+	pi, perr := os.Stat(privateFile)
+	ui, uerr := os.Stat(publicFile)
+	if perr == nil && uerr == nil && os.SameFile(pi, ui) {
+		return fmt.Errorf("create key: %s and %s are the same file", privateFile, publicFile)
+	}
+	if !force {
+		for _, f := range []struct {
+			name string
+			err  error
+		}{{privateFile, perr}, {publicFile, uerr}} {
+			if f.err == nil {
+				return fmt.Errorf("create key: %s: %w (use --force to replace it)", f.name, ErrKeyExists)
+			}
+		}
+	}
 	key, err := rsa.GenerateKey(rand.Reader, bits)
 	if err != nil {
 		return fmt.Errorf("generate key: %w", err)
@@ -205,11 +240,33 @@ func WriteKeyPair(privateFile, publicFile string, bits int) error {
 		return err
 	}
 	pub := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-	if err := os.WriteFile(privateFile, priv, 0o600); err != nil {
+	if err := writeFileAtomic(privateFile, priv, 0o600); err != nil {
 		return fmt.Errorf("write private key: %w", err)
 	}
-	if err := os.WriteFile(publicFile, pub, 0o644); err != nil {
+	if err := writeFileAtomic(publicFile, pub, 0o644); err != nil {
 		return fmt.Errorf("write public key: %w", err)
 	}
 	return nil
+}
+
+// writeFileAtomic writes a new file next to name with mode perm and renames it over name, so
+// the result has perm (a pre-existing file's mode does not survive) and is never half written.
+func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
 }

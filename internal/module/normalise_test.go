@@ -1,0 +1,101 @@
+package module
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// OCM's own jsonNormalisation/v1 vectors (testdata/ocm-normalisation.json names their source):
+// the normalised bytes must be OCM's, byte for byte.
+func TestNormaliseMatchesOCMVectors(t *testing.T) {
+	raw, err := os.ReadFile("testdata/ocm-normalisation.json")
+	require.NoError(t, err)
+	var fx struct {
+		Vectors []struct {
+			Name       string          `json:"name"`
+			Descriptor json.RawMessage `json:"descriptor"`
+			Normalised string          `json:"normalised"`
+		} `json:"vectors"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &fx))
+	require.Len(t, fx.Vectors, 5)
+	for _, v := range fx.Vectors {
+		t.Run(v.Name, func(t *testing.T) {
+			cd, err := ParseDescriptor(v.Descriptor)
+			require.NoError(t, err)
+			got, err := Normalise(cd)
+			require.NoError(t, err)
+			assert.Equal(t, v.Normalised, string(got))
+
+			// A re-write (YAML, as in the archive) changes neither the normalised form nor
+			// any field OCM wrote.
+			y, err := cd.MarshalYAML()
+			require.NoError(t, err)
+			again, err := ParseDescriptor(y)
+			require.NoError(t, err)
+			got2, err := Normalise(again)
+			require.NoError(t, err)
+			assert.Equal(t, v.Normalised, string(got2))
+			j1, err := json.Marshal(cd)
+			require.NoError(t, err)
+			assert.JSONEq(t, string(v.Descriptor), string(j1), "every field survives a re-write")
+		})
+	}
+}
+
+// What OCM leaves out of the signed form leaves the digest alone; what it keeps changes it.
+func TestNormaliseExclusions(t *testing.T) {
+	base := createSample(t, "norm", "1.0.0", "registry.example").Descriptor
+	digestOf := func(cd *ComponentDescriptor) string {
+		n, err := Normalise(cd)
+		require.NoError(t, err)
+		return string(n)
+	}
+	want := digestOf(base)
+	mutate := func(f func(cd *ComponentDescriptor)) string {
+		raw, err := json.Marshal(base)
+		require.NoError(t, err)
+		cd, err := ParseDescriptor(raw)
+		require.NoError(t, err)
+		f(cd)
+		return digestOf(cd)
+	}
+	same := map[string]func(*ComponentDescriptor){
+		"repository context": func(cd *ComponentDescriptor) {
+			cd.Component.RepositoryContexts = append(cd.Component.RepositoryContexts, RepositoryContext{Type: RepositoryTypeOCI, BaseURL: "other.example"})
+		},
+		"source": func(cd *ComponentDescriptor) {
+			cd.Component.Sources = append(cd.Component.Sources, Source{Name: "git", Type: "git", Version: "1", Access: &Access{Type: "gitHub"}})
+		},
+		"access": func(cd *ComponentDescriptor) {
+			cd.Component.Resources[0].Access.Extra = Extra{"globalAccess": json.RawMessage(`{"type":"ociBlob"}`)}
+		},
+		"unsigned label": func(cd *ComponentDescriptor) {
+			cd.Component.Resources[0].Labels = append(cd.Component.Resources[0].Labels, Label{Name: "x", Value: "y"})
+		},
+		"signature": func(cd *ComponentDescriptor) {
+			cd.Signatures = append(cd.Signatures, Signature{Name: "s"})
+		},
+		"field OCM does not read": func(cd *ComponentDescriptor) {
+			cd.Component.Extra = Extra{"somethingElse": json.RawMessage(`1`)}
+		},
+	}
+	for name, f := range same {
+		assert.Equal(t, want, mutate(f), name)
+	}
+	differ := map[string]func(*ComponentDescriptor){
+		"signed label":   func(cd *ComponentDescriptor) { cd.Component.Labels[0].Value = "other" },
+		"digest":         func(cd *ComponentDescriptor) { cd.Component.Resources[0].Digest.Value = "00" },
+		"extra identity": func(cd *ComponentDescriptor) { cd.Component.Resources[0].ExtraIdentity = map[string]string{"a": "b"} },
+		"provider":       func(cd *ComponentDescriptor) { cd.Component.Provider = "someone" },
+	}
+	for name, f := range differ {
+		assert.NotEqual(t, want, mutate(f), name)
+	}
+	assert.Contains(t, want, `{"extraIdentity":null}`)
+	assert.NotContains(t, want, `{"sources"`)
+}
