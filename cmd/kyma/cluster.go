@@ -23,7 +23,13 @@ type kymaFlags struct {
 func (f *kymaFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	c.Flags().StringVarP(&f.namespace, "namespace", "n", module.DefaultKymaNamespace, "Namespace of the Kyma resource")
-	c.Flags().StringVar(&f.name, "kyma-name", module.DefaultKymaName, "Name of the Kyma resource")
+	c.Flags().StringVarP(&f.name, "kyma-name", "k", module.DefaultKymaName, "Name of the Kyma resource")
+}
+
+// timeoutFlag gives a cluster command the real CLI's -t for --timeout (the global flag, bound to
+// the same value).
+func (a *app) timeoutFlag(c *cobra.Command) {
+	c.Flags().DurationVarP(&a.timeout, "timeout", "t", defaultTimeout, "Bound on the whole command (cluster calls and --wait)")
 }
 
 func (f *kymaFlags) cluster(a *app) (*module.Cluster, error) {
@@ -54,18 +60,21 @@ func (f *kymaFlags) editModules(a *app, name, did, already string, edit func(*mo
 
 func (a *app) listModuleCmd() *cobra.Command {
 	var reg registryFlags
-	var kubeconfig, namespace, output string
+	var kubeconfig, namespace, kyma, output string
+	var allNamespaces, noHeaders bool
 	c := &cobra.Command{
-		Use:   "module",
-		Short: "List the modules available to a cluster (its ModuleTemplates) or, with --registry, in a registry",
-		Args:  cobra.NoArgs,
+		Use:     "module",
+		Aliases: moduleAliases,
+		Short:   "List the modules offered to a cluster (release metas and templates), enabled in a Kyma resource (-k), or in a registry (--registry)",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
 			var rows [][]string
 			var result any
-			header := []string{"MODULE", "CHANNEL", "VERSION", "TEMPLATE"}
-			if reg.registry != "" {
+			var header []string
+			switch {
+			case reg.registry != "":
 				r, err := reg.open(a)
 				if err != nil {
 					return err
@@ -79,7 +88,7 @@ func (a *app) listModuleCmd() *cobra.Command {
 					rows = append(rows, []string{m.Module, m.Channel, m.Version, m.Ref})
 				}
 				result = mods
-			} else {
+			default:
 				cfg, err := module.RESTConfig(kubeconfig)
 				if err != nil {
 					return err
@@ -88,12 +97,27 @@ func (a *app) listModuleCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				mods, err := cl.ListTemplates(ctx, namespace)
-				if err != nil {
-					return err
-				}
-				for _, m := range mods {
-					rows = append(rows, []string{m.Module, m.Channel, m.Version, m.Template})
+				var mods []module.ClusterModule
+				if kyma != "" {
+					if mods, err = cl.ListKymaModules(ctx, namespace, kyma); err != nil {
+						return err
+					}
+					header = []string{"MODULE", "CHANNEL", "VERSION", "STATE", "TEMPLATE", "MESSAGE"}
+					for _, m := range mods {
+						rows = append(rows, []string{m.Module, m.Channel, dash(m.Version), dash(m.State), m.Template, m.Message})
+					}
+				} else {
+					ns := namespace
+					if allNamespaces {
+						ns = ""
+					}
+					if mods, err = cl.ListTemplates(ctx, ns); err != nil {
+						return err
+					}
+					header = []string{"MODULE", "CHANNEL", "VERSION", "TEMPLATE"}
+					for _, m := range mods {
+						rows = append(rows, []string{m.Module, dash(m.Channel), m.Version, m.Template})
+					}
 				}
 				result = mods
 			}
@@ -112,9 +136,11 @@ func (a *app) listModuleCmd() *cobra.Command {
 				a.printf("%s", data)
 			case "", "table":
 				tw := tabwriter.NewWriter(a.out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, strings.Join(header, "\t"))
+				if !noHeaders {
+					fmt.Fprintln(tw, strings.Join(header, "\t"))
+				}
 				for _, r := range rows {
-					fmt.Fprintln(tw, strings.Join(r, "\t"))
+					fmt.Fprintln(tw, strings.TrimRight(strings.Join(r, "\t"), "\t"))
 				}
 				return tw.Flush()
 			default:
@@ -124,25 +150,46 @@ func (a *app) listModuleCmd() *cobra.Command {
 		},
 	}
 	reg.add(c)
+	a.timeoutFlag(c)
 	c.Flags().StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-	c.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace of the ModuleTemplates (default: all)")
+	c.Flags().StringVarP(&namespace, "namespace", "n", module.DefaultKymaNamespace, "Namespace of the templates, or of the Kyma resource with -k")
+	c.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "Templates of every namespace (ignores --namespace)")
+	c.Flags().StringVarP(&kyma, "kyma-name", "k", "", "List the modules enabled in this Kyma resource, with their state")
+	c.Flags().BoolVar(&noHeaders, "no-headers", false, "Table without its header line")
 	c.Flags().StringVarP(&output, "output", "o", "table", "table, json or yaml")
 	return c
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func (a *app) enableModuleCmd() *cobra.Command {
 	var k kymaFlags
 	var channel, policy string
-	var waitReady bool
+	var waitReady, force bool
 	c := &cobra.Command{
-		Use:   "module NAME",
-		Short: "Enable a module: add it to the Kyma resource's spec.modules",
-		Args:  cobra.ExactArgs(1),
+		Use:     "module NAME",
+		Aliases: moduleAliases,
+		Short:   "Enable a module: add it to the Kyma resource's spec.modules",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
+			spec := module.ModuleSpec{Name: args[0], Channel: channel, CustomResourcePolicy: policy}
 			cl, err := k.editModules(a, args[0], "enabled", "was already enabled", func(cl *module.Cluster) (bool, error) {
-				return cl.Enable(ctx, k.namespace, k.name, module.ModuleSpec{Name: args[0], Channel: channel, CustomResourcePolicy: policy})
+				if err := spec.Validate(); err != nil {
+					return false, err
+				}
+				if !force {
+					if err := cl.CheckTemplate(ctx, k.namespace, k.name, spec); err != nil {
+						return false, fmt.Errorf("%w (--force-conflicts enables it anyway)", err)
+					}
+				}
+				return cl.Enable(ctx, k.namespace, k.name, spec)
 			})
 			if err != nil || !waitReady {
 				return err
@@ -162,53 +209,81 @@ func (a *app) enableModuleCmd() *cobra.Command {
 		},
 	}
 	k.add(c)
+	a.timeoutFlag(c)
 	c.Flags().StringVarP(&channel, "channel", "c", "", "Channel (default: the Kyma's)")
 	c.Flags().StringVarP(&policy, "policy", "p", "", "Custom resource policy: CreateAndDelete or Ignore")
 	c.Flags().BoolVarP(&waitReady, "wait", "w", false, "Wait (bounded by --timeout) until the module reports Ready")
+	c.Flags().BoolVarP(&force, "force-conflicts", "f", false, "Enable even if no ModuleTemplate offers the module in the channel")
 	return c
 }
 
 func (a *app) disableModuleCmd() *cobra.Command {
 	var k kymaFlags
+	var channel string
+	var waitGone, force bool
 	c := &cobra.Command{
-		Use:   "module NAME",
-		Short: "Disable a module: remove it from the Kyma resource's spec.modules",
-		Args:  cobra.ExactArgs(1),
+		Use:     "module NAME",
+		Aliases: moduleAliases,
+		Short:   "Disable a module: remove it from the Kyma resource's spec.modules",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
-			_, err := k.editModules(a, args[0], "disabled", "was not enabled", func(cl *module.Cluster) (bool, error) {
-				return cl.Disable(ctx, k.namespace, k.name, args[0])
+			cl, err := k.editModules(a, args[0], "disabled", "was not enabled", func(cl *module.Cluster) (bool, error) {
+				changed, err := cl.Disable(ctx, k.namespace, k.name, args[0], channel)
+				if err == nil && !changed && !force {
+					what := args[0]
+					if channel != "" {
+						what += " in channel " + channel
+					}
+					return false, fmt.Errorf("module %s is not enabled in Kyma %s/%s (--force: no error)", what, k.namespace, k.name)
+				}
+				return changed, err
 			})
-			return err
+			if err != nil || !waitGone {
+				return err
+			}
+			start := time.Now()
+			err = cl.WaitRemoved(ctx, k.namespace, k.name, args[0], time.Second, func(state string) {
+				a.printf("module %s: %s (%s)\n", args[0], state, since(start))
+			})
+			if err != nil {
+				return err
+			}
+			a.printf("module %s is removed\n", args[0])
+			return nil
 		},
 	}
 	k.add(c)
+	a.timeoutFlag(c)
+	c.Flags().StringVarP(&channel, "channel", "c", "", "Only disable the module if it is enabled in this channel")
+	c.Flags().BoolVarP(&waitGone, "wait", "w", false, "Wait (bounded by --timeout) until the module's manager has removed it")
+	c.Flags().BoolVarP(&force, "force", "f", false, "Succeed even if the module is not enabled")
 	return c
 }
 
 func (a *app) deployCmd() *cobra.Command {
 	var k kymaFlags
-	var templates, modules []string
+	var templates, extra, modules []string
 	var channel string
 	c := &cobra.Command{
 		Use:   "deploy",
-		Short: "Apply ModuleTemplates and the Kyma resource to a cluster (server-side apply)",
+		Short: "Apply release metas, ModuleTemplates and the Kyma resource to a cluster (server-side apply)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := a.ctx(cmd)
 			defer cancel()
 			var objs []*unstructured.Unstructured
-			for _, file := range templates {
+			for _, file := range append(append([]string(nil), templates...), extra...) {
 				data, err := os.ReadFile(file)
 				if err != nil {
 					return fmt.Errorf("read template: %w", err)
 				}
-				obj := &unstructured.Unstructured{}
-				if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+				read, err := module.ReadObjects(data)
+				if err != nil {
 					return fmt.Errorf("template %s: %w", file, err)
 				}
-				objs = append(objs, obj)
+				objs = append(objs, read...)
 			}
 			spec := module.KymaSpec{Namespace: k.namespace, Name: k.name, Channel: channel}
 			for _, m := range modules {
@@ -225,13 +300,15 @@ func (a *app) deployCmd() *cobra.Command {
 			if err := cl.Deploy(ctx, objs, spec); err != nil {
 				return err
 			}
-			a.printf("deployed %d ModuleTemplate(s) and Kyma %s/%s\n", len(objs), k.namespace, k.name)
+			a.printf("deployed %d object(s) and Kyma %s/%s\n", len(objs), k.namespace, k.name)
 			return nil
 		},
 	}
 	k.add(c)
-	c.Flags().StringArrayVarP(&templates, "template", "t", nil, "ModuleTemplate file to apply (repeatable)")
-	c.Flags().StringArrayVar(&modules, "module", nil, "Module to enable, NAME[:CHANNEL] (repeatable)")
-	c.Flags().StringVar(&channel, "channel", module.DefaultChannel, "Channel of the Kyma resource")
+	a.timeoutFlag(c)
+	c.Flags().StringArrayVar(&templates, "template", nil, "File of ModuleTemplates and ModuleReleaseMetas to apply (repeatable)")
+	c.Flags().StringArrayVar(&extra, "extra-templates", nil, "Further template files to apply (repeatable)")
+	c.Flags().StringArrayVarP(&modules, "module", "m", nil, "Module to enable, NAME[:CHANNEL] (repeatable)")
+	c.Flags().StringVarP(&channel, "channel", "c", module.DefaultChannel, "Channel of the Kyma resource")
 	return c
 }

@@ -54,6 +54,12 @@ func (a *app) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 
 func (a *app) printf(format string, args ...any) { fmt.Fprintf(a.out, format, args...) }
 
+// defaultTimeout bounds every command unless --timeout says otherwise.
+const defaultTimeout = 10 * time.Minute
+
+// moduleAliases are the real CLI's aliases of the module subcommands.
+var moduleAliases = []string{"mod", "mods", "modules"}
+
 func newRoot(out, errOut io.Writer) *cobra.Command {
 	a := &app{out: out, errOut: errOut}
 	root := &cobra.Command{
@@ -64,13 +70,18 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 	}
 	root.SetOut(out)
 	root.SetErr(errOut)
-	root.PersistentFlags().DurationVar(&a.timeout, "timeout", 10*time.Minute, "Bound on the whole command (registry and cluster calls, --wait)")
+	root.PersistentFlags().DurationVar(&a.timeout, "timeout", defaultTimeout, "Bound on the whole command (registry and cluster calls, --wait)")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "Debug logs on stderr")
 
 	alpha := &cobra.Command{Use: "alpha", Short: "Module commands"}
 	root.AddCommand(alpha)
 	verb := func(use, short string, sub ...*cobra.Command) *cobra.Command {
 		c := &cobra.Command{Use: use, Short: short}
+		for _, s := range sub {
+			if s.Name() == "module" && len(s.Aliases) == 0 {
+				s.Aliases = moduleAliases
+			}
+		}
 		c.AddCommand(sub...)
 		alpha.AddCommand(c)
 		return c

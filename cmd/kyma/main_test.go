@@ -95,7 +95,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	var dirs []string
 	for i := 0; i < n; i++ {
 		dir := filepath.Join(work, fmt.Sprintf("different-%02d", i))
-		moduletest.WriteSample(t, dir, letterName(i), "1.0.0")
+		moduletest.WriteSample(t, dir, moduleWord(i), "1.0.0")
 		cmds, dirs = append(cmds, create(dir)), append(dirs, dir)
 	}
 	for i := 0; i < n; i++ {
@@ -122,7 +122,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	for i := 0; i < n; i++ {
 		r := results[i]
 		require.NoError(t, r.err, "different module %d: %s", i, r.stderr)
-		name := "kyma-project.io/module/" + letterName(i)
+		name := "kyma-project.io/module/" + moduleWord(i)
 		got, err := reg.Get(ctx, name, "1.0.0")
 		require.NoError(t, err)
 		require.NoError(t, got.Verify("", pub), name)
@@ -168,7 +168,7 @@ func TestConcurrentProcesses(t *testing.T) {
 	require.NoError(t, r.err, r.stderr)
 	cmds, dirs = nil, nil
 	for i := 0; i < n; i++ {
-		cmds = append(cmds, []string{"alpha", "enable", "module", letterName(i), "--kubeconfig", kubeconfig, "-n", ns})
+		cmds = append(cmds, []string{"alpha", "enable", "module", moduleWord(i), "--kubeconfig", kubeconfig, "-n", ns, "--force-conflicts"})
 		dirs = append(dirs, work)
 	}
 	for i, r := range runParallel(bin, cmds, dirs, nil) {
@@ -216,21 +216,33 @@ func TestCLIEndToEnd(t *testing.T) {
 	out = ok(append([]string{"alpha", "list", "module", "-o", "json"}, regFlags...)...)
 	assert.Contains(t, out, `"version": "0.1.0"`)
 
-	// Template from the registry, deploy it, enable with --wait while a stand-in controller
-	// reports Ready.
-	ok(append([]string{"alpha", "template", "module", "kyma-project.io/module/sample:0.1.0", "-o", "template.yaml", "-n", "kcp-test"}, regFlags...)...)
+	// Template from the registry into the Kyma's namespace (where lifecycle-manager looks), deploy
+	// it, enable with --wait while a stand-in controller reports Ready.
 	ns := kubetest.Namespace(t)
+	ok(append([]string{"alpha", "template", "module", "kyma-project.io/module/sample:0.1.0", "-n", ns}, regFlags...)...)
+	tmpl, err := os.ReadFile(filepath.Join(work, "template.yaml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(tmpl), "kind: ModuleReleaseMeta")
 	kubeconfig := filepath.Join(work, "kubeconfig")
 	require.NoError(t, os.WriteFile(kubeconfig, kubetest.Kubeconfig(t), 0o600))
 	kube := []string{"--kubeconfig", kubeconfig, "-n", ns}
-	ok(append([]string{"alpha", "deploy", "-t", "template.yaml"}, kube...)...)
-	out = ok("alpha", "list", "module", "--kubeconfig", kubeconfig, "-n", "kcp-test")
-	assert.Regexp(t, `sample\s+fast\s+0\.1\.0\s+kcp-test/sample-fast`, out)
+	ok(append([]string{"alpha", "deploy", "--template", "template.yaml"}, kube...)...)
+	out = ok(append([]string{"alpha", "list", "module"}, kube...)...)
+	assert.Regexp(t, `sample\s+fast\s+0\.1\.0\s+`+ns+`/sample-0\.1\.0`, out)
 	moduletest.RunReadyController(t, kubetest.Dynamic(t), ns)
+	r = kyma(append([]string{"alpha", "enable", "module", "sample", "--channel", "regular"}, kube...)...)
+	require.Error(t, r.err, "no template offers the regular channel")
+	assert.Contains(t, r.stderr, `has no channel "regular"`)
 	out = ok(append([]string{"alpha", "enable", "module", "sample", "--channel", "fast", "--policy", "Ignore", "--wait", "--timeout", "1m"}, kube...)...)
 	assert.Contains(t, out, "module sample is Ready")
+	out = ok(append([]string{"alpha", "list", "mod", "-k", "default-kyma", "--no-headers"}, kube...)...)
+	assert.Regexp(t, `^sample\s+fast\s+-\s+Ready\s+-\n$`, out)
 	out = ok(append([]string{"alpha", "disable", "module", "sample"}, kube...)...)
 	assert.Contains(t, out, "module sample disabled")
+	r = kyma(append([]string{"alpha", "disable", "module", "sample"}, kube...)...)
+	require.Error(t, r.err)
+	assert.Contains(t, r.stderr, "not enabled")
+	ok(append([]string{"alpha", "disable", "module", "sample", "-f"}, kube...)...)
 
 	// Tampering with a pulled layer: verify names the layer.
 	art, err := module.LoadArchive(context.Background(), filepath.Join(work, "pulled"), "", "")
@@ -258,5 +270,5 @@ func TestCLIEndToEnd(t *testing.T) {
 	assert.Contains(t, r.stdout, "sample")
 }
 
-// letterName is the i-th of distinct module names lifecycle-manager accepts (letters only).
-func letterName(i int) string { return fmt.Sprintf("mod%c%c", 'a'+i/26, 'a'+i%26) }
+// moduleWord is the i-th of distinct module names lifecycle-manager accepts (letters only).
+func moduleWord(i int) string { return "mod" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }

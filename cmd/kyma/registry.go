@@ -183,9 +183,10 @@ func (a *app) verifyModuleCmd() *cobra.Command {
 func (a *app) templateModuleCmd() *cobra.Command {
 	var src source
 	var channel, namespace, output string
+	var channelNamed bool
 	c := &cobra.Command{
 		Use:   "module [NAME:VERSION]",
-		Short: "Write the ModuleTemplate (operator.kyma-project.io/v1beta2) of a published module",
+		Short: "Write the ModuleReleaseMeta and ModuleTemplate (operator.kyma-project.io/v1beta2) of a published module",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := a.ctx(cmd)
@@ -194,7 +195,7 @@ func (a *app) templateModuleCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o := module.TemplateOptions{Channel: channel, Namespace: namespace}
+			o := module.TemplateOptions{Channel: channel, Namespace: namespace, ChannelNamed: channelNamed}
 			if r != nil {
 				o.Registry, o.NameMapping = r.BaseURL(), r.NameMapping()
 			}
@@ -204,7 +205,8 @@ func (a *app) templateModuleCmd() *cobra.Command {
 	src.add(c)
 	c.Flags().StringVar(&channel, "channel", "", "Channel (default: the module's)")
 	c.Flags().StringVarP(&namespace, "namespace", "n", "", "Namespace of the template (default: the module's)")
-	c.Flags().StringVarP(&output, "output", "o", "", "File to write (default: stdout)")
+	c.Flags().StringVarP(&output, "output", "o", "template.yaml", "File to write (- for stdout)")
+	c.Flags().BoolVar(&channelNamed, "channel-template", false, "Write only a <module>-<channel> template with spec.channel, for lifecycle-managers older than ModuleReleaseMeta")
 	return c
 }
 

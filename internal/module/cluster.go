@@ -2,15 +2,19 @@ package module
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/module/modulespec"
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -23,6 +27,7 @@ import (
 var (
 	KymaGVR           = schema.GroupVersionResource{Group: "operator.kyma-project.io", Version: "v1beta2", Resource: "kymas"}
 	ModuleTemplateGVR = schema.GroupVersionResource{Group: "operator.kyma-project.io", Version: "v1beta2", Resource: "moduletemplates"}
+	ReleaseMetaGVR    = schema.GroupVersionResource{Group: "operator.kyma-project.io", Version: "v1beta2", Resource: "modulereleasemetas"}
 	namespaceGVR      = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 )
 
@@ -67,33 +72,60 @@ func NewCluster(cfg *rest.Config, log logrus.FieldLogger) (*Cluster, error) {
 	return &Cluster{dyn: dyn, log: log}, nil
 }
 
-// Enable adds a module to the Kyma resource's spec.modules, or updates its channel and policy;
-// it retries on conflicts. It reports whether anything changed.
+// Enable adds a module to the Kyma resource's spec.modules, or sets the channel and policy given
+// (non-empty) on its entry; every other field of the entry, and every other entry, is kept as it
+// is. It retries on conflicts and reports whether anything changed.
 func (c *Cluster) Enable(ctx context.Context, ns, kyma string, m ModuleSpec) (bool, error) {
 	if err := m.Validate(); err != nil {
 		return false, err
 	}
-	return c.editModules(ctx, ns, kyma, func(mods []ModuleSpec) []ModuleSpec {
-		for i := range mods {
-			if mods[i].Name == m.Name {
-				mods[i] = m
-				return mods
+	return c.editModules(ctx, ns, kyma, func(mods []any) ([]any, error) {
+		for i, it := range mods {
+			entry, ok := it.(map[string]any)
+			if !ok || entry["name"] != m.Name {
+				continue
 			}
+			updated := make(map[string]any, len(entry))
+			for k, v := range entry {
+				updated[k] = v
+			}
+			if m.Channel != "" {
+				updated["channel"] = m.Channel
+			}
+			if m.CustomResourcePolicy != "" {
+				updated["customResourcePolicy"] = m.CustomResourcePolicy
+			}
+			mods[i] = updated
+			return mods, nil
 		}
-		return append(mods, m)
+		entry := map[string]any{"name": m.Name}
+		if m.Channel != "" {
+			entry["channel"] = m.Channel
+		}
+		if m.CustomResourcePolicy != "" {
+			entry["customResourcePolicy"] = m.CustomResourcePolicy
+		}
+		return append(mods, entry), nil
 	})
 }
 
-// Disable removes a module from the Kyma resource's spec.modules (a no-op if absent).
-func (c *Cluster) Disable(ctx context.Context, ns, kyma, module string) (bool, error) {
-	return c.editModules(ctx, ns, kyma, func(mods []ModuleSpec) []ModuleSpec {
-		out := mods[:0]
-		for _, m := range mods {
-			if m.Name != module {
-				out = append(out, m)
+// Disable removes a module's entry from the Kyma resource's spec.modules (a no-op if absent);
+// with a channel, only an entry of that channel (or without one). Other entries are kept as
+// they are.
+func (c *Cluster) Disable(ctx context.Context, ns, kyma, module, channel string) (bool, error) {
+	return c.editModules(ctx, ns, kyma, func(mods []any) ([]any, error) {
+		out := make([]any, 0, len(mods))
+		for _, it := range mods {
+			entry, ok := it.(map[string]any)
+			if ok && entry["name"] == module {
+				ch, _ := entry["channel"].(string)
+				if channel == "" || ch == "" || ch == channel {
+					continue
+				}
 			}
+			out = append(out, it)
 		}
-		return out
+		return out, nil
 	})
 }
 
@@ -102,32 +134,33 @@ func editBackoff() wait.Backoff {
 	return wait.Backoff{Steps: 40, Duration: 10 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: time.Second}
 }
 
-func (c *Cluster) editModules(ctx context.Context, ns, name string, edit func([]ModuleSpec) []ModuleSpec) (bool, error) {
+// editModules edits the raw spec.modules of a Kyma resource (so fields this CLI does not know
+// survive) and updates it if the edit changed anything, retrying on conflicts.
+func (c *Cluster) editModules(ctx context.Context, ns, name string, edit func([]any) ([]any, error)) (bool, error) {
 	client := c.dyn.Resource(KymaGVR).Namespace(ns)
 	changed := false
 	err := retry.RetryOnConflict(editBackoff(), func() error {
+		changed = false
 		obj, err := client.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		before, err := KymaModules(obj)
+		before, _, err := unstructured.NestedSlice(obj.Object, "spec", "modules")
+		if err != nil {
+			return fmt.Errorf("spec.modules: %w", err)
+		}
+		var copied []any
+		if before != nil {
+			copied = runtime.DeepCopyJSONValue(before).([]any)
+		}
+		after, err := edit(copied)
 		if err != nil {
 			return err
 		}
-		after := edit(append([]ModuleSpec(nil), before...))
-		if equalModules(before, after) {
-			changed = false
+		if equality.Semantic.DeepEqual(before, after) {
 			return nil
 		}
-		list := make([]any, 0, len(after))
-		for _, m := range after {
-			o, err := toObject(m)
-			if err != nil {
-				return err
-			}
-			list = append(list, o)
-		}
-		if err := unstructured.SetNestedSlice(obj.Object, list, "spec", "modules"); err != nil {
+		if err := unstructured.SetNestedSlice(obj.Object, after, "spec", "modules"); err != nil {
 			return err
 		}
 		_, err = client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
@@ -143,18 +176,6 @@ func (c *Cluster) editModules(ctx context.Context, ns, name string, edit func([]
 // KymaModules reads a Kyma resource's spec.modules.
 func KymaModules(obj *unstructured.Unstructured) ([]ModuleSpec, error) {
 	return modulespec.KymaModules(obj)
-}
-
-func equalModules(a, b []ModuleSpec) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // ModuleState is a module's state in the Kyma resource's status.modules ("" if not reported).
@@ -203,40 +224,296 @@ func (c *Cluster) WaitReady(ctx context.Context, ns, kyma, module string, interv
 	return nil
 }
 
-// ClusterModule is a module available to a cluster: one of its ModuleTemplates.
+// ErrNoTemplate says that no ModuleTemplate offers a module in a channel.
+var ErrNoTemplate = errors.New("no ModuleTemplate")
+
+// Resolved is the ModuleTemplate a module's channel resolves to.
+type Resolved struct {
+	Module, Channel, Version string
+	// Template is the ModuleTemplate.
+	Template *unstructured.Unstructured
+	// ReleaseMeta names the ModuleReleaseMeta used ("" for a channel-named template).
+	ReleaseMeta string
+}
+
+// Resolve finds a module's ModuleTemplate in a namespace as lifecycle-manager does: the
+// ModuleReleaseMeta named after the module gives the channel's version (or the mandatory
+// version) and the template is <module>-<version>. Without a release meta it falls back to what
+// older lifecycle-managers read: a template labelled with the module's name whose spec.channel
+// is the channel.
+func Resolve(ctx context.Context, dyn dynamic.Interface, ns, module, channel string) (*Resolved, error) {
+	mrm, err := dyn.Resource(ReleaseMetaGVR).Namespace(ns).Get(ctx, module, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		r := &Resolved{Module: module, Channel: channel, ReleaseMeta: ns + "/" + module}
+		if v, ok, _ := unstructured.NestedString(mrm.Object, "spec", "mandatory", "version"); ok {
+			r.Version = v
+		} else {
+			channels, _, _ := unstructured.NestedSlice(mrm.Object, "spec", "channels")
+			var known []string
+			for _, it := range channels {
+				a, _ := it.(map[string]any)
+				ch, _ := a["channel"].(string)
+				known = append(known, ch)
+				if ch == channel {
+					r.Version, _ = a["version"].(string)
+				}
+			}
+			if r.Version == "" {
+				return nil, fmt.Errorf("%w for module %s: ModuleReleaseMeta %s/%s has no channel %q (channels: %s)", ErrNoTemplate, module, ns, module, channel, strings.Join(known, ", "))
+			}
+		}
+		name := TemplateName(module, r.Version)
+		t, err := dyn.Resource(ModuleTemplateGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w %s/%s: ModuleReleaseMeta %s/%s assigns version %s to channel %q", ErrNoTemplate, ns, name, ns, module, r.Version, channel)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get ModuleTemplate %s/%s: %w", ns, name, err)
+		}
+		r.Template = t
+		return r, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("get ModuleReleaseMeta %s/%s: %w", ns, module, err)
+	}
+	list, err := dyn.Resource(ModuleTemplateGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelModuleName + "=" + module})
+	if err != nil {
+		return nil, fmt.Errorf("list ModuleTemplates of module %s: %w", module, err)
+	}
+	for i := range list.Items {
+		t := &list.Items[i]
+		if ch, _, _ := unstructured.NestedString(t.Object, "spec", "channel"); ch == channel {
+			v, _, _ := unstructured.NestedString(t.Object, "spec", "version")
+			return &Resolved{Module: module, Channel: channel, Version: v, Template: t}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w for module %s in channel %q in namespace %s: no ModuleReleaseMeta %s/%s and no template with that channel", ErrNoTemplate, module, channel, ns, ns, module)
+}
+
+// CheckTemplate checks that the module resolves to a ModuleTemplate in the Kyma resource's
+// namespace, for the channel given or else the Kyma's.
+func (c *Cluster) CheckTemplate(ctx context.Context, ns, kyma string, m ModuleSpec) error {
+	channel := m.Channel
+	if channel == "" {
+		obj, err := c.dyn.Resource(KymaGVR).Namespace(ns).Get(ctx, kyma, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get Kyma %s/%s: %w", ns, kyma, err)
+		}
+		channel = KymaChannel(obj)
+	}
+	_, err := Resolve(ctx, c.dyn, ns, m.Name, channel)
+	return err
+}
+
+// KymaChannel is a Kyma resource's spec.channel (DefaultChannel if unset).
+func KymaChannel(obj *unstructured.Unstructured) string {
+	if ch, _, _ := unstructured.NestedString(obj.Object, "spec", "channel"); ch != "" {
+		return ch
+	}
+	return DefaultChannel
+}
+
+// WaitRemoved polls the Kyma resource until the module is no longer reported in status.modules
+// (its manager finished removing it); progress hears every state change.
+func (c *Cluster) WaitRemoved(ctx context.Context, ns, kyma, module string, interval time.Duration, progress func(state string)) error {
+	client := c.dyn.Resource(KymaGVR).Namespace(ns)
+	last := "-"
+	err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		obj, err := client.Get(ctx, kyma, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			c.log.WithError(err).Debug("get Kyma")
+			return false, nil
+		}
+		state := ModuleState(obj, module)
+		if state != last && state != "" {
+			last = state
+			if progress != nil {
+				progress(state)
+			}
+		}
+		return !moduleReported(obj, module), nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for module %s to be removed from Kyma %s/%s (last state: %s): %w", module, ns, kyma, last, err)
+	}
+	return nil
+}
+
+func moduleReported(obj *unstructured.Unstructured, module string) bool {
+	list, _, _ := unstructured.NestedSlice(obj.Object, "status", "modules")
+	for _, it := range list {
+		if m, ok := it.(map[string]any); ok && m["name"] == module {
+			return true
+		}
+	}
+	return false
+}
+
+// ClusterModule is a module available to a cluster (a channel of a ModuleReleaseMeta, or a
+// template) or enabled in a Kyma resource (then with its state).
 type ClusterModule struct {
 	Module    string `json:"module"`
 	Channel   string `json:"channel"`
 	Version   string `json:"version"`
-	Component string `json:"component"`
+	Component string `json:"component,omitempty"`
 	Template  string `json:"template"`
+	State     string `json:"state,omitempty"`
+	Message   string `json:"message,omitempty"`
 }
 
-// ListTemplates gives the modules of the cluster's ModuleTemplates (namespace "" for all), sorted.
+// ChannelMandatory is the channel shown for a mandatory module's version.
+const ChannelMandatory = "(mandatory)"
+
+// ListTemplates gives the modules offered in a namespace ("" for all), sorted: one row per
+// channel of each ModuleReleaseMeta (template "-" when its template is missing), and one per
+// template no release meta names (the channel of a channel-named template, else "").
 func (c *Cluster) ListTemplates(ctx context.Context, ns string) ([]ClusterModule, error) {
 	list, err := c.dyn.Resource(ModuleTemplateGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list ModuleTemplates: %w", err)
 	}
-	out := make([]ClusterModule, 0, len(list.Items))
+	metas, err := c.dyn.Resource(ReleaseMetaGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list ModuleReleaseMetas: %w", err)
+	}
+	templates := map[string]*unstructured.Unstructured{}
 	for i := range list.Items {
 		t := &list.Items[i]
-		m := ClusterModule{Module: t.GetLabels()[LabelModuleName], Template: t.GetNamespace() + "/" + t.GetName()}
+		templates[t.GetNamespace()+"/"+t.GetName()] = t
+	}
+	used := map[string]bool{}
+	var out []ClusterModule
+	row := func(module, channel, version, key string) {
+		m := ClusterModule{Module: module, Channel: channel, Version: version, Template: "-"}
+		if t, ok := templates[key]; ok {
+			used[key] = true
+			m.Template = key
+			if cd, err := DescriptorFromTemplate(t); err == nil {
+				m.Component = cd.Component.Name
+				if m.Version == "" {
+					m.Version = cd.Component.Version
+				}
+			}
+		}
+		out = append(out, m)
+	}
+	for i := range metas.Items {
+		mrm := &metas.Items[i]
+		module, _, _ := unstructured.NestedString(mrm.Object, "spec", "moduleName")
+		if module == "" {
+			module = mrm.GetName()
+		}
+		if v, ok, _ := unstructured.NestedString(mrm.Object, "spec", "mandatory", "version"); ok {
+			row(module, ChannelMandatory, v, mrm.GetNamespace()+"/"+TemplateName(module, v))
+		}
+		channels, _, _ := unstructured.NestedSlice(mrm.Object, "spec", "channels")
+		for _, it := range channels {
+			a, _ := it.(map[string]any)
+			ch, _ := a["channel"].(string)
+			v, _ := a["version"].(string)
+			row(module, ch, v, mrm.GetNamespace()+"/"+TemplateName(module, v))
+		}
+	}
+	for i := range list.Items {
+		t := &list.Items[i]
+		key := t.GetNamespace() + "/" + t.GetName()
+		if used[key] {
+			continue
+		}
+		m := ClusterModule{Module: t.GetLabels()[LabelModuleName], Template: key}
 		m.Channel, _, _ = unstructured.NestedString(t.Object, "spec", "channel")
+		m.Version, _, _ = unstructured.NestedString(t.Object, "spec", "version")
 		if cd, err := DescriptorFromTemplate(t); err == nil {
-			m.Version, m.Component = cd.Component.Version, cd.Component.Name
+			m.Component = cd.Component.Name
+			if m.Version == "" {
+				m.Version = cd.Component.Version
+			}
 			if m.Module == "" {
 				m.Module = ModuleName(cd.Component.Name)
 			}
 		}
 		out = append(out, m)
 	}
-	sort.Slice(out, func(i, j int) bool {
+	sortModules(out)
+	return out, nil
+}
+
+func sortModules(out []ClusterModule) {
+	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Module != out[j].Module {
 			return out[i].Module < out[j].Module
 		}
-		return out[i].Channel < out[j].Channel
+		if out[i].Channel != out[j].Channel {
+			return out[i].Channel < out[j].Channel
+		}
+		return out[i].Template < out[j].Template
 	})
+}
+
+// ListKymaModules gives the modules of a Kyma resource: each entry of spec.modules with its
+// channel (the Kyma's if the entry names none) and what status.modules reports (version, state,
+// message, template), then modules reported but no longer in the spec (being removed).
+func (c *Cluster) ListKymaModules(ctx context.Context, ns, kyma string) ([]ClusterModule, error) {
+	obj, err := c.dyn.Resource(KymaGVR).Namespace(ns).Get(ctx, kyma, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get Kyma %s/%s: %w", ns, kyma, err)
+	}
+	status := map[string]map[string]any{}
+	var order []string
+	reported, _, _ := unstructured.NestedSlice(obj.Object, "status", "modules")
+	for _, it := range reported {
+		m, ok := it.(map[string]any)
+		if name, _ := m["name"].(string); ok && name != "" {
+			status[name] = m
+			order = append(order, name)
+		}
+	}
+	fill := func(m *ClusterModule, st map[string]any) {
+		if st == nil {
+			return
+		}
+		m.State, _ = st["state"].(string)
+		m.Message, _ = st["message"].(string)
+		if v, _ := st["version"].(string); v != "" {
+			m.Version = v
+		}
+		if ch, _ := st["channel"].(string); ch != "" {
+			m.Channel = ch
+		}
+		if t, ok := st["template"].(map[string]any); ok {
+			md, _ := t["metadata"].(map[string]any)
+			tn, _ := md["name"].(string)
+			tns, _ := md["namespace"].(string)
+			if tn != "" {
+				m.Template = tns + "/" + tn
+			}
+		}
+	}
+	var out []ClusterModule
+	spec, _, _ := unstructured.NestedSlice(obj.Object, "spec", "modules")
+	inSpec := map[string]bool{}
+	for _, it := range spec {
+		e, _ := it.(map[string]any)
+		name, _ := e["name"].(string)
+		inSpec[name] = true
+		m := ClusterModule{Module: name, Template: "-"}
+		m.Channel, _ = e["channel"].(string)
+		if m.Channel == "" {
+			m.Channel = KymaChannel(obj)
+		}
+		fill(&m, status[name])
+		out = append(out, m)
+	}
+	for _, name := range order {
+		if !inSpec[name] {
+			m := ClusterModule{Module: name, Template: "-"}
+			fill(&m, status[name])
+			out = append(out, m)
+		}
+	}
 	return out, nil
 }
 
@@ -260,8 +537,11 @@ func (c *Cluster) Deploy(ctx context.Context, templates []*unstructured.Unstruct
 	}
 	namespaces := map[string]bool{kyma.Namespace: true}
 	for _, t := range templates {
-		if t.GetKind() != KindModuleTemplate || t.GetAPIVersion() != OperatorAPIVersion {
-			return fmt.Errorf("deploy: %s %s is not a %s %s", t.GetAPIVersion(), t.GetKind(), OperatorAPIVersion, KindModuleTemplate)
+		if (t.GetKind() != KindModuleTemplate && t.GetKind() != KindModuleReleaseMeta) || t.GetAPIVersion() != OperatorAPIVersion {
+			return fmt.Errorf("deploy: %s %s is neither a %s nor a %s (%s)", t.GetAPIVersion(), t.GetKind(), KindModuleTemplate, KindModuleReleaseMeta, OperatorAPIVersion)
+		}
+		if t.GetNamespace() == "" {
+			t.SetNamespace(DefaultNamespace)
 		}
 		namespaces[t.GetNamespace()] = true
 	}
@@ -276,8 +556,24 @@ func (c *Cluster) Deploy(ctx context.Context, templates []*unstructured.Unstruct
 			return err
 		}
 	}
+	// Templates before release metas, so a release meta never names a missing template.
 	for _, t := range templates {
+		if t.GetKind() != KindModuleTemplate {
+			continue
+		}
 		if err := c.apply(ctx, c.dyn.Resource(ModuleTemplateGVR).Namespace(t.GetNamespace()), t); err != nil {
+			return err
+		}
+	}
+	for _, m := range templates {
+		if m.GetKind() != KindModuleReleaseMeta {
+			continue
+		}
+		merged, err := c.mergeReleaseMeta(ctx, m)
+		if err != nil {
+			return err
+		}
+		if err := c.apply(ctx, c.dyn.Resource(ReleaseMetaGVR).Namespace(m.GetNamespace()), merged); err != nil {
 			return err
 		}
 	}
@@ -303,6 +599,46 @@ func (c *Cluster) Deploy(ctx context.Context, templates []*unstructured.Unstruct
 		"spec":     spec,
 	}}
 	return c.apply(ctx, c.dyn.Resource(KymaGVR).Namespace(kyma.Namespace), k)
+}
+
+// mergeReleaseMeta keeps the channels of a module's release meta on the cluster that the new one
+// does not name (templating one version per channel must not drop the other channels); the new
+// assignments win.
+func (c *Cluster) mergeReleaseMeta(ctx context.Context, m *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	old, err := c.dyn.Resource(ReleaseMetaGVR).Namespace(m.GetNamespace()).Get(ctx, m.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return m, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get ModuleReleaseMeta %s/%s: %w", m.GetNamespace(), m.GetName(), err)
+	}
+	newChannels, ok, _ := unstructured.NestedSlice(m.Object, "spec", "channels")
+	if !ok {
+		return m, nil
+	}
+	oldChannels, _, _ := unstructured.NestedSlice(old.Object, "spec", "channels")
+	named := map[string]bool{}
+	for _, it := range newChannels {
+		a, _ := it.(map[string]any)
+		ch, _ := a["channel"].(string)
+		named[ch] = true
+	}
+	merged := append([]any(nil), newChannels...)
+	for _, it := range oldChannels {
+		a, _ := it.(map[string]any)
+		ch, _ := a["channel"].(string)
+		if !named[ch] {
+			merged = append(merged, map[string]any{"channel": ch, "version": a["version"]})
+		}
+	}
+	sort.Slice(merged, func(i, j int) bool {
+		return merged[i].(map[string]any)["channel"].(string) < merged[j].(map[string]any)["channel"].(string)
+	})
+	out := m.DeepCopy()
+	if err := unstructured.SetNestedSlice(out.Object, merged, "spec", "channels"); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *Cluster) apply(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured) error {

@@ -1,22 +1,47 @@
 package module
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"regexp"
 
 	"github.com/opencontainers/go-digest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
 // ModuleTemplate identity and labels (operator.kyma-project.io/v1beta2).
 const (
-	OperatorAPIVersion   = "operator.kyma-project.io/v1beta2"
-	KindModuleTemplate   = "ModuleTemplate"
-	KindKyma             = "Kyma"
-	LabelModuleName      = "operator.kyma-project.io/module-name"
-	AnnotationModuleVers = "operator.kyma-project.io/module-version"
+	OperatorAPIVersion    = "operator.kyma-project.io/v1beta2"
+	KindModuleTemplate    = "ModuleTemplate"
+	KindModuleReleaseMeta = "ModuleReleaseMeta"
+	KindKyma              = "Kyma"
+	LabelModuleName       = "operator.kyma-project.io/module-name"
+	AnnotationModuleVers  = "operator.kyma-project.io/module-version"
 )
+
+// What lifecycle-manager's CRDs accept (testdata/lifecycle-manager.yaml). The component and
+// version validators of the module config are the OCM side's; these are the cluster's.
+var (
+	lmModuleName      = regexp.MustCompile(`^([a-z]{3,}(-[a-z]{3,})*)?$`)
+	lmTemplateVersion = regexp.MustCompile(`^((0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[a-zA-Z-][0-9a-zA-Z-]*)?)?$`)
+)
+
+// ValidateTemplateFields checks a module name and version as lifecycle-manager's ModuleTemplate
+// and ModuleReleaseMeta CRDs do, so a template is refused here rather than by the cluster.
+func ValidateTemplateFields(module, version string) error {
+	if module == "" || len(module) > 64 || !lmModuleName.MatchString(module) {
+		return fmt.Errorf("module name %q: lifecycle-manager wants words of 3 or more lower-case letters joined by dashes (%s, at most 64 characters)", module, lmModuleName)
+	}
+	if version == "" || len(version) > 32 || !lmTemplateVersion.MatchString(version) {
+		return fmt.Errorf("version %q: lifecycle-manager wants MAJOR.MINOR.PATCH with at most one pre-release word and no build metadata or v prefix (%s, at most 32 characters)", version, lmTemplateVersion)
+	}
+	return nil
+}
 
 // TemplateOptions override what the descriptor says.
 type TemplateOptions struct {
@@ -28,11 +53,19 @@ type TemplateOptions struct {
 	// without --registry and pushed later).
 	Registry    string
 	NameMapping string
+	// ChannelNamed makes the template of older lifecycle-managers: named <module>-<channel>, with
+	// spec.channel, and no ModuleReleaseMeta. Without it the template is named
+	// <module>-<version> and a ModuleReleaseMeta assigns the version to the channel.
+	ChannelNamed bool
 }
 
-// Template makes the ModuleTemplate of a component version: its channel, the default CR as data,
-// the descriptor, and the module-name label.
-func Template(a *Artifact, o TemplateOptions) (*unstructured.Unstructured, error) {
+// templateParams are a template's resolved identity.
+type templateParams struct {
+	cd                         ComponentDescriptor
+	module, channel, namespace string
+}
+
+func resolveTemplate(a *Artifact, o TemplateOptions) (*templateParams, error) {
 	cd := *a.Descriptor
 	comp := cd.Component
 	if len(comp.RepositoryContexts) == 0 {
@@ -64,17 +97,38 @@ func Template(a *Artifact, o TemplateOptions) (*unstructured.Unstructured, error
 		ns = DefaultNamespace
 	}
 	name := ModuleName(comp.Name)
+	if err := ValidateTemplateFields(name, comp.Version); err != nil {
+		return nil, fmt.Errorf("template %s:%s: %w", comp.Name, comp.Version, err)
+	}
+	return &templateParams{cd: cd, module: name, channel: channel, namespace: ns}, nil
+}
 
+// TemplateName is the name lifecycle-manager looks a module's template up by.
+func TemplateName(module, version string) string { return module + "-" + version }
+
+// Template makes the ModuleTemplate of a component version: the default CR as data, the
+// descriptor, the module-name label; named <module>-<version> (or, with ChannelNamed,
+// <module>-<channel> with spec.channel).
+func Template(a *Artifact, o TemplateOptions) (*unstructured.Unstructured, error) {
+	p, err := resolveTemplate(a, o)
+	if err != nil {
+		return nil, err
+	}
+	cd, comp := p.cd, p.cd.Component
 	descriptor, err := toObject(&cd)
 	if err != nil {
 		return nil, err
 	}
 	spec := map[string]any{
-		"channel":    channel,
 		"mandatory":  cd.labelString(LabelMandatory) == "true",
-		"moduleName": name,
+		"moduleName": p.module,
 		"version":    comp.Version,
 		"descriptor": descriptor,
+	}
+	name := TemplateName(p.module, comp.Version)
+	if o.ChannelNamed {
+		spec["channel"] = p.channel
+		name = p.module + "-" + p.channel
 	}
 	if r := cd.Resource(ResourceDefaultCR); r != nil {
 		b, ok := a.Blobs[digest.Digest(r.Access.LocalReference)]
@@ -87,7 +141,7 @@ func Template(a *Artifact, o TemplateOptions) (*unstructured.Unstructured, error
 		}
 		spec["data"] = data
 	}
-	labels := map[string]any{LabelModuleName: name}
+	labels := map[string]any{LabelModuleName: p.module}
 	for k, v := range labelMap(&cd, LabelTemplateLabels) {
 		labels[k] = v
 	}
@@ -99,20 +153,96 @@ func Template(a *Artifact, o TemplateOptions) (*unstructured.Unstructured, error
 		"apiVersion": OperatorAPIVersion,
 		"kind":       KindModuleTemplate,
 		"metadata": map[string]any{
-			"name": name + "-" + channel, "namespace": ns,
+			"name": name, "namespace": p.namespace,
 			"labels": labels, "annotations": annotations,
 		},
 		"spec": spec,
 	}}, nil
 }
 
-// TemplateYAML is Template as YAML.
-func TemplateYAML(a *Artifact, o TemplateOptions) ([]byte, error) {
+// ReleaseMeta makes the ModuleReleaseMeta that assigns the component version to its channel
+// (spec.mandatory instead for a mandatory module): named after the module, in the template's
+// namespace, where lifecycle-manager looks for it.
+func ReleaseMeta(a *Artifact, o TemplateOptions) (*unstructured.Unstructured, error) {
+	p, err := resolveTemplate(a, o)
+	if err != nil {
+		return nil, err
+	}
+	comp := p.cd.Component
+	spec := map[string]any{
+		"moduleName":       p.module,
+		"ocmComponentName": comp.Name,
+	}
+	if p.cd.labelString(LabelMandatory) == "true" {
+		spec["mandatory"] = map[string]any{"version": comp.Version}
+	} else {
+		spec["channels"] = []any{map[string]any{"channel": p.channel, "version": comp.Version}}
+	}
+	labels := labelMap(&p.cd, LabelTemplateLabels)
+	spec["beta"] = labels[LabelBeta] == "true"
+	spec["internal"] = labels[LabelInternal] == "true"
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": OperatorAPIVersion,
+		"kind":       KindModuleReleaseMeta,
+		"metadata":   map[string]any{"name": p.module, "namespace": p.namespace},
+		"spec":       spec,
+	}}, nil
+}
+
+// TemplateObjects are what a cluster needs to offer the module: the ModuleReleaseMeta and the
+// version-named ModuleTemplate, or with ChannelNamed only the channel-named template.
+func TemplateObjects(a *Artifact, o TemplateOptions) ([]*unstructured.Unstructured, error) {
 	t, err := Template(a, o)
 	if err != nil {
 		return nil, err
 	}
-	return yaml.Marshal(t.Object)
+	if o.ChannelNamed {
+		return []*unstructured.Unstructured{t}, nil
+	}
+	m, err := ReleaseMeta(a, o)
+	if err != nil {
+		return nil, err
+	}
+	return []*unstructured.Unstructured{m, t}, nil
+}
+
+// TemplateYAML is TemplateObjects as a multi-document YAML.
+func TemplateYAML(a *Artifact, o TemplateOptions) ([]byte, error) {
+	objs, err := TemplateObjects(a, o)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for i, obj := range objs {
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		data, err := yaml.Marshal(obj.Object)
+		if err != nil {
+			return nil, err
+		}
+		out.Write(data)
+	}
+	return out.Bytes(), nil
+}
+
+// ReadObjects parses a multi-document YAML (or JSON) into objects, skipping empty documents.
+func ReadObjects(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for i := 0; ; i++ {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if len(obj) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: obj})
+	}
 }
 
 func labelMap(cd *ComponentDescriptor, name string) map[string]string {
