@@ -43,6 +43,10 @@ import (
 type Config struct {
 	Host string `envconfig:"HOST" default:"127.0.0.1"`
 	Port int    `envconfig:"PORT" default:"8080"`
+	// StatusAddress (host:port), when set, serves /healthz, /readyz and /metrics on a listener of
+	// their own as well, so that probes and scrapes reach a port the OSB API's ingress and
+	// network policy need not open.
+	StatusAddress string `envconfig:"STATUS_ADDRESS"`
 	// ProvisionerURL points at a remote provisioner's GraphQL API; empty embeds it.
 	ProvisionerURL string        `envconfig:"PROVISIONER_URL"`
 	PollInterval   time.Duration `envconfig:"BROKER_POLL_INTERVAL" default:"2s"`
