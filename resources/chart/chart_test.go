@@ -129,6 +129,22 @@ func TestHAValues(t *testing.T) {
 	}
 }
 
+// In a runtime's cluster the chart renders the Runtime Agent alone: its Deployment, ServiceAccount,
+// RBAC and CRDs, nothing of the broker.
+func TestRuntimeAgentAlone(t *testing.T) {
+	objs := render(t, "compass-system", map[string]any{"broker": map[string]any{"enabled": false}, "runtimeAgent": map[string]any{"enabled": true}})
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.kind()]++
+		if o.kind() == "CustomResourceDefinition" {
+			continue // as in resources/crds
+		}
+		assert.Equal(t, "runtime-agent", dig(o, "metadata", "labels", "app.kubernetes.io/component"), "%s %s", o.kind(), o.name())
+	}
+	assert.Equal(t, map[string]int{"CustomResourceDefinition": 2, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1,
+		"Role": 5, "RoleBinding": 5, "Deployment": 1}, kinds)
+}
+
 // The agent's CRDs in the chart are the repository's (resources/crds), byte for byte.
 func TestChartCRDsAreTheRepositoryCRDs(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(chartDir, "files", "crds", "*.yaml"))
@@ -326,4 +342,40 @@ func TestDashboard(t *testing.T) {
 	cm := find(t, render(t, "keb-system", nil), "ConfigMap", "keb-dashboard")
 	assert.JSONEq(t, string(data), str(dig(cm, "data", "keb.json")))
 	assert.Equal(t, "1", dig(cm, "metadata", "labels", "grafana_dashboard"))
+}
+
+// The image has every command the chart runs, built by the Dockerfile, and keeps the sandbox off;
+// the variables it sets are the broker's.
+func TestDockerfileBuildsWhatTheChartRuns(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "Dockerfile"))
+	require.NoError(t, err)
+	dockerfile := string(data)
+	built := regexp.MustCompile(`for cmd in ([a-z\- ]+); do`).FindStringSubmatch(dockerfile)
+	require.NotNil(t, built, "the Dockerfile's build loop")
+	commands := map[string]bool{}
+	for _, vals := range valueSets(t) {
+		for _, o := range render(t, "keb-system", vals) {
+			for _, c := range containers(o) {
+				commands[str(list(c["command"])[0])] = true
+			}
+		}
+	}
+	require.Len(t, commands, 3, "broker, provisioner, runtime-agent")
+	commands["/sandbox"] = true // the standalone stand-ins (docs/user/sandbox.md)
+	for cmd := range commands {
+		name := strings.TrimPrefix(cmd, "/")
+		assert.Contains(t, strings.Fields(built[1]), name, "the Dockerfile builds %s", name)
+		assert.Contains(t, dockerfile, fmt.Sprintf("COPY --from=build /out/%s /%s\n", name, name), "the image has %s", cmd)
+	}
+	envLine := regexp.MustCompile(`(?s)\nENV (.*?[^\\])\n`).FindStringSubmatch(dockerfile)
+	require.NotNil(t, envLine)
+	vars := brokerVariables(t)
+	set := map[string]string{}
+	for _, kv := range strings.Fields(strings.ReplaceAll(envLine[1], "\\\n", " ")) {
+		k, v, ok := strings.Cut(kv, "=")
+		require.True(t, ok, kv)
+		assert.True(t, vars[k], "the image sets %s, which the broker does not read", k)
+		set[k] = v
+	}
+	assert.Equal(t, "false", set["APP_SANDBOX_ENABLED"], "the sandbox is off in the image")
 }
