@@ -1,8 +1,4 @@
-// Package chart_test tests the Helm chart in keb/: helm lint and helm template (Helm as a Go
-// library) with the default, HA and sandbox values; the variables it sets against those the
-// binaries read; every rendered object against the test kube-apiserver (strict validation,
-// server-side dry-run apply); the alert rules with promtool; and the broker binary started as
-// the rendered Deployment starts it, provisioning through it.
+// Package chart_test tests the Helm chart in keb/: lint and template with Helm as a Go library, its variables against the binaries', its objects against the test kube-apiserver, its alerts with promtool, and the broker started as its Deployment starts it.
 package chart_test
 
 import (
