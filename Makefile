@@ -7,6 +7,8 @@
 # and cached in ${KEB_CACHE_DIR:-$HOME/.cache/keb}/bin.
 # The Swagger UI test drives a headless Chromium: scripts/with-chromium.sh finds
 # it (or $KEB_CHROMIUM) and installs Debian's chromium when it is missing.
+# The Helm chart's test checks its alert rules with promtool: scripts/with-promtool.sh finds it
+# (or $KEB_PROMTOOL) and installs Debian's prometheus package, which ships it, when it is missing.
 # Module tests start their own OCI registries (internal/module/moduletest, scripts/registry.sh:
 # Debian's docker-registry on random loopback ports, with and without basic auth and TLS);
 # the script installs docker-registry, htpasswd, openssl and curl with apt-get if missing.
@@ -15,7 +17,7 @@
 
 test:
 	bash scripts/registry.sh install
-	bash scripts/with-postgres.sh bash scripts/with-kube.sh bash scripts/with-chromium.sh go test -count=1 -timeout 30m ./...
+	bash scripts/with-postgres.sh bash scripts/with-kube.sh bash scripts/with-chromium.sh bash scripts/with-promtool.sh go test -count=1 -timeout 30m ./...
 
 # Builds (or finds cached) the kube-apiserver binary used by the tests.
 kube-apiserver:

@@ -47,6 +47,9 @@ type config struct {
 	AzureClientSecret    string `envconfig:"AZURE_CLIENT_SECRET"`
 	DirectorClientID     string `envconfig:"DIRECTOR_CLIENT_ID"`
 	DirectorClientSecret string `envconfig:"DIRECTOR_CLIENT_SECRET"`
+	// The /_sandbox/ endpoints' credentials (APP_SANDBOX_ADMIN_*), required beyond loopback.
+	AdminUsername string `envconfig:"ADMIN_USERNAME" default:"sandbox"`
+	AdminPassword string `envconfig:"ADMIN_PASSWORD"`
 }
 
 func main() {
@@ -154,6 +157,7 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(*sta
 		return fmt.Errorf("-avs-parent-ids: %w", err)
 	}
 	o.Seed, o.Log, o.AVSParentIDs, o.FailingComponents = *seed, log, parents, splitList(*failing)
+	o.Admin = sandbox.AdminConfig{Username: cfg.AdminUsername, Password: cfg.AdminPassword}
 	o.EDPNamespaces = splitList(cfg.EDPNamespaces)
 	if o.EDPNamespaces == nil {
 		o.EDPNamespaces = []string{} // empty: any namespace exists

@@ -56,6 +56,8 @@ type App struct {
 
 	log            logrus.FieldLogger
 	listener       net.Listener
+	status         net.Listener
+	health         http.Handler
 	engine         *engine.Engine
 	provEngine     *engine.Engine
 	orchestrations *orchestration.Manager
@@ -84,6 +86,14 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 			return nil, fmt.Errorf("listening on APP_HOST:APP_PORT (%s): %w; set APP_PORT (and APP_HOST) to a free address", addr, err)
 		}
 		a.listener = ln
+		a.closers = append(a.closers, func() { ln.Close() })
+	}
+	if cfg.StatusAddress != "" {
+		ln, err := net.Listen("tcp", cfg.StatusAddress)
+		if err != nil {
+			return nil, fmt.Errorf("listening on APP_STATUS_ADDRESS (%s): %w", cfg.StatusAddress, err)
+		}
+		a.status = ln
 		a.closers = append(a.closers, func() { ln.Close() })
 	}
 	store, err := driver.Open(ctx, cfg.Database, log)
@@ -153,6 +163,7 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 	routes.Operator = operator.New(store, adapter, log, operator.WithOrchestrations(a.orchestrations),
 		operator.WithProvisioner(prov), operator.WithExpirer(a.expirer), operator.WithClock(clock))
 	routes.Health = health.New(store, schema, a.Registry)
+	a.health = routes.Health
 	routes.APIDoc = apidoc.Handler()
 	routes.Console = console.Handler()
 	api := broker.NewAPI(broker.New(store, adapter, prov, cfg.Broker, log),
@@ -214,10 +225,19 @@ func (a *App) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	serveDone := make(chan error, 1)
+	serveDone := make(chan error, 2)
 	go func() { serveDone <- srv.Serve(a.listener) }()
+	servers := []*http.Server{srv}
+	fields := logrus.Fields{"address": a.listener.Addr().String(), "database": a.Config.Database.Driver}
+	if a.status != nil {
+		status := &http.Server{Handler: a.health, ReadHeaderTimeout: a.Config.ReadHeaderTimeout,
+			ReadTimeout: a.Config.ReadTimeout, WriteTimeout: a.Config.WriteTimeout, IdleTimeout: a.Config.IdleTimeout}
+		servers = append(servers, status)
+		go func() { serveDone <- status.Serve(a.status) }()
+		fields["statusAddress"] = a.status.Addr().String()
+	}
 	addr := a.listener.Addr().String()
-	log := a.log.WithFields(logrus.Fields{"address": addr, "database": a.Config.Database.Driver})
+	log := a.log.WithFields(fields)
 	log.Info("broker listening")
 	announce(a.Config, a.log)
 
@@ -232,7 +252,9 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = srv.Shutdown(shutdownCtx)
+	for _, s := range servers {
+		_ = s.Shutdown(shutdownCtx)
+	}
 	stop()
 	return wait()
 }

@@ -43,6 +43,10 @@ import (
 type Config struct {
 	Host string `envconfig:"HOST" default:"127.0.0.1"`
 	Port int    `envconfig:"PORT" default:"8080"`
+	// StatusAddress (host:port), when set, serves /healthz, /readyz and /metrics on a listener of
+	// their own as well, so that probes and scrapes reach a port the OSB API's ingress and
+	// network policy need not open.
+	StatusAddress string `envconfig:"STATUS_ADDRESS"`
 	// ProvisionerURL points at a remote provisioner's GraphQL API; empty embeds it.
 	ProvisionerURL string        `envconfig:"PROVISIONER_URL"`
 	PollInterval   time.Duration `envconfig:"BROKER_POLL_INTERVAL" default:"2s"`
@@ -167,7 +171,7 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 			return externals.Built{}, func() {}, err
 		}
 	} else if cfg.Settings.SandboxEnabled {
-		l, err := standins.Listen(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects},
+		l, err := standins.Listen(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects, Admin: cfg.Settings.AdminConfig},
 			cfg.Settings.SandboxAddress, cfg.Settings.SandboxTLSAddress)
 		if err != nil {
 			return externals.Built{}, stop, fmt.Errorf("starting the sandbox on APP_SANDBOX_ADDRESS %s and APP_SANDBOX_TLS_ADDRESS %s: %w",
@@ -181,7 +185,8 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 		standins.PointAt(&cfg, l.URL, standins.DefaultCredentials())
 		// The clients reach the stand-ins without the network; the listener serves everyone else.
 		cfg.SetTransport(l.Transport(clientkit.PooledTransport()))
-		log.WithFields(logrus.Fields{"address": l.URL, "tlsAddress": l.TLSURL, "systems": l.Sandbox.Systems()}).
+		log.WithFields(logrus.Fields{"address": l.URL, "tlsAddress": l.TLSURL, "systems": l.Sandbox.Systems(),
+			"adminCredentials": cfg.Settings.AdminConfig.Enabled()}).
 			Info("sandbox serving the external systems (APP_SANDBOX_ENABLED=false to use real ones); inspect it at " + l.URL +
 				"/_sandbox/; its CA is at " + l.URL + "/_sandbox/connector/ca.pem")
 	}

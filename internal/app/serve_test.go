@@ -146,3 +146,64 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// Probes and scrapes reach /healthz, /readyz and /metrics on APP_STATUS_ADDRESS, a port apart
+// from the OSB API's, which serves nothing else there.
+func TestStatusListenerServesHealthAlone(t *testing.T) {
+	dir := t.TempDir()
+	free := func() int {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	port, statusPort := free(), free()
+	t.Setenv("APP_PORT", strconv.Itoa(port))
+	t.Setenv("APP_STATUS_ADDRESS", "127.0.0.1:"+strconv.Itoa(statusPort))
+	t.Setenv("APP_SANDBOX_ADDRESS", "127.0.0.1:0")
+	t.Setenv("APP_SANDBOX_TLS_ADDRESS", "127.0.0.1:0")
+	t.Setenv("APP_DATABASE_PATH", filepath.Join(dir, "keb.db"))
+	t.Setenv("APP_BROKER_CREDENTIALS_FILE", filepath.Join(dir, "keb.credentials"))
+	cfg, err := Load()
+	require.NoError(t, err)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, cfg, log) }()
+	t.Cleanup(func() { cancel(); <-done })
+	status := "http://127.0.0.1:" + strconv.Itoa(statusPort)
+	get := func(url string) int {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Eventually(t, func() bool { return get(status+"/readyz") == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	assert.Equal(t, http.StatusOK, get(status+"/healthz"))
+	assert.Equal(t, http.StatusOK, get(status+"/metrics"))
+	assert.Equal(t, http.StatusNotFound, get(status+"/v2/catalog"), "the OSB API is not on the status port")
+	assert.Equal(t, http.StatusOK, get("http://127.0.0.1:"+strconv.Itoa(port)+"/healthz"), "the API port still serves health")
+}
+
+// A taken status port fails the start before the database is opened, naming the variable.
+func TestServeFailsFastOnATakenStatusPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	dir := t.TempDir()
+	t.Setenv("APP_PORT", "0")
+	t.Setenv("APP_STATUS_ADDRESS", ln.Addr().String())
+	t.Setenv("APP_DATABASE_PATH", filepath.Join(dir, "keb.db"))
+	cfg, err := Load()
+	require.NoError(t, err)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	err = Serve(context.Background(), cfg, log)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "APP_STATUS_ADDRESS")
+	_, statErr := os.Stat(filepath.Join(dir, "keb.db"))
+	assert.True(t, os.IsNotExist(statErr), "nothing was started before the bind")
+}

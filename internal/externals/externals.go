@@ -25,6 +25,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	provconfig "github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/resources"
 	"github.com/sirupsen/logrus"
 )
@@ -38,6 +39,9 @@ type Settings struct {
 	// SandboxTLSAddress is the sandbox's TLS listener, serving the Connector and the runtimes'
 	// mutual-TLS endpoints with a certificate of the sandbox CA.
 	SandboxTLSAddress string `envconfig:"SANDBOX_TLS_ADDRESS" default:"127.0.0.1:8443"`
+	// The credentials of the sandbox's /_sandbox/ endpoints (APP_SANDBOX_ADMIN_*), required
+	// when it listens beyond loopback.
+	sandbox.AdminConfig
 	// Disabled systems' steps are skipped. IAS and EDP have theirs in their own configuration.
 	AVSDisabled            bool  `envconfig:"AVS_DISABLED"`
 	ServiceManagerDisabled bool  `envconfig:"SERVICE_MANAGER_DISABLED"`

@@ -52,6 +52,8 @@ type Options struct {
 	Now func() time.Time
 	// Log receives one entry per injected fault and per admin change; discarded when nil.
 	Log logrus.FieldLogger
+	// Admin are the credentials the /_sandbox/ endpoints require; none when its password is empty.
+	Admin AdminConfig
 }
 
 // Stats counts what the fault injection did to the requests of one system.
@@ -79,6 +81,7 @@ type Sandbox struct {
 	now   func() time.Time
 	log   logrus.FieldLogger
 	admin *http.ServeMux
+	auth  AdminConfig
 
 	mu      sync.Mutex
 	rnd     *rand.Rand
@@ -90,6 +93,7 @@ func New(opts Options) *Sandbox {
 	s := &Sandbox{
 		now:     opts.Now,
 		log:     opts.Log,
+		auth:    opts.Admin,
 		rnd:     rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5DEECE66D)),
 		systems: map[string]*entry{},
 	}
@@ -206,7 +210,9 @@ func (s *Sandbox) Reset(ctx context.Context) error {
 // faults to its stand-in.
 func (s *Sandbox) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/_sandbox" || strings.HasPrefix(r.URL.Path, "/_sandbox/") {
-		s.admin.ServeHTTP(w, r)
+		if s.auth.authorized(w, r) {
+			s.admin.ServeHTTP(w, r)
+		}
 		return
 	}
 	name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")

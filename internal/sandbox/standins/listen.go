@@ -32,8 +32,12 @@ type Listeners struct {
 
 // Listen listens on httpAddr and tlsAddr (host:port, port 0 for any), opens the stand-ins with
 // their URLs on the TLS listener's address, and serves them until Shutdown. A listener bound to
-// every interface is advertised as localhost.
+// every interface is advertised as localhost. Beyond loopback, the /_sandbox/ endpoints need
+// credentials (o.Admin).
 func Listen(ctx context.Context, o Options, httpAddr, tlsAddr string) (*Listeners, error) {
+	if err := o.Admin.Check(httpAddr, tlsAddr); err != nil {
+		return nil, err
+	}
 	plain, err := net.Listen("tcp", httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", httpAddr, err)

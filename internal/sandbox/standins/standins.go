@@ -90,6 +90,8 @@ type Options struct {
 	SMProvisionDelay time.Duration
 	// AzureActivationTime and AzureDeletionTime pace Event Hubs namespaces and resource groups.
 	AzureActivationTime, AzureDeletionTime time.Duration
+	// Admin are the credentials the /_sandbox/ endpoints require (none without a password).
+	Admin sandbox.AdminConfig
 	// Store keeps the stand-ins' state, so that they answer as before after a restart; in memory
 	// when nil.
 	Store durable.Store
@@ -154,7 +156,7 @@ func OpenSystems(ctx context.Context, o Options) (Systems, error) {
 	if store == nil {
 		store = durable.NewMemoryStore()
 	}
-	sb := sandbox.New(sandbox.Options{Seed: o.Seed, Log: o.Log, Now: o.Now})
+	sb := sandbox.New(sandbox.Options{Seed: o.Seed, Log: o.Log, Now: o.Now, Admin: o.Admin})
 	out := Systems{Sandbox: sb, TLSURL: o.TLSURL}
 	for _, open := range []func() (sandbox.System, error){
 		func() (sandbox.System, error) {
