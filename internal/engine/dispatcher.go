@@ -53,9 +53,9 @@ func newDispatcher(e *Engine) *dispatcher {
 	return d
 }
 
-// start gives a worker an operation this engine holds (claimed, or handed over).
-func (d *dispatcher) start(op storage.Operation) {
-	d.work <- job{op: op, ctx: d.e.hold(d.stepCtx, op.ID)}
+// start gives a worker an operation this engine holds (claimed, or handed over), leased at since.
+func (d *dispatcher) start(op storage.Operation, since time.Time) {
+	d.work <- job{op: op, ctx: d.e.hold(d.stepCtx, op.ID, since)}
 }
 
 // resume gives a worker a parked run going on.
@@ -110,13 +110,13 @@ func (d *dispatcher) claimDue(ctx context.Context) (free int, full bool) {
 	if free <= 0 {
 		return free, false
 	}
-	claimed, err := d.e.claim(ctx, free)
+	claimed, sent, err := d.e.claim(ctx, free)
 	if err != nil && ctx.Err() == nil {
 		d.e.log.WithError(err).Error("claiming operations")
 	}
 	for _, op := range claimed {
 		d.busy.Add(1)
-		d.start(op)
+		d.start(op, sent)
 	}
 	d.hand.claimed()
 	return free, len(claimed) == free
