@@ -23,6 +23,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,6 +133,12 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 		return nil, err
 	}
 	a.closers = append(a.closers, func() { objects.Close() })
+	if o.Systems == nil && cfg.SandboxURL != "" {
+		o.Systems = func(_ context.Context, c *externals.Config, _ durable.Store) (func(), error) {
+			standins.PointAt(c, cfg.SandboxURL, standins.DefaultCredentials())
+			return func() {}, nil
+		}
+	}
 	built, stopSystems, err := externalSystems(ctx, cfg.Externals, log, objects, o.Systems)
 	if err != nil {
 		return nil, err

@@ -75,6 +75,10 @@ type Config struct {
 	Lifecycle lifecycle.Config `ignored:"true"`
 	// Orchestration tunes the orchestration scheduler (APP_ORCHESTRATION_*).
 	Orchestration orchestration.Config `ignored:"true"`
+	// SandboxURL points every external system at the stand-ins of a sandbox served elsewhere
+	// (cmd/sandbox, http://host:port) with their default credentials, instead of embedding one:
+	// replicas then share one sandbox that does not stop with any of them.
+	SandboxURL string `envconfig:"SANDBOX_URL"`
 	// Externals are read by externals.Load (APP_AVS_*, APP_SANDBOX_*, ...).
 	Externals externals.Config `ignored:"true"`
 	// Profiling is the opt-in CPU profile and pprof server (APP_CPU_PROFILE, APP_PPROF_ADDRESS).

@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/sirupsen/logrus"
 )
 
 // dispatcher is one run of Engine.Run: it claims due operations, hands them and resumed parked
@@ -27,6 +29,8 @@ type dispatcher struct {
 
 	timer   *time.Timer
 	timerAt time.Time
+	// trouble: the claims failing in a row (storage errors), for back-off and logging.
+	trouble claimTrouble
 }
 
 // job is one piece of work for a worker.
@@ -53,9 +57,9 @@ func newDispatcher(e *Engine) *dispatcher {
 	return d
 }
 
-// start gives a worker an operation this engine holds (claimed, or handed over).
-func (d *dispatcher) start(op storage.Operation) {
-	d.work <- job{op: op, ctx: d.e.hold(d.stepCtx, op.ID)}
+// start gives a worker an operation this engine holds (claimed, or handed over), leased at since.
+func (d *dispatcher) start(op storage.Operation, since time.Time) {
+	d.work <- job{op: op, ctx: d.e.hold(d.stepCtx, op.ID, since)}
 }
 
 // resume gives a worker a parked run going on.
@@ -98,8 +102,9 @@ func (d *dispatcher) free() int { return d.e.cfg.Workers - int(d.busy.Load()) }
 func (d *dispatcher) enoughFree() bool { return d.free() >= d.e.cfg.Workers/claimGatherShare }
 
 // claimDue claims as many due operations as workers are free and starts them; it returns how
-// many workers were free and whether the claim filled them all.
-func (d *dispatcher) claimDue(ctx context.Context) (free int, full bool) {
+// many workers were free, whether the claim filled them all, and how long to back off before
+// the next claim when it failed.
+func (d *dispatcher) claimDue(ctx context.Context) (free int, full bool, backoff time.Duration) {
 	free = d.free()
 	if free > 0 && free < d.e.cfg.Workers/claimGatherShare {
 		// Most workers are busy: let a few more finish (briefly) so one claim serves them all;
@@ -108,18 +113,21 @@ func (d *dispatcher) claimDue(ctx context.Context) (free int, full bool) {
 		free = d.free()
 	}
 	if free <= 0 {
-		return free, false
+		return free, false, 0
 	}
-	claimed, err := d.e.claim(ctx, free)
-	if err != nil && ctx.Err() == nil {
-		d.e.log.WithError(err).Error("claiming operations")
+	claimed, sent, err := d.e.claim(ctx, free)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		backoff = d.trouble.failed(err, d.e.log)
+	case err == nil:
+		d.trouble.succeeded(d.e.log)
 	}
 	for _, op := range claimed {
 		d.busy.Add(1)
-		d.start(op)
+		d.start(op, sent)
 	}
 	d.hand.claimed()
-	return free, len(claimed) == free
+	return free, len(claimed) == free, backoff
 }
 
 // sleep waits until the next due time, a wake-up, a freed worker (when none is free) or ctx's
@@ -152,7 +160,15 @@ func (d *dispatcher) sleep(ctx context.Context, wake <-chan struct{}, free int) 
 // loop dispatches until ctx ends.
 func (d *dispatcher) loop(ctx context.Context, wake <-chan struct{}) {
 	for ctx.Err() == nil {
-		free, full := d.claimDue(ctx)
+		free, full, backoff := d.claimDue(ctx)
+		if backoff > 0 {
+			// The storage fails: wake-ups and due hints do not bring the next claim forward.
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			continue
+		}
 		if full {
 			continue
 		}
@@ -190,4 +206,51 @@ func (d *dispatcher) stop() {
 func (d *dispatcher) release() {
 	d.timer.Stop()
 	d.hardStop()
+}
+
+// Claim back-off after a storage error: from claimBackoffMin, doubling up to claimBackoffMax,
+// each wait jittered down by up to a half (replicas failing together do not retry together).
+// While claims keep failing, a summary is logged every claimTroubleSummary.
+const (
+	claimBackoffMin     = 100 * time.Millisecond
+	claimBackoffMax     = 10 * time.Second
+	claimTroubleSummary = time.Minute
+)
+
+// claimTrouble is a run of failed claims: the first is logged, then a summary now and then, and
+// the end once; the back-off grows with the run.
+type claimTrouble struct {
+	failures   int
+	since      time.Time
+	lastLogged time.Time
+	lastErr    error
+}
+
+// failed records a failed claim and returns how long to wait before the next.
+func (c *claimTrouble) failed(err error, log logrus.FieldLogger) time.Duration {
+	now := time.Now()
+	c.failures++
+	c.lastErr = err
+	switch {
+	case c.failures == 1:
+		c.since, c.lastLogged = now, now
+		log.WithError(err).Error("claiming operations failed; backing off until the storage answers again")
+	case now.Sub(c.lastLogged) >= claimTroubleSummary:
+		c.lastLogged = now
+		log.WithError(err).WithFields(logrus.Fields{"failures": c.failures, "since": c.since.UTC().Format(time.RFC3339)}).
+			Error("claiming operations still fails")
+	}
+	d := claimBackoffMin << min(c.failures-1, 16)
+	d = min(d, claimBackoffMax)
+	return d - time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// succeeded ends a run of failed claims.
+func (c *claimTrouble) succeeded(log logrus.FieldLogger) {
+	if c.failures == 0 {
+		return
+	}
+	log.WithFields(logrus.Fields{"failures": c.failures, "for": time.Since(c.since).Round(time.Millisecond).String()}).
+		WithField("last_error", c.lastErr.Error()).Info("claiming operations works again")
+	*c = claimTrouble{}
 }

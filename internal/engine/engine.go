@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/kyma-project/kyma-environment-broker/internal/fence"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -32,7 +33,10 @@ type Config struct {
 	// concurrency (clientkit.ConnsPerHost).
 	Workers int `envconfig:"ENGINE_WORKERS" default:"384"`
 	// LeaseDuration: how long a claim is valid without a heartbeat [30s]. A replica that dies
-	// loses its operations to the others after this long.
+	// loses its operations to the others after this long. A run stops acting (no more calls
+	// out, its step's context ends) a sixth of it before its lease expires as last renewed,
+	// timed on this process's monotonic clock: a replica paused past its lease (SIGSTOP) does
+	// not act for operations another replica has taken over.
 	LeaseDuration time.Duration `envconfig:"ENGINE_LEASE_DURATION" default:"30s"`
 	// PollInterval bounds how long an idle dispatcher waits before looking again [1s].
 	PollInterval time.Duration `envconfig:"ENGINE_POLL_INTERVAL" default:"1s"`
@@ -125,9 +129,9 @@ type Engine struct {
 type holding struct {
 	// ctx is the run's: its end (unhold) removes this holding only, not a newer run's of the
 	// same operation (released, then handed over or claimed again before the old run's worker
-	// returned).
-	ctx    context.Context
-	cancel context.CancelFunc
+	// returned). It ends when lease does.
+	ctx   context.Context
+	lease *fence.Lease
 	// lettingGo: the worker is writing the release or the end of the operation, so the
 	// lease is expected to disappear; the heartbeat must not call that a lost lease.
 	lettingGo bool
@@ -235,9 +239,12 @@ func (e *Engine) gatherFreed(ctx context.Context, freed <-chan struct{}, enough 
 	}
 }
 
-func (e *Engine) claim(ctx context.Context, limit int) ([]storage.Operation, error) {
+// claim claims up to limit due operations; sent is when the claim was sent, on the monotonic
+// clock, from which the leases are known to be held (hold).
+func (e *Engine) claim(ctx context.Context, limit int) (ops []storage.Operation, sent time.Time, err error) {
+	sent = time.Now()
 	now := e.clock.Now().UTC()
-	ops, err := e.ops.ClaimOperations(ctx, storage.ClaimRequest{
+	ops, err = e.ops.ClaimOperations(ctx, storage.ClaimRequest{
 		Owner: e.cfg.Owner, Types: e.types, Now: now, LeaseUntil: now.Add(e.cfg.LeaseDuration), Limit: limit,
 		CreatedAfter: e.cfg.OnlyCreatedAfter,
 	})
@@ -246,7 +253,7 @@ func (e *Engine) claim(ctx context.Context, limit int) ([]storage.Operation, err
 	for _, op := range ops {
 		e.metrics.wrote(op.Type, "claim", 0)
 	}
-	return ops, err
+	return ops, sent, err
 }
 
 // nextWait is how long the dispatcher may sleep: until the next due operation, at most PollInterval.
@@ -299,20 +306,27 @@ func (e *Engine) reclaim(ctx context.Context) {
 	}
 }
 
-// hold records a claimed operation for heartbeats and returns the context its steps run under.
-func (e *Engine) hold(parent context.Context, id string) context.Context {
-	ctx, cancel := context.WithCancel(parent)
+// hold records a claimed operation for heartbeats and returns the context its steps run under:
+// it ends when the lease, leased at since (time.Now based, taken before the write that leased
+// it), may have expired (fenceSpan), unless the heartbeat renews it first.
+func (e *Engine) hold(parent context.Context, id string, since time.Time) context.Context {
+	ctx, lease := fence.New(parent, since.Add(e.fenceSpan()))
 	e.mu.Lock()
-	e.held[id] = &holding{ctx: ctx, cancel: cancel}
+	e.held[id] = &holding{ctx: ctx, lease: lease}
 	e.mu.Unlock()
 	return ctx
 }
+
+// fenceSpan is how long after its write a lease is known to be held: the lease duration less a
+// sixth for the difference between this replica's clock and the others' (each compares a
+// lease's expiry with its own wall clock).
+func (e *Engine) fenceSpan() time.Duration { return e.cfg.LeaseDuration - e.cfg.LeaseDuration/6 }
 
 // unhold ends the holding of the run with ctx (hold's) of operation id.
 func (e *Engine) unhold(ctx context.Context, id string) {
 	e.mu.Lock()
 	if h, ok := e.held[id]; ok && h.ctx == ctx {
-		h.cancel()
+		h.lease.Stop()
 		delete(e.held, id)
 	}
 	e.mu.Unlock()
@@ -377,6 +391,7 @@ func (e *Engine) extendLeases(ctx context.Context) {
 	for id := range snapshot {
 		ids = append(ids, id)
 	}
+	sent := time.Now()
 	still, err := e.ops.ExtendLeases(ctx, e.cfg.Owner, ids, e.clock.Now().UTC().Add(e.cfg.LeaseDuration))
 	if err != nil {
 		e.log.WithError(err).Warn("extending leases")
@@ -389,9 +404,15 @@ func (e *Engine) extendLeases(ctx context.Context) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for id, h := range snapshot {
-		if !kept[id] && e.held[id] == h && !h.lettingGo {
+		if kept[id] {
+			// Renewed: the run may act until the new expiry (less the margin) from before the
+			// write was sent. A run whose lease had already run out stays stopped.
+			h.lease.Extend(sent.Add(e.fenceSpan()))
+			continue
+		}
+		if e.held[id] == h && !h.lettingGo {
 			e.log.WithField("operation_id", id).Warn("lease lost; stopping the operation here")
-			h.cancel()
+			h.lease.Stop()
 		}
 	}
 }
@@ -448,7 +469,7 @@ func (e *Engine) RunDue(ctx context.Context) (int, error) {
 	x := e.executor()
 	n := 0
 	for ctx.Err() == nil {
-		claimed, err := e.claim(ctx, 1)
+		claimed, sent, err := e.claim(ctx, 1)
 		if err != nil {
 			return n, fmt.Errorf("claiming operations: %w", err)
 		}
@@ -456,7 +477,7 @@ func (e *Engine) RunDue(ctx context.Context) (int, error) {
 			return n, nil
 		}
 		op := claimed[0]
-		e.runOne(e.hold(ctx, op.ID), x, op)
+		e.runOne(e.hold(ctx, op.ID, sent), x, op)
 		n++
 	}
 	return n, ctx.Err()

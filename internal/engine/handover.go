@@ -22,7 +22,7 @@ type handOver struct {
 	e       *Engine
 	busy    *atomic.Int64 // the dispatcher's count of workers running or kept
 	freed   chan<- struct{}
-	deliver func(storage.Operation)
+	deliver func(op storage.Operation, since time.Time)
 	// sinceClaim: operations kept since the dispatcher's last claim.
 	sinceClaim atomic.Int64
 
@@ -57,23 +57,25 @@ func (h *handOver) Reserve(opType string) (storage.Reservation, bool) {
 		}
 	}
 	var once sync.Once
+	// The lease is written after this, so it is known held from here (fence).
+	since := time.Now()
 	now := h.e.clock.Now().UTC()
 	return storage.Reservation{
 		Owner:      h.e.cfg.Owner,
 		LeaseUntil: now.Add(h.e.cfg.LeaseDuration),
-		Take:       func(op storage.Operation) { once.Do(func() { h.take(op) }) },
+		Take:       func(op storage.Operation) { once.Do(func() { h.take(op, since) }) },
 		Cancel:     func() { once.Do(h.free) },
 	}, true
 }
 
 // take hands op to the kept worker; when the engine is stopping meanwhile, the worker is given
 // back and op's lease released, for another replica or this engine's restart.
-func (h *handOver) take(op storage.Operation) {
+func (h *handOver) take(op storage.Operation, since time.Time) {
 	h.mu.RLock()
 	if !h.closed {
 		defer h.mu.RUnlock()
 		h.e.metrics.handOver(op.Type)
-		h.deliver(op)
+		h.deliver(op, since)
 		return
 	}
 	h.mu.RUnlock()

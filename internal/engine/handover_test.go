@@ -65,7 +65,7 @@ func TestHandOverKeepsAtMostAQueueBetweenClaims(t *testing.T) {
 	require.NoError(t, eng.Register(p))
 	var delivered []storage.Operation
 	freed := make(chan struct{}, 1)
-	h := &handOver{e: eng, freed: freed, deliver: func(op storage.Operation) { delivered = append(delivered, op) }}
+	h := &handOver{e: eng, freed: freed, deliver: func(op storage.Operation, _ time.Time) { delivered = append(delivered, op) }}
 	h.busy = new(atomic.Int64)
 
 	_, ok := h.Reserve("deprovision")
@@ -110,7 +110,7 @@ func TestHandOverAfterStopReleasesTheLease(t *testing.T) {
 	require.NoError(t, eng.Register(p))
 	var delivered []storage.Operation
 	h := &handOver{e: eng, busy: new(atomic.Int64), freed: make(chan struct{}, 1),
-		deliver: func(op storage.Operation) { delivered = append(delivered, op) }}
+		deliver: func(op storage.Operation, _ time.Time) { delivered = append(delivered, op) }}
 	store.Takes(context.Background(), h)
 
 	op, err := NewOperation("provision", "i1", testData{}, time.Hour, time.Now())

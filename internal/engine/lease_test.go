@@ -68,10 +68,10 @@ func newLeaseHarness(t *testing.T, owner string) *leaseHarness {
 // claimAndHold is what the dispatcher does: claim one due operation and hold it.
 func (l *leaseHarness) claimAndHold() (storage.Operation, context.Context) {
 	l.t.Helper()
-	claimed, err := l.eng.claim(context.Background(), 1)
+	claimed, sent, err := l.eng.claim(context.Background(), 1)
 	require.NoError(l.t, err)
 	require.Len(l.t, claimed, 1)
-	return claimed[0], l.eng.hold(context.Background(), claimed[0].ID)
+	return claimed[0], l.eng.hold(context.Background(), claimed[0].ID, sent)
 }
 
 func (l *leaseHarness) leaseLostWarnings() int {
@@ -220,8 +220,8 @@ func TestSaveKeepsAFreshLeaseAsItIs(t *testing.T) {
 // worker returned: the old run's end leaves the new run's holding, context and heartbeat alone.
 func TestAnOldRunsEndDoesNotStopTheNextRun(t *testing.T) {
 	l := newLeaseHarness(t, "keb-0")
-	old := l.eng.hold(context.Background(), "op")
-	next := l.eng.hold(context.Background(), "op")
+	old := l.eng.hold(context.Background(), "op", time.Now())
+	next := l.eng.hold(context.Background(), "op", time.Now())
 	l.eng.unhold(old, "op")
 	assert.NoError(t, next.Err(), "the new run goes on")
 	assert.Contains(t, l.eng.heldIDs(), "op", "its lease is still extended")

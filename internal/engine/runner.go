@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/fastjson"
+	"github.com/kyma-project/kyma-environment-broker/internal/fence"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/sirupsen/logrus"
 )
@@ -98,7 +99,7 @@ func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Opera
 func (r *run[T]) loop(ctx context.Context) {
 	for {
 		now := r.x.clock.Now().UTC()
-		if r.x.stopping() || ctx.Err() != nil {
+		if r.x.stopping() || ctx.Err() != nil || fence.Check(ctx) != nil {
 			r.release(now)
 			return
 		}
@@ -349,9 +350,9 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	}
 
 	switch {
-	case err != nil && (ctx.Err() != nil || r.x.stopping()):
-		// Interrupted by shutdown or a lost lease, not a verdict on the step: run it again
-		// later. (A run ended by one of the step's limits is judged below.)
+	case err != nil && (ctx.Err() != nil || fence.Check(ctx) != nil || r.x.stopping()):
+		// Interrupted by shutdown or a lost or expiring lease, not a verdict on the step: run
+		// it again later. (A run ended by one of the step's limits is judged below.)
 		r.log.WithError(err).WithField("step", name).Info("step interrupted, operation released")
 		r.release(now)
 		return false

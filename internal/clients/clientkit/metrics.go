@@ -114,7 +114,8 @@ func PooledTransport() *http.Transport {
 }
 
 // NewHTTPClient is a client's HTTP client: each request (its answer's body included) bounded by
-// timeout, sent through transport (http.DefaultTransport when nil), e.g. CallMetrics.Transport.
+// timeout, sent through transport (http.DefaultTransport when nil), e.g. CallMetrics.Transport,
+// and none sent for an engine run whose lease may be over (fenced).
 func NewHTTPClient(timeout time.Duration, transport http.RoundTripper) *http.Client {
 	if transport == nil {
 		transport = http.DefaultTransport
@@ -122,5 +123,5 @@ func NewHTTPClient(timeout time.Duration, transport http.RoundTripper) *http.Cli
 	if timeout > 0 {
 		transport = requestTimeout{next: transport, d: timeout}
 	}
-	return &http.Client{Transport: transport}
+	return &http.Client{Transport: fenced{next: transport}}
 }

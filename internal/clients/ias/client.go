@@ -184,10 +184,13 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) Config() Config { return c.cfg }
 
 // CreateServiceProvider creates a service provider of the given display name unless one exists, in
-// which case it returns that one (the first IAS lists). IAS answers a creation without the id, so
-// the provider is then found by its display name; each attempt looks the name up before creating,
-// so a retry after a lost answer does not create a duplicate. Two concurrent callers creating the
-// same name can still race; the broker creates a given name from one operation only.
+// which case it returns that one. IAS answers a creation without the id, so the provider is then
+// found by its display name; each attempt looks the name up before creating, so a retry after a
+// lost answer does not create a duplicate. Names are not unique in IAS, so two actors may both
+// create one (a replica paused past its operation's lease and the one that took it over): every
+// look-up, the one after the creation too, keeps the provider of the name with the least id and
+// deletes the others, so both actors settle on the same one. Created is set only when this call
+// created the one it returns and no other actor made one beside it (it then has no secrets yet).
 func (c *Client) CreateServiceProvider(ctx context.Context, name string) (*ServiceProvider, error) {
 	ctx, cancel := c.caller.Bound(ctx)
 	defer cancel()
@@ -203,8 +206,13 @@ func (c *Client) CreateServiceProvider(ctx context.Context, name string) (*Servi
 		if err != nil {
 			return fmt.Errorf("looking up by display name: %w", err)
 		}
-		if found := company.find(name); found != nil {
+		found, others, err := c.settle(ctx, company, name)
+		if err != nil {
+			return err
+		}
+		if found != nil {
 			out = found
+			created = created && others == 0
 			return nil
 		}
 		created = true
@@ -215,10 +223,14 @@ func (c *Client) CreateServiceProvider(ctx context.Context, name string) (*Servi
 		if company, err = c.company(ctx); err != nil {
 			return fmt.Errorf("looking up the created one: %w", err)
 		}
-		if out = company.find(name); out == nil {
+		if out, others, err = c.settle(ctx, company, name); err != nil {
+			return err
+		}
+		if out == nil {
 			// IAS lists what it created; a retry finds it or creates it again.
 			return fmt.Errorf("the created service provider is not listed")
 		}
+		created = others == 0
 		return nil
 	})
 	if err != nil {
@@ -226,6 +238,34 @@ func (c *Client) CreateServiceProvider(ctx context.Context, name string) (*Servi
 	}
 	out.Created = created
 	return out, nil
+}
+
+// settle returns the company's service provider of the given name with the least id, deleting
+// the others of that name (a second actor's), and how many it deleted.
+func (c *Client) settle(ctx context.Context, company *Company, name string) (*ServiceProvider, int, error) {
+	var keep *ServiceProvider
+	var extra []string
+	for i := range company.ServiceProviders {
+		sp := &company.ServiceProviders[i]
+		if sp.Name != name {
+			continue
+		}
+		switch {
+		case keep == nil:
+			keep = sp
+		case sp.ID < keep.ID:
+			extra = append(extra, keep.ID)
+			keep = sp
+		default:
+			extra = append(extra, sp.ID)
+		}
+	}
+	for _, id := range extra {
+		if _, err := c.do(ctx, http.MethodPut, PathDelete, url.Values{"sp_id": {id}}, nil, nil); clientkit.IgnoreNotFound(err) != nil {
+			return nil, 0, fmt.Errorf("deleting the duplicate service provider %q of %q: %w", id, name, err)
+		}
+	}
+	return keep, len(extra), nil
 }
 
 // FindServiceProvider returns the first service provider with the given display name; found is

@@ -3,6 +3,7 @@ package ias_test
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -348,4 +349,47 @@ func TestNetworkErrorsAreTemporary(t *testing.T) {
 	assert.True(t, ias.IsTemporary(err), "%v", err)
 	assert.ErrorContains(t, err, "after 3 attempt(s)", "bounded by its attempts, not by the deadline")
 	assert.ErrorContains(t, err, `deleting IAS service provider "sp-1"`)
+}
+
+// Two actors create the same service provider at once (a replica paused past its operation's
+// lease and the one that took the operation over): both look the name up before either creates,
+// both create, and both settle on the same provider; the other is deleted, and neither reports
+// a provider with no secrets to revoke (Created) when another actor made one beside it.
+func TestTwoActorsSettleOnOneServiceProvider(t *testing.T) {
+	e := newEnv(t, 7)
+	// Both look-ups before either creation.
+	require.NoError(t, e.sb.SetFaults("ias", sandbox.Faults{Latency: 100 * time.Millisecond}))
+	c := e.client(t)
+	ctx := sandboxtest.Context(t, 60*time.Second)
+	const names = 8
+	type result struct {
+		sp  *ias.ServiceProvider
+		err error
+	}
+	got := make([][2]result, names)
+	var wg sync.WaitGroup
+	for i := range names {
+		for a := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sp, err := c.CreateServiceProvider(ctx, fmt.Sprintf("runtime-%02d", i))
+				got[i][a] = result{sp, err}
+			}()
+		}
+	}
+	wg.Wait()
+	snap := e.st.Snapshot()
+	assert.Len(t, snap.ServiceProviders, names, "one per name")
+	raced := 0
+	for i, pair := range got {
+		require.NoError(t, pair[0].err)
+		require.NoError(t, pair[1].err)
+		assert.Equal(t, pair[0].sp.ID, pair[1].sp.ID, "runtime-%02d: both actors keep the same one", i)
+		if snap.CreatesByName[fmt.Sprintf("runtime-%02d", i)] > 1 {
+			raced++
+			assert.False(t, pair[0].sp.Created && pair[1].sp.Created, "runtime-%02d: not both Created", i)
+		}
+	}
+	assert.Positive(t, raced, "the actors raced: %v", snap.CreatesByName)
 }
