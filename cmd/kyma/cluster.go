@@ -266,9 +266,10 @@ func (a *app) deployCmd() *cobra.Command {
 	var k kymaFlags
 	var templates, extra, modules []string
 	var channel string
+	var manager managerFlags
 	c := &cobra.Command{
 		Use:   "deploy",
-		Short: "Apply release metas, ModuleTemplates and the Kyma resource to a cluster (server-side apply)",
+		Short: "Apply release metas, ModuleTemplates and the Kyma resource to a cluster (server-side apply), and set the module manager up",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := a.ctx(cmd)
@@ -301,11 +302,12 @@ func (a *app) deployCmd() *cobra.Command {
 				return err
 			}
 			a.printf("deployed %d object(s) and Kyma %s/%s\n", len(objs), k.namespace, k.name)
-			return nil
+			return manager.deploy(ctx, a, k)
 		},
 	}
 	k.add(c)
 	a.timeoutFlag(c)
+	manager.add(c)
 	c.Flags().StringArrayVar(&templates, "template", nil, "File of ModuleTemplates and ModuleReleaseMetas to apply (repeatable)")
 	c.Flags().StringArrayVar(&extra, "extra-templates", nil, "Further template files to apply (repeatable)")
 	c.Flags().StringArrayVarP(&modules, "module", "m", nil, "Module to enable, NAME[:CHANNEL] (repeatable)")

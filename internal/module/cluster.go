@@ -601,6 +601,40 @@ func (c *Cluster) Deploy(ctx context.Context, templates []*unstructured.Unstruct
 	return c.apply(ctx, c.dyn.Resource(KymaGVR).Namespace(kyma.Namespace), k)
 }
 
+// setupResources are the kinds ApplyObjects applies (what sets the module manager up).
+var setupResources = map[string]schema.GroupVersionResource{
+	"v1/ConfigMap":      {Version: "v1", Resource: "configmaps"},
+	"v1/Secret":         {Version: "v1", Resource: "secrets"},
+	"v1/ServiceAccount": {Version: "v1", Resource: "serviceaccounts"},
+	"rbac.authorization.k8s.io/v1/ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"apps/v1/Deployment":                              {Group: "apps", Version: "v1", Resource: "deployments"},
+}
+
+// ApplyObjects applies (server-side) ConfigMaps, Secrets, ServiceAccounts, ClusterRoleBindings and
+// Deployments, creating their namespaces.
+func (c *Cluster) ApplyObjects(ctx context.Context, objs []*unstructured.Unstructured) error {
+	for _, o := range objs {
+		gvr, ok := setupResources[o.GetAPIVersion()+"/"+o.GetKind()]
+		if !ok {
+			return fmt.Errorf("apply %s %s: unsupported kind", o.GetAPIVersion(), o.GetKind())
+		}
+		if o.GetNamespace() == "" {
+			if err := c.apply(ctx, c.dyn.Resource(gvr), o); err != nil {
+				return err
+			}
+			continue
+		}
+		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": o.GetNamespace()}}}
+		if err := c.apply(ctx, c.dyn.Resource(namespaceGVR), ns); err != nil {
+			return err
+		}
+		if err := c.apply(ctx, c.dyn.Resource(gvr).Namespace(o.GetNamespace()), o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // mergeReleaseMeta keeps the channels of a module's release meta on the cluster that the new one
 // does not name (templating one version per channel must not drop the other channels); the new
 // assignments win.

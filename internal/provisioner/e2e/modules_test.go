@@ -28,7 +28,7 @@ func TestKymaModulesReachTheKymaResource(t *testing.T) {
 	st, err := e.client.ProvisionRuntime(ctx, tenant, in)
 	require.NoError(t, err)
 	wait(t, e.client, *st.ID, gqlschema.OperationStateSucceeded)
-	assert.Equal(t, []modulespec.ModuleSpec{{Name: "sample", Channel: "fast", CustomResourcePolicy: modulespec.PolicyIgnore}, {Name: "keda"}}, e.kymaModules(t))
+	assert.Equal(t, []modulespec.ModuleSpec{{Name: "sample", Channel: "fast", CustomResourcePolicy: modulespec.PolicyIgnore}, {Name: "keda", CustomResourcePolicy: modulespec.PolicyCreateAndDel}}, e.kymaModules(t)) // the CRD defaults the policy, as lifecycle-manager's does
 
 	up, err := e.client.UpgradeRuntime(ctx, tenant, *st.RuntimeID, gqlschema.UpgradeRuntimeInput{KymaConfig: &gqlschema.KymaConfigInput{
 		Version:    in.KymaConfig.Version,
@@ -36,7 +36,7 @@ func TestKymaModulesReachTheKymaResource(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	wait(t, e.client, *up.ID, gqlschema.OperationStateSucceeded)
-	assert.Equal(t, []modulespec.ModuleSpec{{Name: "btp-operator"}}, e.kymaModules(t))
+	assert.Equal(t, []modulespec.ModuleSpec{{Name: "btp-operator", CustomResourcePolicy: modulespec.PolicyCreateAndDel}}, e.kymaModules(t))
 
 	depID, err := e.client.DeprovisionRuntime(ctx, tenant, *st.RuntimeID)
 	require.NoError(t, err)

@@ -35,7 +35,7 @@ func TestOSBModulesReachTheRuntimesKymaResource(t *testing.T) {
 	prov := b.Put(bt.InstancePath(id), bt.ProvisionBody(bt.AWSPlanID, params, bt.SAPContext("ga-mod", "sa-mod")))
 	require.Equal(t, http.StatusAccepted, prov.Status, prov.String())
 	b.WaitSucceeded(id, prov.Operation())
-	assert.Equal(t, []modulespec.ModuleSpec{{Name: "btp-operator", Channel: "fast", CustomResourcePolicy: modulespec.PolicyIgnore}, {Name: "keda"}}, e.kymaModules(t))
+	assert.Equal(t, []modulespec.ModuleSpec{{Name: "btp-operator", Channel: "fast", CustomResourcePolicy: modulespec.PolicyIgnore}, {Name: "keda", CustomResourcePolicy: modulespec.PolicyCreateAndDel}}, e.kymaModules(t)) // the CRD defaults the policy, as lifecycle-manager's does
 
 	rt := b.Get("/runtimes?instance_id=" + id)
 	require.Equal(t, http.StatusOK, rt.Status, rt.String())
@@ -45,7 +45,7 @@ func TestOSBModulesReachTheRuntimesKymaResource(t *testing.T) {
 		"parameters": map[string]any{"modules": map[string]any{"list": []map[string]any{{"name": "serverless"}}}}})
 	require.Equal(t, http.StatusAccepted, up.Status, up.String())
 	b.WaitSucceeded(id, up.Operation())
-	assert.Equal(t, []modulespec.ModuleSpec{{Name: "serverless"}}, e.kymaModules(t))
+	assert.Equal(t, []modulespec.ModuleSpec{{Name: "serverless", CustomResourcePolicy: modulespec.PolicyCreateAndDel}}, e.kymaModules(t))
 	rt = b.Get("/runtimes?instance_id=" + id)
 	assert.Contains(t, rt.String(), `"modules":{"list":[{"name":"serverless"}]}`)
 
