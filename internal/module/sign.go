@@ -16,8 +16,12 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// DefaultSignatureName names the signature kyma alpha sign adds.
-const DefaultSignatureName = "kyma-module-signature"
+// DefaultSignatureName names the signature kyma alpha sign adds; SignatureIssuer is the issuer
+// it records. Both as the real Kyma CLI writes them.
+const (
+	DefaultSignatureName = "kyma-module-signature"
+	SignatureIssuer      = "kyma-cli"
+)
 
 // Errors of Verify, for errors.Is.
 var (
@@ -48,7 +52,7 @@ func (a *Artifact) Sign(name string, key *rsa.PrivateKey) error {
 	entry := Signature{
 		Name:      name,
 		Digest:    DigestSpec{HashAlgorithm: HashSHA512, NormalisationAlgorithm: NormalisationJSONV1, Value: hex.EncodeToString(sum)},
-		Signature: SignatureSpec{Algorithm: SignatureAlgorithmRSAPKCS1v5, Value: hex.EncodeToString(sig), MediaType: MediaTypeRSASignature},
+		Signature: SignatureSpec{Algorithm: SignatureAlgorithmRSAPKCS1v5, Value: hex.EncodeToString(sig), MediaType: MediaTypeRSASignature, Issuer: SignatureIssuer},
 	}
 	sigs := a.Descriptor.Signatures[:0:0]
 	for _, s := range a.Descriptor.Signatures {
