@@ -1,6 +1,7 @@
 package module
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -210,4 +211,153 @@ func entries(v any) any {
 	default:
 		return v
 	}
+}
+
+// Normalisation algorithms OCM signs with besides jsonNormalisation/v1.
+const (
+	NormalisationJSONV2 = "jsonNormalisation/v2"
+	NormalisationJSONV3 = "jsonNormalisation/v3"
+)
+
+// NormaliseWith normalises with the named algorithm: jsonNormalisation/v1 (what this CLI and the
+// real Kyma CLI sign with), or jsonNormalisation/v2 and /v3 (what current OCM signs with), so
+// signatures OCM makes verify here. v2 and v3 (api/ocm/compdesc/normalizations/jsonv2, jsonv3)
+// normalise OCM's schema-independent form as canonical JSON: meta, signatures, nestedDigests,
+// repository contexts and every access left out, labels without signing: true left out (except
+// on component references, which OCM's rules do not reach), a resource with access none without
+// its digest; the provider as an object; sources in. v2 also gives duplicate resources their
+// version as extra identity, as v1 does; v3 does not.
+func NormaliseWith(cd *ComponentDescriptor, algorithm string) ([]byte, error) {
+	switch algorithm {
+	case NormalisationJSONV1:
+		return Normalise(cd)
+	case NormalisationJSONV2, NormalisationJSONV3:
+	default:
+		return nil, fmt.Errorf("normalise: algorithm %q not supported (want %s, %s or %s)", algorithm, NormalisationJSONV1, NormalisationJSONV2, NormalisationJSONV3)
+	}
+	c := cd.Component
+	comp := map[string]any{"name": c.Name, "version": c.Version}
+	prov := map[string]any{"name": c.Provider}
+	if p, ok := normProvider(c.Provider).(map[string]any); ok {
+		prov = p
+	} else if s, ok := normProvider(c.Provider).(string); ok {
+		prov["name"] = s
+	}
+	comp["provider"] = prov
+	if labels := normLabels(c.Labels); labels != nil {
+		comp["labels"] = labels
+	}
+	if c.CreationTime != "" {
+		t, err := time.Parse(time.RFC3339, c.CreationTime)
+		if err != nil {
+			return nil, fmt.Errorf("normalise: creationTime %q: %w", c.CreationTime, err)
+		}
+		comp["creationTime"] = t.UTC().Round(time.Second).Format(time.RFC3339)
+	}
+	sources := []any{}
+	for _, s := range c.Sources {
+		m := map[string]any{"name": s.Name, "version": s.Version, "type": s.Type}
+		if id := normIdentity(s.ExtraIdentity); id != nil {
+			m["extraIdentity"] = id
+		}
+		if labels := normLabels(s.Labels); labels != nil {
+			m["labels"] = labels
+		}
+		sources = append(sources, m)
+	}
+	comp["sources"] = sources
+	refs := []any{}
+	for _, r := range c.ComponentReferences {
+		m := map[string]any{"name": r.Name, "version": r.Version, "componentName": r.ComponentName}
+		if id := normIdentity(r.ExtraIdentity); id != nil {
+			m["extraIdentity"] = id
+		}
+		if len(r.Labels) > 0 {
+			var all []any
+			for _, l := range r.Labels {
+				lm := map[string]any{"name": l.Name, "value": l.Value}
+				if l.Version != "" {
+					lm["version"] = l.Version
+				}
+				if l.Signing {
+					lm["signing"] = true
+				}
+				if l.Merge != nil {
+					lm["merge"] = l.Merge
+				}
+				all = append(all, lm)
+			}
+			m["labels"] = all
+		}
+		if r.Digest != nil {
+			m["digest"] = normDigest(r.Digest)
+		}
+		refs = append(refs, m)
+	}
+	comp["componentReferences"] = refs
+	ids := make([]map[string]string, len(c.Resources))
+	if algorithm == NormalisationJSONV2 {
+		ids = legacyExtraIdentities(c.Resources)
+	} else {
+		for i, r := range c.Resources {
+			ids[i] = r.ExtraIdentity
+		}
+	}
+	res := []any{}
+	for i, r := range c.Resources {
+		m := map[string]any{"name": r.Name, "version": r.Version, "type": r.Type}
+		if id := normIdentity(ids[i]); id != nil {
+			m["extraIdentity"] = id
+		}
+		if r.Relation != "" {
+			m["relation"] = r.Relation
+		}
+		if labels := normLabels(r.Labels); labels != nil {
+			m["labels"] = labels
+		}
+		if r.Digest != nil && r.Access.Type != "none" && r.Access.Type != "None" {
+			m["digest"] = normDigest(r.Digest)
+		}
+		res = append(res, m)
+	}
+	comp["resources"] = res
+	return canonicalJSON(map[string]any{"component": comp})
+}
+
+// canonicalJSON encodes v as RFC 8785 (JCS) canonical JSON, as OCM's jcs normalisation does:
+// sorted keys, no insignificant space, no HTML escaping. (Keys here are ASCII, so Go's byte
+// order is JCS's UTF-16 order; numbers are formatted as ECMAScript does for the values OCM
+// descriptors hold.)
+func canonicalJSON(v any) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("normalise descriptor: %w", err)
+	}
+	var generic any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		return nil, fmt.Errorf("normalise descriptor: %w", err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(generic); err != nil {
+		return nil, fmt.Errorf("normalise descriptor: %w", err)
+	}
+	in := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	// Go escapes U+2028 and U+2029 even without HTML escaping; JCS writes them as they are.
+	out := make([]byte, 0, len(in))
+	for i := 0; i < len(in); i++ {
+		if in[i] != '\\' || i+1 >= len(in) {
+			out = append(out, in[i])
+			continue
+		}
+		if esc := string(in[i:min(i+6, len(in))]); esc == `\u2028` || esc == `\u2029` {
+			out = append(out, []byte(map[string]string{`\u2028`: "\u2028", `\u2029`: "\u2029"}[esc])...)
+			i += 5
+			continue
+		}
+		out = append(out, in[i], in[i+1])
+		i++
+	}
+	return out, nil
 }

@@ -1,7 +1,12 @@
 package module
 
 import (
+	"crypto"
+	"crypto/rsa"
+	"crypto/sha512"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"testing"
 
@@ -17,17 +22,18 @@ func TestNormaliseMatchesOCMVectors(t *testing.T) {
 	var fx struct {
 		Vectors []struct {
 			Name       string          `json:"name"`
+			Algorithm  string          `json:"algorithm"`
 			Descriptor json.RawMessage `json:"descriptor"`
 			Normalised string          `json:"normalised"`
 		} `json:"vectors"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &fx))
-	require.Len(t, fx.Vectors, 5)
+	require.Len(t, fx.Vectors, 11)
 	for _, v := range fx.Vectors {
 		t.Run(v.Name, func(t *testing.T) {
 			cd, err := ParseDescriptor(v.Descriptor)
 			require.NoError(t, err)
-			got, err := Normalise(cd)
+			got, err := NormaliseWith(cd, v.Algorithm)
 			require.NoError(t, err)
 			assert.Equal(t, v.Normalised, string(got))
 
@@ -37,7 +43,7 @@ func TestNormaliseMatchesOCMVectors(t *testing.T) {
 			require.NoError(t, err)
 			again, err := ParseDescriptor(y)
 			require.NoError(t, err)
-			got2, err := Normalise(again)
+			got2, err := NormaliseWith(again, v.Algorithm)
 			require.NoError(t, err)
 			assert.Equal(t, v.Normalised, string(got2))
 			j1, err := json.Marshal(cd)
@@ -98,4 +104,32 @@ func TestNormaliseExclusions(t *testing.T) {
 	}
 	assert.Contains(t, want, `{"extraIdentity":null}`)
 	assert.NotContains(t, want, `{"sources"`)
+}
+
+func TestCanonicalJSONEscapes(t *testing.T) {
+	got, err := canonicalJSON(map[string]any{"a": "<&>\u2028\\u2028\n"})
+	require.NoError(t, err)
+	assert.Equal(t, "{\"a\":\"<&>\u2028\\\\u2028\\n\"}", string(got))
+	_, err = NormaliseWith(&ComponentDescriptor{}, "jsonNormalisation/v9")
+	assert.ErrorContains(t, err, "not supported")
+}
+
+// A signature as current OCM makes it (jsonNormalisation/v3, or v2) verifies; a changed signed
+// label breaks it.
+func TestVerifyOCMv3Signature(t *testing.T) {
+	for _, algo := range []string{NormalisationJSONV2, NormalisationJSONV3} {
+		a := createSample(t, "ocmsigned", "1.0.0", "registry.example")
+		key := newKey(t)
+		norm, err := NormaliseWith(a.Descriptor, algo)
+		require.NoError(t, err)
+		sum := sha512.Sum512(norm)
+		sig, err := rsa.SignPKCS1v15(nil, key, crypto.SHA512, sum[:])
+		require.NoError(t, err)
+		a.Descriptor.Signatures = []Signature{{Name: "ocm",
+			Digest:    DigestSpec{HashAlgorithm: HashSHA512, NormalisationAlgorithm: algo, Value: hex.EncodeToString(sum[:])},
+			Signature: SignatureSpec{Algorithm: SignatureAlgorithmRSAPKCS1v5, Value: hex.EncodeToString(sig), MediaType: MediaTypeRSASignature}}}
+		require.NoError(t, a.Verify("ocm", &key.PublicKey), algo)
+		a.Descriptor.Component.Labels[0].Value = "other"
+		assert.True(t, errors.Is(a.Verify("ocm", &key.PublicKey), ErrDigestMismatch), algo)
+	}
 }

@@ -16,8 +16,12 @@ import (
 	"github.com/opencontainers/go-digest"
 )
 
-// DefaultSignatureName names the signature kyma alpha sign adds.
-const DefaultSignatureName = "kyma-module-signature"
+// DefaultSignatureName names the signature kyma alpha sign adds; SignatureIssuer is the issuer
+// it records. Both as the real Kyma CLI writes them.
+const (
+	DefaultSignatureName = "kyma-module-signature"
+	SignatureIssuer      = "kyma-cli"
+)
 
 // Errors of Verify, for errors.Is.
 var (
@@ -48,7 +52,7 @@ func (a *Artifact) Sign(name string, key *rsa.PrivateKey) error {
 	entry := Signature{
 		Name:      name,
 		Digest:    DigestSpec{HashAlgorithm: HashSHA512, NormalisationAlgorithm: NormalisationJSONV1, Value: hex.EncodeToString(sum)},
-		Signature: SignatureSpec{Algorithm: SignatureAlgorithmRSAPKCS1v5, Value: hex.EncodeToString(sig), MediaType: MediaTypeRSASignature},
+		Signature: SignatureSpec{Algorithm: SignatureAlgorithmRSAPKCS1v5, Value: hex.EncodeToString(sig), MediaType: MediaTypeRSASignature, Issuer: SignatureIssuer},
 	}
 	sigs := a.Descriptor.Signatures[:0:0]
 	for _, s := range a.Descriptor.Signatures {
@@ -81,15 +85,17 @@ func (a *Artifact) Verify(name string, key *rsa.PublicKey) error {
 	if err := a.checkBlobs(); err != nil {
 		return fmt.Errorf("verify %s: %w", comp, err)
 	}
-	if sig.Digest.HashAlgorithm != HashSHA512 || sig.Digest.NormalisationAlgorithm != NormalisationJSONV1 || sig.Signature.Algorithm != SignatureAlgorithmRSAPKCS1v5 {
-		return fmt.Errorf("verify %s: signature %q uses %s/%s/%s, want %s/%s/%s", comp, sig.Name,
-			sig.Digest.HashAlgorithm, sig.Digest.NormalisationAlgorithm, sig.Signature.Algorithm,
-			HashSHA512, NormalisationJSONV1, SignatureAlgorithmRSAPKCS1v5)
+	if sig.Digest.HashAlgorithm != HashSHA512 || sig.Signature.Algorithm != SignatureAlgorithmRSAPKCS1v5 {
+		return fmt.Errorf("verify %s: signature %q uses %s/%s, want %s/%s", comp, sig.Name,
+			sig.Digest.HashAlgorithm, sig.Signature.Algorithm, HashSHA512, SignatureAlgorithmRSAPKCS1v5)
 	}
-	sum, err := normalisedDigest(a.Descriptor)
+	// OCM signs with jsonNormalisation/v3 (or v2) by default today; the Kyma CLI with v1.
+	norm, err := NormaliseWith(a.Descriptor, sig.Digest.NormalisationAlgorithm)
 	if err != nil {
-		return err
+		return fmt.Errorf("verify %s: signature %q: %w", comp, sig.Name, err)
 	}
+	s512 := sha512.Sum512(norm)
+	sum := s512[:]
 	if hex.EncodeToString(sum) != sig.Digest.Value {
 		return fmt.Errorf("verify %s: signature %q: %w (the descriptor changed after signing)", comp, sig.Name, ErrDigestMismatch)
 	}
