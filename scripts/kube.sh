@@ -328,7 +328,7 @@ cmd_start() {
 	command -v etcd >/dev/null 2>&1 || die "etcd still not found after installing etcd-server"
 	local bin
 	bin=$(cmd_build)
-	TIMEOUT=${KEB_KUBE_START_TIMEOUT:-120}
+	TIMEOUT=${KEB_KUBE_START_TIMEOUT:-300}
 
 	# On any failure, do not leave processes behind (the caller's "stop"
 	# removes the directory).

@@ -52,8 +52,8 @@ func templateWith(ns, name, moduleName, version string) *unstructured.Unstructur
 func TestLifecycleManagerValidation(t *testing.T) {
 	ctx := context.Background()
 	facts := readLifecycleFacts(t)
-	assert.Equal(t, facts.Patterns.ModuleName, lmModuleName.String())
-	assert.Equal(t, facts.Patterns.TemplateVersion, lmTemplateVersion.String())
+	assert.Equal(t, facts.Patterns.ModuleName, templateModuleName.String())
+	assert.Equal(t, facts.Patterns.TemplateVersion, templateVersion.String())
 	dyn := kubetest.Dynamic(t)
 	ns := kubetest.Namespace(t)
 	client := dyn.Resource(ModuleTemplateGVR).Namespace(ns)

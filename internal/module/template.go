@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 
 	"github.com/opencontainers/go-digest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,23 +23,14 @@ const (
 	AnnotationModuleVers  = "operator.kyma-project.io/module-version"
 )
 
-// What lifecycle-manager's CRDs accept (testdata/lifecycle-manager.yaml). The component and
-// version validators of the module config are the OCM side's; these are the cluster's.
-var (
-	lmModuleName      = regexp.MustCompile(`^([a-z]{3,}(-[a-z]{3,})*)?$`)
-	lmTemplateVersion = regexp.MustCompile(`^((0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[a-zA-Z-][0-9a-zA-Z-]*)?)?$`)
-)
-
 // ValidateTemplateFields checks a module name and version as lifecycle-manager's ModuleTemplate
-// and ModuleReleaseMeta CRDs do, so a template is refused here rather than by the cluster.
+// and ModuleReleaseMeta CRDs do (validate.go), so a template is refused here rather than by the
+// cluster.
 func ValidateTemplateFields(module, version string) error {
-	if module == "" || len(module) > 64 || !lmModuleName.MatchString(module) {
-		return fmt.Errorf("module name %q: lifecycle-manager wants words of 3 or more lower-case letters joined by dashes (%s, at most 64 characters)", module, lmModuleName)
+	if err := ValidateTemplateModuleName(module); err != nil {
+		return err
 	}
-	if version == "" || len(version) > 32 || !lmTemplateVersion.MatchString(version) {
-		return fmt.Errorf("version %q: lifecycle-manager wants MAJOR.MINOR.PATCH with at most one pre-release word and no build metadata or v prefix (%s, at most 32 characters)", version, lmTemplateVersion)
-	}
-	return nil
+	return ValidateTemplateVersion(version)
 }
 
 // TemplateOptions override what the descriptor says.

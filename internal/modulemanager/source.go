@@ -40,10 +40,10 @@ func newSource(cfg *Config, kube kubernetes.Interface) *source {
 // repository context (the effective one after transfers) and verifies it.
 func (s *source) artifact(ctx context.Context, cd *module.ComponentDescriptor) (*module.Artifact, error) {
 	comp := cd.Component
-	if len(comp.RepositoryContexts) == 0 {
+	rc := cd.EffectiveRepositoryContext()
+	if rc == nil {
 		return nil, fmt.Errorf("the descriptor of %s:%s names no registry", comp.Name, comp.Version)
 	}
-	rc := comp.RepositoryContexts[len(comp.RepositoryContexts)-1]
 	base, plain := splitScheme(rc.BaseURL)
 	host, _, _ := strings.Cut(base, "/")
 	key := base + "|" + comp.Name + "|" + comp.Version
