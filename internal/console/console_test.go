@@ -49,7 +49,7 @@ func newBrowser(t *testing.T, b *bt.Broker) *browser {
 	_, err = chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": auth}})
 	require.NoError(t, err)
 	// The browser is running: a timeout now bounds the test's actions, not the browser's start.
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(cancelTimeout)
 	dir := os.Getenv("KEB_ARTIFACTS")
 	if dir == "" {
@@ -64,7 +64,7 @@ func newBrowser(t *testing.T, b *bt.Broker) *browser {
 // do runs actions, each wait bounded so that a failure leaves time to record the page.
 func (br *browser) do(actions ...chromedp.Action[chromedp.Void]) {
 	br.t.Helper()
-	ctx, cancel := context.WithTimeout(br.ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(br.ctx, 60*time.Second)
 	defer cancel()
 	br.check(chromedp.Do(ctx, actions...), "running actions")
 }
@@ -98,7 +98,7 @@ func (br *browser) screenshot(name string) {
 // waitJS polls a JavaScript condition until it holds (the page updates by polling the API).
 func (br *browser) waitJS(cond string) {
 	br.t.Helper()
-	_, err := chromedp.Run(br.ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
+	_, err := chromedp.Run(br.ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(60*time.Second)))
 	br.check(err, "waiting for "+cond)
 }
 
@@ -398,7 +398,7 @@ func firstRender(br *browser, cond string) float64 {
 	br.t.Helper()
 	br.do(chromedp.Navigate(br.base + "#/runtimes"))
 	br.do(chromedp.Reload())
-	ms, err := chromedp.Run(br.ctx, chromedp.Poll[float64](cond+` && performance.now()`, chromedp.WithPollingTimeout(20*time.Second)))
+	ms, err := chromedp.Run(br.ctx, chromedp.Poll[float64](cond+` && performance.now()`, chromedp.WithPollingTimeout(60*time.Second)))
 	br.check(err, "waiting for the runtimes page")
 	return ms
 }
