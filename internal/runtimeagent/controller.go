@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -295,4 +296,41 @@ func (c *Controller) loop(ctx context.Context) error {
 		case <-timer.C:
 		}
 	}
+}
+
+// Ready says whether the runtime is connected, from the CompassConnection every replica reads
+// alike: ready in every state but ConnectionFailed (or none yet), as in all of them the agent
+// holds a certificate that works.
+func (c *Controller) Ready(ctx context.Context) error {
+	conn, err := c.agent.getConnection(ctx)
+	switch {
+	case err != nil:
+		return err
+	case conn == nil:
+		return errors.New("not connected: no CompassConnection yet")
+	case conn.Status.State == "" || conn.Status.State == ConnectionFailed:
+		msg := ""
+		if conn.Status.ConnectionStatus != nil {
+			msg = ": " + conn.Status.ConnectionStatus.Error
+		}
+		return fmt.Errorf("not connected: %s%s", orNone(conn.Status.State), msg)
+	}
+	return nil
+}
+
+// Handler serves /healthz (the process runs), /readyz (Ready) and /metrics.
+func (c *Controller) Handler() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	m.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if err := c.Ready(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	m.Handle("GET /metrics", promhttp.HandlerFor(c.agent.metrics.Registry, promhttp.HandlerOpts{}))
+	return m
 }
