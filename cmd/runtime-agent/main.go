@@ -56,9 +56,7 @@ func run(ctx context.Context, cmd string, log *logrus.Logger) error {
 		return fmt.Errorf("unknown command %q (run, revoke)", cmd)
 	}
 	if cfg.HealthAddress != "" {
-		srv := &http.Server{Addr: cfg.HealthAddress, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = w.Write([]byte("ok"))
-		})}
+		srv := &http.Server{Addr: cfg.HealthAddress, ReadHeaderTimeout: 5 * time.Second, Handler: ctrl.Handler()}
 		go func() {
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.WithError(err).Error("health endpoint failed")

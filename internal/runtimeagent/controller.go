@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/connector"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,6 +109,65 @@ func (g gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// guardedCompass calls Compass only while the replica may act: a call with effects (a token
+// spent, a certificate signed, a label set) from a replica that lost the lock is refused.
+type guardedCompass struct {
+	next interface {
+		Connector
+		Director
+	}
+	mayAct func() error
+}
+
+func (g guardedCompass) Configuration(ctx context.Context, url, token string) (connector.Configuration, error) {
+	if err := g.mayAct(); err != nil {
+		return connector.Configuration{}, err
+	}
+	return g.next.Configuration(ctx, url, token)
+}
+
+func (g guardedCompass) SignCSR(ctx context.Context, url, token string, csrPEM []byte) (connector.Certificates, error) {
+	if err := g.mayAct(); err != nil {
+		return connector.Certificates{}, err
+	}
+	return g.next.SignCSR(ctx, url, token, csrPEM)
+}
+
+func (g guardedCompass) CertificateConfiguration(ctx context.Context, url string, creds ClientCredentials) (connector.Configuration, error) {
+	if err := g.mayAct(); err != nil {
+		return connector.Configuration{}, err
+	}
+	return g.next.CertificateConfiguration(ctx, url, creds)
+}
+
+func (g guardedCompass) RenewCertificate(ctx context.Context, url string, creds ClientCredentials, csrPEM []byte) (connector.Certificates, error) {
+	if err := g.mayAct(); err != nil {
+		return connector.Certificates{}, err
+	}
+	return g.next.RenewCertificate(ctx, url, creds, csrPEM)
+}
+
+func (g guardedCompass) RevokeCertificate(ctx context.Context, url string, creds ClientCredentials) error {
+	if err := g.mayAct(); err != nil {
+		return err
+	}
+	return g.next.RevokeCertificate(ctx, url, creds)
+}
+
+func (g guardedCompass) ApplicationsForRuntime(ctx context.Context, url, tenant, runtimeID string, creds ClientCredentials) ([]DirectorApplication, error) {
+	if err := g.mayAct(); err != nil {
+		return nil, err
+	}
+	return g.next.ApplicationsForRuntime(ctx, url, tenant, runtimeID, creds)
+}
+
+func (g guardedCompass) SetRuntimeLabel(ctx context.Context, url, tenant, runtimeID, key, value string, creds ClientCredentials) error {
+	if err := g.mayAct(); err != nil {
+		return err
+	}
+	return g.next.SetRuntimeLabel(ctx, url, tenant, runtimeID, key, value, creds)
+}
+
 type cancelOnClose struct {
 	io.ReadCloser
 	cancel context.CancelFunc
@@ -152,7 +213,8 @@ func NewController(cfg Config, restCfg *rest.Config, compass interface {
 	// Events are recorded through the election's client: a replica that stops leading may
 	// still say so.
 	events, stop := newRecorder(election)
-	agent, err := NewAgent(cfg, Deps{Core: core, Dynamic: dyn, Connector: compass, Director: compass, Log: c.log, Events: events})
+	g := guardedCompass{next: compass, mayAct: c.mayAct}
+	agent, err := NewAgent(cfg, Deps{Core: core, Dynamic: dyn, Connector: g, Director: g, Log: c.log, Events: events})
 	if err != nil {
 		stop()
 		return nil, err
@@ -191,6 +253,10 @@ func (c *Controller) Run(ctx context.Context) error {
 				c.log.WithField("identity", c.identity).Info("leading: the agent acts")
 				c.leading.Store(true)
 				runErr = c.loop(ctx)
+				// However the loop ended, this replica no longer acts: it must not hold the
+				// lock either (cancelling releases it).
+				c.leading.Store(false)
+				cancel()
 			},
 			OnStoppedLeading: func() {
 				c.leading.Store(false)
@@ -295,4 +361,41 @@ func (c *Controller) loop(ctx context.Context) error {
 		case <-timer.C:
 		}
 	}
+}
+
+// Ready says whether the runtime is connected, from the CompassConnection every replica reads
+// alike: ready in every state but ConnectionFailed (or none yet), as in all of them the agent
+// holds a certificate that works.
+func (c *Controller) Ready(ctx context.Context) error {
+	conn, err := c.agent.getConnection(ctx)
+	switch {
+	case err != nil:
+		return err
+	case conn == nil:
+		return errors.New("not connected: no CompassConnection yet")
+	case conn.Status.State == "" || conn.Status.State == ConnectionFailed:
+		msg := ""
+		if conn.Status.ConnectionStatus != nil {
+			msg = ": " + conn.Status.ConnectionStatus.Error
+		}
+		return fmt.Errorf("not connected: %s%s", orNone(conn.Status.State), msg)
+	}
+	return nil
+}
+
+// Handler serves /healthz (the process runs), /readyz (Ready) and /metrics.
+func (c *Controller) Handler() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	m.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if err := c.Ready(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	m.Handle("GET /metrics", promhttp.HandlerFor(c.agent.metrics.Registry, promhttp.HandlerOpts{}))
+	return m
 }

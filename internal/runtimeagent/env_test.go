@@ -81,9 +81,12 @@ func newEnv(t testing.TB) *env {
 		ReconnectBackoffMax:          500 * time.Millisecond,
 		LeaderElectionNamespace:      ns,
 		LeaderElectionName:           "compass-runtime-agent",
-		LeaseDuration:                2 * time.Second,
-		RenewDeadline:                1500 * time.Millisecond,
-		RetryPeriod:                  200 * time.Millisecond,
+		// Short enough for fast failovers, long enough that a loaded machine's slow renewals
+		// do not make the leader stop acting (it stops when a renewal is older than the
+		// renew deadline).
+		LeaseDuration: 5 * time.Second,
+		RenewDeadline: 4 * time.Second,
+		RetryPeriod:   300 * time.Millisecond,
 	}
 	var err error
 	e.compass, err = runtimeagent.NewCompass(caFile, e.cfg.CallTimeout)

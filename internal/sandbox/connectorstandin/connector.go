@@ -79,13 +79,15 @@ type Options struct {
 
 // Certificate is a client certificate the stand-in issued.
 type Certificate struct {
-	Seq       int64     `json:"seq"`
-	Serial    string    `json:"serial"`
-	RuntimeID string    `json:"runtimeID"`
-	Tenant    string    `json:"tenant,omitempty"`
-	Subject   string    `json:"subject"`
-	NotBefore time.Time `json:"notBefore"`
-	NotAfter  time.Time `json:"notAfter"`
+	Seq       int64  `json:"seq"`
+	Serial    string `json:"serial"`
+	RuntimeID string `json:"runtimeID"`
+	// ApplicationID is set instead of RuntimeID for an application's certificate.
+	ApplicationID string    `json:"applicationID,omitempty"`
+	Tenant        string    `json:"tenant,omitempty"`
+	Subject       string    `json:"subject"`
+	NotBefore     time.Time `json:"notBefore"`
+	NotAfter      time.Time `json:"notAfter"`
 	// RenewalOf is the serial of the certificate whose holder asked for this one.
 	RenewalOf string     `json:"renewalOf,omitempty"`
 	RevokedAt *time.Time `json:"revokedAt,omitempty"`
@@ -257,7 +259,7 @@ func (s *StandIn) handleTokenSecured(w http.ResponseWriter, r *http.Request) {
 	}
 	var resp gql.Response
 	err := s.opts.Tokens.RedeemOneTimeToken(r.Context(), token, renew, func(owner directorstandin.TokenOwner, next string) error {
-		resp = s.execute(op, caller{runtimeID: owner.RuntimeID, tenant: owner.Tenant, token: next})
+		resp = s.execute(op, caller{runtimeID: owner.RuntimeID, applicationID: owner.ApplicationID, tenant: owner.Tenant, token: next})
 		if len(resp.Errors) > 0 {
 			return errRejected
 		}
@@ -286,7 +288,7 @@ func (s *StandIn) handleCertificateSecured(w http.ResponseWriter, r *http.Reques
 	rec, issued := s.certs.Get(serial)
 	var c caller
 	if issued {
-		c = caller{runtimeID: rec.RuntimeID, tenant: rec.Tenant, serial: serial}
+		c = caller{runtimeID: rec.RuntimeID, applicationID: rec.ApplicationID, tenant: rec.Tenant, serial: serial}
 	}
 	revoked := issued && rec.RevokedAt != nil
 	s.mu.Unlock()
@@ -309,8 +311,17 @@ func (s *StandIn) handleCertificateSecured(w http.ResponseWriter, r *http.Reques
 // configuration hands out) or of a client certificate (serial).
 type caller struct {
 	runtimeID, tenant string
+	applicationID     string // instead of runtimeID for an application's token or certificate
 	token             string
 	serial            string
+}
+
+// id is the caller's identity, the CN of its certificates.
+func (c caller) id() string {
+	if c.applicationID != "" {
+		return c.applicationID
+	}
+	return c.runtimeID
 }
 
 func (s *StandIn) execute(op *gql.Operation, c caller) gql.Response {
@@ -338,7 +349,7 @@ func (s *StandIn) configuration(c caller) gql.Object {
 	}
 	return gql.Object{
 		"token":                         token,
-		"certificateSigningRequestInfo": gql.Object{"subject": Subject(c.runtimeID), "keyAlgorithm": KeyAlgorithm},
+		"certificateSigningRequestInfo": gql.Object{"subject": Subject(c.id()), "keyAlgorithm": KeyAlgorithm},
 		"managementPlaneInfo":           gql.Object{"directorURL": s.opts.DirectorURL, "certificateSecuredConnectorURL": s.opts.CertificateSecuredURL},
 	}
 }
@@ -369,7 +380,7 @@ func (s *StandIn) sign(c caller, encoded string) (any, error) {
 	if !ok || pub.N.BitLen() < MinKeyBits {
 		return nil, invalidCSR("the key must be RSA of at least %d bits", MinKeyBits)
 	}
-	want := Subject(c.runtimeID)
+	want := Subject(c.id())
 	if got := subjectString(csr); got != want {
 		return nil, invalidCSR("subject %q is not %q", got, want)
 	}
@@ -386,7 +397,7 @@ func (s *StandIn) sign(c caller, encoded string) (any, error) {
 	if err != nil {
 		return nil, gql.Errorf(gql.KindInternal, "%v", err)
 	}
-	rec := &Certificate{Seq: int64(s.seq.Inc(seqCertificates)), Serial: cert.SerialNumber.Text(16), RuntimeID: c.runtimeID, Tenant: c.tenant,
+	rec := &Certificate{Seq: int64(s.seq.Inc(seqCertificates)), Serial: cert.SerialNumber.Text(16), RuntimeID: c.runtimeID, ApplicationID: c.applicationID, Tenant: c.tenant,
 		Subject: want, NotBefore: cert.NotBefore, NotAfter: cert.NotAfter, RenewalOf: c.serial}
 	s.certs.Put(rec.Serial, rec)
 	enc := base64.StdEncoding.EncodeToString

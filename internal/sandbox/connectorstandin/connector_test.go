@@ -164,6 +164,13 @@ func (c connected) withLeaf(t *testing.T) connected {
 	return c
 }
 
+// keyPairPEM is the certificate chain and key (PEM) as a TLS certificate.
+func (e *env) keyPairPEM(chain, keyPEM []byte) tls.Certificate {
+	pair, err := tls.X509KeyPair(chain, keyPEM)
+	require.NoError(e.t, err)
+	return pair
+}
+
 func (e *env) keyPair(certs certificates, key *rsa.PrivateKey) tls.Certificate {
 	chain, err := base64.StdEncoding.DecodeString(certs.Result.Chain)
 	require.NoError(e.t, err)

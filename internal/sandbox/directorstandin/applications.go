@@ -52,6 +52,10 @@ type application struct {
 	Seq         int64                                `json:"seq"`
 	App         Application                          `json:"app"`
 	Credentials map[string]map[string]map[string]any `json:"credentials"`
+	// Tokens are the application's one-time tokens (requestOneTimeTokenForApplication): their
+	// system auths and, by auth ID, the SHA-256 of each token.
+	Tokens      []SystemAuth      `json:"tokens,omitempty"`
+	TokenHashes map[string]string `json:"tokenHashes,omitempty"`
 }
 
 // ApplicationInput registers or changes an application; bundles are matched by name, so a
@@ -290,6 +294,44 @@ func optional(s string) any {
 		return nil
 	}
 	return s
+}
+
+// requestOneTimeTokenForApplication issues a one-time token for an application of the caller's
+// tenant (the application-side pairing of seed 003's first tutorial): the Connector exchanges it
+// for a client certificate whose CN is the application's ID.
+func (s *StandIn) requestOneTimeTokenForApplication(tenant string, args map[string]any) (any, error) {
+	id, _ := args["id"].(string)
+	a, ok := s.apps[id]
+	if !ok || a.App.Tenant != tenant {
+		return nil, notFound("object=application; id=%s", id)
+	}
+	token := newToken()
+	auth := SystemAuth{ID: uuid.NewString(), IssuedAt: s.now()}
+	a.Tokens = append(a.Tokens, auth)
+	if a.TokenHashes == nil {
+		a.TokenHashes = map[string]string{}
+	}
+	a.TokenHashes[auth.ID] = hashToken(token)
+	s.durable.Touch(kindApplication, id)
+	return object{"token": token, "connectorURL": s.opts.ConnectorURL, "legacyConnectorURL": s.opts.ConnectorURL, "used": false}, nil
+}
+
+// applicationToken finds the application holding the token of hash h and the index of its
+// system auth.
+func (s *StandIn) applicationToken(h string) (*application, int) {
+	for _, a := range s.apps {
+		for id, have := range a.TokenHashes {
+			if have != h {
+				continue
+			}
+			for i, t := range a.Tokens {
+				if t.ID == id {
+					return a, i
+				}
+			}
+		}
+	}
+	return nil, -1
 }
 
 func (s *StandIn) applicationsForRuntime(tenant string, args map[string]any) (any, error) {

@@ -170,15 +170,16 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
 	s.resolvers = map[string]resolver{
-		"registerRuntime":               s.registerRuntime,
-		"updateRuntime":                 s.updateRuntime,
-		"unregisterRuntime":             s.unregisterRuntime,
-		"setRuntimeLabel":               s.setRuntimeLabel,
-		"requestOneTimeTokenForRuntime": s.requestOneTimeToken,
-		"deleteSystemAuthForRuntime":    s.deleteSystemAuth,
-		"runtime":                       s.runtime,
-		"runtimes":                      s.runtimes,
-		"applicationsForRuntime":        s.applicationsForRuntime,
+		"registerRuntime":                   s.registerRuntime,
+		"updateRuntime":                     s.updateRuntime,
+		"unregisterRuntime":                 s.unregisterRuntime,
+		"setRuntimeLabel":                   s.setRuntimeLabel,
+		"requestOneTimeTokenForRuntime":     s.requestOneTimeToken,
+		"requestOneTimeTokenForApplication": s.requestOneTimeTokenForApplication,
+		"deleteSystemAuthForRuntime":        s.deleteSystemAuth,
+		"runtime":                           s.runtime,
+		"runtimes":                          s.runtimes,
+		"applicationsForRuntime":            s.applicationsForRuntime,
 	}
 	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu, Encode: s.encode, Restore: s.restore,
 		Kinds: []string{kindApplication}})

@@ -9,10 +9,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// TokenOwner is the runtime a one-time token was issued for.
+// TokenOwner is the runtime, or the application, a one-time token was issued for.
 type TokenOwner struct {
 	Tenant    string
 	RuntimeID string
+	// ApplicationID is set instead of RuntimeID for an application's token.
+	ApplicationID string
 }
 
 // ErrInvalidToken is returned for a one-time token that was never issued, is used, expired or
@@ -61,7 +63,7 @@ func (s *StandIn) RedeemOneTimeToken(ctx context.Context, token string, renew bo
 		h := hashToken(token)
 		rec, ok := s.byLookup(lookupToken, h)
 		if !ok {
-			return ErrInvalidToken
+			return s.redeemApplicationToken(h, next, use)
 		}
 		id := ""
 		for auth, have := range rec.tokenHashes {
@@ -89,4 +91,24 @@ func (s *StandIn) RedeemOneTimeToken(ctx context.Context, token string, renew bo
 		}
 		return nil
 	})
+}
+
+// redeemApplicationToken is RedeemOneTimeToken for an application's token of hash h.
+func (s *StandIn) redeemApplicationToken(h, next string, use func(owner TokenOwner, next string) error) error {
+	a, i := s.applicationToken(h)
+	now := s.now()
+	if a == nil || a.Tokens[i].UsedAt != nil || now.Sub(a.Tokens[i].IssuedAt) >= OneTimeTokenTTL {
+		return ErrInvalidToken
+	}
+	if err := use(TokenOwner{Tenant: a.App.Tenant, ApplicationID: a.App.ID}, next); err != nil {
+		return err
+	}
+	a.Tokens[i].UsedAt = &now
+	if next != "" {
+		auth := SystemAuth{ID: uuid.NewString(), IssuedAt: now}
+		a.Tokens = append(a.Tokens, auth)
+		a.TokenHashes[auth.ID] = hashToken(next)
+	}
+	s.durable.Touch(kindApplication, a.App.ID)
+	return nil
 }
