@@ -94,7 +94,6 @@ var (
 		"How long the active operation that is due and not leased has waited the longest since its due time (0 when none).", nil, nil)
 )
 
-
 // dbCollector reads operation counts and queue depth from the database at scrape time, so
 // every replica reports the same truth.
 type dbCollector struct {
