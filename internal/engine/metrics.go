@@ -90,6 +90,8 @@ func (m *metrics) operationFinished(opType string, state storage.OperationState)
 var (
 	operationsDesc = prometheus.NewDesc("keb_operations", "Operations in the database by type and state.", []string{"type", "state"}, nil)
 	queueDepthDesc = prometheus.NewDesc("keb_queue_depth", "Active operations that are due and not leased.", nil, nil)
+	dueLagDesc     = prometheus.NewDesc("keb_due_lag_seconds",
+		"How long the active operation that is due and not leased has waited the longest since its due time (0 when none).", nil, nil)
 )
 
 // dbCollector reads operation counts and queue depth from the database at scrape time, so
@@ -103,6 +105,7 @@ type dbCollector struct {
 func (c *dbCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- operationsDesc
 	ch <- queueDepthDesc
+	ch <- dueLagDesc
 }
 
 func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
@@ -121,6 +124,17 @@ func (c *dbCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(depth))
+	now := c.clock.Now()
+	due, found, err := c.ops.OldestDue(ctx, now)
+	if err != nil {
+		c.log.WithError(err).Warn("collecting due lag")
+		return
+	}
+	lag := 0.0
+	if found && now.After(due) {
+		lag = now.Sub(due).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(dueLagDesc, prometheus.GaugeValue, lag)
 }
 
 func (m *metrics) park(opType string, out parkOutcome) {

@@ -72,3 +72,31 @@ func TestRetryHelpersOutsideEngine(t *testing.T) {
 	assert.Zero(t, wait)
 	assert.Equal(t, []string{"s"}, out.Progress.ExecutedButNotCompleted)
 }
+
+// keb_due_lag_seconds is how long the longest-waiting claimable operation has been due: 0 while
+// operations are due now, growing while none is run, 0 again once they ran.
+func TestMetricsReportDueLag(t *testing.T) {
+	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(step("Create_Runtime", waitOnce(0)))}})
+	require.NoError(t, err)
+	h := newHarness(t)
+	reg := prometheus.NewRegistry()
+	eng, err := New(h.store, Config{}, testLogger(), WithClock(h.clock), WithRegisterer(reg))
+	require.NoError(t, err)
+	require.NoError(t, eng.Register(p))
+	h.eng = eng
+	lag := func(want string) {
+		t.Helper()
+		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP keb_due_lag_seconds How long the active operation that is due and not leased has waited the longest since its due time (0 when none).
+# TYPE keb_due_lag_seconds gauge
+keb_due_lag_seconds `+want+"\n"), "keb_due_lag_seconds"))
+	}
+	lag("0")
+	h.insert("provision", time.Hour)
+	h.clock.Advance(30 * time.Second)
+	h.insert("provision", time.Hour)
+	h.clock.Advance(15 * time.Second)
+	lag("45")
+	h.runDue()
+	lag("0")
+}

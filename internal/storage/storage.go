@@ -445,6 +445,9 @@ type Operations interface {
 	CountOperations(ctx context.Context) ([]OperationCount, error)
 	// QueueDepth is the number of active operations due at now and not leased.
 	QueueDepth(ctx context.Context, now time.Time) (int, error)
+	// OldestDue is the due time of the one among them that has waited longest; ok is false when
+	// there is none (the due lag is now minus it).
+	OldestDue(ctx context.Context, now time.Time) (due time.Time, ok bool, err error)
 	// Wake makes the active operations r selects due at r.Now when they are not leased and
 	// due later (what waits for something that has just happened runs at once instead of at
 	// its next poll), without changing anything else (nor Version), and wakes the engines of

@@ -88,8 +88,8 @@ tests:
         values: '3x40'
       - series: 'keb_step_duration_seconds_count{namespace="keb-system",type="provision",step="x",outcome="ok",pod="a"}'
         values: '0+1x10 10x30'
-      - series: 'keb_queue_depth{namespace="keb-system",pod="a"}'
-        values: '500x40'
+      - series: 'keb_due_lag_seconds{namespace="keb-system",pod="a"}'
+        values: '0 30 90x40'
     alert_rule_test:
       - eval_time: 12m
         alertname: KEBNoEngineProgress
@@ -101,13 +101,16 @@ tests:
             exp_annotations:
               summary: "No step ran for 15m while operations are in progress"
               description: "The step engine is stuck or no replica runs it: check the broker pods, their logs and the database."
+      - eval_time: 8m
+        alertname: KEBDueLagHigh
+        exp_alerts: []
       - eval_time: 15m
-        alertname: KEBDueOperationsWaiting
+        alertname: KEBDueLagHigh
         exp_alerts:
           - exp_labels: {severity: warning}
             exp_annotations:
-              summary: "More than 100 operations have been due and unclaimed for 10m"
-              description: "The engine's workers are behind: raise APP_ENGINE_WORKERS or replicas, or look for slow steps in keb_step_duration_seconds."
+              summary: "Due operations have waited more than 60s for a worker for 10m"
+              description: "The engine's workers are behind (1m 30s due lag): raise APP_ENGINE_WORKERS or replicas, or look for slow steps in keb_step_duration_seconds and the queue depth."
   - interval: 1m
     input_series:
       - series: 'keb_certificate_expiry_timestamp_seconds{namespace="keb-system",certificate="connector-ca",pod="a"}'

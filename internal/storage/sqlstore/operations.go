@@ -737,6 +737,21 @@ func (s *Store) CountOperations(ctx context.Context) ([]storage.OperationCount, 
 	return out, nil
 }
 
+// OldestDue is the due time of the operation that has waited longest among those that could be
+// claimed at now (active, due, not leased); ok is false when there is none. now - OldestDue is
+// the engine's due lag (keb_due_lag_seconds).
+func (s *Store) OldestDue(ctx context.Context, now time.Time) (due time.Time, ok bool, err error) {
+	q, args, err := s.sb().Select("MIN(due_at)").From("operations").Where(s.claimable(now)).ToSql()
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	var t dbTime
+	if err := s.r.GetContext(ctx, &t, q, args...); err != nil {
+		return time.Time{}, false, fmt.Errorf("reading the oldest due operation: %w", err)
+	}
+	return t.Time, t.Valid, nil
+}
+
 func (s *Store) QueueDepth(ctx context.Context, now time.Time) (int, error) {
 	n, err := s.count(ctx, "operations", s.claimable(now))
 	if err != nil {
