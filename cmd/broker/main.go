@@ -9,12 +9,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/app"
 	"github.com/kyma-project/kyma-environment-broker/internal/app/migratecmd"
 	"github.com/kyma-project/kyma-environment-broker/internal/gcpolicy"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/profiling"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/sirupsen/logrus"
@@ -45,6 +47,7 @@ func rootCommand(log *logrus.Logger) *cobra.Command {
 	}
 	serve := serveCommand(log)
 	root.RunE = serve.RunE // `broker` alone serves
+	observe.AddVersion(root)
 	root.AddCommand(serve)
 	root.AddCommand(migratecmd.Command(log))
 	root.AddCommand(&cobra.Command{
@@ -94,7 +97,22 @@ func serveCommand(log *logrus.Logger) *cobra.Command {
 			}
 			defer stop()
 			gcpolicy.Apply(log)
+			shutdown, err := observe.SetupTracing(cmd.Context(), "kyma-environment-broker", os.Getenv, log)
+			if err != nil {
+				return err
+			}
+			defer flushTraces(shutdown, log)
 			return app.Serve(cmd.Context(), cfg, log)
 		},
+	}
+}
+
+// flushTraces exports the spans still buffered, within a bound: a stopping process does not
+// wait for an unreachable collector.
+func flushTraces(shutdown func(context.Context) error, log logrus.FieldLogger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		log.WithError(err).Warn("flushing traces")
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/module"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -73,6 +74,7 @@ func newRoot(out, errOut io.Writer) *cobra.Command {
 	root.PersistentFlags().DurationVar(&a.timeout, "timeout", defaultTimeout, "Bound on the whole command (registry and cluster calls, --wait)")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "Debug logs on stderr")
 
+	observe.AddVersion(root)
 	alpha := &cobra.Command{Use: "alpha", Short: "Module commands"}
 	root.AddCommand(alpha)
 	verb := func(use, short string, sub ...*cobra.Command) *cobra.Command {

@@ -19,6 +19,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/compass/fromsecret"
@@ -33,6 +34,10 @@ import (
 )
 
 func main() {
+	if observe.IsVersionArg(os.Args[1:]) {
+		observe.PrintVersion(os.Stdout, "provisioner")
+		return
+	}
 	log, err := logging.FromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -108,6 +113,18 @@ func run(ctx context.Context, log *logrus.Logger) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
+	if err := observe.RegisterBuildInfo(reg); err != nil {
+		return err
+	}
+	shutdownTraces, err := observe.SetupTracing(ctx, "kyma-provisioner", os.Getenv, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTraces(sctx)
+	}()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Bound before the engine starts: the engine's default owner is this host and APP_ADDRESS,
 	// which no other live process can hold, so a restart reclaims its own leases at once.
@@ -138,7 +155,8 @@ func run(ctx context.Context, log *logrus.Logger) error {
 		mux.Handle(p, probes)
 	}
 	mux.Handle("/", p.Handler())
-	srv := &http.Server{Addr: cfg.Address, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// A server span per request, continuing the broker's traceparent.
+	srv := &http.Server{Addr: cfg.Address, Handler: (*observe.HTTPMetrics)(nil).Handler(mux), ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()

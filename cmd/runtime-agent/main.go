@@ -15,14 +15,25 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/runtimeagent"
 	"github.com/sirupsen/logrus"
 )
 
 func main() {
+	if observe.IsVersionArg(os.Args[1:]) {
+		observe.PrintVersion(os.Stdout, "runtime-agent")
+		return
+	}
 	cmd := "run"
 	if len(os.Args) > 1 {
 		cmd = os.Args[1]
+	}
+	switch cmd {
+	case "-h", "--help", "-help", "help":
+		// Before any configuration is read: help needs no cluster.
+		fmt.Fprint(os.Stdout, usage)
+		return
 	}
 	logging.Main("runtime agent", func(ctx context.Context, log *logrus.Logger) error { return run(ctx, cmd, log) })
 }
@@ -71,3 +82,16 @@ func run(ctx context.Context, cmd string, log *logrus.Logger) error {
 	log.WithFields(runtimeagent.StartupFields(cfg)).Info("starting the runtime agent")
 	return ctrl.Run(ctx)
 }
+
+// usage is --help's text.
+const usage = `runtime-agent: the Runtime Agent; it runs in a runtime's cluster, connects it to Compass
+with the one-time token of its configuration Secret, renews its client certificate and
+synchronises the Applications the Director assigns to the runtime.
+
+Usage:
+  runtime-agent            run the controller (configuration: APP_* variables, see
+                           docs/user/runtime-agent.md; in-cluster, or APP_KUBECONFIG)
+  runtime-agent revoke     revoke the agent's current client certificate and exit
+  runtime-agent version    print the version and commit (also --version)
+  runtime-agent --help     this text
+`

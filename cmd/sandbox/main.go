@@ -21,6 +21,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
@@ -53,6 +54,10 @@ type config struct {
 }
 
 func main() {
+	if observe.IsVersionArg(os.Args[1:]) {
+		observe.PrintVersion(os.Stdout, "sandbox")
+		return
+	}
 	log, err := logging.FromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
+	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/health"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/operator"
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner"
@@ -72,9 +75,13 @@ type App struct {
 // releases what Build opened.
 func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ *App, err error) {
 	a := &App{log: log}
+	// A start that fails (a taken sandbox port, a bad setting) leaves no fresh database, key or
+	// credentials file behind: the next start would otherwise find a key that no one chose.
+	removeCreated := createdFiles(cfg)
 	defer func() {
 		if err != nil {
 			a.Close()
+			removeCreated(log)
 		}
 	}()
 	// Bind before anything else starts: a taken port fails at once, naming the variables, and
@@ -113,6 +120,13 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 	}
 	a.Registry = prometheus.NewRegistry()
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := observe.RegisterBuildInfo(a.Registry); err != nil {
+		return nil, err
+	}
+	httpMetrics, err := observe.NewHTTPMetrics(a.Registry)
+	if err != nil {
+		return nil, err
+	}
 	// The engine's default owner is this host and the bound address, which no other live
 	// process can hold, so a restart reclaims its own leases at once.
 	cfg.Engine.Address = a.listener.Addr().String()
@@ -126,6 +140,7 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 	if err != nil {
 		return nil, err
 	}
+	calls.LogTo(log)
 	cfg.Externals.Instrument(calls)
 	cfg.Externals.Log = log // the account pool says which it is
 	objects, err := durablesql.Open(ctx, store.Database(), log)
@@ -173,6 +188,7 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 	a.health = routes.Health
 	routes.APIDoc = apidoc.Handler()
 	routes.Console = console.Handler()
+	routes.Metrics = httpMetrics
 	api := broker.NewAPI(broker.New(store, adapter, prov, cfg.Broker, log),
 		broker.APIOptions{V2Auth: routes.v2, OAuthAuth: routes.oauth, MaxBodyBytes: cfg.MaxBodyBytes}, log)
 	a.Handler = NewRouter(api, routes.Routes, log)
@@ -264,4 +280,31 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	stop()
 	return wait()
+}
+
+// createdFiles notes which of the files a start creates (the SQLite database with its journal
+// files and generated key, the generated credentials) exist now; the function it returns removes
+// those that did not.
+func createdFiles(cfg Config) func(logrus.FieldLogger) {
+	var files []string
+	if cfg.Database.Driver == "" || cfg.Database.Driver == driver.SQLite {
+		p := cfg.Database.Path
+		files = append(files, p, p+"-wal", p+"-shm", p+"-journal", cfg.Database.KeyFile())
+	}
+	if !cfg.Auth.BasicEnabled() && cfg.CredentialsFile != "" {
+		files = append(files, cfg.CredentialsFile)
+	}
+	var absent []string
+	for _, f := range files {
+		if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
+			absent = append(absent, f)
+		}
+	}
+	return func(log logrus.FieldLogger) {
+		for _, f := range absent {
+			if err := os.Remove(f); err == nil {
+				log.WithField("file", f).Debug("removed the file this failed start created")
+			}
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/console"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/unavailable"
 	"github.com/sirupsen/logrus"
 )
@@ -24,6 +25,9 @@ type Routes struct {
 	// APIDoc serves /openapi.yaml and Swagger UI at / without authentication (last: it takes
 	// every path no other route does).
 	APIDoc http.Handler
+	// Metrics counts and times the requests by route template (nil: none); every request
+	// gets a server span either way.
+	Metrics *observe.HTTPMetrics
 }
 
 // NewRouter is the process's handler: the OSB API at /v2, /oauth/v2 and /oauth/{region}/v2,
@@ -32,7 +36,7 @@ type Routes struct {
 // broker.API.AnswerPoll).
 func NewRouter(api *broker.API, rt Routes, log logrus.FieldLogger) *Router {
 	r := mux.NewRouter()
-	r.Use(broker.RequestLog(log), unavailable.WithRetryAfter)
+	r.Use(routeTemplate, broker.RequestLog(log), unavailable.WithRetryAfter)
 	api.Mount(r)
 	if rt.Operator != nil {
 		maxBody := api.MaxBodyBytes()
@@ -56,18 +60,39 @@ func NewRouter(api *broker.API, rt Routes, log logrus.FieldLogger) *Router {
 	if rt.APIDoc != nil {
 		r.PathPrefix("/").Handler(rt.APIDoc)
 	}
-	return &Router{mux: r, api: api}
+	rr := &Router{mux: r, api: api}
+	rr.outer = rt.Metrics.Handler(http.HandlerFunc(rr.serve))
+	return rr
 }
+
+// routeTemplate tells observe the template of the route that matched (the metrics' label and
+// the span's name: paths carry IDs).
+func routeTemplate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if tpl, err := mux.CurrentRoute(req).GetPathTemplate(); err == nil {
+			observe.SetRoute(req.Context(), req.Method, tpl)
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// lastOperationRoute is the route label of the polls answered before the router.
+const lastOperationRoute = "/v2/service_instances/{instance_id}/last_operation"
 
 // Router is the process's HTTP handler: gorilla/mux's routes, with last_operation polls
 // answered before them.
 type Router struct {
 	mux *mux.Router
 	api *broker.API
+	// outer is serve with a span and metrics per request.
+	outer http.Handler
 }
 
-func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.outer.ServeHTTP(w, req) }
+
+func (r *Router) serve(w http.ResponseWriter, req *http.Request) {
 	if r.api.AnswerPoll(w, req) {
+		observe.SetRoute(req.Context(), req.Method, lastOperationRoute)
 		return
 	}
 	r.mux.ServeHTTP(w, req)

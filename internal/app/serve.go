@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/externals"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/definitions"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
@@ -121,7 +123,8 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger) error {
 // connects to a remote one.
 func provisionerClient(ctx context.Context, cfg Config, store storage.Store, eng *engine.Engine, built externals.Built, log logrus.FieldLogger, adjust func(*provisioner.Options)) (client.Client, *engine.Engine, error) {
 	if cfg.ProvisionerURL != "" {
-		return client.NewGraphQL(cfg.ProvisionerURL, &http.Client{Timeout: 30 * time.Second}), nil, nil
+		// traceparent goes along: the provisioner's spans join the broker's step that called it.
+		return client.NewGraphQL(cfg.ProvisionerURL, &http.Client{Timeout: 30 * time.Second, Transport: observe.Transport(nil)}), nil, nil
 	}
 	start := time.Now()
 	provCfg, err := provconfig.Load()
@@ -218,8 +221,16 @@ func authRoutes(ctx context.Context, cfg *Config, log logrus.FieldLogger) (authe
 			return authenticated{}, fmt.Errorf("APP_BROKER_CREDENTIALS_FILE: %w", err)
 		}
 		cfg.Auth.Username, cfg.Auth.Password = generatedUser, password
-		log.WithFields(logrus.Fields{"file": cfg.CredentialsFile, "user": generatedUser, "generated_now": created}).
-			Info("no APP_BROKER_USERNAME/APP_BROKER_PASSWORD: basic auth uses the credentials kept in the file")
+		file := cfg.CredentialsFile
+		if abs, err := filepath.Abs(file); err == nil {
+			file = abs
+		}
+		// Said in the log, not only on a terminal: in a container without a shell the log is
+		// all an operator sees. The password itself stays out of it.
+		log.WithFields(logrus.Fields{"file": file, "user": generatedUser, "generated_now": created}).
+			Infof("no APP_BROKER_USERNAME/APP_BROKER_PASSWORD: basic auth is user %s with the password kept in %s; "+
+				"read it with `cat %s`, from a container with `docker cp CONTAINER:%s - | tar -xO`, or set APP_BROKER_PASSWORD instead",
+				generatedUser, file, file, file)
 	}
 	basic, err := auth.NewBasic(cfg.Auth.Username, cfg.Auth.Password, auth.WithLogger(log))
 	if err != nil {

@@ -48,6 +48,9 @@ type Config struct {
 	// The stage limit, the step limit, the operation deadline and the step's retry window
 	// bound it further.
 	StepRunTimeout time.Duration `envconfig:"ENGINE_STEP_RUN_TIMEOUT" default:"30s"`
+	// SlowRetryWarning: a step that keeps failing for this long is logged once at warn, with
+	// its last error [2m]; its other retries are only events (no line per retry).
+	SlowRetryWarning time.Duration `envconfig:"ENGINE_SLOW_RETRY_WARNING" default:"2m"`
 	// Owner names this replica in leases [host@Address, else host-pid-random]. It must be
 	// stable across restarts and unique among live replicas: on start the engine reclaims
 	// every lease its owner holds, so what it held before a crash moves again at once.
@@ -78,6 +81,7 @@ func (c Config) withDefaults() Config {
 	def(&c.SweepInterval, time.Minute)
 	def(&c.ShutdownTimeout, 30*time.Second)
 	def(&c.StepRunTimeout, 30*time.Second)
+	def(&c.SlowRetryWarning, 2*time.Minute)
 	if c.Owner == "" {
 		c.Owner = defaultOwner(c.Address)
 	}
@@ -172,7 +176,7 @@ func (e *Engine) Owner() string { return e.cfg.Owner }
 func (e *Engine) executor() *executor {
 	return &executor{
 		ops: e.ops, clock: e.clock, log: e.log, metrics: e.metrics, lease: e.cfg.LeaseDuration,
-		runTimeout: e.cfg.StepRunTimeout, backoff: e.cfg.WaitBackoff.withDefaults(), stopping: e.stopping.Load, letGo: e.letGo,
+		runTimeout: e.cfg.StepRunTimeout, slowRetry: e.cfg.SlowRetryWarning, backoff: e.cfg.WaitBackoff.withDefaults(), stopping: e.stopping.Load, letGo: e.letGo,
 		unhold: e.unhold,
 		dueHint: func(t time.Time) {
 			select {

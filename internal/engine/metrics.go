@@ -142,3 +142,6 @@ func (m *metrics) park(opType string, out parkOutcome) {
 		m.parks.WithLabelValues(opType, [...]string{parkRefused: "written", parkHeld: "parked", parkSignaled: "signalled_before"}[out]).Inc()
 	}
 }
+
+// tracerName names the engine's spans' instrumentation scope.
+const tracerName = "github.com/kyma-project/kyma-environment-broker/internal/engine"

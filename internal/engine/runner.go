@@ -6,6 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"maps"
 	"runtime/debug"
 	"slices"
@@ -37,6 +42,8 @@ type executor struct {
 	lease   time.Duration
 	// runTimeout bounds one step run unless its StepDef.RunTimeout says otherwise.
 	runTimeout time.Duration
+	// slowRetry: a step failing for this long is logged once at warn (Config.SlowRetryWarning).
+	slowRetry time.Duration
 	// backoff stretches the intervals of long healthy waits.
 	backoff  WaitBackoff
 	stopping func() bool
@@ -76,7 +83,9 @@ type run[T any] struct {
 
 func (p *Process[T]) execute(ctx context.Context, x *executor, raw storage.Operation) (leave func()) {
 	r := &run[T]{p: p, x: x, op: Operation[T]{Operation: raw}, savedSecrets: maps.Clone(raw.Secrets)}
-	r.log = x.log.WithFields(logrus.Fields{"operation_id": raw.ID, "instance_id": raw.InstanceID, "operation_type": raw.Type})
+	// Every run of the operation's steps is in the operation's own trace (observe.OperationTrace).
+	ctx = observe.InOperationTrace(ctx, raw.ID)
+	r.log = x.log.WithFields(logrus.Fields{"operation_id": raw.ID, "instance_id": raw.InstanceID, "operation_type": raw.Type}).WithContext(ctx)
 	if len(raw.Data) > 0 {
 		// Every claim decodes the data (a poll of a waiting operation too): fastjson, not
 		// encoding/json's reflection.
@@ -329,9 +338,22 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	stepCtx, cancel := r.runContext(ctx, started, st, sd)
 	defer cancel()
 	stepCtx = context.WithValue(stepCtx, deferralKey{}, deferral(r))
+	stepCtx, span := otel.Tracer(tracerName).Start(stepCtx, "step "+name, trace.WithAttributes(
+		attribute.String("keb.operation_type", r.op.Type), attribute.String("keb.step", name),
+		attribute.String("keb.operation_id", r.op.ID), attribute.String("keb.instance_id", r.op.InstanceID)))
+	defer span.End()
 	in := r.op
 	in.step, in.now, in.clock, in.memo = name, started, r.x.clock, &r.memo
-	out, wait, err := callStep(stepCtx, sd.Step, in, newStepLogger(r.log, name))
+	var stepLog logrus.FieldLogger = r.log
+	if e, ok := r.log.(*logrus.Entry); ok {
+		stepLog = e.WithContext(stepCtx)
+	}
+	out, wait, err := callStep(stepCtx, sd.Step, in, newStepLogger(stepLog, name))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	} else if out.failing {
+		span.SetStatus(codes.Error, out.LastError)
+	}
 	now := r.x.clock.Now().UTC()
 	took := now.Sub(started)
 	r.adopt(out)
@@ -377,6 +399,9 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		}
 		r.x.metrics.stepFinished(r.op.Type, name, "retrying", took)
 		r.x.metrics.retry(r.op.Type, name)
+		if out.failing {
+			r.warnSlow(now, name)
+		}
 		due := r.capDue(now.Add(wait), st, sd)
 		r.markStep(name, func(sp *storage.StepProgress) { sp.Due = due })
 		// One event per change of what the step waits for: a poll that finds the same as the
@@ -405,6 +430,23 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		r.stepDone(now, sd, took)
 		return true
 	}
+}
+
+// warnSlow logs once per step, at warn, that the step has been failing for longer than the
+// engine's SlowRetryWarning, with its last error: an outage shows in the log while it lasts,
+// not only at the final failure, and the retries before and after it write no line.
+func (r *run[T]) warnSlow(now time.Time, name string) {
+	sp := r.op.Progress.Steps[name]
+	if sp.SlowWarned || r.x.slowRetry <= 0 {
+		return
+	}
+	since := retryWindowStart(sp, now)
+	if now.Sub(since) < r.x.slowRetry {
+		return
+	}
+	r.markStep(name, func(sp *storage.StepProgress) { sp.SlowWarned = true })
+	r.log.WithFields(logrus.Fields{"step": name, "failing_since": since, "attempts": sp.Attempts, "last_error": r.op.LastError}).
+		Warnf("step failing for more than %s, still retrying", r.x.slowRetry)
 }
 
 // park parks the run on key (Operation.WaitIsSignaledBy), its lease kept and nothing written:

@@ -55,6 +55,7 @@ func New(cfg Config) (*logrus.Logger, error) {
 		log.SetLevel(lvl)
 	}
 	log.AddHook(Redactor{})
+	log.AddHook(TraceHook{})
 	return log, nil
 }
 

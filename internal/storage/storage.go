@@ -179,6 +179,9 @@ type StepProgress struct {
 	// LastWait is what the step's last wait said it waited for: a wait that says the same again
 	// writes no event (identical polls are not events), and the rule survives restarts.
 	LastWait string `json:"last_wait,omitempty"`
+	// SlowWarned: the step's failing retries outlasted the engine's SlowRetryWarning and this
+	// was logged (once per step).
+	SlowWarned bool `json:"slow_warned,omitempty"`
 	// Due is when the step's current wait ends; the run after the wait takes it to measure how
 	// late that run started, and clears it.
 	Due time.Time `json:"due,omitzero"`

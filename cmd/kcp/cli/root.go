@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )
@@ -107,6 +108,12 @@ username, password and token. A token is an OIDC bearer token; otherwise basic a
 	f.StringVarP(&a.output, "output", "o", "table", "output format: table, json or yaml")
 	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "timeout of each request to the broker")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
+	observe.AddVersion(root)
+	for _, c := range root.Commands() {
+		if c.Name() == "version" {
+			c.Annotations = map[string]string{"offline": "true"} // no broker needed
+		}
+	}
 	root.AddCommand(a.runtimesCmd(), a.orchestrationsCmd(), a.upgradeCmd(), a.eventsCmd(), a.kubeconfigCmd(), a.expireCmd())
 	return root
 }

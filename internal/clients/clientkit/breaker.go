@@ -2,6 +2,8 @@ package clientkit
 
 import (
 	"fmt"
+
+	"github.com/sirupsen/logrus"
 	"sync"
 	"time"
 )
@@ -24,6 +26,9 @@ type Breaker struct {
 	last     error     // the last of them
 	retryAt  time.Time // when an open breaker lets a probe through
 	probing  bool      // a half-open breaker's probe is under way
+	// openedAt is when the breaker opened from closed (zero while closed): reopening after a
+	// failed probe is the same outage, logged once when it starts and once when it ends.
+	openedAt time.Time
 }
 
 // BreakerState is where a circuit breaker is.
@@ -119,8 +124,8 @@ func (b *Breaker) record(probe bool, outcome attemptOutcome, err error) {
 	}
 	switch outcome {
 	case outcomeAlive:
+		b.set(BreakerClosed) // first: the closing's log line names the last failure
 		b.failures, b.last = 0, nil
-		b.set(BreakerClosed)
 	case outcomeFailedAfterAnswer:
 		// The system answered earlier in the attempt: alive, with one failure since.
 		b.failures, b.last = 1, err
@@ -131,6 +136,11 @@ func (b *Breaker) record(probe bool, outcome attemptOutcome, err error) {
 		if b.state == BreakerHalfOpen || b.failures >= b.threshold {
 			b.retryAt = b.now().Add(b.cooldown)
 			b.set(BreakerOpen)
+			if b.openedAt.IsZero() {
+				b.openedAt = b.now()
+				b.metrics.logger().WithFields(logrus.Fields{"system": b.system, "failures": b.failures, "cooldown": b.cooldown.String(), "last_answer": errString(err)}).
+					Warnf("circuit to %s open: its calls fail at once, one probe every %s until it answers", b.system, b.cooldown)
+			}
 		}
 	}
 }
@@ -140,6 +150,18 @@ func (b *Breaker) set(s BreakerState) {
 		b.state = s
 		b.metrics.setState(b.system, s)
 	}
+	if s == BreakerClosed && !b.openedAt.IsZero() {
+		b.metrics.logger().WithFields(logrus.Fields{"system": b.system, "open_for": b.now().Sub(b.openedAt).Round(time.Millisecond).String(), "last_answer": errString(b.last)}).
+			Warnf("circuit to %s closed: it answers again", b.system)
+		b.openedAt = time.Time{}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "answered"
+	}
+	return err.Error()
 }
 
 type attemptOutcome int

@@ -1,11 +1,16 @@
 package clientkit
 
 import (
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
 )
 
 // CallMetrics counts and times the requests the clients send to the external systems, so that an
@@ -16,6 +21,24 @@ type CallMetrics struct {
 	duration   *prometheus.HistogramVec
 	circuit    *prometheus.GaugeVec
 	rejections *prometheus.CounterVec
+	// log takes the breakers' opening and closing (LogTo); nil discards them.
+	log logrus.FieldLogger
+}
+
+// LogTo sends the breakers' opening and closing, once each per outage, to log at warn.
+func (m *CallMetrics) LogTo(log logrus.FieldLogger) {
+	if m != nil {
+		m.log = log
+	}
+}
+
+func (m *CallMetrics) logger() logrus.FieldLogger {
+	if m == nil || m.log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		return l
+	}
+	return m.log
 }
 
 // NewCallMetrics registers the metrics with reg.
@@ -78,6 +101,10 @@ type observed struct {
 }
 
 func (o observed) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The client span (NewHTTPClient) is named after the system it calls.
+	span := trace.SpanFromContext(req.Context())
+	span.SetName(o.system + " " + req.Method)
+	span.SetAttributes(attribute.String("keb.system", o.system))
 	start := time.Now()
 	resp, err := o.next.RoundTrip(req)
 	outcome := "error"
@@ -123,5 +150,7 @@ func NewHTTPClient(timeout time.Duration, transport http.RoundTripper) *http.Cli
 	if timeout > 0 {
 		transport = requestTimeout{next: transport, d: timeout}
 	}
-	return &http.Client{Transport: fenced{next: transport}}
+	// A client span per attempt, and the trace context sent to the system; nothing is sent once
+	// the run is fenced.
+	return &http.Client{Transport: fenced{next: observe.Transport(transport)}}
 }

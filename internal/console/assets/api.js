@@ -14,7 +14,9 @@ async function call(method, path, body) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);
   }
-  const resp = await fetch(path, init);
+  // Absolute, on the origin: a page opened as http://user:pw@host/console/ has the credentials in
+  // its base URL, and a request resolved against it cannot be constructed.
+  const resp = await fetch(new URL(path, location.origin), init);
   const text = await resp.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"sort"
 	"time"
 
@@ -158,6 +159,8 @@ func (s *Store) operationInsert(op storage.Operation) (string, []any, error) {
 
 // insertOperation inserts through q: the database, or a transaction that inserts more.
 func (s *Store) insertOperation(ctx context.Context, q sqlx.QueryerContext, op storage.Operation) (storage.Operation, error) {
+	// The request or step creating the operation links to the operation's own trace.
+	observe.LinkOperation(ctx, op.ID)
 	query, args, err := s.operationInsert(op)
 	if err != nil {
 		return storage.Operation{}, err
