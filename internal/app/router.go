@@ -2,10 +2,12 @@ package app
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/console"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpguard"
 	"github.com/kyma-project/kyma-environment-broker/internal/unavailable"
 	"github.com/sirupsen/logrus"
 )
@@ -56,7 +58,14 @@ func NewRouter(api *broker.API, rt Routes, log logrus.FieldLogger) *Router {
 	if rt.APIDoc != nil {
 		r.PathPrefix("/").Handler(rt.APIDoc)
 	}
-	return &Router{mux: r, api: api}
+	rt2 := &Router{mux: r, api: api}
+	rt2.guarded = httpguard.Handler(http.HandlerFunc(rt2.serve), isOSBPath)
+	return rt2
+}
+
+// isOSBPath reports whether a path is the OSB API's (errors in its {"description"} form).
+func isOSBPath(p string) bool {
+	return strings.HasPrefix(p, "/v2/") || strings.HasPrefix(p, "/oauth/")
 }
 
 // Router is the process's HTTP handler: gorilla/mux's routes, with last_operation polls
@@ -64,9 +73,13 @@ func NewRouter(api *broker.API, rt Routes, log logrus.FieldLogger) *Router {
 type Router struct {
 	mux *mux.Router
 	api *broker.API
+	// guarded is serve behind httpguard (unparseable queries, ambiguous framing, 413 drain).
+	guarded http.Handler
 }
 
-func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.guarded.ServeHTTP(w, req) }
+
+func (r *Router) serve(w http.ResponseWriter, req *http.Request) {
 	if r.api.AnswerPoll(w, req) {
 		return
 	}
