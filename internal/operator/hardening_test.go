@@ -228,3 +228,49 @@ func TestKymaConfigFollowsAKymaUpgrade(t *testing.T) {
 		assert.Equal(t, "2.21.0", version(), "the upgrade's")
 	})
 }
+
+// operatorRoutes are every route of the operator API (operator.New), with IDs filled in.
+func operatorRoutes(orch, opID, inst string) [][2]string {
+	return [][2]string{
+		{http.MethodGet, "/runtimes"}, {http.MethodGet, "/events"}, {http.MethodPost, "/upgrade/kyma"}, {http.MethodPost, "/upgrade/cluster"},
+		{http.MethodPut, "/expire/service_instance/" + inst}, {http.MethodGet, "/kubeconfig/" + inst}, {http.MethodGet, "/info/runtimes"},
+		{http.MethodGet, "/info/orphans"}, {http.MethodGet, "/orchestrations"}, {http.MethodGet, "/orchestrations/" + orch},
+		{http.MethodGet, "/orchestrations/" + orch + "/operations"}, {http.MethodGet, "/orchestrations/" + orch + "/operations/" + opID},
+		{http.MethodPut, "/orchestrations/" + orch + "/cancel"}, {http.MethodPut, "/orchestrations/" + orch + "/retry"},
+	}
+}
+
+// The hostile probes of issue 38 on every operator route: unparseable queries, lists of
+// 50,000 values, hostile bodies. No answer is a 5xx, every error is a JSON object, and
+// a query that does not parse is 400 before any handler.
+func TestHostileProbesOnEveryOperatorRoute(t *testing.T) {
+	t.Parallel()
+	onBoth(t, bt.Options{NoEngine: true}, func(t *testing.T, b *bt.Broker) {
+		orch, opID := failedOrchestration(t, b)
+		inst := uuid.NewString()
+		many := strings.TrimSuffix(strings.Repeat("state=x&", 10_001), "&")
+		list := "state=" + strings.TrimSuffix(strings.Repeat("x,", 50_000), ",")
+		bodies := []any{nil, `{"a":`, `[]`, `null`, strings.Repeat("[", 10_000), map[string]any{"operationIDs": []any{nil, 7}},
+			map[string]any{"kyma": map[string]any{"version": "../\x00<script>"}, "targets": "all"}}
+		routes := operatorRoutes(orch, opID, inst)
+		require.Len(t, routes, 14, "every route of operator.New")
+		for _, rt := range routes {
+			for _, q := range []string{many, "a=%zz", "a=1;b=2"} {
+				r := b.Do(rt[0], rt[1]+"?"+q, nil)
+				assert.Equal(t, http.StatusBadRequest, r.Status, "%s %s?%.20s: %.200s", rt[0], rt[1], q, r)
+			}
+			r := b.Do(rt[0], rt[1]+"?"+list, nil)
+			assert.Less(t, r.Status, 500, "%s %s with 50,000 values: %.200s", rt[0], rt[1], r)
+			for _, body := range bodies {
+				r := b.Do(rt[0], rt[1], body)
+				assert.Less(t, r.Status, 500, "%s %s %.40v: %.200s", rt[0], rt[1], body, r)
+				if r.Status >= 400 {
+					var v map[string]any
+					assert.NoError(t, json.Unmarshal(r.Body, &v), "%s %s: an error is a JSON object: %.200s", rt[0], rt[1], r)
+				} else if !strings.HasPrefix(rt[1], "/kubeconfig") {
+					assert.True(t, json.Valid(r.Body), "%s %s: JSON: %.200s", rt[0], rt[1], r)
+				}
+			}
+		}
+	})
+}
