@@ -1,10 +1,12 @@
 package app
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,6 +110,33 @@ func TestEmbeddedSandboxListenersHaveTheBrokersTimeouts(t *testing.T) {
 		"tls": func() (net.Conn, error) {
 			return tls.Dial("tcp", tlsAddr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test only needs the connection
 		},
+	}
+	// The hostile probes of the operator API, on both listeners: a query that does not parse is
+	// 400, and a request with Content-Length and Transfer-Encoding closes its connection.
+	for name, d := range dial {
+		conn, err := d()
+		require.NoError(t, err)
+		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+		rd := bufio.NewReader(conn)
+		for _, q := range []string{strings.TrimSuffix(strings.Repeat("a=1&", 10_001), "&"), "a=%zz"} {
+			_, err = io.WriteString(conn, "GET /_sandbox/?"+q+" HTTP/1.1\r\nHost: x\r\n\r\n")
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(rd, nil)
+			require.NoError(t, err, name)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s ?%.20s", name, q)
+		}
+		_, err = io.WriteString(conn, "POST /_sandbox/ HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\nGET /_sandbox/ HTTP/1.1\r\nHost: x\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(rd, nil)
+		require.NoError(t, err, name)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		rest, err := io.ReadAll(rd)
+		require.NoError(t, err, "%s: the server closed the connection", name)
+		assert.Empty(t, string(rest), "%s: the bytes after the body were not answered", name)
+		conn.Close()
 	}
 	// Each client stops halfway and waits: the server must close the connection long before
 	// the 10 s the test waits.
