@@ -25,9 +25,11 @@ func TestPostgresStoppedWhileOperationsRun(t *testing.T) {
 	b := c.client()
 	n := runtimesOf(t) / 2
 	ids, ops := provisionMany(t, b, n, "outage")
-	c.waitBusy(2 * n)
-
+	// Stop the database only once operations are observed in flight (a worker holds one, the
+	// sandbox slowed so that they stay there), not after a request count.
+	saved, held := c.holdInFlight(n)
 	pg.Stop()
+	t.Logf("PostgreSQL stopped with %d operations held", held)
 	stopped := time.Now()
 	late := uuid.NewString()
 	lateBody := bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams("rt-late"), bt.SAPContext("ga-late", "sa-ga-late"))
@@ -56,6 +58,7 @@ func TestPostgresStoppedWhileOperationsRun(t *testing.T) {
 		r = b.Put(bt.InstancePath(late), lateBody)
 	}
 	require.Equal(t, http.StatusAccepted, r.Status, r.String())
+	c.restoreFaults(saved) // the database is back: the sandbox's faults are served again
 	ids, ops = append(ids, late), append(ops, r.Operation())
 	waitAll(t, b, ids, ops, 5*time.Minute)
 	t.Logf("%d provisionings finished %s after PostgreSQL was back", len(ids), time.Since(back).Round(time.Second))

@@ -180,12 +180,24 @@ func (c *brokerProcess) openStore() storage.Store {
 // a step that calls out when the broker dies rather than all finished or all waiting.
 const killLatency = 300 * time.Millisecond
 
-// killWhenInFlight kills the broker with work in flight: with every sandbox system slowed by
-// killLatency, it waits for more requests since the call (so kills land at different points
-// of the operations), then until the store shows an unfinished operation leased by the broker
-// (a worker runs it), and kills. The slowdown ends with the kill: the next start sets the
-// faults the test had set before.
+// killWhenInFlight kills the broker with work in flight (holdInFlight); the slowdown ends with
+// the kill: the next start sets the faults the test had set before.
 func (c *brokerProcess) killWhenInFlight(more int) {
+	c.t.Helper()
+	saved, held := c.holdInFlight(more)
+	c.kill()
+	// Zero faults too, for systems the test left alone: the next start clears the slowdown.
+	for sys, f := range saved {
+		c.faults[sys] = f
+	}
+	c.t.Logf("killed the broker (SIGKILL) after %d more requests to the sandbox, with %d operations held", more, held)
+}
+
+// holdInFlight slows every sandbox system by killLatency, waits for more requests since the
+// call (so faults land at different points of the operations), then until the store shows an
+// unfinished operation leased by the broker (a worker runs it): work is observed in flight,
+// not assumed from a count. It returns the faults to restore and how many operations were held.
+func (c *brokerProcess) holdInFlight(more int) (map[string]sandbox.Faults, int) {
 	c.t.Helper()
 	saved := map[string]sandbox.Faults{}
 	for _, sys := range allSystems {
@@ -197,19 +209,23 @@ func (c *brokerProcess) killWhenInFlight(more int) {
 	c.waitBusy(more)
 	held := 0
 	for deadline := time.Now().Add(2 * time.Minute); held == 0; time.Sleep(20 * time.Millisecond) {
-		require.True(c.t, time.Now().Before(deadline), "no operation was held by the broker for 2 minutes: nothing in flight to kill")
+		require.True(c.t, time.Now().Before(deadline), "no operation was held by the broker for 2 minutes: nothing in flight")
 		for _, op := range c.unfinishedOperations() {
 			if op.LeaseOwner != "" {
 				held++
 			}
 		}
 	}
-	c.kill()
-	// Zero faults too, for systems the test left alone: the next start clears the slowdown.
+	return saved, held
+}
+
+// restoreFaults sets the faults holdInFlight saved again.
+func (c *brokerProcess) restoreFaults(saved map[string]sandbox.Faults) {
+	c.t.Helper()
 	for sys, f := range saved {
 		c.faults[sys] = f
+		putFaults(c.t, c.sandboxURL, sys, f)
 	}
-	c.t.Logf("killed the broker (SIGKILL) after %d more requests to the sandbox, with %d operations held", more, held)
 }
 
 // waitBusy waits until the sandbox has seen more requests since the call.

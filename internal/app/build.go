@@ -154,7 +154,7 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 			return func() {}, nil
 		}
 	}
-	built, stopSystems, err := externalSystems(ctx, cfg.Externals, log, objects, o.Systems)
+	built, stopSystems, err := externalSystems(ctx, cfg.Externals, cfg.listenerTimeouts(), log, objects, o.Systems)
 	if err != nil {
 		return nil, err
 	}

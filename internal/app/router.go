@@ -2,10 +2,12 @@ package app
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
 	"github.com/kyma-project/kyma-environment-broker/internal/console"
+	"github.com/kyma-project/kyma-environment-broker/internal/httpguard"
 	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/unavailable"
 	"github.com/sirupsen/logrus"
@@ -61,8 +63,14 @@ func NewRouter(api *broker.API, rt Routes, log logrus.FieldLogger) *Router {
 		r.PathPrefix("/").Handler(rt.APIDoc)
 	}
 	rr := &Router{mux: r, api: api}
-	rr.outer = rt.Metrics.Handler(http.HandlerFunc(rr.serve))
+	// The guard answers inside the metrics, so its 400s and 413s are counted too.
+	rr.outer = rt.Metrics.Handler(httpguard.Handler(http.HandlerFunc(rr.serve), isOSBPath))
 	return rr
+}
+
+// isOSBPath reports whether a path is the OSB API's (errors in its {"description"} form).
+func isOSBPath(p string) bool {
+	return strings.HasPrefix(p, "/v2/") || strings.HasPrefix(p, "/oauth/")
 }
 
 // routeTemplate tells observe the template of the route that matched (the metrics' label and
@@ -84,7 +92,8 @@ const lastOperationRoute = "/v2/service_instances/{instance_id}/last_operation"
 type Router struct {
 	mux *mux.Router
 	api *broker.API
-	// outer is serve with a span and metrics per request.
+	// outer is serve behind httpguard (unparseable queries, ambiguous framing, 413 drain), with a
+	// span and metrics per request.
 	outer http.Handler
 }
 

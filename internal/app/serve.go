@@ -87,6 +87,12 @@ type Config struct {
 	Profiling profiling.Config `ignored:"true"`
 }
 
+// listenerTimeouts are the broker listener's read, header and idle timeouts, which the embedded
+// sandbox's listeners (in the same process) get too.
+func (c Config) listenerTimeouts() standins.Timeouts {
+	return standins.Timeouts{ReadHeader: c.ReadHeaderTimeout, Read: c.ReadTimeout, Idle: c.IdleTimeout}
+}
+
 // Load reads every part from APP_* variables (APP_RUNTIME_* for the runtime defaults).
 func Load() (Config, error) {
 	var cfg Config
@@ -166,10 +172,10 @@ func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Clie
 
 // externalSystems builds the external systems' clients; with the sandbox enabled (the default)
 // it first serves the stand-ins on APP_SANDBOX_ADDRESS (plain HTTP) and APP_SANDBOX_TLS_ADDRESS
-// (the Connector and the runtimes' mutual-TLS endpoints), with their state in the broker's
+// (the Connector and the runtimes' mutual-TLS endpoints) with the broker listener's timeouts, with their state in the broker's
 // database (objects) so that in-flight operations find it after a restart, and points every
 // client at them. reach, when set, does this instead.
-func externalSystems(ctx context.Context, cfg externals.Config, log logrus.FieldLogger, objects durable.Store,
+func externalSystems(ctx context.Context, cfg externals.Config, timeouts standins.Timeouts, log logrus.FieldLogger, objects durable.Store,
 	reach func(context.Context, *externals.Config, durable.Store) (func(), error)) (externals.Built, func(), error) {
 	stop := func() {}
 	if reach != nil {
@@ -178,7 +184,7 @@ func externalSystems(ctx context.Context, cfg externals.Config, log logrus.Field
 			return externals.Built{}, func() {}, err
 		}
 	} else if cfg.Settings.SandboxEnabled {
-		l, err := standins.Listen(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects, Admin: cfg.Settings.AdminConfig},
+		l, err := standins.Listen(ctx, standins.Options{Log: log, Seed: uint64(time.Now().UnixNano()), Store: objects, Admin: cfg.Settings.AdminConfig, Timeouts: timeouts},
 			cfg.Settings.SandboxAddress, cfg.Settings.SandboxTLSAddress)
 		if err != nil {
 			return externals.Built{}, stop, fmt.Errorf("starting the sandbox on APP_SANDBOX_ADDRESS %s and APP_SANDBOX_TLS_ADDRESS %s: %w",

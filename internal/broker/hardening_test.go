@@ -290,3 +290,34 @@ func TestRefusedRequestsLogNoSecrets(t *testing.T) {
 		assert.Less(t, len(line), 32<<10, "a log line stays bounded: %.200s", line)
 	}
 }
+
+// Issue 38 item 9: organization_guid and space_guid are non-empty strings when given (OSB);
+// "" and null got 202 when the context named the accounts. Absent is fine.
+func TestCloudFoundryGUIDsMustBeNonEmptyWhenGiven(t *testing.T) {
+	t.Parallel()
+	b := bt.Start(t, bt.Options{NoEngine: true})
+	body := func(org, space string) string {
+		out := `{"service_id":"` + bt.ServiceID + `","plan_id":"` + bt.AWSPlanID + `","context":{"globalaccount_id":"ga","subaccount_id":"sa"},"parameters":{"name":"cf","region":"eu-central-1"}`
+		if org != "" {
+			out += `,"organization_guid":` + org
+		}
+		if space != "" {
+			out += `,"space_guid":` + space
+		}
+		return out + "}"
+	}
+	for _, c := range []struct{ org, space, field string }{
+		{`""`, `"s"`, "organization_guid"}, {`null`, `"s"`, "organization_guid"}, {`"o"`, `""`, "space_guid"},
+		{`"o"`, `null`, "space_guid"}, {`7`, ``, "organization_guid"},
+	} {
+		id := newID()
+		r := b.Put(bt.InstancePath(id), body(c.org, c.space))
+		requireStatus(t, http.StatusBadRequest, r)
+		assert.Contains(t, r.Description(), c.field, "%s %s", c.org, c.space)
+		assert.Empty(t, b.Operations(id))
+	}
+	for _, c := range [][2]string{{"", ""}, {`"o"`, `"s"`}} {
+		r := b.Put(bt.InstancePath(newID()), body(c[0], c[1]))
+		requireStatus(t, http.StatusAccepted, r)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -127,9 +128,37 @@ func rejectMalformedBodies(next http.Handler) http.Handler {
 			writeBadRequest(w, req, "malformed JSON body: unexpected data after the JSON object")
 			return
 		}
+		if _, ok := into.(*domain.ProvisionDetails); ok {
+			if err := checkCloudFoundryGUIDs(raw); err != nil {
+				writeBadRequest(w, req, err.Error())
+				return
+			}
+		}
 		req.Body = io.NopCloser(bytes.NewReader(raw))
 		next.ServeHTTP(w, req)
 	})
+}
+
+// checkCloudFoundryGUIDs refuses organization_guid and space_guid given as null or "": OSB
+// says they MUST be non-empty strings when given (absent is fine; brokerapi's decoding cannot
+// tell the three apart).
+func checkCloudFoundryGUIDs(raw []byte) error {
+	// A map, as a null field would leave a pointer field nil, like an absent one.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return errors.New("malformed JSON body: " + err.Error())
+	}
+	for _, name := range []string{"organization_guid", "space_guid"} {
+		v, given := fields[name]
+		if !given {
+			continue
+		}
+		var s *string
+		if err := json.Unmarshal(v, &s); err != nil || s == nil || *s == "" {
+			return fmt.Errorf("%s: must be a non-empty string when given", name)
+		}
+	}
+	return nil
 }
 
 func writeBadRequest(w http.ResponseWriter, req *http.Request, description string) {

@@ -189,7 +189,11 @@ func (h *Handler) orphans(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	states := list(q, "state")
+	states, err := boundedList(q, "state")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if len(states) == 0 {
 		states = []string{storage.RetriggerOrphaned}
 	}

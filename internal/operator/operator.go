@@ -372,7 +372,13 @@ func (h *Handler) dtos(ctx context.Context, items []storage.RuntimeRow, allOps b
 			at := inst.CreatedAt.Add(life)
 			d.ExpiresAt = &at
 		}
+		versionKnown := false
 		for _, op := range ops { // newest first: keep the first of each type
+			if !versionKnown {
+				// The Kyma version installed is the newest succeeded Kyma upgrade's, or else the
+				// provisioning's.
+				versions[len(out)], versionKnown = installedKymaVersion(op)
+			}
 			dto := operationDTO(op)
 			if allOps {
 				d.Status.Operations = append(d.Status.Operations, *dto)
@@ -394,17 +400,29 @@ func (h *Handler) dtos(ctx context.Context, items []storage.RuntimeRow, allOps b
 			}
 			if slot != nil && *slot == nil {
 				*slot = dto
-				if op.Type == instance.TypeProvision {
-					var data instance.ProvisioningData
-					if json.Unmarshal(op.Data, &data) == nil {
-						versions[len(out)] = data.KymaVersion
-					}
-				}
 			}
 		}
 		out = append(out, d)
 	}
 	return out, versions, nil
+}
+
+// installedKymaVersion is the Kyma version op installed, and whether it tells one: a succeeded
+// Kyma upgrade or a provisioning (whatever its state: it is the first version known).
+func installedKymaVersion(op storage.Operation) (string, bool) {
+	switch {
+	case op.Type == instance.TypeUpgradeKyma && op.State == storage.StateSucceeded:
+		var data instance.UpgradeKymaData
+		if json.Unmarshal(op.Data, &data) == nil && data.KymaVersion != "" {
+			return data.KymaVersion, true
+		}
+	case op.Type == instance.TypeProvision:
+		var data instance.ProvisioningData
+		if json.Unmarshal(op.Data, &data) == nil {
+			return data.KymaVersion, true
+		}
+	}
+	return "", false
 }
 
 // operationDTO is an operation as GET /runtimes shows it; an unfinished one tells where it is.
@@ -485,6 +503,10 @@ func list(q map[string][]string, key string) []string {
 }
 
 func (h *Handler) fail(w http.ResponseWriter, err error) {
+	if errors.Is(err, storage.ErrTooManyValues) {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if storage.IsUnavailable(err) {
 		h.log.WithError(err).Warn("operator request refused: database unavailable")
 		health.RetryLater(w)

@@ -17,6 +17,9 @@ func (h *Handler) routeOrchestrations() {
 	h.handle("PUT /orchestrations/{id}/retry", h.retryOrchestration)
 }
 
+// maxRetryOperations bounds the operationIDs of a retry (each is looked up).
+const maxRetryOperations = 1000
+
 // pagingOf reads page and page_size (400 naming the field).
 func pagingOf(w http.ResponseWriter, r *http.Request) (storage.Paging, bool) {
 	page, size, err := paging(r.URL.Query().Get("page"), r.URL.Query().Get("page_size"))
@@ -32,7 +35,12 @@ func (h *Handler) listOrchestrations(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	out, err := h.orch.List(r.Context(), list(r.URL.Query(), "state"), p)
+	states, err := boundedList(r.URL.Query(), "state")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	out, err := h.orch.List(r.Context(), states, p)
 	h.answer(w, out, err)
 }
 
@@ -46,7 +54,12 @@ func (h *Handler) orchestrationOperations(w http.ResponseWriter, r *http.Request
 	if !ok {
 		return
 	}
-	out, err := h.orch.Operations(r.Context(), r.PathValue("id"), list(r.URL.Query(), "state"), p)
+	states, err := boundedList(r.URL.Query(), "state")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	out, err := h.orch.Operations(r.Context(), r.PathValue("id"), states, p)
 	h.answer(w, out, err)
 }
 
@@ -65,6 +78,10 @@ func (h *Handler) retryOrchestration(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req, true) {
 		return
 	}
+	if len(req.OperationIDs) > maxRetryOperations {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("operationIDs: at most %d, got %d (without operationIDs every failed operation is retried)", maxRetryOperations, len(req.OperationIDs)))
+		return
+	}
 	for i, id := range req.OperationIDs {
 		if id == "" {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("operationIDs[%d]: is empty", i))
@@ -73,9 +90,7 @@ func (h *Handler) retryOrchestration(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := h.orch.Retry(r.Context(), r.PathValue("id"), req.OperationIDs)
 	if err == nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusAccepted)
-		writeJSON(w, out)
+		writeJSONStatus(w, http.StatusAccepted, out)
 		return
 	}
 	h.answer(w, out, err)

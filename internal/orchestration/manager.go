@@ -83,7 +83,7 @@ func (m *Manager) Create(ctx context.Context, typ string, p dto.Parameters) (str
 	case dto.ScheduleMaintenanceWindow:
 		due = m.win.next(now)
 	default:
-		due, _ = time.Parse(time.RFC3339, p.Strategy.Schedule) // validated
+		due, _ = dto.ParseTime(p.Strategy.Schedule) // validated
 	}
 	o := storage.Orchestration{ID: uuid.NewString(), Type: typ, State: dto.Pending, CreatedAt: now}
 	rowState, rowDesc := storage.OrchOpPending, ""
@@ -120,15 +120,28 @@ func (m *Manager) Create(ctx context.Context, typ string, p dto.Parameters) (str
 func (m *Manager) validate(typ string, p *dto.Parameters) error {
 	switch typ {
 	case dto.UpgradeKyma:
-		if p.Kyma == nil || strings.TrimSpace(p.Kyma.Version) == "" {
+		if p.Kyma == nil {
 			return badRequest("kyma.version: is required")
+		}
+		if err := dto.CheckVersion("kyma.version", p.Kyma.Version); err != nil {
+			return badRequest("%s", err.Error())
 		}
 		if p.Kubernetes != nil {
 			return badRequest("kubernetes: not allowed in a Kyma upgrade (POST /upgrade/cluster upgrades clusters)")
 		}
 	case dto.UpgradeCluster:
-		if p.Kubernetes == nil || (strings.TrimSpace(p.Kubernetes.KubernetesVersion) == "" && strings.TrimSpace(p.Kubernetes.MachineImageVersion) == "") {
+		if p.Kubernetes == nil || (p.Kubernetes.KubernetesVersion == "" && p.Kubernetes.MachineImageVersion == "") {
 			return badRequest("kubernetes.kubernetesVersion: is required (or kubernetes.machineImageVersion)")
+		}
+		for _, f := range []struct{ field, v string }{
+			{"kubernetes.kubernetesVersion", p.Kubernetes.KubernetesVersion}, {"kubernetes.machineImageVersion", p.Kubernetes.MachineImageVersion},
+		} {
+			if f.v == "" {
+				continue
+			}
+			if err := dto.CheckVersion(f.field, f.v); err != nil {
+				return badRequest("%s", err.Error())
+			}
 		}
 		if p.Kyma != nil {
 			return badRequest("kyma: not allowed in a cluster upgrade (POST /upgrade/kyma upgrades Kyma)")
@@ -157,8 +170,8 @@ func (m *Manager) validate(typ string, p *dto.Parameters) error {
 		s.Schedule = dto.ScheduleImmediate
 	case dto.ScheduleImmediate, dto.ScheduleMaintenanceWindow:
 	default:
-		if _, err := time.Parse(time.RFC3339, s.Schedule); err != nil {
-			return badRequest("strategy.schedule: must be %q, %q or an RFC 3339 time, got %q", dto.ScheduleImmediate, dto.ScheduleMaintenanceWindow, s.Schedule)
+		if _, err := dto.ParseTime(s.Schedule); err != nil {
+			return badRequest("strategy.schedule: must be %q, %q or an RFC 3339 time, got %q (%v)", dto.ScheduleImmediate, dto.ScheduleMaintenanceWindow, s.Schedule, err)
 		}
 	}
 	return nil

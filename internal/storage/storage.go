@@ -20,7 +20,14 @@ var (
 	// ErrConflict is returned when a write carries a stale version (optimistic locking) or a
 	// lease that is no longer held. The caller must re-read; the write was not applied.
 	ErrConflict = errors.New("conflict: stale version or lost lease")
+	// ErrTooManyValues is returned, without querying, for filter lists with more values together
+	// than MaxListValues: each value is a bind variable and the drivers take a bounded number.
+	ErrTooManyValues = errors.New("too many filter values")
 )
+
+// MaxListValues bounds the values of a query's filter lists together: SQLite binds at most
+// 32766 variables in a statement (PostgreSQL 65535), and the statement has others.
+const MaxListValues = 30_000
 
 // OperationState values follow the OSB last_operation states, plus pending.
 type OperationState string

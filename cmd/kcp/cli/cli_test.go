@@ -227,3 +227,33 @@ func TestKcpTableFitsWidth(t *testing.T) {
 	}
 	assert.Contains(t, out.String(), "…")
 }
+
+// Versions the broker would refuse (issue 38: "../", NUL, "<script>", newlines, 100,000
+// characters) and schedules outside RFC 3339 are refused before anything is sent (exit 2).
+func TestKcpUpgradeChecksVersionsBeforeSending(t *testing.T) {
+	sent := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		sent++
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"orchestrationID":"o-1"}`))
+	}))
+	defer srv.Close()
+	k := kcp{t: t, env: map[string]string{"KCP_URL": srv.URL, "KCP_TOKEN": "t"}}
+	for _, bad := range []string{"../2.0", "2.0\x00", "<script>", "2.0\nX", strings.Repeat("1", 100_000)} {
+		for _, args := range [][]string{
+			{"upgrade", "kyma", "-t", "all", "--version", bad},
+			{"upgrade", "cluster", "-t", "all", "--kubernetes-version", bad},
+			{"upgrade", "cluster", "-t", "all", "--machine-image-version", bad},
+		} {
+			_, errs, code := k.run(args...)
+			assert.Equal(t, 2, code, "%q", args)
+			assert.Contains(t, errs, args[len(args)-2], "the flag is named")
+		}
+	}
+	_, errs, code := k.run("upgrade", "kyma", "-t", "all", "--version", "2.21.0", "--schedule", "2030-01-01T00:00:00+24:00")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errs, "--schedule")
+	assert.Zero(t, sent, "nothing was sent")
+	k.ok("upgrade", "kyma", "-t", "all", "--version", "2.21.0+build.1", "--schedule", "2030-01-01T00:00:00+01:00")
+	assert.Equal(t, 1, sent)
+}

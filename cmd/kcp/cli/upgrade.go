@@ -40,6 +40,9 @@ func (a *app) upgradeCmd() *cobra.Command {
 			if version == "" {
 				return usagef("--version is required")
 			}
+			if err := dto.CheckVersion("--version", version); err != nil {
+				return usagef("%v", err)
+			}
 			return a.upgrade(cmd.Context(), "/upgrade/kyma", kyma, func(p *dto.Parameters) { p.Kyma = &dto.KymaParameters{Version: version} })
 		},
 	}
@@ -52,6 +55,14 @@ func (a *app) upgradeCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if k8sVersion == "" && imageVersion == "" {
 				return usagef("--kubernetes-version or --machine-image-version is required")
+			}
+			for _, f := range [][2]string{{"--kubernetes-version", k8sVersion}, {"--machine-image-version", imageVersion}} {
+				if f[1] == "" {
+					continue
+				}
+				if err := dto.CheckVersion(f[0], f[1]); err != nil {
+					return usagef("%v", err)
+				}
 			}
 			return a.upgrade(cmd.Context(), "/upgrade/cluster", cluster, func(p *dto.Parameters) {
 				p.Kubernetes = &dto.KubernetesParameters{KubernetesVersion: k8sVersion, MachineImageVersion: imageVersion}
@@ -119,8 +130,13 @@ func (a *app) upgrade(ctx context.Context, path string, f upgradeFlags, set func
 		return usagef("--parallel-workers: must be at least 1, got %d", f.workers)
 	}
 	p := dto.Parameters{DryRun: f.dryRun, Strategy: dto.StrategySpec{Type: dto.StrategyParallel, Schedule: f.schedule, Parallel: dto.ParallelSpec{Workers: f.workers}}}
-	if strings.EqualFold(f.schedule, "maintenancewindow") {
+	switch {
+	case strings.EqualFold(f.schedule, "maintenancewindow"):
 		p.Strategy.Schedule = dto.ScheduleMaintenanceWindow
+	case f.schedule != dto.ScheduleImmediate:
+		if _, err := dto.ParseTime(f.schedule); err != nil {
+			return usagef("--schedule: want immediate, maintenancewindow or an RFC 3339 time: %v", err)
+		}
 	}
 	for _, s := range f.targets {
 		t, err := parseTarget(s)

@@ -9,7 +9,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/httpguard"
 )
 
 // Listeners are the sandbox's two listeners: plain HTTP for the broker's clients, and TLS
@@ -63,12 +64,14 @@ func Listen(ctx context.Context, o Options, httpAddr, tlsAddr string) (*Listener
 		closeBoth()
 		return nil, fmt.Errorf("configuring the TLS listener: %w", err)
 	}
+	limits := o.Timeouts.withDefaults()
 	l := &Listeners{Systems: sys, URL: "http://" + plain.Addr().String(), TLSAddr: secure.Addr(), errc: make(chan error, 2)}
 	for _, srv := range []struct {
 		ln  net.Listener
 		tls *tls.Config
 	}{{plain, nil}, {tls.NewListener(secure, cfg), cfg}} {
-		s := &http.Server{Handler: sys.Sandbox, ReadHeaderTimeout: 10 * time.Second, TLSConfig: srv.tls}
+		s := &http.Server{Handler: httpguard.Handler(sys.Sandbox, nil), TLSConfig: srv.tls,
+			ReadHeaderTimeout: limits.ReadHeader, ReadTimeout: limits.Read, IdleTimeout: limits.Idle}
 		l.servers = append(l.servers, s)
 		go func(ln net.Listener) { l.errc <- s.Serve(ln) }(srv.ln)
 	}

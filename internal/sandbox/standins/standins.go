@@ -99,6 +99,34 @@ type Options struct {
 	// endpoints secured by mutual TLS: the Director's one-time tokens and the Connector's
 	// management plane info point there. TLSURL (the constant) when empty; Listen sets it.
 	TLSURL string
+	// Timeouts bound the listeners' connections (Listen); the broker passes its own listener's.
+	Timeouts Timeouts
+}
+
+// Timeouts bound a listener's connections: reading the headers, reading a whole request, and
+// waiting idle between requests. Zero fields take DefaultTimeouts().
+type Timeouts struct {
+	ReadHeader, Read, Idle time.Duration
+}
+
+// DefaultTimeouts are the broker listener's defaults (APP_HTTP_READ_HEADER_TIMEOUT,
+// APP_HTTP_READ_TIMEOUT, APP_HTTP_IDLE_TIMEOUT).
+func DefaultTimeouts() Timeouts {
+	return Timeouts{ReadHeader: 10 * time.Second, Read: 30 * time.Second, Idle: 2 * time.Minute}
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	d := DefaultTimeouts()
+	if t.ReadHeader <= 0 {
+		t.ReadHeader = d.ReadHeader
+	}
+	if t.Read <= 0 {
+		t.Read = d.Read
+	}
+	if t.Idle <= 0 {
+		t.Idle = d.Idle
+	}
+	return t
 }
 
 // Systems are the stand-ins in one sandbox, with those the TLS listener needs.

@@ -69,6 +69,9 @@ func (s *Store) insertEvents(ctx context.Context, ex sqlx.ExecerContext, events 
 }
 
 func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter) (storage.Page[storage.Event], error) {
+	if err := checkLists("listing events", len(f.InstanceIDs), len(f.OperationIDs), len(f.Types), len(f.Stages)); err != nil {
+		return storage.Page[storage.Event]{}, err
+	}
 	page, err := s.listEvents(ctx, f)
 	if err != nil {
 		return storage.Page[storage.Event]{}, fmt.Errorf("listing events: %w", err)

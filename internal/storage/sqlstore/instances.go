@@ -215,6 +215,9 @@ func (s *Store) DeleteInstance(ctx context.Context, id string) error {
 }
 
 func (s *Store) ListInstances(ctx context.Context, f storage.InstanceFilter) (storage.Page[storage.Instance], error) {
+	if err := checkLists("listing instances", instanceFilterLens(f)...); err != nil {
+		return storage.Page[storage.Instance]{}, err
+	}
 	page, err := s.listInstances(ctx, f)
 	if err != nil {
 		return storage.Page[storage.Instance]{}, fmt.Errorf("listing instances: %w", err)

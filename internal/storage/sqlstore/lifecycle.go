@@ -60,6 +60,9 @@ func (s *Store) scanRuntimeRow(r rowScanner) (storage.RuntimeRow, error) {
 }
 
 func (s *Store) FindRuntimes(ctx context.Context, f storage.RuntimeQuery) (storage.Page[storage.RuntimeRow], error) {
+	if err := checkLists("finding runtimes", append(instanceFilterLens(f.InstanceFilter), len(f.ShootNames), len(f.States))...); err != nil {
+		return storage.Page[storage.RuntimeRow]{}, err
+	}
 	where := instanceWhere(f.InstanceFilter)
 	// The shoot name a provisioning recorded is kept on the instance by triggers (0021).
 	where = eqIfAny(where, "shoot_name", f.ShootNames)
@@ -312,6 +315,9 @@ func (s *Store) InsertRetriggerOperation(ctx context.Context, r storage.Retrigge
 }
 
 func (s *Store) ListRetriggers(ctx context.Context, states []string, dueBefore *time.Time, p storage.Paging) (storage.Page[storage.Retrigger], error) {
+	if err := checkLists("listing re-triggers", len(states)); err != nil {
+		return storage.Page[storage.Retrigger]{}, err
+	}
 	where := eqIfAny(sq.And{}, "state", states)
 	order := []string{"created_at", "origin_id"}
 	if dueBefore != nil {

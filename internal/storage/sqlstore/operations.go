@@ -228,6 +228,9 @@ func (s *Store) updateOperation(ctx context.Context, op storage.Operation) (stor
 }
 
 func (s *Store) ListOperations(ctx context.Context, f storage.OperationFilter) (storage.Page[storage.Operation], error) {
+	if err := checkLists("listing operations", len(f.IDs), len(f.InstanceIDs), len(f.Types), len(f.States)); err != nil {
+		return storage.Page[storage.Operation]{}, err
+	}
 	page, err := s.listOperations(ctx, f)
 	if err != nil {
 		return storage.Page[storage.Operation]{}, fmt.Errorf("listing operations: %w", err)

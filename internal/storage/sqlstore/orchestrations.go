@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -127,6 +128,9 @@ func (s *Store) GetOrchestration(ctx context.Context, id string) (storage.Orches
 }
 
 func (s *Store) ListOrchestrations(ctx context.Context, f storage.OrchestrationFilter) (storage.Page[storage.Orchestration], error) {
+	if err := checkLists("listing orchestrations", len(f.States)); err != nil {
+		return storage.Page[storage.Orchestration]{}, err
+	}
 	page, err := listPage(ctx, s, pageQuery{table: "orchestrations", cols: orchCols, where: eqIfAny(sq.And{}, "state", f.States),
 		order: []string{"created_at DESC", "id"}, paging: f.Paging}, scanOrchestration)
 	if err != nil {
@@ -164,6 +168,9 @@ func (s *Store) CountOrchestrationOperations(ctx context.Context, id string) (ma
 }
 
 func (s *Store) ListOrchestrationOperations(ctx context.Context, id string, f storage.OrchestrationOperationFilter) (storage.Page[storage.OrchestrationOperation], error) {
+	if err := checkLists("listing orchestration operations", len(f.States)); err != nil {
+		return storage.Page[storage.OrchestrationOperation]{}, err
+	}
 	where := eqIfAny(sq.And{sq.Eq{"orchestration_id": id}}, "state", f.States)
 	page, err := listPage(ctx, s, pageQuery{table: orchOpView, cols: orchOpCols, where: where, order: []string{"seq"}, paging: f.Paging}, scanOrchOp)
 	if err != nil {
@@ -439,7 +446,43 @@ func (s *Store) RetryOrchestration(ctx context.Context, id string, operationIDs 
 	return out, nil
 }
 
+// retryChunk bounds the operation IDs looked up in one statement (a variable each).
+const retryChunk = 1000
+
+// failedOrchOps are the orchestration's failed operations in order, those of operationIDs only
+// when given (looked up in chunks, so that any number of IDs stays within the drivers' limits).
+func (s *Store) failedOrchOps(ctx context.Context, tx *sqlx.Tx, id string, operationIDs []string) ([]retryRow, error) {
+	where := sq.And{sq.Eq{"orchestration_id": id, "state": storage.OrchOpFailed}}
+	if len(operationIDs) == 0 {
+		return s.selectRetryRows(ctx, tx, where)
+	}
+	var out []retryRow
+	for chunk := range slices.Chunk(operationIDs, retryChunk) {
+		rows, err := s.selectRetryRows(ctx, tx, append(slices.Clone(where), sq.Eq{"operation_id": chunk}))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	slices.SortFunc(out, func(a, b retryRow) int { return cmp.Compare(a.Seq, b.Seq) })
+	// The same ID given twice is found twice.
+	return slices.CompactFunc(out, func(a, b retryRow) bool { return a.Seq == b.Seq }), nil
+}
+
+func (s *Store) selectRetryRows(ctx context.Context, tx *sqlx.Tx, where sq.And) ([]retryRow, error) {
+	q, args, err := s.sb().Select("instance_id", "operation_id", "seq").From(orchOpView).Where(where).OrderBy("seq").ToSql()
+	if err != nil {
+		return nil, err
+	}
+	var out []retryRow
+	if err := sqlx.SelectContext(ctx, tx, &out, q, args...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 type retryRow struct {
+	Seq         int64  `db:"seq"`
 	InstanceID  string `db:"instance_id"`
 	OperationID string `db:"operation_id"`
 }
@@ -457,24 +500,18 @@ func (s *Store) retryOrchestration(ctx context.Context, id string, operationIDs 
 	if !slices.Contains([]string{"in progress", "failed", "retrying"}, state) {
 		return nil, fmt.Errorf("a %s orchestration has no failed operations to retry (%w)", state, storage.ErrOrchestrationState)
 	}
-	where := sq.And{sq.Eq{"orchestration_id": id, "state": storage.OrchOpFailed}}
-	if len(operationIDs) > 0 {
-		where = append(where, sq.Eq{"operation_id": operationIDs})
-	}
-	q, args, err := s.sb().Select("instance_id", "operation_id").From(orchOpView).Where(where).OrderBy("seq").ToSql()
+	failed, err := s.failedOrchOps(ctx, tx, id, operationIDs)
 	if err != nil {
 		return nil, err
 	}
-	var failed []retryRow
-	if err := sqlx.SelectContext(ctx, tx, &failed, q, args...); err != nil {
-		return nil, err
-	}
 	if len(operationIDs) > 0 {
+		found := make(map[string]bool, len(failed))
+		for _, f := range failed {
+			found[f.OperationID] = true
+		}
 		var invalid []string
 		for _, want := range operationIDs {
-			if !slices.ContainsFunc(failed, func(f retryRow) bool {
-				return f.OperationID == want
-			}) {
+			if !found[want] {
 				invalid = append(invalid, want)
 			}
 		}

@@ -169,6 +169,9 @@ func (s *Store) updateRuntime(ctx context.Context, rt storage.Runtime) (storage.
 }
 
 func (s *Store) ListRuntimes(ctx context.Context, f storage.RuntimeFilter) (storage.Page[storage.Runtime], error) {
+	if err := checkLists("listing runtimes", len(f.IDs), len(f.Tenants)); err != nil {
+		return storage.Page[storage.Runtime]{}, err
+	}
 	out, err := s.listRuntimes(ctx, f)
 	if err != nil {
 		return storage.Page[storage.Runtime]{}, fmt.Errorf("listing runtimes: %w", err)

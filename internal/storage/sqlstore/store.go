@@ -403,6 +403,23 @@ func pageBounds(p storage.Paging) (uint64, uint64, error) {
 	return uint64(size), uint64(page-1) * uint64(size), nil
 }
 
+// checkLists refuses (storage.ErrTooManyValues) filter lists whose values together exceed
+// storage.MaxListValues, before the driver fails on its variable limit; what names the query.
+func checkLists(what string, lens ...int) error {
+	n := 0
+	for _, l := range lens {
+		n += l
+	}
+	if n > storage.MaxListValues {
+		return fmt.Errorf("%s: %d filter values, at most %d: %w", what, n, storage.MaxListValues, storage.ErrTooManyValues)
+	}
+	return nil
+}
+
+func instanceFilterLens(f storage.InstanceFilter) []int {
+	return []int{len(f.InstanceIDs), len(f.RuntimeIDs), len(f.GlobalAccountIDs), len(f.SubAccountIDs), len(f.PlanIDs), len(f.Regions)}
+}
+
 func eqIfAny[T any](where sq.And, col string, vals []T) sq.And {
 	if len(vals) == 0 {
 		return where

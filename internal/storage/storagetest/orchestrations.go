@@ -95,6 +95,15 @@ func testOrchestrations(t *testing.T, e *env) {
 	_, err = s.RetryOrchestration(ctx, "o1", []string{rows[2].OperationID}, func() string { return "new" }, now())
 	var invalid *storage.InvalidRetryError
 	require.True(t, errors.As(err, &invalid), "a pending operation is not retried: %v", err)
+	// Any number of IDs is looked up within the drivers' variable limits (issue 38: 40,000 IDs
+	// failed with "too many SQL variables").
+	many := []string{rows[0].OperationID}
+	for i := range 40_000 {
+		many = append(many, fmt.Sprintf("nope-%d", i))
+	}
+	_, err = s.RetryOrchestration(ctx, "o1", many, func() string { return "new" }, now())
+	require.True(t, errors.As(err, &invalid), "%v", err)
+	assert.Len(t, invalid.OperationIDs, 40_000, "only the unknown IDs are invalid")
 	n := 0
 	retried, err := s.RetryOrchestration(ctx, "o1", nil, func() string { n++; return fmt.Sprintf("retry-%d", n) }, now())
 	require.NoError(t, err)
@@ -305,4 +314,32 @@ func testOrchestrationStartRacesDeprovisioning(t *testing.T, e *env) {
 		}
 	}
 	t.Logf("%d of %d rows skipped, the others started before their deprovisioning", skippedN, n)
+}
+
+// Filter lists beyond what a statement can bind are refused with storage.ErrTooManyValues
+// before the driver fails (issue 38: SQLite answered "too many SQL variables").
+func testListLimits(t *testing.T, e *env) {
+	many := make([]string, storage.MaxListValues+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("v-%d", i)
+	}
+	_, err := e.s.Orchestrations().ListOrchestrations(ctx, storage.OrchestrationFilter{States: many})
+	assert.ErrorIs(t, err, storage.ErrTooManyValues)
+	_, err = e.s.Orchestrations().ListOrchestrationOperations(ctx, "o", storage.OrchestrationOperationFilter{States: many})
+	assert.ErrorIs(t, err, storage.ErrTooManyValues)
+	_, err = e.s.Lifecycle().ListRetriggers(ctx, many, nil, storage.Paging{})
+	assert.ErrorIs(t, err, storage.ErrTooManyValues)
+	half := many[:storage.MaxListValues/2+1]
+	_, err = e.s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{GlobalAccountIDs: half, SubAccountIDs: half}})
+	assert.ErrorIs(t, err, storage.ErrTooManyValues, "the lists count together")
+	_, err = e.s.Instances().ListInstances(ctx, storage.InstanceFilter{InstanceIDs: many})
+	assert.ErrorIs(t, err, storage.ErrTooManyValues)
+	_, err = e.s.Operations().ListOperations(ctx, storage.OperationFilter{InstanceIDs: many})
+	assert.ErrorIs(t, err, storage.ErrTooManyValues)
+	_, err = e.s.Events().ListEvents(ctx, storage.EventFilter{OperationIDs: many})
+	assert.ErrorIs(t, err, storage.ErrTooManyValues)
+	// At the bound, the drivers take it.
+	page, err := e.s.Lifecycle().FindRuntimes(ctx, storage.RuntimeQuery{InstanceFilter: storage.InstanceFilter{GlobalAccountIDs: many[:storage.MaxListValues]}})
+	require.NoError(t, err)
+	assert.Zero(t, page.TotalCount)
 }

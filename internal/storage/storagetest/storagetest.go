@@ -125,6 +125,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"RuntimeSort", testRuntimeSort},
 		{"Expire", testExpire},
 		{"Retriggers", testRetriggers},
+		{"ListLimits", testListLimits},
 		{"Ping", func(t *testing.T, e *env) { require.NoError(t, e.s.Ping(context.Background())) }},
 	}
 	for _, tc := range tests {
