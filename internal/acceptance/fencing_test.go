@@ -104,4 +104,3 @@ func unfinished(t *testing.T, store storage.Store, ids []string) []storage.Opera
 	}
 	return out
 }
-

@@ -66,6 +66,7 @@ type App struct {
 	provEngine     *engine.Engine
 	orchestrations *orchestration.Manager
 	expirer        lifecycle.Expirer
+	storage        *health.Storage
 	closers        []func()
 }
 
@@ -184,9 +185,14 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 	}
 	routes.Operator = operator.New(store, adapter, log, operator.WithOrchestrations(a.orchestrations),
 		operator.WithProvisioner(prov), operator.WithExpirer(a.expirer), operator.WithClock(clock))
-	routes.Health = health.New(store, schema, a.Registry)
+	a.storage, err = health.NewStorage(store, log, a.Registry)
+	if err != nil {
+		return nil, err
+	}
+	routes.Health = health.NewWith(store, schema, a.Registry, health.Options{Timeout: cfg.ReadinessTimeout, Storage: a.storage})
 	a.health = routes.Health
 	routes.APIDoc = apidoc.Handler()
+	routes.RequestTimeout = cfg.RequestTimeout
 	routes.Console = console.Handler()
 	routes.Metrics = httpMetrics
 	api := broker.NewAPI(broker.New(store, adapter, prov, cfg.Broker, log),
@@ -226,11 +232,21 @@ func (a *App) Start(ctx context.Context) (wait func() error, err error) {
 	// Every replica runs the scheduler; one at a time holds its lock and works.
 	scheduled := make(chan error, 1)
 	go func() { scheduled <- a.orchestrations.Scheduler().Run(runCtx) }()
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		every := a.Config.StorageProbeInterval
+		if every <= 0 {
+			every = 10 * time.Second
+		}
+		a.storage.Run(runCtx, every)
+	}()
 	return func() error {
 		<-runCtx.Done()
 		defer stop()
 		err := errors.Join(<-engineDone, <-provDone)
 		<-scheduled
+		<-probed
 		waitJobs()
 		return err
 	}, nil

@@ -3,6 +3,7 @@ package app
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/kyma-project/kyma-environment-broker/internal/broker"
@@ -30,6 +31,25 @@ type Routes struct {
 	// Metrics counts and times the requests by route template (nil: none); every request
 	// gets a server span either way.
 	Metrics *observe.HTTPMetrics
+
+	// RequestTimeout bounds every request routed here (0: none): one still running then is
+	// answered 503 with Retry-After, before a client's own timeout (typically 30 s) gives up on
+	// it, and its work is cancelled.
+	RequestTimeout time.Duration
+}
+
+// timeoutBody is the answer to a request that outlived RequestTimeout.
+const timeoutBody = `{"description":"the broker did not finish the request in time (APP_HTTP_REQUEST_TIMEOUT); retry later"}`
+
+// withDeadline answers 503 (Retry-After added by unavailable.WithRetryAfter) to a request still
+// running after d, and ends its context.
+func withDeadline(d time.Duration) mux.MiddlewareFunc {
+	return func(next http.Handler) http.Handler {
+		if d <= 0 {
+			return next
+		}
+		return http.TimeoutHandler(next, d, timeoutBody)
+	}
 }
 
 // NewRouter is the process's handler: the OSB API at /v2, /oauth/v2 and /oauth/{region}/v2,
@@ -38,7 +58,7 @@ type Routes struct {
 // broker.API.AnswerPoll).
 func NewRouter(api *broker.API, rt Routes, log logrus.FieldLogger) *Router {
 	r := mux.NewRouter()
-	r.Use(routeTemplate, broker.RequestLog(log), unavailable.WithRetryAfter)
+	r.Use(routeTemplate, broker.RequestLog(log), unavailable.WithRetryAfter, withDeadline(rt.RequestTimeout))
 	api.Mount(r)
 	if rt.Operator != nil {
 		maxBody := api.MaxBodyBytes()

@@ -64,6 +64,13 @@ type Config struct {
 	// WriteTimeout bounds writing an answer; IdleTimeout how long a kept-alive connection waits.
 	WriteTimeout time.Duration `envconfig:"HTTP_WRITE_TIMEOUT" default:"60s"`
 	IdleTimeout  time.Duration `envconfig:"HTTP_IDLE_TIMEOUT" default:"2m"`
+	// RequestTimeout bounds every request: one still running is answered 503 with Retry-After
+	// before a client's typical 30 s timeout, and its work cancelled (Routes.RequestTimeout).
+	RequestTimeout time.Duration `envconfig:"HTTP_REQUEST_TIMEOUT" default:"25s"`
+	// ReadinessTimeout bounds one /readyz check; StorageProbeInterval is how often the database's
+	// writability is probed besides (a full disk: logged once, keb_storage_full).
+	ReadinessTimeout     time.Duration `envconfig:"READINESS_TIMEOUT" default:"10s"`
+	StorageProbeInterval time.Duration `envconfig:"STORAGE_PROBE_INTERVAL" default:"10s"`
 	// The parts below are read separately (see load): envconfig would otherwise prefix their
 	// variables with the field name.
 	Broker   broker.Config                `ignored:"true"`

@@ -26,6 +26,17 @@ func unprocessable(action, format string, args ...any) error {
 // internal logs err and answers 500 without storage or client details, or 503 when the
 // database cannot be reached: platforms retry on 503 (the router adds Retry-After).
 func internal(log logrus.FieldLogger, action string, err error) error {
+	if storage.IsFull(err) {
+		// health.Storage logs the storage's state once; a line per request would add to it.
+		log.WithError(err).WithField("action", action).Debug("request refused: storage full")
+		return apiresponses.NewFailureResponse(errors.New(unavailable.FullMessage), http.StatusServiceUnavailable, action)
+	}
+	if storage.IsCanceled(err) {
+		// The client went away or the request's deadline passed: not a server failure. The
+		// answer goes nowhere, or the deadline's 503 went already.
+		log.WithError(err).WithField("action", action).Info("request ended before its answer (client gone or deadline passed)")
+		return apiresponses.NewFailureResponse(errors.New(unavailable.Message), http.StatusServiceUnavailable, action)
+	}
 	if storage.IsUnavailable(err) {
 		log.WithError(err).WithField("action", action).Warn("request refused: database unavailable")
 		return apiresponses.NewFailureResponse(errors.New(unavailable.Message), http.StatusServiceUnavailable, action)

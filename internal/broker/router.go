@@ -207,13 +207,18 @@ func logRequests(log logrus.FieldLogger, withContext bool, next http.Handler) ht
 		}
 		next.ServeHTTP(rec, req)
 		// Platforms poll: building a line nobody writes is a visible share of a last_operation.
-		if rec.status < http.StatusInternalServerError && !debugEnabled(log) {
+		if rec.status < http.StatusInternalServerError && req.Context().Err() == nil && !debugEnabled(log) {
 			return
 		}
 		e := log.WithFields(logrus.Fields{
 			"request_id": id, "method": req.Method, "path": req.URL.Path, "status": rec.status,
 			"duration_ms": time.Since(start).Milliseconds(),
 		})
+		if req.Context().Err() != nil {
+			// The client went away before the answer: its own timeout, not a failure of ours.
+			e.Info("request ended: the client went away before the answer")
+			return
+		}
 		// Platforms poll: one line per request belongs to debug; failures of ours stay visible.
 		if rec.status >= http.StatusInternalServerError {
 			e.Warn("request failed")

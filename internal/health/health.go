@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/unavailable"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -16,10 +17,30 @@ import (
 // New returns the handler for the three endpoints; /readyz fails while the store's schema is
 // behind wantSchema (the latest version of the migrations the process embeds).
 func New(store storage.Store, wantSchema int, reg *prometheus.Registry) http.Handler {
+	return NewWith(store, wantSchema, reg, Options{})
+}
+
+// Options tune /readyz.
+type Options struct {
+	// Timeout bounds one readiness check [10s]: long enough for a loaded database, whose slow
+	// answers are no reason to take the replica out of service.
+	Timeout time.Duration
+	// Storage, when set, probes a write on every check: a full storage is not ready.
+	Storage *Storage
+}
+
+// NewWith is New with options: /readyz says whether this replica can do its work (the database
+// answers, its schema is current and, with Options.Storage, it can write).
+func NewWith(store storage.Store, wantSchema int, reg *prometheus.Registry, o Options) http.Handler {
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := ready(r.Context(), store, wantSchema); err != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), o.Timeout)
+		defer cancel()
+		if err := ready(ctx, store, wantSchema, o.Storage); err != nil {
 			RetryLater(w)
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
@@ -30,9 +51,7 @@ func New(store storage.Store, wantSchema int, reg *prometheus.Registry) http.Han
 	return mux
 }
 
-func ready(ctx context.Context, store storage.Store, want int) error {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
+func ready(ctx context.Context, store storage.Store, want int, st *Storage) error {
 	if err := store.Ping(ctx); err != nil {
 		return fmt.Errorf("database unreachable: %w", err)
 	}
@@ -42,6 +61,13 @@ func ready(ctx context.Context, store storage.Store, want int) error {
 	}
 	if have < want {
 		return fmt.Errorf("database schema %d is behind %d: migrations not applied", have, want)
+	}
+	if st != nil {
+		if err := st.Probe(ctx); storage.IsFull(err) {
+			return fmt.Errorf("%s: %w", unavailable.FullMessage, err)
+		} else if err != nil {
+			return fmt.Errorf("probing a write: %w", err)
+		}
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/orchestration"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/unavailable"
 	"github.com/sirupsen/logrus"
 )
 
@@ -505,6 +506,17 @@ func list(q map[string][]string, key string) []string {
 func (h *Handler) fail(w http.ResponseWriter, err error) {
 	if errors.Is(err, storage.ErrTooManyValues) {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if storage.IsFull(err) {
+		health.RetryLater(w)
+		writeError(w, http.StatusServiceUnavailable, unavailable.FullMessage)
+		return
+	}
+	if storage.IsCanceled(err) {
+		h.log.WithError(err).Info("operator request ended before its answer (client gone or deadline passed)")
+		health.RetryLater(w)
+		writeError(w, http.StatusServiceUnavailable, health.UnavailableMessage)
 		return
 	}
 	if storage.IsUnavailable(err) {

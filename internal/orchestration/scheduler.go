@@ -65,6 +65,17 @@ func (s *Scheduler) lead(ctx context.Context, lock storage.SingletonLock) {
 		s.OnLead(true)
 		defer s.OnLead(false)
 	}
+	// A lock lost (its lease not renewed in time: this replica hung or lost the database) ends
+	// the work under way too, so a replica that resumes starts nothing the new holder starts.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-lock.Lost():
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 	t := time.NewTicker(s.m.cfg.PollInterval)
 	defer t.Stop()
 	for {

@@ -523,6 +523,9 @@ type Store interface {
 	// RotateSecrets re-encrypts every secret not under the primary key; returns how many rows.
 	RotateSecrets(ctx context.Context) (int, error)
 	Ping(ctx context.Context) error
+	// ProbeWrite writes a page-sized row and rolls it back: it fails (IsFull) when the database
+	// cannot grow, which Ping and reads do not notice.
+	ProbeWrite(ctx context.Context) error
 	Close() error
 }
 

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -59,4 +60,40 @@ func unavailableState(code string) bool {
 		return true
 	}
 	return strings.HasPrefix(code, "08")
+}
+
+// ErrFull marks an error as "the database's storage is full": no write succeeds until space is
+// freed; reads still do. IsFull also recognises the drivers' own errors without it.
+var ErrFull = errors.New("the database's storage is full")
+
+// IsFull reports whether err says the database cannot write for lack of space: SQLite's
+// SQLITE_FULL ("database or disk is full", also at its max_page_count), PostgreSQL's disk_full
+// (SQLSTATE 53100), or ENOSPC from the file system.
+func IsFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrFull) || errors.Is(err, syscall.ENOSPC) {
+		return true
+	}
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) && coded.SQLState() == "53100" {
+		return true
+	}
+	// modernc.org/sqlite's error: the primary result code is the low byte (SQLITE_FULL is 13).
+	var sqliteErr interface{ Code() int }
+	if errors.As(err, &sqliteErr) && sqliteErr.Code()&0xff == 13 {
+		return true
+	}
+	return strings.Contains(err.Error(), "database or disk is full")
+}
+
+// IsCanceled reports whether err is a request's own end (its context cancelled, its deadline
+// passed, or PostgreSQL cancelling the statement for it: SQLSTATE 57014), not a database fault.
+func IsCanceled(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var coded interface{ SQLState() string }
+	return errors.As(err, &coded) && coded.SQLState() == "57014"
 }

@@ -16,6 +16,9 @@ const RetryAfter = 5 * time.Second
 // Message is the description of a 503 caused by an unreachable database.
 const Message = "the broker's database is unavailable; retry later"
 
+// FullMessage is the description of a 503 caused by a full database storage (disk).
+const FullMessage = "the broker's storage is full; retry later"
+
 // RetryLater sets Retry-After on a response about to be answered with 503.
 func RetryLater(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))

@@ -90,6 +90,8 @@ type Options struct {
 	// instead of the fast simulation; Clusters then reach the runtimes (real clusters).
 	Backends string
 	Clusters *runtimeclient.Clusters
+	// RequestTimeout bounds every request (APP_HTTP_REQUEST_TIMEOUT) [none].
+	RequestTimeout time.Duration
 }
 
 func (o Options) clock() lifecycle.Clock {
@@ -150,11 +152,12 @@ func Start(t testing.TB, o Options) *Broker {
 			KubernetesVersion: "1.31", KymaVersion: "2.20.0", Components: []string{"istio", "api-gateway"},
 			DashboardURL: "https://dashboard.kyma.local",
 		},
-		Auth:          auth.Config{Username: Username, Password: Password},
-		Database:      dbCfg,
-		Engine:        engine.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second},
-		Backends:      infrastructure.Config{SetJSON: simulation(t, o.FailureRate)},
-		Orchestration: orchestration.Config{PollInterval: 20 * time.Millisecond, BusyRetryInterval: 200 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond},
+		Auth:           auth.Config{Username: Username, Password: Password},
+		Database:       dbCfg,
+		Engine:         engine.Config{Workers: workers, PollInterval: 20 * time.Millisecond, SweepInterval: time.Second, ShutdownTimeout: 5 * time.Second},
+		Backends:       infrastructure.Config{SetJSON: simulation(t, o.FailureRate)},
+		Orchestration:  orchestration.Config{PollInterval: 20 * time.Millisecond, BusyRetryInterval: 200 * time.Millisecond, LockRetryInterval: 100 * time.Millisecond},
+		RequestTimeout: o.RequestTimeout,
 	}
 	if o.Backends != "" {
 		cfg.Backends = infrastructure.Config{SetJSON: o.Backends}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -42,6 +43,9 @@ type Config struct {
 	// SecretKeysPrevious (comma-separated) can still decrypt; RotateSecrets moves data off them.
 	SecretKeysPrevious []string `envconfig:"DATABASE_SECRET_KEYS_PREVIOUS"`
 	MaxOpenConns       int      `envconfig:"DATABASE_MAX_OPEN_CONNS" default:"50"`
+	// LockLease: how long a replica holds a singleton lock (the orchestration scheduler, the
+	// lifecycle jobs) without renewing it; a replica that hangs loses it after this long.
+	LockLease time.Duration `envconfig:"DATABASE_LOCK_LEASE" default:"15s"`
 }
 
 // Validate checks the driver name.
@@ -57,7 +61,7 @@ func (c Config) Validate() error {
 // Postgres is the PostgreSQL part of the configuration.
 func (c Config) Postgres() postgres.Config {
 	return postgres.Config{URL: c.URL, Host: c.Host, Port: c.Port, User: c.User, Password: c.Password,
-		Name: c.Name, SSLMode: c.SSLMode, MaxOpenConns: c.MaxOpenConns}
+		Name: c.Name, SSLMode: c.SSLMode, MaxOpenConns: c.MaxOpenConns, LockLease: c.LockLease}
 }
 
 // SQLite is the SQLite part of the configuration.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/stretchr/testify/assert"
@@ -22,7 +23,7 @@ func TestConfigDefaults(t *testing.T) {
 	var cfg driver.Config
 	require.NoError(t, envconfig.Process("APP", &cfg))
 	assert.Equal(t, driver.Config{Driver: "sqlite", Path: "keb.db", Host: "localhost", Port: 5432, User: "postgres",
-		Password: "password", Name: "provisioner", SSLMode: "disable", MaxOpenConns: 50}, cfg)
+		Password: "password", Name: "provisioner", SSLMode: "disable", MaxOpenConns: 50, LockLease: 15 * time.Second}, cfg)
 	assert.Equal(t, "postgres://postgres:password@localhost:5432/provisioner?sslmode=disable", cfg.Postgres().DSN())
 }
 

@@ -48,11 +48,11 @@ type Dialect struct {
 	// until the end of the transaction (pg_advisory_xact_lock). Without it the driver must
 	// serialise write transactions (SQLite: a single writer connection).
 	XactLockSQL string
-	// TryLockSQL / UnlockSQL, when set, take and release a session lock on a text key (its one
-	// bind parameter) on a dedicated connection (pg_try_advisory_lock): singletons across
-	// replicas. Without them the lock is held in the process (SQLite: one process anyway).
-	TryLockSQL string
-	UnlockSQL  string
+	// LeaseLockSQL, RenewLockSQL and ReleaseLockSQL, when set, take, renew and release a leased
+	// singleton lock, a row of singleton_leases (parameters: name, holder, lease in
+	// milliseconds; the expiry is on the database's clock): singletons across replicas. Without
+	// them the lock is held in the process (SQLite: one process anyway).
+	LeaseLockSQL, RenewLockSQL, ReleaseLockSQL string
 	// ByteOrder, when set, follows a text expression to compare it byte by byte (COLLATE "C"), as an
 	// index on that expression is ordered; empty when the default collation already is (SQLite's
 	// BINARY). Key ranges then mean prefixes whatever the database's collation.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	sq "github.com/Masterminds/squirrel"
 	"github.com/google/uuid"
@@ -47,9 +48,12 @@ type Config struct {
 	// stand-in as a system that never got the request. A lost wake costs its operation the
 	// next poll. A process killed loses neither: the server has the commit.
 	UnflushedDB *sqlx.DB
-	Dialect     Dialect
-	Keyring     *encryption.Keyring
-	Log         logrus.FieldLogger
+	// LockLease is how long a singleton lock (TryLock) is held without a renewal, for dialects
+	// with LeaseLockSQL [15s]: a holder that hangs loses it to another replica after this long.
+	LockLease time.Duration
+	Dialect   Dialect
+	Keyring   *encryption.Keyring
+	Log       logrus.FieldLogger
 	// OnClose, when set, runs after the databases are closed.
 	OnClose func() error
 }
@@ -70,6 +74,7 @@ type Store struct {
 	onClose                                 func() error
 	wake                                    broadcaster
 	locks                                   localLocks
+	lockLease                               time.Duration
 	takers                                  takers
 	// notifier wakes the other processes (dialects with Notify); id is this store's name in
 	// the notifications, so that its own listener ignores them (its subscribers are woken
@@ -110,7 +115,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Dialect.IsUniqueViolation == nil {
 		return nil, errors.New("creating store: dialect has no IsUniqueViolation")
 	}
-	s := &Store{w: cfg.DB, r: cfg.ReadDB, d: cfg.Dialect, kr: cfg.Keyring, log: cfg.Log, onClose: cfg.OnClose}
+	s := &Store{w: cfg.DB, r: cfg.ReadDB, d: cfg.Dialect, kr: cfg.Keyring, log: cfg.Log, onClose: cfg.OnClose, lockLease: cfg.LockLease}
+	if s.lockLease <= 0 {
+		s.lockLease = DefaultLockLease
+	}
 	if s.r == nil {
 		s.r = s.w
 	}
@@ -199,6 +207,21 @@ func (s *Store) Ping(ctx context.Context) error {
 		if err := s.r.PingContext(ctx); err != nil {
 			return fmt.Errorf("pinging %s database (readers): %w", s.d.Name, err)
 		}
+	}
+	return nil
+}
+
+// probePayload is larger than a page, so the probe's row needs new pages, as most writes do.
+var probePayload = make([]byte, 8192)
+
+func (s *Store) ProbeWrite(ctx context.Context) error {
+	tx, err := s.w.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("probing a write: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, s.d.rebind(`INSERT INTO write_probes (id, payload) VALUES (?, ?)`), uuid.NewString(), probePayload); err != nil {
+		return fmt.Errorf("probing a write: %w", err)
 	}
 	return nil
 }

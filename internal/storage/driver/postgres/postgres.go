@@ -45,6 +45,8 @@ type Config struct {
 	MaxOpenConns    int
 	MaxIdleConns    int
 	ConnMaxLifetime time.Duration
+	// LockLease: how long a singleton lock is held without renewal (sqlstore.Config.LockLease).
+	LockLease time.Duration
 }
 
 // DSN is the connection URL: URL if set, else built from the fields.
@@ -114,7 +116,7 @@ func OpenStore(ctx context.Context, cfg Config, kr *encryption.Keyring, log logr
 		pools = append(pools, *p.db)
 	}
 	s, err := sqlstore.New(ctx, sqlstore.Config{DB: db, BatchDB: batch, ClaimDB: claims, UnflushedDB: unflushed,
-		Dialect: d, Keyring: kr, Log: log})
+		Dialect: d, Keyring: kr, Log: log, LockLease: cfg.LockLease})
 	if err != nil {
 		return fail(fmt.Errorf("opening postgres store: %w", err))
 	}
@@ -254,8 +256,13 @@ func dialect(dsn string, log logrus.FieldLogger) sqlstore.Dialect {
 		Notify:      "SELECT pg_notify('" + NotifyChannel + "', $1)",
 		WritableCTE: true,
 		XactLockSQL: "SELECT pg_advisory_xact_lock(hashtext(?))",
-		TryLockSQL:  "SELECT pg_try_advisory_lock(hashtext(?))",
-		UnlockSQL:   "SELECT pg_advisory_unlock(hashtext(?))",
+		// A row, not a session advisory lock: a holder that hangs with its connection open
+		// (SIGSTOP) kept the advisory lock for as long as it hung.
+		LeaseLockSQL: `INSERT INTO singleton_leases (name, holder, expires_at) VALUES (?, ?, clock_timestamp() + ? * interval '1 millisecond')
+			ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+			WHERE singleton_leases.expires_at < clock_timestamp() RETURNING holder`,
+		RenewLockSQL:   `UPDATE singleton_leases SET expires_at = clock_timestamp() + ? * interval '1 millisecond' WHERE name = ? AND holder = ?`,
+		ReleaseLockSQL: `DELETE FROM singleton_leases WHERE name = ? AND holder = ?`,
 		Listen: func(ctx context.Context, ignore string) (<-chan struct{}, error) {
 			return listen(ctx, dsn, ignore, log)
 		},

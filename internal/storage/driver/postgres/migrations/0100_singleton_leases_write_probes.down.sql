@@ -1,0 +1,2 @@
+DROP TABLE singleton_leases;
+DROP TABLE write_probes;
