@@ -36,6 +36,8 @@ type config struct {
 	DB                   string `envconfig:"DB" default:"sandbox.db"`
 	AVSClientID          string `envconfig:"AVS_CLIENT_ID"`
 	AVSClientSecret      string `envconfig:"AVS_CLIENT_SECRET"`
+	AVSUser              string `envconfig:"AVS_USER"`
+	AVSPassword          string `envconfig:"AVS_PASSWORD"`
 	AVSParentIDs         string `envconfig:"AVS_PARENT_IDS" default:"1000"`
 	EDPClientID          string `envconfig:"EDP_CLIENT_ID"`
 	EDPClientSecret      string `envconfig:"EDP_CLIENT_SECRET"`
@@ -132,6 +134,7 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(*sta
 		dst  *string
 	}{
 		{"avs-client-id", &cfg.AVSClientID}, {"avs-client-secret", &cfg.AVSClientSecret}, {"avs-parent-ids", &cfg.AVSParentIDs},
+		{"avs-user", &cfg.AVSUser}, {"avs-password", &cfg.AVSPassword},
 		{"edp-client-id", &cfg.EDPClientID}, {"edp-client-secret", &cfg.EDPClientSecret}, {"edp-namespaces", &cfg.EDPNamespaces},
 		{"ias-user", &cfg.IASUser}, {"ias-password", &cfg.IASPassword},
 		{"sm-client-id", &cfg.SMClientID}, {"sm-client-secret", &cfg.SMClientSecret},
@@ -168,7 +171,7 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(*sta
 		o.EDPNamespaces = []string{} // empty: any namespace exists
 	}
 	o.Credentials = standins.Credentials{
-		AVSClientID: cfg.AVSClientID, AVSClientSecret: cfg.AVSClientSecret, EDPClientID: cfg.EDPClientID, EDPClientSecret: cfg.EDPClientSecret,
+		AVSClientID: cfg.AVSClientID, AVSClientSecret: cfg.AVSClientSecret, AVSUser: cfg.AVSUser, AVSPassword: cfg.AVSPassword, EDPClientID: cfg.EDPClientID, EDPClientSecret: cfg.EDPClientSecret,
 		IASUser: cfg.IASUser, IASPassword: cfg.IASPassword, SMClientID: cfg.SMClientID, SMClientSecret: cfg.SMClientSecret,
 		AzureClientID: cfg.AzureClientID, AzureClientSecret: cfg.AzureClientSecret,
 		DirectorClientID: cfg.DirectorClientID, DirectorClientSecret: cfg.DirectorClientSecret,

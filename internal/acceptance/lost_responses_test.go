@@ -13,7 +13,12 @@ import (
 func TestLostResponsesOnEverySystem(t *testing.T) {
 	c := onDefaults(t)
 	for _, sys := range allSystems {
-		c.faults[sys] = sandbox.Faults{LostResponseRate: 0.3}
+		// AVS gives an evaluation's ID only in the creation's answer and cannot be searched by
+		// name: a lost answer leaves an evaluation no client can find (the broker records its
+		// name, see internal/clients/avs), so AVS is not part of this test.
+		if sys != "avs" {
+			c.faults[sys] = sandbox.Faults{LostResponseRate: 0.3}
+		}
 	}
 	c.start()
 	b := c.client()

@@ -115,6 +115,9 @@ type Resources struct {
 	AVSExternalEvaluationID int64 `json:"avs_external_evaluation_id,omitempty"`
 	// AVSTagged tells that AVS_Tags finished.
 	AVSTagged bool `json:"avs_tagged,omitempty"`
+	// AVSUnconfirmed names the evaluations whose creation AVS may have carried out without the
+	// broker learning their IDs (AVS cannot be searched by name): for an operator to remove.
+	AVSUnconfirmed []string `json:"avs_unconfirmed,omitempty"`
 	// IASServiceProviderID is the runtime's IAS service provider; IASClientID its OIDC client.
 	IASServiceProviderID string `json:"ias_service_provider_id,omitempty"`
 	IASClientID          string `json:"ias_client_id,omitempty"`

@@ -24,8 +24,10 @@ type TokenIssuer struct {
 
 	clientID string
 	secret   string
-	ttl      time.Duration
-	now      func() time.Time
+	// username and password: the resource owner the password grant accepts; none when empty.
+	username, password string
+	ttl                time.Duration
+	now                func() time.Time
 
 	mu     sync.Mutex
 	tokens map[string]time.Time
@@ -43,6 +45,12 @@ func NewTokenIssuer(clientID, secret string, ttl time.Duration, now func() time.
 	return &TokenIssuer{clientID: clientID, secret: secret, ttl: ttl, now: now, tokens: map[string]time.Time{}}
 }
 
+// AcceptPassword makes the issuer also serve the resource owner password grant for the client,
+// to username with password only (as the AVS token endpoint does).
+func (t *TokenIssuer) AcceptPassword(username, password string) {
+	t.username, t.password = username, password
+}
+
 type oauthError struct {
 	Error            string `json:"error"`
 	ErrorDescription string `json:"error_description,omitempty"`
@@ -54,8 +62,9 @@ func (t *TokenIssuer) count(events ...string) {
 	}
 }
 
-// ServeToken serves a client-credentials token request: the form must have grant_type
-// client_credentials and the client credentials come from basic authentication or, without it, from
+// ServeToken serves a client-credentials token request (or, after AcceptPassword, a password
+// grant one, with the resource owner's username and password in the form): the form must have
+// grant_type client_credentials (or password) and the client credentials come from basic authentication or, without it, from
 // the client_id and client_secret form fields.
 func (t *TokenIssuer) ServeToken(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<16)
@@ -63,7 +72,8 @@ func (t *TokenIssuer) ServeToken(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusBadRequest, oauthError{Error: "invalid_request", ErrorDescription: err.Error()})
 		return
 	}
-	if gt := r.PostForm.Get("grant_type"); gt != "client_credentials" {
+	gt := r.PostForm.Get("grant_type")
+	if gt != "client_credentials" && (gt != "password" || t.username == "") {
 		WriteJSON(w, http.StatusBadRequest, oauthError{Error: "unsupported_grant_type",
 			ErrorDescription: fmt.Sprintf("grant_type %q is not supported", gt)})
 		return
@@ -72,7 +82,8 @@ func (t *TokenIssuer) ServeToken(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
 	}
-	if id == "" || id != t.clientID || secret != t.secret {
+	badOwner := gt == "password" && (r.PostForm.Get("username") != t.username || r.PostForm.Get("password") != t.password)
+	if id == "" || id != t.clientID || secret != t.secret || badOwner {
 		t.count("token", "token.rejected")
 		w.Header().Set("WWW-Authenticate", fmt.Sprintf("Basic realm=%q", t.Realm))
 		WriteJSON(w, http.StatusUnauthorized, oauthError{Error: "invalid_client", ErrorDescription: "bad client credentials"})

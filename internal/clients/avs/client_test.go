@@ -31,13 +31,15 @@ func newEnv(t *testing.T, seed uint64) *env {
 
 func newEnvWithClock(t *testing.T, seed uint64, now func() time.Time) *env {
 	t.Helper()
-	st := avsstandin.New(avsstandin.Options{ClientID: "keb", ClientSecret: "s3cret", ParentIDs: []int64{parentID}, Now: now})
+	st := avsstandin.New(avsstandin.Options{ClientID: "keb", ClientSecret: "s3cret", Username: "keb-user", Password: "pw", ParentIDs: []int64{parentID}, Now: now})
 	sb, base := sandboxtest.Serve(t, sandbox.Options{Seed: seed}, st)
 	return &env{sb: sb, st: st, cfg: avs.Config{
 		URL:                 base + "/avs",
 		OAuthURL:            base + "/avs/oauth/token",
 		ClientID:            "keb",
 		ClientSecret:        "s3cret",
+		OAuthUsername:       "keb-user",
+		OAuthPassword:       "pw",
 		ParentID:            parentID,
 		Timeout:             2 * time.Second,
 		RetryInitialBackoff: 2 * time.Millisecond,
@@ -51,7 +53,7 @@ func request(name string) *avs.EvaluationRequest {
 	return &avs.EvaluationRequest{
 		Name: name, Description: "internal evaluation of " + name, DefinitionType: "BASIC",
 		URL: "https://dashboard.example/" + name, CheckType: "HTTPSGET", Interval: 180, Timeout: 30000,
-		TesterAccessID: 77, Visibility: "PUBLIC", ParentID: parentID,
+		TesterAccessID: 77, Visibility: "PUBLIC", ParentID: parentID, Threshold: 30000,
 		Tags: []avs.Tag{{Content: "eu-west", TagClassID: 3, TagClassName: "region"}},
 	}
 }
@@ -61,12 +63,15 @@ func TestConfigFromEnvironment(t *testing.T) {
 	t.Setenv("APP_AVS_OAUTH_URL", "https://avs.example/oauth/token")
 	t.Setenv("APP_AVS_CLIENT_ID", "id")
 	t.Setenv("APP_AVS_CLIENT_SECRET", "secret")
+	t.Setenv("APP_AVS_OAUTH_USERNAME", "user")
+	t.Setenv("APP_AVS_OAUTH_PASSWORD", "pw")
 	t.Setenv("APP_AVS_PARENT_ID", "17")
 	t.Setenv("APP_AVS_INTERNAL_TESTER_ACCESS_ID", "3")
 	t.Setenv("APP_AVS_EXTERNAL_TESTER_ACCESS_ID", "4")
 	var cfg avs.Config
 	require.NoError(t, envconfig.Process("APP", &cfg))
-	assert.Equal(t, avs.Config{URL: "https://avs.example", OAuthURL: "https://avs.example/oauth/token", ClientID: "id",
+	assert.Equal(t, avs.Config{URL: "https://avs.example", OAuthURL: "https://avs.example/oauth/token", OAuthGrant: "password",
+		OAuthUsername: "user", OAuthPassword: "pw", ClientID: "id",
 		ClientSecret: "secret", ParentID: 17, InternalTesterAccessID: 3, ExternalTesterAccessID: 4,
 		Timeout: 10 * time.Second, Config: clientkit.Config{Calls: clientkittest.DefaultCalls}, RetryInitialBackoff: 200 * time.Millisecond, RetryMaxBackoff: 10 * time.Second}, cfg)
 	require.NoError(t, cfg.Validate())
@@ -75,6 +80,11 @@ func TestConfigFromEnvironment(t *testing.T) {
 	assert.ErrorContains(t, err, "APP_AVS_URL must be an absolute http(s) URL")
 	assert.ErrorContains(t, err, "APP_AVS_OAUTH_URL is required")
 	assert.ErrorContains(t, err, "APP_AVS_CLIENT_ID is required")
+	assert.ErrorContains(t, err, "APP_AVS_OAUTH_USERNAME is required", "the password grant by default")
+	_, err = avs.New(avs.Config{URL: "https://avs.example", OAuthURL: "https://avs.example/t", ClientID: "x", OAuthGrant: "implicit"})
+	assert.ErrorContains(t, err, "APP_AVS_OAUTH_GRANT must be password or client_credentials")
+	_, err = avs.New(avs.Config{URL: "https://avs.example", OAuthURL: "https://avs.example/t", ClientID: "x", OAuthGrant: "client_credentials"})
+	assert.NoError(t, err)
 }
 
 func TestEvaluationLifecycle(t *testing.T) {
@@ -90,36 +100,24 @@ func TestEvaluationLifecycle(t *testing.T) {
 	assert.Equal(t, int64(77), ev.TesterAccessID)
 	assert.Equal(t, "keb", ev.Owner)
 
-	again, err := c.CreateEvaluation(ctx, request("rt-1"))
-	require.NoError(t, err)
-	assert.Equal(t, ev.ID, again.ID, "an existing evaluation of the same name is returned")
+	assert.Equal(t, int64(30000), ev.Threshold)
+	assert.Equal(t, "rt-1", ev.Service, "the service defaults to the name")
 
 	got, err := c.GetEvaluation(ctx, ev.ID)
 	require.NoError(t, err)
 	assert.Equal(t, ev, got)
-	found, ok, err := c.FindEvaluation(ctx, "rt-1")
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, ev.ID, found.ID)
-	_, ok, err = c.FindEvaluation(ctx, "missing")
-	require.NoError(t, err)
-	assert.False(t, ok)
 
 	tagged, err := c.AddTag(ctx, ev.ID, avs.Tag{Content: "gardener-shoot", TagClassID: 8})
 	require.NoError(t, err)
 	assert.Equal(t, []avs.Tag{{Content: "eu-west", TagClassID: 3, TagClassName: "region"}, {Content: "gardener-shoot", TagClassID: 8}}, tagged.Tags)
 
+	err = c.DeleteEvaluation(ctx, ev.ID)
+	assert.Equal(t, http.StatusBadRequest, clientkit.StatusOf(err), "AVS refuses to delete a subevaluation: %v", err)
 	require.NoError(t, c.RemoveParent(ctx, parentID, ev.ID))
+	require.NoError(t, c.RemoveParent(ctx, parentID, ev.ID), "unlinking twice (AVS: does not contain subevaluation)")
 	got, err = c.GetEvaluation(ctx, ev.ID)
 	require.NoError(t, err)
 	assert.Zero(t, got.ParentID)
-	require.NoError(t, c.SetParent(ctx, parentID, ev.ID))
-	require.NoError(t, c.SetParent(ctx, parentID, ev.ID), "linking twice")
-	got, err = c.GetEvaluation(ctx, ev.ID)
-	require.NoError(t, err)
-	assert.Equal(t, int64(parentID), got.ParentID)
-
-	require.NoError(t, c.RemoveParent(ctx, parentID, ev.ID))
 	require.NoError(t, c.DeleteEvaluation(ctx, ev.ID))
 	require.NoError(t, c.DeleteEvaluation(ctx, ev.ID), "deleting a missing evaluation succeeds")
 	require.NoError(t, c.RemoveParent(ctx, parentID, ev.ID), "unlinking a missing evaluation succeeds")
@@ -136,7 +134,11 @@ func TestEvaluationLifecycle(t *testing.T) {
 	assert.Equal(t, 1, snap.Calls["token"], "the token is reused")
 }
 
-func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
+// AVS cannot be searched by name, so a creation whose answer is lost cannot be found again: the
+// client never sends a creation again after AVS may have carried it out, and says so. Under
+// injected errors and lost answers every evaluation is created once, plus at most once for each
+// creation the client reported as of unknown outcome.
+func TestCreateUnderInjectedErrors(t *testing.T) {
 	e := newEnv(t, 2026)
 	// Every call tries up to 100 times, as the step's durable retries would; the breaker is off, so
 	// that a run of injected failures does not stop the calls this test makes.
@@ -146,32 +148,50 @@ func TestIdempotentCreateUnderInjectedErrors(t *testing.T) {
 	ctx := sandboxtest.Context(t, 60*time.Second)
 
 	ids := map[int64]string{}
+	unknown := map[string]int{}
 	for i := range 50 {
 		name := fmt.Sprintf("runtime-%02d", i)
-		ev, err := c.CreateEvaluation(ctx, request(name))
-		require.NoError(t, err, name)
-		assert.Equal(t, name, ev.Name)
-		ids[ev.ID] = name
+		for try := 0; ; try++ {
+			require.Less(t, try, 100, name)
+			ev, err := c.CreateEvaluation(ctx, request(name))
+			if err == nil {
+				assert.Equal(t, name, ev.Name)
+				ids[ev.ID] = name
+				break
+			}
+			require.True(t, avs.IsTemporary(err), "%v", err)
+			if avs.IsOutcomeUnknown(err) {
+				unknown[name]++
+				var ae *avs.Error
+				require.ErrorAs(t, err, &ae)
+				assert.Contains(t, []int{http.StatusInternalServerError, http.StatusBadGateway}, ae.StatusCode)
+			}
+		}
 	}
 	assert.Len(t, ids, 50)
+	assert.NotEmpty(t, unknown, "lost answers were reported")
 
 	snap := e.st.Snapshot()
-	assert.Len(t, snap.Evaluations, 51, "50 evaluations and the parent")
 	assert.Len(t, snap.CreatesByName, 50)
 	for name, n := range snap.CreatesByName {
-		assert.Equal(t, 1, n, name)
+		assert.LessOrEqual(t, n, 1+unknown[name], "%s: created %d times, %d unknown outcomes reported", name, n, unknown[name])
 	}
 	st, err := e.sb.Stats("avs")
 	require.NoError(t, err)
-	injected := st.Errors500 + st.Errors503
-	assert.Greater(t, injected, 15, "the retries were exercised: %+v", st)
+	assert.Positive(t, st.Errors503, "the retries were exercised: %+v", st)
 
-	// and deleting them all under the same faults leaves only the parent
+	// deleting them all (unlinked first) under the same faults leaves only the parent and the
+	// evaluations the client could not know of
 	for id := range ids {
+		require.NoError(t, c.RemoveParent(ctx, parentID, id))
 		require.NoError(t, c.DeleteEvaluation(ctx, id))
 	}
 	snap = e.st.Snapshot()
-	assert.Len(t, snap.Evaluations, 1)
+	extra := 0
+	for _, n := range unknown {
+		extra += n
+	}
+	assert.LessOrEqual(t, len(snap.Evaluations), 1+extra)
 	for name, n := range snap.DeletesByName {
 		assert.Equal(t, 1, n, name)
 	}
@@ -195,7 +215,6 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 	assert.ErrorContains(t, err, "parent evaluation 999 does not exist")
 	snap := e.st.Snapshot()
 	assert.Equal(t, 1, snap.Calls["create"])
-	assert.Equal(t, 1, snap.Calls["list"])
 
 	_, err = c.AddTag(ctx, 555, avs.Tag{Content: "x", TagClassID: 1})
 	assert.True(t, avs.IsNotFound(err))
@@ -273,7 +292,7 @@ func TestRejectedTokenIsReplaced(t *testing.T) {
 func TestNetworkErrorsAreTemporary(t *testing.T) {
 	addr := sandboxtest.ClosedAddr(t)
 
-	c, err := avs.New(avs.Config{URL: "http://" + addr, OAuthURL: "http://" + addr + "/oauth/token", ClientID: "x",
+	c, err := avs.New(avs.Config{URL: "http://" + addr, OAuthURL: "http://" + addr + "/oauth/token", ClientID: "x", OAuthGrant: avs.GrantClientCredentials,
 		RetryInitialBackoff: time.Millisecond, RetryMaxBackoff: 5 * time.Millisecond})
 	require.NoError(t, err)
 	err = c.DeleteEvaluation(sandboxtest.Context(t, 100*time.Millisecond), 1)

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 )
 
-// Tokens hands out OAuth2 client-credentials tokens, caching the current one until it expires or the
+// Tokens hands out OAuth2 tokens (client-credentials or password grant), caching the current one until it expires or the
 // server rejects it. It is safe for concurrent use.
 type Tokens struct {
 	source oauth2.TokenSource // fetches a new token
@@ -31,17 +31,31 @@ func NewTokens(httpc *http.Client, tokenURL, clientID, clientSecret string, scop
 	}
 	// The token source outlives any one call; its requests are bounded by httpc's timeout.
 	tokenCtx := context.WithValue(context.Background(), oauth2.HTTPClient, httpc)
-	source := fetcher{cc: cc, ctx: tokenCtx}
+	return newTokens(fetcher(func() (*oauth2.Token, error) { return cc.Token(tokenCtx) }))
+}
+
+// NewPasswordTokens returns tokens fetched with the OAuth2 resource owner password grant: the
+// client credentials in the Authorization header (the secret may be empty) and username and
+// password in the form, as the original broker's AVS client fetched them.
+func NewPasswordTokens(httpc *http.Client, tokenURL, clientID, clientSecret, username, password string, scopes ...string) *Tokens {
+	cfg := &oauth2.Config{
+		ClientID:     clientID,
+		ClientSecret: clientSecret,
+		Endpoint:     oauth2.Endpoint{TokenURL: tokenURL, AuthStyle: oauth2.AuthStyleInHeader},
+		Scopes:       scopes,
+	}
+	tokenCtx := context.WithValue(context.Background(), oauth2.HTTPClient, httpc)
+	return newTokens(fetcher(func() (*oauth2.Token, error) { return cfg.PasswordCredentialsToken(tokenCtx, username, password) }))
+}
+
+func newTokens(source oauth2.TokenSource) *Tokens {
 	return &Tokens{source: source, cached: oauth2.ReuseTokenSource(nil, source)}
 }
 
 // fetcher fetches a new token on every call; clientcredentials.Config.TokenSource would cache it.
-type fetcher struct {
-	cc  *clientcredentials.Config
-	ctx context.Context
-}
+type fetcher func() (*oauth2.Token, error)
 
-func (f fetcher) Token() (*oauth2.Token, error) { return f.cc.Token(f.ctx) }
+func (f fetcher) Token() (*oauth2.Token, error) { return f() }
 
 // Token returns a valid access token, fetching one if needed, without waiting past ctx.
 func (t *Tokens) Token(ctx context.Context) (*oauth2.Token, error) {

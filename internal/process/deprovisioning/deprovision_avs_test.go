@@ -85,9 +85,21 @@ func TestDeprovisionAVS_OnlyTheRecordedEvaluation(t *testing.T) {
 	assert.Equal(t, 1, objects[avsstandin.Objects](t, e, "avs").Calls["delete"])
 }
 
+// AVS refuses to delete a subevaluation: the step removes each from its parent first.
+func TestDeprovisionAVS_UnlinksBeforeDeleting(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	res := createEvaluations(t, e)
+	out, wait, err := runStep(e, DeprovisionAVS{e.deps}, withResources(res), t0)
+	assertDone(t, out, wait, err)
+	objs := objects[avsstandin.Objects](t, e, "avs")
+	assert.Equal(t, 2, objs.Calls["removeChild"])
+	assert.Equal(t, 2, objs.Calls["delete"], "no delete refused")
+}
+
 func TestDeprovisionAVS_OneAlreadyGone(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	res := createEvaluations(t, e)
+	require.NoError(t, e.sys.Systems.AVS.RemoveParent(testCtx(t), standins.AVSParentID, res.AVSExternalEvaluationID))
 	require.NoError(t, e.sys.Systems.AVS.DeleteEvaluation(testCtx(t), res.AVSExternalEvaluationID))
 
 	out, wait, err := runStep(e, DeprovisionAVS{e.deps}, withResources(res), t0)

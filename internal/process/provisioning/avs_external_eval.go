@@ -30,7 +30,7 @@ func (s AVSExternalEval) Run(ctx context.Context, op Op, log logrus.FieldLogger)
 		op.LastError = fmt.Sprintf("reading the instance: %v", err)
 		return op, s.PollInterval, nil
 	}
-	ev, err := s.Systems.AVS.CreateEvaluation(ctx, externalEvaluation(op, dashboard, s.Systems.AVSSettings.ExternalTesterAccessID))
+	ev, err := createEvaluation(ctx, s.Systems.AVS, &op, log, externalEvaluation(op, dashboard, s.Systems.AVSSettings.ExternalTesterAccessID))
 	if err != nil {
 		wait, err := s.Systems.Retry(&op, "AVS", "creating the external evaluation", err, s.PollInterval)
 		return op, wait, err

@@ -1,9 +1,11 @@
 package provisioning_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/avsstandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/stretchr/testify/assert"
@@ -53,12 +55,7 @@ func TestAVSInternalEval_CreatesTheEvaluation(t *testing.T) {
 func TestAVSInternalEval_Idempotent(t *testing.T) {
 	e := newSystemsEnv(t, standins.Options{})
 	op := newOp(provData("azure", "westeurope"))
-	first := e.mustRun(t, internalEvalStep(e), op, t0)
-
-	// The engine lost the first run's result and runs the step on the same input again: AVS
-	// finds the evaluation by name.
-	again := e.mustRun(t, internalEvalStep(e), op, t0.Add(testPoll))
-	assert.Equal(t, first.Data.Resources.AVSInternalEvaluationID, again.Data.Resources.AVSInternalEvaluationID)
+	again := e.mustRun(t, internalEvalStep(e), op, t0)
 
 	// A rerun of the finished step does not call AVS at all.
 	before := objects[avsstandin.Objects](t, e, "avs").Calls
@@ -99,4 +96,27 @@ func TestAVSInternalEval_UnknownParentFails(t *testing.T) {
 	assert.Contains(t, err.Error(), "parent evaluation 1000 does not exist")
 	assert.Contains(t, err.Error(), "failed")
 	assert.Zero(t, out.Data.Resources.AVSInternalEvaluationID)
+}
+
+// AVS cannot be searched by name: when the answer to a creation is lost, the step does not send it
+// again in the same run, records the evaluation AVS may hold for an operator, and creates it again
+// in its next run.
+func TestAVSInternalEval_LostAnswerIsRecorded(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{})
+	op := startedAt(newOp(provData("azure", "westeurope")), "AVS_Create_Internal_Eval_Step", t0)
+	// Only the creation's answer is lost: the token is fetched first.
+	_, err := e.sb.Systems.AVS.GetEvaluation(context.Background(), standins.AVSParentID)
+	require.NoError(t, err)
+	e.sb.Faults(t, "avs", sandbox.Faults{LostResponseRate: 1})
+	out, wait, err := e.run(internalEvalStep(e), op, t0)
+	assertRetrying(t, out, wait, err, "AVS")
+	assert.Contains(t, out.LastError, "outcome is unknown")
+	assert.Equal(t, []string{"kyma-internal-" + testInstanceID}, out.Data.Resources.AVSUnconfirmed)
+	assert.Zero(t, out.Data.Resources.AVSInternalEvaluationID)
+	assert.Equal(t, 1, objects[avsstandin.Objects](t, e, "avs").CreatesByName["kyma-internal-"+testInstanceID], "sent once")
+
+	e.up(t, "avs")
+	out = e.mustRun(t, internalEvalStep(e), out, t0.Add(testPoll))
+	assert.NotZero(t, out.Data.Resources.AVSInternalEvaluationID)
+	assert.Equal(t, []string{"kyma-internal-" + testInstanceID}, out.Data.Resources.AVSUnconfirmed, "kept for an operator")
 }

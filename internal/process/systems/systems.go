@@ -21,10 +21,12 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
-// AVS creates, tags and deletes evaluations.
+// AVS creates, tags, unlinks and deletes evaluations.
 type AVS interface {
 	CreateEvaluation(ctx context.Context, req *avs.EvaluationRequest) (*avs.Evaluation, error)
+	GetEvaluation(ctx context.Context, id int64) (*avs.Evaluation, error)
 	AddTag(ctx context.Context, id int64, tag avs.Tag) (*avs.Evaluation, error)
+	RemoveParent(ctx context.Context, parentID, childID int64) error
 	DeleteEvaluation(ctx context.Context, id int64) error
 }
 

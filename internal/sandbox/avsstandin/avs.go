@@ -1,6 +1,9 @@
-// Package avs is the sandbox stand-in for SAP's Availability Service (AVS) evaluation API as the broker
-// uses it: an OAuth2 client-credentials token endpoint and the v2 evaluation metadata resource with
-// tags and parent/child links. It keeps its state in a durable.Store (one row per evaluation and
+// Package avsstandin is the sandbox stand-in for SAP's Availability Service (AVS) evaluation API as
+// the original broker used it (internal/clients/avs/testdata/contract.json): an OAuth2 token
+// endpoint (password grant, or client credentials) and the v2 evaluation metadata resource: create,
+// get, delete, POST tag and unlink from a parent. It refuses what the real API refuses: another
+// method or path (no list by name, no linking endpoint), a threshold that is not a string, a body
+// that is not JSON, deleting an evaluation its parent still holds. It keeps its state in a durable.Store (one row per evaluation and
 // counter) and counts calls per evaluation and creations per name, so tests can see duplicates.
 package avsstandin
 
@@ -8,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"slices"
 	"sort"
@@ -27,7 +31,7 @@ const Name = "avs"
 type Tag struct {
 	Content      string `json:"content"`
 	TagClassID   int64  `json:"tag_class_id"`
-	TagClassName string `json:"tag_class_name,omitempty"`
+	TagClassName string `json:"tag_class_name"`
 }
 
 // Definition is what a client defines: the body of POST /api/v2/evaluationmetadata.
@@ -43,20 +47,40 @@ type Definition struct {
 	ReadOnly         bool   `json:"read_only"`
 	ContentCheck     string `json:"content_check"`
 	ContentCheckType string `json:"content_check_type"`
-	Threshold        int64  `json:"threshold"`
-	GroupID          int64  `json:"group_id"`
-	Visibility       string `json:"visibility"`
-	ParentID         int64  `json:"parent_id"`
-	Tags             []Tag  `json:"tags"`
+	// Threshold is a string of digits in requests; answers carry it as a number (Evaluation).
+	Threshold  threshold `json:"threshold"`
+	Service    string    `json:"service"`
+	GroupID    int64     `json:"group_id"`
+	Visibility string    `json:"visibility"`
+	ParentID   int64     `json:"parent_id"`
+	Tags       []Tag     `json:"tags"`
+}
+
+// threshold is the request's threshold: the API takes a JSON string of digits, not a number.
+type threshold int64
+
+func (t *threshold) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("threshold must be a string, got %s", b)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("threshold %q is not a number", s)
+	}
+	*t = threshold(n)
+	return nil
 }
 
 // Evaluation is an evaluation as the API returns it: its definition and what AVS adds.
 type Evaluation struct {
 	ID int64 `json:"id"`
 	Definition
-	Status    string `json:"status"`
-	Owner     string `json:"owner"`
-	CreatedAt int64  `json:"created_at"`
+	// Threshold shadows the definition's: a number in answers.
+	Threshold   int64  `json:"threshold"`
+	Status      string `json:"status"`
+	Owner       string `json:"owner"`
+	DateCreated int64  `json:"dateCreated"`
 }
 
 // Options configures the stand-in.
@@ -64,6 +88,8 @@ type Options struct {
 	// ClientID and ClientSecret are the only credentials the token endpoint accepts.
 	ClientID     string
 	ClientSecret string
+	// Username and Password, when set, are the resource owner the password grant accepts.
+	Username, Password string
 	// TokenTTL is the lifetime of issued tokens; one hour when zero.
 	TokenTTL time.Duration
 	// ParentIDs are parent evaluations that exist from the start and survive Reset, like the
@@ -150,6 +176,9 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
 	s.issuer.Count = s.countEvents
+	if opts.Username != "" {
+		s.issuer.AcceptPassword(opts.Username, opts.Password)
+	}
 	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
 	s.evals = durable.NewTable[stored](s.durable, kindEvaluation, false)
 	s.evals.Lookup(lookupName, func(st *stored) []string { return []string{st.Evaluation.Name} })
@@ -173,12 +202,11 @@ func Open(ctx context.Context, opts Options) (*StandIn, error) {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /oauth/token", s.issuer.ServeToken)
 	const base = "/api/v2/evaluationmetadata"
-	m.HandleFunc("POST "+base, s.issuer.Protect(s.handleCreate))
-	m.HandleFunc("GET "+base, s.issuer.Protect(s.handleList))
+	// Only the operations of the contract: any other method on these paths is answered 405.
+	m.HandleFunc("POST "+base, s.issuer.Protect(jsonBody(s.handleCreate)))
 	m.HandleFunc("GET "+base+"/{id}", s.issuer.Protect(s.handleGet))
 	m.HandleFunc("DELETE "+base+"/{id}", s.issuer.Protect(s.handleDelete))
-	m.HandleFunc("PUT "+base+"/{id}/tag", s.issuer.Protect(s.handleTag))
-	m.HandleFunc("POST "+base+"/{id}/child/{child}", s.issuer.Protect(s.handleLink))
+	m.HandleFunc("POST "+base+"/{id}/tag", s.issuer.Protect(jsonBody(s.handleTag)))
 	m.HandleFunc("DELETE "+base+"/{id}/child/{child}", s.issuer.Protect(s.handleUnlink))
 	s.mux = m
 	s.handler = s.durable.Handler(m)
@@ -211,7 +239,7 @@ func (s *StandIn) addParents() {
 	s.seq.Add(kindEvaluation, firstID)
 	for _, id := range s.opts.ParentIDs {
 		s.put(&stored{Evaluation: Evaluation{ID: id, Definition: Definition{Name: fmt.Sprintf("parent-%d", id), DefinitionType: "COMPOSED", Tags: []Tag{}},
-			Status: "ACTIVE", Owner: "sandbox", CreatedAt: s.opts.Now().UnixMilli()}})
+			Status: "ACTIVE", Owner: "sandbox", DateCreated: s.opts.Now().UnixMilli()}})
 	}
 }
 
@@ -258,7 +286,9 @@ func clone(e *Evaluation) Evaluation {
 	return c
 }
 
+// apiError is the API's error body (the original broker read status and message).
 type apiError struct {
+	Status  int    `json:"status,omitempty"`
 	Message string `json:"message"`
 }
 
@@ -333,10 +363,11 @@ func (s *StandIn) handleCreate(w http.ResponseWriter, r *http.Request) {
 	for slices.Contains(s.opts.ParentIDs, id) {
 		id = int64(s.seq.Inc(kindEvaluation))
 	}
-	st := &stored{Evaluation: Evaluation{ID: id, Definition: req, Status: "ACTIVE", Owner: s.opts.ClientID, CreatedAt: s.opts.Now().UnixMilli()},
+	st := &stored{Evaluation: Evaluation{ID: id, Definition: req, Threshold: int64(req.Threshold), Status: "ACTIVE", Owner: s.opts.ClientID, DateCreated: s.opts.Now().UnixMilli()},
 		Calls: map[string]int{"create": 1}}
 	e := &st.Evaluation
-	e.Tags = []Tag{} // rebuilt below: a tag given twice is kept once
+	e.Definition.Threshold = 0 // kept as the answer's number (Evaluation.Threshold), which shadows it
+	e.Tags = []Tag{}           // rebuilt below: a tag given twice is kept once
 	for _, t := range req.Tags {
 		e.Tags = addTag(e.Tags, t)
 	}
@@ -367,24 +398,6 @@ func (s *StandIn) countOn(id int64, op string) {
 	}
 }
 
-func (s *StandIn) handleList(w http.ResponseWriter, r *http.Request) {
-	name, byName := r.URL.Query()["name"]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.totals.Inc("list")
-	out := []Evaluation{}
-	var all map[string]*stored
-	if byName {
-		all = s.evals.Find(lookupName, name[0])
-	} else {
-		all = s.evals.All()
-	}
-	for _, st := range sortedEvals(all) {
-		out = append(out, clone(&st.Evaluation))
-	}
-	sandbox.WriteJSON(w, http.StatusOK, out)
-}
-
 func (s *StandIn) handleGet(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r, "id")
 	if !ok {
@@ -413,6 +426,12 @@ func (s *StandIn) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", id)})
 		return
+	}
+	if p := st.Evaluation.ParentID; p != 0 {
+		if _, held := s.get(p); held {
+			sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: fmt.Sprintf("evaluation %d is a subevaluation of %d: remove it from its parent first", id, p)})
+			return
+		}
 	}
 	s.evals.Delete(key(id))
 	for _, other := range s.evals.Find(lookupParent, key(id)) {
@@ -463,62 +482,45 @@ func addTag(tags []Tag, t Tag) []Tag {
 	return append(tags, t)
 }
 
-func (s *StandIn) linkTargets(w http.ResponseWriter, r *http.Request, op string) (parent, child *stored, ok bool) {
+func (s *StandIn) handleUnlink(w http.ResponseWriter, r *http.Request) {
 	pid, ok := pathID(w, r, "id")
 	if !ok {
-		return nil, nil, false
+		return
 	}
 	cid, ok := pathID(w, r, "child")
 	if !ok {
-		return nil, nil, false
+		return
 	}
-	s.countLocked(pid, op)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.countLocked(pid, "removeChild")
 	if cid != pid {
-		s.countOn(cid, op)
+		s.countOn(cid, "removeChild")
 	}
-	parent, pok := s.get(pid)
-	child, cok := s.get(cid)
-	switch {
-	case !pok:
+	if _, ok := s.get(pid); !ok {
 		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", pid)})
-		return nil, nil, false
-	case !cok:
-		sandbox.WriteJSON(w, http.StatusNotFound, apiError{Message: fmt.Sprintf("evaluation %d not found", cid)})
-		return nil, nil, false
-	case pid == cid:
-		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Message: "an evaluation cannot be its own child"})
-		return nil, nil, false
-	}
-	return parent, child, true
-}
-
-func (s *StandIn) handleLink(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	parent, child, ok := s.linkTargets(w, r, "addChild")
-	if !ok {
 		return
 	}
-	c := &child.Evaluation
-	if c.ParentID != 0 && c.ParentID != parent.Evaluation.ID {
-		sandbox.WriteJSON(w, http.StatusConflict, apiError{Message: fmt.Sprintf("evaluation %d already has parent %d", c.ID, c.ParentID)})
+	child, ok := s.get(cid)
+	if !ok || child.Evaluation.ParentID != pid {
+		// The real API's words, which the original broker looked for.
+		sandbox.WriteJSON(w, http.StatusBadRequest, apiError{Status: http.StatusBadRequest,
+			Message: fmt.Sprintf("Evaluation %d does not contain subevaluation %d", pid, cid)})
 		return
 	}
-	c.ParentID = parent.Evaluation.ID
+	child.Evaluation.ParentID = 0
 	s.put(child)
-	sandbox.WriteJSON(w, http.StatusOK, clone(c))
+	sandbox.WriteJSON(w, http.StatusOK, clone(&child.Evaluation))
 }
 
-func (s *StandIn) handleUnlink(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	parent, child, ok := s.linkTargets(w, r, "removeChild")
-	if !ok {
-		return
+// jsonBody refuses a request whose body is not declared JSON, as the API does (415).
+func jsonBody(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+			sandbox.WriteJSON(w, http.StatusUnsupportedMediaType, apiError{Status: http.StatusUnsupportedMediaType,
+				Message: fmt.Sprintf("content type %q is not application/json", r.Header.Get("Content-Type"))})
+			return
+		}
+		next(w, r)
 	}
-	if child.Evaluation.ParentID == parent.Evaluation.ID {
-		child.Evaluation.ParentID = 0
-		s.put(child)
-	}
-	sandbox.WriteJSON(w, http.StatusOK, clone(&child.Evaluation))
 }

@@ -34,7 +34,7 @@ func newEnv(t *testing.T) *env {
 }
 
 func options(clock *sandboxtest.Clock) avsstandin.Options {
-	return avsstandin.Options{ClientID: "id", ClientSecret: "secret", ParentIDs: []int64{7}, TokenTTL: time.Minute, Now: clock.Now}
+	return avsstandin.Options{ClientID: "id", ClientSecret: "secret", Username: "user", Password: "pw", ParentIDs: []int64{7}, TokenTTL: time.Minute, Now: clock.Now}
 }
 
 // serve serves the stand-in and takes a token.
@@ -60,7 +60,7 @@ func (e *env) api(method, path, body string) (int, string) {
 
 func (e *env) create(name string, extra string) avsstandin.Evaluation {
 	e.t.Helper()
-	code, body := e.api(http.MethodPost, "", `{"name":"`+name+`","description":"d","definition_type":"BASIC","url":"https://a.example","check_type":"HTTPSGET","interval":180,"timeout":30000,"tester_access_id":11,"tags":[{"content":"eu","tag_class_id":5}]`+extra+`}`)
+	code, body := e.api(http.MethodPost, "", `{"name":"`+name+`","description":"d","definition_type":"BASIC","url":"https://a.example","check_type":"HTTPSGET","interval":180,"timeout":30000,"threshold":"30000","tester_access_id":11,"tags":[{"content":"eu","tag_class_id":5}]`+extra+`}`)
 	require.Equal(e.t, http.StatusOK, code, body)
 	var ev avsstandin.Evaluation
 	require.NoError(e.t, json.Unmarshal([]byte(body), &ev))
@@ -76,11 +76,16 @@ func TestTokenEndpoint(t *testing.T) {
 	assert.Contains(t, body, "invalid_client")
 	code, _ = e.tokenRequest(url.Values{"grant_type": {"client_credentials"}})
 	assert.Equal(t, http.StatusUnauthorized, code, "no credentials")
-	code, body = e.tokenRequest(url.Values{"grant_type": {"password"}}, "id", "secret")
+	// the password grant, as the original broker asked for tokens
+	code, body = e.tokenRequest(url.Values{"grant_type": {"password"}, "username": {"user"}, "password": {"pw"}}, "id", "secret")
+	assert.Equal(t, http.StatusOK, code, body)
+	code, _ = e.tokenRequest(url.Values{"grant_type": {"password"}, "username": {"user"}, "password": {"wrong"}}, "id", "secret")
+	assert.Equal(t, http.StatusUnauthorized, code, "wrong resource owner password")
+	code, body = e.tokenRequest(url.Values{"grant_type": {"authorization_code"}}, "id", "secret")
 	assert.Equal(t, http.StatusBadRequest, code)
 	assert.Contains(t, body, "unsupported_grant_type")
 	snap := e.st.Snapshot()
-	assert.Equal(t, 2, snap.Calls["token.rejected"])
+	assert.Equal(t, 3, snap.Calls["token.rejected"])
 }
 
 func TestAPIRequiresBearerToken(t *testing.T) {
@@ -117,40 +122,32 @@ func TestEvaluationLifecycle(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
 	assert.Equal(t, ev, got)
 
-	code, body = e.api(http.MethodGet, "?name=runtime-1", "")
-	require.Equal(t, http.StatusOK, code)
-	var list []avsstandin.Evaluation
-	require.NoError(t, json.Unmarshal([]byte(body), &list))
-	assert.Equal(t, []avsstandin.Evaluation{ev}, list)
-	code, body = e.api(http.MethodGet, "?name=other", "")
-	require.Equal(t, http.StatusOK, code)
-	assert.JSONEq(t, `[]`, body)
+	assert.Contains(t, body, `"threshold":30000`, "a number in answers")
 
-	// tags: added once, a repeat is a no-op
+	// tags (POST): added once, a repeat is a no-op
 	for range 2 {
-		code, body = e.api(http.MethodPut, id+"/tag", `{"content":"gcp","tag_class_id":9}`)
+		code, body = e.api(http.MethodPost, id+"/tag", `{"content":"gcp","tag_class_id":9,"tag_class_name":"provider"}`)
 		require.Equal(t, http.StatusOK, code, body)
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
-	assert.Equal(t, []avsstandin.Tag{{Content: "eu", TagClassID: 5}, {Content: "gcp", TagClassID: 9}}, got.Tags)
-	code, _ = e.api(http.MethodPut, id+"/tag", `{"content":""}`)
+	assert.Equal(t, []avsstandin.Tag{{Content: "eu", TagClassID: 5}, {Content: "gcp", TagClassID: 9, TagClassName: "provider"}}, got.Tags)
+	code, _ = e.api(http.MethodPost, id+"/tag", `{"content":""}`)
 	assert.Equal(t, http.StatusBadRequest, code)
-	code, _ = e.api(http.MethodPut, "/999/tag", `{"content":"x","tag_class_id":1}`)
+	code, _ = e.api(http.MethodPost, "/999/tag", `{"content":"x","tag_class_id":1}`)
 	assert.Equal(t, http.StatusNotFound, code)
 
-	// parent/child links
+	// a subevaluation is removed from its parent before it is deleted
 	other := e.create("runtime-1-external", "")
 	otherID := "/" + jsonInt(other.ID)
-	code, body = e.api(http.MethodPost, "/7/child"+otherID, "")
-	require.Equal(t, http.StatusOK, code, body)
-	code, _ = e.api(http.MethodPost, "/7/child"+otherID, "")
-	assert.Equal(t, http.StatusOK, code, "linking again")
-	code, _ = e.api(http.MethodPost, id+"/child"+otherID, "")
-	assert.Equal(t, http.StatusConflict, code, "a second parent")
-	code, _ = e.api(http.MethodPost, "/7/child/999", "")
-	assert.Equal(t, http.StatusNotFound, code)
+	code, body = e.api(http.MethodDelete, id, "")
+	assert.Equal(t, http.StatusBadRequest, code, "still held by its parent: %s", body)
 	code, body = e.api(http.MethodDelete, "/7/child"+otherID, "")
-	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, body, "does not contain subevaluation", "not a child of 7")
+	code, _ = e.api(http.MethodDelete, "/999/child"+otherID, "")
+	assert.Equal(t, http.StatusNotFound, code)
+	code, body = e.api(http.MethodDelete, "/7/child"+id, "")
+	require.Equal(t, http.StatusOK, code, body)
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
 	assert.Zero(t, got.ParentID)
 
@@ -168,7 +165,7 @@ func TestEvaluationLifecycle(t *testing.T) {
 	require.Len(t, snap.Evaluations, 2)
 	assert.Equal(t, int64(7), snap.Evaluations[0].ID)
 	assert.Equal(t, other.ID, snap.Evaluations[1].ID)
-	assert.Equal(t, map[string]int{"create": 1, "addChild": 3, "removeChild": 1}, snap.Evaluations[1].Calls)
+	assert.Equal(t, map[string]int{"create": 1, "removeChild": 2}, snap.Evaluations[1].Calls)
 	assert.Equal(t, map[string]int{"runtime-1": 1, "runtime-1-external": 1}, snap.CreatesByName)
 	assert.Equal(t, map[string]int{"runtime-1": 1}, snap.DeletesByName)
 }
@@ -191,6 +188,8 @@ func TestCreateValidation(t *testing.T) {
 		`{"name":"a","definition_type":"BASIC","url":"https://x","tags":[{"content":"x"}]}`,
 		`{"name":"a","definition_type":"BASIC","url":"https://x","parent_id":12345}`,
 		`{"name":`,
+		`{"name":"a","definition_type":"BASIC","url":"https://x","threshold":30000}`,
+		`{"name":"a","definition_type":"BASIC","url":"https://x","threshold":"soon"}`,
 	} {
 		code, resp := e.api(http.MethodPost, "", body)
 		assert.Equal(t, http.StatusBadRequest, code, "%s: %s", body, resp)
@@ -214,9 +213,9 @@ func TestStateSurvivesARestart(t *testing.T) {
 	e := serve(t, clock, sandboxtest.Open(t, open, store))
 	a := e.create("a", `,"parent_id":7`)
 	b := e.create("b", "")
-	code, body := e.api(http.MethodPut, fmt.Sprintf("/%d/tag", b.ID), `{"content":"x","tag_class_id":9}`)
+	code, body := e.api(http.MethodPost, fmt.Sprintf("/%d/tag", b.ID), `{"content":"x","tag_class_id":9}`)
 	require.Equal(t, http.StatusOK, code, body)
-	code, body = e.api(http.MethodPost, fmt.Sprintf("/%d/child/%d", a.ID, b.ID), "")
+	code, body = e.api(http.MethodDelete, fmt.Sprintf("/7/child/%d", a.ID), "")
 	require.Equal(t, http.StatusOK, code, body)
 	code, body = e.api(http.MethodDelete, fmt.Sprintf("/%d", a.ID), "")
 	require.Equal(t, http.StatusOK, code, body)
@@ -229,7 +228,6 @@ func TestStateSurvivesARestart(t *testing.T) {
 	var got avsstandin.Evaluation
 	require.NoError(t, json.Unmarshal([]byte(body), &got))
 	assert.Equal(t, []avsstandin.Tag{{Content: "eu", TagClassID: 5}, {Content: "x", TagClassID: 9}}, got.Tags)
-	assert.Zero(t, got.ParentID, "its parent was deleted")
 	code, _ = e2.api(http.MethodGet, fmt.Sprintf("/%d", a.ID), "")
 	assert.Equal(t, http.StatusNotFound, code)
 	c := e2.create("c", "")
@@ -237,7 +235,7 @@ func TestStateSurvivesARestart(t *testing.T) {
 	snap := e2.st.Snapshot()
 	assert.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1}, snap.CreatesByName)
 	assert.Equal(t, map[string]int{"a": 1}, snap.DeletesByName)
-	assert.Equal(t, map[string]int{"create": 1, "tag": 1, "addChild": 1, "get": 1}, snap.Evaluations[1].Calls)
+	assert.Equal(t, map[string]int{"create": 1, "tag": 1, "get": 1}, snap.Evaluations[1].Calls)
 
 	sandboxtest.RequireResetIsDurable(t, e2.st, open, store)
 	parents := sandboxtest.Reopen(t, open, store, e2.st.Snapshot()).Snapshot().Evaluations
@@ -257,4 +255,30 @@ func TestNewIDsSkipConfiguredParents(t *testing.T) {
 	code, body := e.api(http.MethodGet, "/100001", "")
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, `"name":"parent-100001"`)
+}
+
+// What the real API refuses, the stand-in refuses: the wrong method for tags, a list by name, a
+// linking endpoint, a numeric threshold, a body not declared JSON, deleting a linked subevaluation.
+func TestRefusesWhatTheRealAPIRefuses(t *testing.T) {
+	e := newEnv(t)
+	ev := e.create("rt", `,"parent_id":7`)
+	id := "/" + jsonInt(ev.ID)
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{http.MethodPut, id + "/tag", `{"content":"x","tag_class_id":1}`, http.StatusMethodNotAllowed},
+		{http.MethodGet, "?name=rt", "", http.StatusMethodNotAllowed},
+		{http.MethodPost, "/7/child" + id, "", http.StatusMethodNotAllowed},
+		{http.MethodPost, "", `{"name":"n","definition_type":"BASIC","url":"https://x","threshold":30000}`, http.StatusBadRequest},
+		{http.MethodDelete, id, "", http.StatusBadRequest},
+	} {
+		code, body := e.api(c.method, c.path, c.body)
+		assert.Equal(t, c.want, code, "%s %s: %s", c.method, c.path, body)
+	}
+	req := sandboxtest.APIRequest(t, http.MethodPost, e.url+base, e.token, `{"name":"n","definition_type":"BASIC","url":"https://x"}`)
+	req.Header.Set("Content-Type", "text/plain")
+	code, _ := sandboxtest.Do(t, req)
+	assert.Equal(t, http.StatusUnsupportedMediaType, code)
+	assert.Equal(t, map[string]int{"rt": 1}, e.st.Snapshot().CreatesByName)
 }

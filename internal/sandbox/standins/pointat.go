@@ -12,6 +12,7 @@ func PointAt(c *externals.Config, base string, creds Credentials) {
 	base = strings.TrimRight(base, "/")
 	c.AVS.URL, c.AVS.OAuthURL = base+"/avs", base+"/avs/oauth/token"
 	c.AVS.ClientID, c.AVS.ClientSecret, c.AVS.ParentID = creds.AVSClientID, creds.AVSClientSecret, AVSParentID
+	c.AVS.OAuthUsername, c.AVS.OAuthPassword = creds.AVSUser, creds.AVSPassword
 	c.EDP.URL, c.EDP.OAuthURL = base+"/edp", base+"/edp/oauth/token"
 	c.EDP.ClientID, c.EDP.ClientSecret, c.EDP.Namespace = creds.EDPClientID, creds.EDPClientSecret, EDPNamespace
 	c.IAS.URL, c.IAS.UserID, c.IAS.Password = base+"/ias", creds.IASUser, creds.IASPassword

@@ -23,6 +23,7 @@ import (
 // Credentials are what the stand-ins accept; the zero value of a field takes its default.
 type Credentials struct {
 	AVSClientID, AVSClientSecret           string
+	AVSUser, AVSPassword                   string
 	EDPClientID, EDPClientSecret           string
 	IASUser, IASPassword                   string
 	SMClientID, SMClientSecret             string
@@ -34,6 +35,7 @@ type Credentials struct {
 func DefaultCredentials() Credentials {
 	return Credentials{
 		AVSClientID: "sandbox-avs-client", AVSClientSecret: "sandbox-avs-secret",
+		AVSUser: "sandbox-avs-user", AVSPassword: "sandbox-avs-password",
 		EDPClientID: "sandbox-edp-client", EDPClientSecret: "sandbox-edp-secret",
 		IASUser: "sandbox-ias-user", IASPassword: "sandbox-ias-password",
 		SMClientID: "sandbox-sm-client", SMClientSecret: "sandbox-sm-secret",
@@ -46,6 +48,7 @@ func (c Credentials) withDefaults() Credentials {
 	d := DefaultCredentials()
 	for _, f := range []struct{ v, def *string }{
 		{&c.AVSClientID, &d.AVSClientID}, {&c.AVSClientSecret, &d.AVSClientSecret},
+		{&c.AVSUser, &d.AVSUser}, {&c.AVSPassword, &d.AVSPassword},
 		{&c.EDPClientID, &d.EDPClientID}, {&c.EDPClientSecret, &d.EDPClientSecret},
 		{&c.IASUser, &d.IASUser}, {&c.IASPassword, &d.IASPassword},
 		{&c.SMClientID, &d.SMClientID}, {&c.SMClientSecret, &d.SMClientSecret},
@@ -188,7 +191,7 @@ func OpenSystems(ctx context.Context, o Options) (Systems, error) {
 	out := Systems{Sandbox: sb, TLSURL: o.TLSURL}
 	for _, open := range []func() (sandbox.System, error){
 		func() (sandbox.System, error) {
-			return avsstandin.Open(ctx, avsstandin.Options{ClientID: c.AVSClientID, ClientSecret: c.AVSClientSecret, ParentIDs: parents, Now: o.Now, Store: store})
+			return avsstandin.Open(ctx, avsstandin.Options{ClientID: c.AVSClientID, ClientSecret: c.AVSClientSecret, Username: c.AVSUser, Password: c.AVSPassword, ParentIDs: parents, Now: o.Now, Store: store})
 		},
 		func() (sandbox.System, error) {
 			return edpstandin.Open(ctx, edpstandin.Options{ClientID: c.EDPClientID, ClientSecret: c.EDPClientSecret, Namespaces: namespaces, Now: o.Now, Store: store})
