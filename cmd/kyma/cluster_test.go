@@ -64,7 +64,7 @@ func TestClusterCommandFlags(t *testing.T) {
 	assert.NotContains(t, string(legacy), "ModuleReleaseMeta")
 
 	pub := filepath.Join(dir, "pub.pem")
-	require.NoError(t, module.WriteKeyPair(filepath.Join(dir, "key.pem"), pub, 2048))
+	require.NoError(t, module.WriteKeyPair(filepath.Join(dir, "key.pem"), pub, 2048, false))
 	out, stderr, err := runIn(t, dir, append([]string{"alpha", "deploy", "-n", ns, "-k", "my-kyma", "-c", "fast",
 		"-m", "alpha", "-m", "beta:regular", "--template", "alpha/template.yaml", "--extra-templates", "beta/template.yaml", "-t", "1m",
 		"--manager-public-key", pub, "--manager-registry", "registry.example", "--manager-registry-credentials", "u:p",

@@ -98,10 +98,36 @@ func isOSBPath(p string) bool {
 func routeTemplate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if tpl, err := mux.CurrentRoute(req).GetPathTemplate(); err == nil {
-			observe.SetRoute(req.Context(), req.Method, tpl)
+			observe.SetRoute(req.Context(), req.Method, osbTemplate(tpl, req.URL.Path))
 		}
 		next.ServeHTTP(w, req)
 	})
+}
+
+// osbTemplate completes the template of the OSB API's mounts ("/v2/", "/oauth/{region}/v2/"),
+// which hand the rest of the path to brokerapi's router, from the path: IDs become their
+// variables, words brokerapi does not serve become {other} (a label set bounded either way).
+func osbTemplate(tpl, path string) string {
+	if !strings.HasSuffix(tpl, "/v2/") {
+		return tpl
+	}
+	i := strings.Index(path, "/v2/")
+	if i < 0 {
+		return tpl
+	}
+	segs := strings.Split(strings.Trim(path[i+len("/v2/"):], "/"), "/")
+	for j, seg := range segs {
+		switch {
+		case j > 0 && segs[j-1] == "service_instances":
+			segs[j] = "{instance_id}"
+		case j > 0 && segs[j-1] == "service_bindings":
+			segs[j] = "{binding_id}"
+		case seg == "catalog" || seg == "service_instances" || seg == "service_bindings" || seg == "last_operation" || seg == "":
+		default:
+			segs[j] = "{other}"
+		}
+	}
+	return tpl + strings.Join(segs, "/")
 }
 
 // lastOperationRoute is the route label of the polls answered before the router.

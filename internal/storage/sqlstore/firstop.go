@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 
 	"github.com/jmoiron/sqlx"
 
@@ -28,6 +29,7 @@ func insertWithFirstOperation[P any](ctx context.Context, s *Store, parentSQL st
 			}
 		}()
 	}
+	observe.LinkOperation(ctx, op.ID) // as insertOperation
 	opSQL, opArgs, err := s.operationInsert(op)
 	if err != nil {
 		return parent, storage.Operation{}, err
