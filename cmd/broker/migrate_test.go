@@ -64,19 +64,19 @@ func TestMigrateCommand(t *testing.T) {
 				return stdout.String() + stderr.String()
 			}
 
-			assert.Contains(t, run(true), "schema_version=99", "no verb means up")
-			assert.Contains(t, run(true, "version"), "schema_version=99 dirty=false")
-			assert.Contains(t, run(true, "down"), "schema_version=98")
-			assert.Contains(t, run(true, "down", "2"), "schema_version=96")
-			assert.Contains(t, run(true, "up"), "schema_version=99")
-			assert.Contains(t, run(false, "down", "27"), "only 26 migration(s) applied", "below 0 is refused")
-			assert.Contains(t, run(true, "version"), "schema_version=99 dirty=false", "a refused down undoes nothing")
-			assert.Contains(t, run(true, "down", "26"), "schema_version=0")
+			assert.Contains(t, run(true), "schema_version=100", "no verb means up")
+			assert.Contains(t, run(true, "version"), "schema_version=100 dirty=false")
+			assert.Contains(t, run(true, "down"), "schema_version=99")
+			assert.Contains(t, run(true, "down", "2"), "schema_version=97")
+			assert.Contains(t, run(true, "up"), "schema_version=100")
+			assert.Contains(t, run(false, "down", "28"), "only 27 migration(s) applied", "below 0 is refused")
+			assert.Contains(t, run(true, "version"), "schema_version=100 dirty=false", "a refused down undoes nothing")
+			assert.Contains(t, run(true, "down", "27"), "schema_version=0")
 			assert.Contains(t, run(false, "down"), "only 0 migration(s) applied")
-			assert.Contains(t, run(true, "up"), "schema_version=99")
+			assert.Contains(t, run(true, "up"), "schema_version=100")
 
 			// 0099 adds runtimes.kubeconfig: with the column there already it fails.
-			assert.Contains(t, run(true, "down"), "schema_version=98")
+			assert.Contains(t, run(true, "down", "2"), "schema_version=98")
 			kind := "BLOB"
 			if dialect == "postgres" {
 				kind = "BYTEA"
@@ -89,7 +89,7 @@ func TestMigrateCommand(t *testing.T) {
 			assert.Contains(t, run(true, "force", "99"), "schema_version=99 dirty=false")
 			assert.Contains(t, run(true, "version"), "schema_version=99 dirty=false")
 			assert.Contains(t, run(true, "down"), "schema_version=98", "the forced version is undone as any other")
-			assert.Contains(t, run(true), "schema_version=99")
+			assert.Contains(t, run(true), "schema_version=100")
 			run(false, "force", "x")
 			run(false, "down", "0")
 
@@ -99,7 +99,7 @@ func TestMigrateCommand(t *testing.T) {
 			assert.Contains(t, run(true, "--line", "sandbox", "down"), "line=sandbox schema_version=0")
 			assert.Contains(t, run(false, "--line", "sandbox", "down"), "only 0 migration(s) applied")
 			assert.Contains(t, run(true, "--line", "sandbox"), "line=sandbox schema_version=1", "no verb means up")
-			assert.Contains(t, run(true, "version"), "line=broker schema_version=99 dirty=false")
+			assert.Contains(t, run(true, "version"), "line=broker schema_version=100 dirty=false")
 			assert.Contains(t, run(false, "--line", "nope", "version"), `flag: must be broker or sandbox`)
 		})
 	}
