@@ -27,9 +27,13 @@ func (f *kymaFlags) add(c *cobra.Command) {
 }
 
 // timeoutFlag gives a cluster command the real CLI's -t for --timeout (the global flag, bound to
-// the same value).
+// the same value), unless the command reads a registry: there -t is the real CLI's --token.
 func (a *app) timeoutFlag(c *cobra.Command) {
-	c.Flags().DurationVarP(&a.timeout, "timeout", "t", defaultTimeout, "Bound on the whole command (cluster calls and --wait)")
+	short := "t"
+	if c.Flags().ShorthandLookup("t") != nil {
+		short = ""
+	}
+	c.Flags().DurationVarP(&a.timeout, "timeout", short, defaultTimeout, "Bound on the whole command (cluster calls and --wait)")
 }
 
 func (f *kymaFlags) cluster(a *app) (*module.Cluster, error) {

@@ -25,7 +25,7 @@ import (
 //	 "executed_but_not_completed":[...]}
 //
 // BASE is Unix nanoseconds; every time T is nanoseconds after BASE (null for a zero time); FLAGS
-// is done 1, skipped 2, retry without fail 4; LATE is nanoseconds; a step's trailing defaults are
+// is done 1, skipped 2, retry without fail 4, slow warned 8; LATE is nanoseconds; a step's trailing defaults are
 // left out. Times come
 // back in UTC. Version 1 documents are read as before; a progress with a time outside
 // 1970-2200 (nanoseconds would overflow) is written as version 1.
@@ -35,6 +35,7 @@ const (
 	stepDone = 1 << iota
 	stepSkipped
 	stepRetryWithoutFail
+	stepSlowWarned
 )
 
 // encodeProgress writes p compactly (version 2), or as version 1 when a time is out of range.
@@ -85,6 +86,9 @@ func appendStepV2(b []byte, sp storage.StepProgress, base int64) []byte {
 	}
 	if sp.RetryWithoutFail {
 		flags |= stepRetryWithoutFail
+	}
+	if sp.SlowWarned {
+		flags |= stepSlowWarned
 	}
 	b = appendDelta(append(b, '['), sp.FirstAttempt, base)
 	b = strconv.AppendInt(append(b, ','), int64(sp.Attempts), 10)
@@ -302,6 +306,7 @@ func decodeStepV2(v gjson.Result, at func(gjson.Result) (time.Time, error)) (sto
 				sp.Attempts = int(n)
 			} else {
 				sp.Done, sp.Skipped, sp.RetryWithoutFail = n&stepDone != 0, n&stepSkipped != 0, n&stepRetryWithoutFail != 0
+				sp.SlowWarned = n&stepSlowWarned != 0
 			}
 		case 3:
 			sp.LastHealthy, err = at(f)
@@ -429,6 +434,9 @@ func appendStepProgress(b []byte, sp storage.StepProgress) ([]byte, error) {
 	if sp.LastWait != "" {
 		b = append(b, `,"last_wait":`...)
 		b = jsonappend.String(b, sp.LastWait)
+	}
+	if sp.SlowWarned {
+		b = append(b, `,"slow_warned":true`...)
 	}
 	if !sp.Due.IsZero() {
 		b = append(b, `,"due":`...)

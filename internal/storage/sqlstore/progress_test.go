@@ -28,7 +28,7 @@ func TestAppendProgressIsEncodingJSON(t *testing.T) {
 			StageStartedAt: map[string]time.Time{"b": at, "a": at.In(zone), odd: {}},
 			Steps: map[string]storage.StepProgress{
 				"zeta":  {},
-				"alpha": {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, Due: at.Add(2 * time.Minute), Late: 90 * time.Second},
+				"alpha": {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, SlowWarned: true, Due: at.Add(2 * time.Minute), Late: 90 * time.Second},
 				odd:     {FirstAttempt: at, Attempts: -1, LastError: "plain"},
 			},
 			ExecutedButNotCompleted: []string{"alpha", ""},
@@ -108,7 +108,7 @@ func TestProgressRoundTrip(t *testing.T) {
 		StageStartedAt: map[string]time.Time{"b": at, "a": at.In(zone), odd: {}},
 		Steps: map[string]storage.StepProgress{
 			"zeta":    {},
-			"alpha":   {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, Due: at.Add(2 * time.Minute), Late: 90 * time.Second},
+			"alpha":   {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, SlowWarned: true, Due: at.Add(2 * time.Minute), Late: 90 * time.Second},
 			"waiting": {FirstAttempt: at, LastHealthy: at.Add(time.Hour), Attempts: 3},
 			"window":  {FirstAttempt: early, Attempts: 2, RetryUntil: &until},
 			"failing": {FirstAttempt: at, Attempts: 1, LastError: "plain"},
