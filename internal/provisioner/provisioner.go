@@ -71,7 +71,11 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 		o.PollInterval = 2 * time.Second
 	}
 	if o.Clusters == nil {
-		o.Clusters = runtimeclient.Cached(runtimeclient.Clusters{}, openedClusters)
+		modules, err := runtimeclient.LoadModules(o.Config.ModuleCatalogDir, o.Config.ModulePublicKeysFile, o.Config.ModulePlainHTTPRegistries, o.Log)
+		if err != nil {
+			return nil, fmt.Errorf("loading the module catalog (APP_MODULE_CATALOG_DIR): %w", err)
+		}
+		o.Clusters = runtimeclient.Cached(runtimeclient.Clusters{Modules: modules}, openedClusters)
 	}
 	if o.Director == nil {
 		o.Director = compass.Local{ConnectorURL: o.Config.ConnectorURL}

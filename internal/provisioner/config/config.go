@@ -48,6 +48,15 @@ type Config struct {
 	// ConnectorURL is handed to the Runtime Agent with its one-time token.
 	ConnectorURL string `envconfig:"CONNECTOR_URL" default:"https://compass-gateway.kyma.local/connector/graphql"`
 
+	// ModuleCatalogDir holds the ModuleReleaseMetas and ModuleTemplates (YAML files, as kyma
+	// alpha template writes them) of the modules runtimes may request; with it, the provisioner
+	// installs a runtime's requested modules (runtimeclient.Modules) and needs
+	// ModulePublicKeysFile (PEM RSA public keys the modules must be signed with).
+	// ModulePlainHTTPRegistries are registry hosts reached over plain HTTP.
+	ModuleCatalogDir          string   `envconfig:"MODULE_CATALOG_DIR"`
+	ModulePublicKeysFile      string   `envconfig:"MODULE_PUBLIC_KEYS_FILE"`
+	ModulePlainHTTPRegistries []string `envconfig:"MODULE_PLAIN_HTTP_REGISTRIES"`
+
 	Provisioning   ProvisioningTimeouts   `envconfig:"PROVISIONING_TIMEOUT"`
 	Deprovisioning DeprovisioningTimeouts `envconfig:"DEPROVISIONING_TIMEOUT"`
 	// OperationTimeout bounds a whole provisioner operation (the engine's deadline).

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/modulemanager"
 )
 
 const (
@@ -36,20 +40,33 @@ const (
 )
 
 var (
-	kymaGVR       = schema.GroupVersionResource{Group: "operator.kyma-project.io", Version: "v1beta2", Resource: "kymas"}
-	connectionGVR = schema.GroupVersionResource{Group: "compass.kyma-project.io", Version: "v1alpha1", Resource: "compassconnections"}
+	kymaGVR           = schema.GroupVersionResource{Group: "operator.kyma-project.io", Version: "v1beta2", Resource: "kymas"}
+	moduleTemplateGVR = schema.GroupVersionResource{Group: "operator.kyma-project.io", Version: "v1beta2", Resource: "moduletemplates"}
+	releaseMetaGVR    = schema.GroupVersionResource{Group: "operator.kyma-project.io", Version: "v1beta2", Resource: "modulereleasemetas"}
+	connectionGVR     = schema.GroupVersionResource{Group: "compass.kyma-project.io", Version: "v1alpha1", Resource: "compassconnections"}
 )
 
 // Kube is a real runtime cluster reached with its kubeconfig.
 type Kube struct {
 	core kubernetes.Interface
 	dyn  dynamic.Interface
+	// modules, when set, installs requested modules (Modules); mgr is its manager for this
+	// runtime, made on first use.
+	modules *Modules
+	mgr     *modulemanager.Manager
+	mgrErr  error
+	mgrOnce sync.Once
+	rc      *rest.Config
 }
 
 var _ Runtime = (*Kube)(nil)
 
 // NewKube opens the cluster of the kubeconfig.
-func NewKube(kubeconfig []byte) (*Kube, error) {
+func NewKube(kubeconfig []byte) (*Kube, error) { return NewKubeWithModules(kubeconfig, nil) }
+
+// NewKubeWithModules opens the cluster of the kubeconfig; modules (nil for none) installs the
+// modules its Kyma resource requests.
+func NewKubeWithModules(kubeconfig []byte, modules *Modules) (*Kube, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("reading the runtime's kubeconfig: %w", err)
@@ -62,8 +79,20 @@ func NewKube(kubeconfig []byte) (*Kube, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the runtime's dynamic client: %w", err)
 	}
-	return &Kube{core: core, dyn: dyn}, nil
+	return &Kube{core: core, dyn: dyn, modules: modules, rc: cfg}, nil
 }
+
+func (k *Kube) manager() (*modulemanager.Manager, error) {
+	k.mgrOnce.Do(func() {
+		cfg := k.modules.Manager
+		cfg.Namespace = KymaNamespace
+		k.mgr, k.mgrErr = modulemanager.New(k.rc, cfg)
+	})
+	return k.mgr, k.mgrErr
+}
+
+// installsModules: this runtime's requested modules are installed by the provisioner.
+func (k *Kube) installsModules(spec KymaSpec) bool { return k.modules != nil && len(spec.Modules) > 0 }
 
 // ApplyOperatorBindings gives each administrator cluster-admin through its own binding.
 func (k *Kube) ApplyOperatorBindings(ctx context.Context, administrators []string) error {
@@ -112,6 +141,21 @@ func (k *Kube) ApplyKyma(ctx context.Context, spec KymaSpec) error {
 		}
 		modules = append(modules, entry)
 	}
+	if k.installsModules(spec) {
+		objs, err := k.modules.objectsFor(spec.Modules)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			gvr := moduleTemplateGVR
+			if o.GetKind() == "ModuleReleaseMeta" {
+				gvr = releaseMetaGVR
+			}
+			if _, err := k.dyn.Resource(gvr).Namespace(KymaNamespace).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+				return fmt.Errorf("applying %s %s of module %s: %w", o.GetKind(), o.GetName(), moduleNameOf(o), err)
+			}
+		}
+	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "operator.kyma-project.io/v1beta2",
 		"kind":       "Kyma",
@@ -129,6 +173,15 @@ func (k *Kube) ApplyKyma(ctx context.Context, spec KymaSpec) error {
 }
 
 func (k *Kube) KymaState(ctx context.Context, spec KymaSpec, _ time.Time) (string, string, error) {
+	if k.installsModules(spec) {
+		mgr, err := k.manager()
+		if err != nil {
+			return "", "", fmt.Errorf("starting the runtime's module manager: %w", err)
+		}
+		if err := k.modules.reconcile(ctx, mgr); err != nil {
+			return "", "", err
+		}
+	}
 	obj, err := k.dyn.Resource(kymaGVR).Namespace(KymaNamespace).Get(ctx, KymaName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", "", nil
@@ -147,10 +200,21 @@ func (k *Kube) KymaState(ctx context.Context, spec KymaSpec, _ time.Time) (strin
 
 func (k *Kube) DeleteKyma(ctx context.Context) error {
 	err := k.dyn.Resource(kymaGVR).Namespace(KymaNamespace).Delete(ctx, KymaName, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("deleting Kyma resource: %w", err)
 	}
-	return nil
+	if k.modules == nil {
+		return nil
+	}
+	// The manager's finalizer holds the Kyma resource until a pass has removed its modules.
+	mgr, err := k.manager()
+	if err != nil {
+		return fmt.Errorf("starting the runtime's module manager: %w", err)
+	}
+	return k.modules.reconcile(ctx, mgr)
 }
 
 // WriteAgentConfig writes the Secret the Runtime Agent reads its connection details from.

@@ -67,6 +67,9 @@ const SimulatedScheme = "simulated://"
 type Clusters struct {
 	// Simulated: durations set here override what simulated kubeconfigs carry (tests).
 	Simulated Simulated
+	// Modules, when set, installs the modules real runtimes request (nil: they are only
+	// recorded in the Kyma resource).
+	Modules *Modules
 }
 
 func (c Clusters) ForKubeconfig(kubeconfig string) (Runtime, error) {
@@ -88,5 +91,5 @@ func (c Clusters) ForKubeconfig(kubeconfig string) (Runtime, error) {
 	if strings.HasPrefix(cluster.Server, SimulatedScheme) {
 		return simulatedFor(c.Simulated, cluster.Server)
 	}
-	return NewKube([]byte(kubeconfig))
+	return NewKubeWithModules([]byte(kubeconfig), c.Modules)
 }

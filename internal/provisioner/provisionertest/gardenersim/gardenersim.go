@@ -78,6 +78,9 @@ type Options struct {
 	// APIOnly serves Gardener's API (validation, adminkubeconfig) without reconciling Shoots
 	// (nor playing the lifecycle manager or the agent): the test reports their status itself.
 	APIOnly bool
+	// ModuleManager: a module manager reports the Kyma resources' state; the simulator marks
+	// Ready only those without spec.modules.
+	ModuleManager bool
 }
 
 // Sim is a running simulator.
@@ -125,7 +128,7 @@ func StartSim(t *testing.T, o Options) *Sim {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := kubetest.RESTConfig(t)
-	g := &fakeGardener{t: t, core: core, dyn: dyn, namespace: ns, host: cfg.Host, playAgent: o.PlayAgent}
+	g := &fakeGardener{t: t, core: core, dyn: dyn, namespace: ns, host: cfg.Host, playAgent: o.PlayAgent, moduleManager: o.ModuleManager}
 	maxExp := o.MaxKubeconfigExpiration
 	if maxExp == 0 {
 		maxExp = 24 * time.Hour
@@ -151,6 +154,7 @@ type fakeGardener struct {
 	namespace string
 	host      string
 	playAgent bool
+	moduleManager bool
 }
 
 func (g *fakeGardener) run(ctx context.Context) {
@@ -178,6 +182,9 @@ func (g *fakeGardener) reconcile(ctx context.Context) error {
 	}
 	for i := range kymas.Items {
 		k := &kymas.Items[i]
+		if mods, _, _ := unstructured.NestedSlice(k.Object, "spec", "modules"); g.moduleManager && len(mods) > 0 {
+			continue
+		}
 		if state, _, _ := unstructured.NestedString(k.Object, "status", "state"); state != runtimeclient.KymaReady {
 			_ = unstructured.SetNestedField(k.Object, runtimeclient.KymaReady, "status", "state")
 			if _, err := g.dyn.Resource(kymaGVR).Namespace(k.GetNamespace()).UpdateStatus(ctx, k, metav1.UpdateOptions{}); err != nil {
