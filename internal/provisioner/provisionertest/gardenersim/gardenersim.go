@@ -148,12 +148,12 @@ func StartSim(t *testing.T, o Options) *Sim {
 }
 
 type fakeGardener struct {
-	t         *testing.T
-	core      kubernetes.Interface
-	dyn       dynamic.Interface
-	namespace string
-	host      string
-	playAgent bool
+	t             *testing.T
+	core          kubernetes.Interface
+	dyn           dynamic.Interface
+	namespace     string
+	host          string
+	playAgent     bool
 	moduleManager bool
 }
 
