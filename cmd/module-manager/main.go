@@ -13,6 +13,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/module"
 	"github.com/kyma-project/kyma-environment-broker/internal/modulemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
@@ -92,5 +93,6 @@ func newCmd() *cobra.Command {
 	f.DurationVar(&cfg.Requeue, "requeue", time.Second, "Look at a Processing module again after this long")
 	f.IntVar(&cfg.Workers, "workers", 2, "Kyma resources reconciled in parallel")
 	f.StringVar(&logLevel, "log-level", "info", "Log level")
+	observe.AddVersion(c)
 	return c
 }

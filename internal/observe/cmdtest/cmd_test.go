@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var commands = []string{"broker", "provisioner", "kcp", "kyma", "runtime-agent", "sandbox"}
+var commands = []string{"broker", "provisioner", "kcp", "kyma", "runtime-agent", "sandbox", "module-manager"}
 
 // build builds every command into one directory.
 func build(t *testing.T) string {
