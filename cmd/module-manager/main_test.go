@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,18 +37,8 @@ func build(t *testing.T, pkg, name string) string {
 	return bin
 }
 
-// syncBuffer is a bytes.Buffer safe for a process writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+// syncBuffer is the output a process writes while the test reads it.
+type syncBuffer = testenv.SyncBuffer
 
 var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 

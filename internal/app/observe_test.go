@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/observe"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
@@ -25,23 +25,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// syncBuffer is a log output written by many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the output a process writes while the test reads it.
+type syncBuffer = testenv.SyncBuffer
 
 // One provisioning, traced with an in-process exporter: the OSB request's server span links to
 // the operation's trace (whose ID is the operation's ID); every step run is a span of that

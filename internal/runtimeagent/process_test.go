@@ -1,7 +1,6 @@
 package runtimeagent_test
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -30,22 +29,8 @@ type replica struct {
 	done chan struct{}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the output a process writes while the test reads it.
+type syncBuffer = testenv.SyncBuffer
 
 func (r *replica) exited() bool {
 	select {
