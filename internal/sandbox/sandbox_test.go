@@ -42,6 +42,8 @@ func (e *env) do(ctx context.Context, method, path, token, body string) (int, st
 	}
 	if strings.HasPrefix(path, "/avs/oauth") {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else if body != "" {
+		req.Header.Set("Content-Type", "application/json") // AvS refuses a body not declared JSON
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
