@@ -28,7 +28,7 @@ func openSSLSubject(subject string) string { return "/" + strings.ReplaceAll(sub
 func TestApplicationTokenTutorialWithOpenSSL(t *testing.T) {
 	openssl, err := exec.LookPath("openssl")
 	if err != nil {
-		t.Skip("openssl is not installed")
+		t.Fatal("openssl is not installed (make test installs it: scripts/registry.sh install)")
 	}
 	e := newEnv(t, nil)
 	app := sandboxtest.RegisterApplication(t, e.sb.URL, directorstandin.ApplicationInput{Tenant: tenant, Name: "orders"})
