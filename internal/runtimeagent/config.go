@@ -10,16 +10,20 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
-	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/sirupsen/logrus"
 )
+
+// defaultAgentConfigurationSecret is where the provisioner writes the agent's connection details
+// (runtimeclient.DefaultAgentConfigSecret; a test keeps them equal). It is restated here so the agent
+// does not link the provisioner's runtime client and, through it, the module registry code.
+const defaultAgentConfigurationSecret = "compass-system/compass-agent-configuration"
 
 // Config is read from APP_* variables (docs/user/runtime-agent.md).
 type Config struct {
 	// Kubeconfig is a kubeconfig file for development; empty means the in-cluster configuration.
 	Kubeconfig string `envconfig:"KUBECONFIG"`
 	// AgentConfigurationSecret (namespace/name) holds CONNECTOR_URL, RUNTIME_ID, TENANT, TOKEN.
-	// Empty takes runtimeclient.DefaultAgentConfigSecret, where the provisioner writes it.
+	// Empty takes defaultAgentConfigurationSecret, where the provisioner writes it.
 	AgentConfigurationSecret string `envconfig:"AGENT_CONFIGURATION_SECRET"`
 	// ClusterCertificatesSecret (namespace/name) receives the client certificate and key.
 	ClusterCertificatesSecret string `envconfig:"CLUSTER_CERTIFICATES_SECRET" default:"kyma-system/cluster-client-certificates"`
@@ -81,7 +85,7 @@ func LoadConfig() (Config, error) {
 
 func (c Config) withDefaults() Config {
 	if c.AgentConfigurationSecret == "" {
-		c.AgentConfigurationSecret = runtimeclient.DefaultAgentConfigSecret
+		c.AgentConfigurationSecret = defaultAgentConfigurationSecret
 	}
 	if c.KubeQPS == 0 {
 		c.KubeQPS = 200
