@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -106,9 +105,7 @@ func NewRecorder(t testing.TB, answer func(w http.ResponseWriter, r Request)) *R
 	t.Helper()
 	rec := &Recorder{answer: answer}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), ContentType: r.Header.Get("Content-Type"),
-			Header: r.Header.Clone(), Body: body}
+		req := ReadRequest(r)
 		rec.mu.Lock()
 		rec.reqs = append(rec.reqs, req)
 		rec.mu.Unlock()

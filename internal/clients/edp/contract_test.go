@@ -4,19 +4,16 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/contracttest"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/edp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -28,18 +25,7 @@ type contract struct {
 		GrantType string   `json:"grantType"`
 		Scopes    []string `json:"scopes"`
 	} `json:"token"`
-	Requests []contractRequest `json:"requests"`
-}
-
-type contractRequest struct {
-	Name        string `json:"name"`
-	Method      string `json:"method"`
-	Path        string `json:"path"`
-	ContentType string `json:"contentType"`
-	JSON        *struct {
-		Required []string `json:"required"`
-	} `json:"json"`
-	NoBody bool `json:"noBody"`
+	Requests []contracttest.RequestShape `json:"requests"`
 }
 
 func loadContract(t *testing.T) contract {
@@ -53,87 +39,8 @@ func loadContract(t *testing.T) contract {
 	return c
 }
 
-type recorded struct {
-	Method, Path, ContentType string
-	Body                      []byte
-}
-
-func (r recorded) String() string {
-	return fmt.Sprintf("%s %s (%s) %s", r.Method, r.Path, r.ContentType, r.Body)
-}
-
-func pathMatches(pattern, path string) bool {
-	ps, xs := strings.Split(pattern, "/"), strings.Split(path, "/")
-	if len(ps) != len(xs) {
-		return false
-	}
-	for i := range ps {
-		if strings.HasPrefix(ps[i], "{") {
-			if xs[i] == "" {
-				return false
-			}
-		} else if ps[i] != xs[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// check reports how r differs from want; nil when it fits.
-func (want contractRequest) check(r recorded) []string {
-	if r.Method != want.Method || !pathMatches(want.Path, r.Path) {
-		return []string{"method or path differ"}
-	}
-	var problems []string
-	if want.NoBody && len(r.Body) > 0 {
-		problems = append(problems, "a body where none belongs")
-	}
-	if want.ContentType != "" {
-		if mt, _, err := mime.ParseMediaType(r.ContentType); err != nil || mt != want.ContentType {
-			return append(problems, fmt.Sprintf("content type %q, want %q", r.ContentType, want.ContentType))
-		}
-	}
-	if want.JSON != nil {
-		var body map[string]any
-		if err := json.Unmarshal(r.Body, &body); err != nil {
-			return append(problems, "the JSON body does not parse: "+err.Error())
-		}
-		allowed := map[string]bool{}
-		for _, f := range want.JSON.Required {
-			allowed[f] = true
-			if v, ok := body[f]; !ok || v == "" {
-				problems = append(problems, "JSON field "+f+" is missing")
-			}
-		}
-		var extra []string
-		for f := range body {
-			if !allowed[f] {
-				extra = append(extra, f)
-			}
-		}
-		sort.Strings(extra)
-		for _, f := range extra {
-			problems = append(problems, "JSON field "+f+" is not in the contract")
-		}
-	}
-	return problems
-}
-
-func (c contract) match(r recorded) (string, error) {
-	var why []string
-	for _, want := range c.Requests {
-		problems := want.check(r)
-		if len(problems) == 0 {
-			return want.Name, nil
-		}
-		if problems[0] != "method or path differ" {
-			why = append(why, want.Name+": "+strings.Join(problems, "; "))
-		}
-	}
-	if len(why) == 0 {
-		return "", fmt.Errorf("%s: no request of the contract has this method and path", r)
-	}
-	return "", fmt.Errorf("%s fits no request of the contract: %s", r, strings.Join(why, " | "))
+func (c contract) match(r contracttest.Request) (string, error) {
+	return contracttest.MatchRequest(c.Requests, r)
 }
 
 // contractServer records requests, serves client-credentials tokens at /oauth2/token and answers the
@@ -142,12 +49,12 @@ type contractServer struct {
 	contract contract
 
 	mu       sync.Mutex
-	requests []recorded
+	requests []contracttest.Request
 	scopes   []string // of the token requests
 	tenants  map[string]map[string]string
 }
 
-func (s *contractServer) take() ([]recorded, []string) {
+func (s *contractServer) take() ([]contracttest.Request, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, sc := s.requests, s.scopes
@@ -156,7 +63,8 @@ func (s *contractServer) take() ([]recorded, []string) {
 }
 
 func (s *contractServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
+	rec := contracttest.ReadRequest(r)
+	body := rec.Body
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r.URL.Path == "/oauth2/token" {
@@ -165,7 +73,6 @@ func (s *contractServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"access_token": "t", "token_type": "bearer", "expires_in": 3600})
 		return
 	}
-	rec := recorded{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type"), Body: body}
 	s.requests = append(s.requests, rec)
 	name, err := s.contract.match(rec)
 	if err != nil {

@@ -4,18 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/clients/contracttest"
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/ias"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,23 +21,7 @@ import (
 
 // contract is testdata/contract.json: the requests the original broker made to IAS.
 type contract struct {
-	Requests []contractRequest `json:"requests"`
-}
-
-type fieldSet struct {
-	Required []string `json:"required"`
-	Optional []string `json:"optional"`
-}
-
-type contractRequest struct {
-	Name        string    `json:"name"`
-	Method      string    `json:"method"`
-	Path        string    `json:"path"`
-	ContentType string    `json:"contentType"`
-	Query       *fieldSet `json:"query"`
-	Form        *fieldSet `json:"form"`
-	JSON        *fieldSet `json:"json"`
-	NoBody      bool      `json:"noBody"`
+	Requests []contracttest.RequestShape `json:"requests"`
 }
 
 func loadContract(t *testing.T) contract {
@@ -52,157 +34,12 @@ func loadContract(t *testing.T) contract {
 	return c
 }
 
-// recorded is one request as the loopback server received it.
-type recorded struct {
-	Method      string
-	Path        string
-	Query       url.Values
-	ContentType string
-	Body        []byte
-	BasicAuth   bool
-}
-
-func (r recorded) String() string {
-	return fmt.Sprintf("%s %s?%s (%s) %s", r.Method, r.Path, r.Query.Encode(), r.ContentType, r.Body)
-}
-
-// pathMatches tells whether path fits pattern, whose {x} segments match any one non-empty segment.
-func pathMatches(pattern, path string) bool {
-	ps, xs := strings.Split(pattern, "/"), strings.Split(path, "/")
-	if len(ps) != len(xs) {
-		return false
+// match returns the contract request r fits, or why it fits none; every request carries basic auth.
+func (c contract) match(r contracttest.Request) (string, error) {
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Basic ") {
+		return "", fmt.Errorf("%s: no basic auth", r)
 	}
-	for i := range ps {
-		if strings.HasPrefix(ps[i], "{") {
-			if xs[i] == "" {
-				return false
-			}
-			continue
-		}
-		if ps[i] != xs[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// jsonPaths lists the field paths of a JSON value: dotted keys, [] for array elements.
-func jsonPaths(prefix string, v any, out map[string]bool) {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			p := k
-			if prefix != "" {
-				p = prefix + "." + k
-			}
-			out[p] = true
-			jsonPaths(p, e, out)
-		}
-	case []any:
-		for _, e := range v {
-			jsonPaths(prefix+"[]", e, out)
-		}
-	}
-}
-
-// checkFields reports the required fields missing from have and the fields outside the set.
-func checkFields(kind string, set fieldSet, have map[string]bool) []string {
-	var problems []string
-	allowed := map[string]bool{}
-	for _, f := range set.Required {
-		allowed[f] = true
-		if !have[f] {
-			problems = append(problems, fmt.Sprintf("%s field %s is missing", kind, f))
-		}
-	}
-	for _, f := range set.Optional {
-		allowed[f] = true
-	}
-	var extra []string
-	for f := range have {
-		if !allowed[f] {
-			extra = append(extra, f)
-		}
-	}
-	sort.Strings(extra)
-	for _, f := range extra {
-		problems = append(problems, fmt.Sprintf("%s field %s is not in the contract", kind, f))
-	}
-	return problems
-}
-
-// check reports how r differs from want; nil when it fits.
-func (want contractRequest) check(r recorded) []string {
-	if r.Method != want.Method || !pathMatches(want.Path, r.Path) {
-		return []string{"method or path differ"}
-	}
-	var problems []string
-	if !r.BasicAuth {
-		problems = append(problems, "no basic auth")
-	}
-	query := map[string]bool{}
-	for k := range r.Query {
-		query[k] = true
-	}
-	problems = append(problems, checkFields("query", derefOr(want.Query), query)...)
-	if want.NoBody && len(r.Body) > 0 {
-		problems = append(problems, "a body where none belongs")
-	}
-	if want.ContentType != "" {
-		mt, _, err := mime.ParseMediaType(r.ContentType)
-		if err != nil || mt != want.ContentType {
-			problems = append(problems, fmt.Sprintf("content type %q, want %q", r.ContentType, want.ContentType))
-			return problems
-		}
-	}
-	switch {
-	case want.Form != nil:
-		form, err := url.ParseQuery(string(r.Body))
-		if err != nil {
-			return append(problems, "the form does not parse: "+err.Error())
-		}
-		have := map[string]bool{}
-		for k, v := range form {
-			if len(v) > 0 && v[0] != "" {
-				have[k] = true
-			}
-		}
-		problems = append(problems, checkFields("form", *want.Form, have)...)
-	case want.JSON != nil:
-		var v any
-		if err := json.Unmarshal(r.Body, &v); err != nil {
-			return append(problems, "the JSON body does not parse: "+err.Error())
-		}
-		have := map[string]bool{}
-		jsonPaths("", v, have)
-		problems = append(problems, checkFields("JSON", *want.JSON, have)...)
-	}
-	return problems
-}
-
-func derefOr(s *fieldSet) fieldSet {
-	if s == nil {
-		return fieldSet{}
-	}
-	return *s
-}
-
-// match returns the contract request r fits, or why it fits none.
-func (c contract) match(r recorded) (string, error) {
-	var why []string
-	for _, want := range c.Requests {
-		problems := want.check(r)
-		if len(problems) == 0 {
-			return want.Name, nil
-		}
-		if problems[0] != "method or path differ" {
-			why = append(why, want.Name+": "+strings.Join(problems, "; "))
-		}
-	}
-	if len(why) == 0 {
-		return "", fmt.Errorf("%s: no request of the contract has this method and path", r)
-	}
-	return "", fmt.Errorf("%s fits no request of the contract: %s", r, strings.Join(why, " | "))
+	return contracttest.MatchRequest(c.Requests, r)
 }
 
 // contractServer records requests and answers those of the contract as IAS does, with just enough
@@ -212,12 +49,12 @@ type contractServer struct {
 	contract contract
 
 	mu       sync.Mutex
-	requests []recorded
+	requests []contracttest.Request
 	sps      []map[string]any
 	secrets  int
 }
 
-func (s *contractServer) take() []recorded {
+func (s *contractServer) take() []contracttest.Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.requests
@@ -226,9 +63,8 @@ func (s *contractServer) take() []recorded {
 }
 
 func (s *contractServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	_, _, auth := r.BasicAuth()
-	rec := recorded{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), ContentType: r.Header.Get("Content-Type"), Body: body, BasicAuth: auth}
+	rec := contracttest.ReadRequest(r)
+	body := rec.Body
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, rec)
