@@ -2,7 +2,6 @@ package migrate_test
 
 import (
 	"context"
-	"database/sql"
 	"io/fs"
 	"regexp"
 	"sort"
@@ -15,15 +14,8 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver/postgres"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate"
-	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate/migratetest"
 )
-
-func openPostgres(t *testing.T) *sql.DB {
-	db, err := sql.Open("postgres", pgtest.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
 
 // TestAdoptsTheFormerRunnerPostgres: a PostgreSQL database the former runner migrated (its
 // version table as internal/storage/sqlstore/migrate.go created it, one row per migration) to
@@ -32,7 +24,7 @@ func openPostgres(t *testing.T) *sql.DB {
 func TestAdoptsTheFormerRunnerPostgres(t *testing.T) {
 	ctx := context.Background()
 	const adoptedAt = 95
-	db := openPostgres(t)
+	db := migratetest.OpenPostgres(t)
 	_, err := db.ExecContext(ctx, `CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL)`)
 	require.NoError(t, err)
@@ -74,10 +66,10 @@ func TestAdoptsTheFormerRunnerPostgres(t *testing.T) {
 	assert.Equal(t, latest, version)
 	assert.False(t, dirty)
 
-	fresh := openPostgres(t)
+	fresh := migratetest.OpenPostgres(t)
 	_, err = migrate.Up(ctx, fresh, "postgres", migrate.Line{Table: "schema_migrations", Migrations: fsys})
 	require.NoError(t, err)
-	assert.Equal(t, schemaDump(t, fresh, "postgres"), schemaDump(t, db, "postgres"), "the adopted database's schema is a fresh one's")
+	assert.Equal(t, migratetest.SchemaDump(t, fresh, "postgres"), migratetest.SchemaDump(t, db, "postgres"), "the adopted database's schema is a fresh one's")
 
 	// Adopting again (another replica, a restart) changes nothing.
 	v, err = migrate.Up(ctx, db, "postgres", migrate.Line{Table: "schema_migrations", Migrations: fsys})

@@ -2,16 +2,15 @@ package migrate_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"testing/fstest"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage/migrate/migratetest"
 )
 
 // formerRunnerTable is the version table the runner before golang-migrate kept: one row per
@@ -28,19 +27,11 @@ var line = fstest.MapFS{
 	"0002_b.down.sql": {Data: []byte("DROP TABLE b;")},
 }
 
-func openSQLite(t *testing.T) *sqlx.DB {
-	db, err := sqlx.Open("sqlite", filepath.Join(t.TempDir(), "keb.db"))
-	require.NoError(t, err)
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
 // TestAdoptsTheFormerRunner: a database the former runner migrated to version 1 is adopted at
 // version 1 (0001 is not run again: it would fail, a exists) and migrates on from there.
 func TestAdoptsTheFormerRunner(t *testing.T) {
 	ctx := context.Background()
-	db := openSQLite(t)
+	db := migratetest.OpenSQLite(t)
 	for _, q := range []string{formerRunnerTable, "CREATE TABLE a (id INTEGER PRIMARY KEY)",
 		"INSERT INTO schema_migrations VALUES (1, 'a', 0)"} {
 		_, err := db.ExecContext(ctx, q)
@@ -60,7 +51,7 @@ func TestAdoptsTheFormerRunner(t *testing.T) {
 // TestUpDownForce: down undoes a migration, a failed one leaves the line dirty until forced.
 func TestUpDownForce(t *testing.T) {
 	ctx := context.Background()
-	db := openSQLite(t)
+	db := migratetest.OpenSQLite(t)
 	m, err := migrate.Open(ctx, db.DB, "sqlite", migrate.Line{Table: "schema_migrations", Migrations: line})
 	require.NoError(t, err)
 	defer m.Close()
