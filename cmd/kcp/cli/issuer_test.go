@@ -32,6 +32,7 @@ type issuer struct {
 	ttl          time.Duration // of the next ID tokens
 	audience     string        // of the next ID tokens ("" = the client ID)
 	badDiscovery bool
+	badToken     bool // the token endpoint answers 200 with broken JSON
 	codes        map[string]authCode
 	devices      map[string]*device // by device code
 	refresh      map[string]bool    // refresh tokens that are still valid
@@ -193,6 +194,11 @@ func (i *issuer) token(w http.ResponseWriter, r *http.Request) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.grants[grant]++
+	if i.badToken {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token": "x", "id_token": `))
+		return
+	}
 	fail := func(code string) { writeJSON(w, http.StatusBadRequest, map[string]string{"error": code}) }
 	nonce := ""
 	switch grant {

@@ -234,6 +234,18 @@ func TestLoginThroughBinaries(t *testing.T) {
 		_, errs, code := e.run("login", "--grant-type", "device-code")
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errs, "decoding the OIDC discovery document "+iss.URL()+"/.well-known/openid-configuration")
+
+		// The token endpoint's answer broken: the login fails and nothing is cached.
+		iss.set(func(i *issuer) { i.badDiscovery, i.badToken = false, true })
+		defer iss.set(func(i *issuer) { i.badToken = false })
+		p := e.start("login", "--grant-type", "device-code")
+		resp, err := http.Get(p.await(t, deviceURL))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 1, p.wait(t))
+		assert.Contains(t, p.err.String(), "Error: waiting for the device login: oauth2: cannot parse json")
+		files, _ := filepath.Glob(filepath.Join(e.confDir, "kcp", "oidc", "*.json"))
+		assert.Empty(t, files)
 	})
 
 	t.Run("wrong audience", func(t *testing.T) {
