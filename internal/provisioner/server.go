@@ -30,6 +30,8 @@ func (p *Provisioner) Server(probes http.Handler, metrics *observe.HTTPMetrics) 
 	api := p.Handler()
 	route(p.cfg.APIEndpoint, api)
 	route(p.cfg.PlaygroundAPIEndpoint, api)
-	mux.Handle("/", api) // answers 404 for any other path
+	if !routed["/"] {
+		mux.Handle("/", api) // answers 404 for any other path, under route "unmatched"
+	}
 	return metrics.Handler(mux)
 }

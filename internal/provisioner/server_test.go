@@ -16,6 +16,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/observe/metricstest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/client"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
@@ -85,4 +86,37 @@ func TestServerMetricsLabelsCarryNoID(t *testing.T) {
 	}
 	assert.True(t, codes["POST /graphql 200"], "%v", codes)
 	assert.True(t, codes["GET unmatched 404"], "%v", codes)
+}
+
+// A playground on "/" (APP_PLAYGROUND_API_ENDPOINT) is a route of its own, not a second catch-all.
+func TestServerPlaygroundOnRoot(t *testing.T) {
+	cfg, err := config.Load()
+	require.NoError(t, err)
+	cfg.PlaygroundAPIEndpoint = "/"
+	env := provisionertest.New(t, provisionertest.Options{Config: &cfg})
+	reg := prometheus.NewRegistry()
+	metrics, err := observe.NewHTTPMetrics(reg)
+	require.NoError(t, err)
+	srv := httptest.NewServer(env.Provisioner.Server(http.NotFoundHandler(), metrics))
+	t.Cleanup(srv.Close)
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "text/html")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var routes []string
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if f.GetName() == "keb_http_requests_total" && l.GetName() == "route" {
+					routes = append(routes, l.GetValue())
+				}
+			}
+		}
+	}
+	assert.Equal(t, []string{"/"}, routes)
 }
