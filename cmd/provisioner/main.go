@@ -145,18 +145,16 @@ func run(ctx context.Context, log *logrus.Logger) error {
 		return err
 	}
 
-	mux := http.NewServeMux()
 	schema, err := driver.LatestSchemaVersion(dbCfg)
 	if err != nil {
 		return err
 	}
-	probes := health.New(store, schema, reg)
-	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
-		mux.Handle(p, probes)
+	httpMetrics, err := observe.NewHTTPMetrics(reg)
+	if err != nil {
+		return err
 	}
-	mux.Handle("/", p.Handler())
-	// A server span per request, continuing the broker's traceparent.
-	srv := &http.Server{Addr: cfg.Address, Handler: (*observe.HTTPMetrics)(nil).Handler(mux), ReadHeaderTimeout: 10 * time.Second}
+	// A server span and the request metrics per request, continuing the broker's traceparent.
+	srv := &http.Server{Addr: cfg.Address, Handler: p.Server(health.New(store, schema, reg), httpMetrics), ReadHeaderTimeout: 10 * time.Second}
 
 	runCtx, stopEngine := context.WithCancel(ctx)
 	defer stopEngine()

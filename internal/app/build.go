@@ -128,6 +128,10 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 	if err != nil {
 		return nil, err
 	}
+	certs, err := observe.NewCertificateExpiry(a.Registry)
+	if err != nil {
+		return nil, err
+	}
 	// The engine's default owner is this host and the bound address, which no other live
 	// process can hold, so a restart reclaims its own leases at once.
 	cfg.Engine.Address = a.listener.Addr().String()
@@ -155,7 +159,7 @@ func Build(ctx context.Context, cfg Config, log *logrus.Logger, o Overrides) (_ 
 			return func() {}, nil
 		}
 	}
-	built, stopSystems, err := externalSystems(ctx, cfg.Externals, cfg.listenerTimeouts(), log, objects, o.Systems)
+	built, stopSystems, err := externalSystems(ctx, cfg.Externals, cfg.listenerTimeouts(), log, objects, o.Systems, certs)
 	if err != nil {
 		return nil, err
 	}

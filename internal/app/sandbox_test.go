@@ -42,7 +42,7 @@ func TestEmbeddedSandboxKeepsItsStateInTheDatabase(t *testing.T) {
 		require.NoError(t, err)
 		objects, err := durablesql.Open(ctx, store.Database(), log)
 		require.NoError(t, err)
-		built, stop, err := externalSystems(ctx, cfg, standins.Timeouts{}, log, objects, nil)
+		built, stop, err := externalSystems(ctx, cfg, standins.Timeouts{}, log, objects, nil, nil)
 		require.NoError(t, err)
 		require.NotNil(t, built.Director)
 		return built.Director, func() {
@@ -101,7 +101,7 @@ func TestEmbeddedSandboxListenersHaveTheBrokersTimeouts(t *testing.T) {
 	require.NoError(t, err)
 	defer objects.Close()
 	cfg := Config{ReadHeaderTimeout: 300 * time.Millisecond, ReadTimeout: 600 * time.Millisecond, IdleTimeout: 600 * time.Millisecond}
-	_, stop, err := externalSystems(ctx, ext, cfg.listenerTimeouts(), log, objects, nil)
+	_, stop, err := externalSystems(ctx, ext, cfg.listenerTimeouts(), log, objects, nil, nil)
 	require.NoError(t, err)
 	defer stop()
 

@@ -6,7 +6,10 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -183,7 +186,7 @@ func registerProcesses(eng *engine.Engine, store storage.Store, prov client.Clie
 // database (objects) so that in-flight operations find it after a restart, and points every
 // client at them. reach, when set, does this instead.
 func externalSystems(ctx context.Context, cfg externals.Config, timeouts standins.Timeouts, log logrus.FieldLogger, objects durable.Store,
-	reach func(context.Context, *externals.Config, durable.Store) (func(), error)) (externals.Built, func(), error) {
+	reach func(context.Context, *externals.Config, durable.Store) (func(), error), certs *observe.CertificateExpiry) (externals.Built, func(), error) {
 	stop := func() {}
 	if reach != nil {
 		var err error
@@ -202,6 +205,10 @@ func externalSystems(ctx context.Context, cfg externals.Config, timeouts standin
 			defer cancel()
 			_ = l.Shutdown(shutdownCtx)
 		}
+		if err := watchSandboxCertificates(certs, l); err != nil {
+			stop()
+			return externals.Built{}, func() {}, err
+		}
 		standins.PointAt(&cfg, l.URL, standins.DefaultCredentials())
 		// The clients reach the stand-ins without the network; the listener serves everyone else.
 		cfg.SetTransport(l.Transport(clientkit.PooledTransport()))
@@ -216,6 +223,23 @@ func externalSystems(ctx context.Context, cfg externals.Config, timeouts standin
 		return built, func() {}, err
 	}
 	return built, stop, nil
+}
+
+// watchSandboxCertificates exports the expiry of the embedded sandbox's CA and of its TLS
+// listener's certificate.
+func watchSandboxCertificates(certs *observe.CertificateExpiry, l *standins.Listeners) error {
+	block, _ := pem.Decode(l.CAPEM())
+	if block == nil {
+		return errors.New("reading the sandbox CA: no PEM certificate")
+	}
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return fmt.Errorf("reading the sandbox CA: %w", err)
+	}
+	if err := certs.Watch("sandbox-connector-ca", func() []*x509.Certificate { return []*x509.Certificate{ca} }); err != nil {
+		return err
+	}
+	return certs.Watch("sandbox-tls", func() []*x509.Certificate { return []*x509.Certificate{l.TLSCertificate} })
 }
 
 // authRoutes builds the middlewares: basic auth on /v2 (credentials generated and printed when

@@ -1,6 +1,7 @@
 // Package observe is what the processes share to be observed: their build (version and
 // commit, for --version and keb_build_info), OpenTelemetry tracing configured by the standard
-// OTEL_* variables, the trace of an operation, and the HTTP request metrics.
+// OTEL_* variables, the trace of an operation, the HTTP request metrics and the expiry of the
+// certificates a process holds.
 package observe
 
 import (

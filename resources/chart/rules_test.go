@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 )
 
 // promtool finds Prometheus's promtool: KEB_PROMTOOL (scripts/with-promtool.sh, which make test
@@ -43,6 +45,18 @@ func TestAlertRulesPassPromtool(t *testing.T) {
 	require.NoError(t, os.WriteFile(tests, []byte(ruleTests), 0o600))
 	out, err = exec.CommandContext(ctx, tool, "test", "rules", tests).CombinedOutput()
 	require.NoError(t, err, "promtool test rules:\n%s", out)
+}
+
+// The certificate alert reads the gauge the broker exports, by the label it carries.
+func TestCertificateAlertMatchesTheMetric(t *testing.T) {
+	var expr string
+	for _, r := range alertRules(t, render(t, "keb-system", nil)) {
+		if str(r["alert"]) == "KEBCertificateExpiresSoon" {
+			expr = str(r["expr"])
+		}
+	}
+	require.Contains(t, expr, observe.CertificateExpiryMetric+"{")
+	require.Contains(t, expr, "min by ("+observe.CertificateLabel+")")
 }
 
 // ruleTests are promtool unit tests of the rendered rules (namespace keb-system, default bounds).
@@ -113,7 +127,7 @@ tests:
               description: "The engine's workers are behind (1m 30s due lag): raise APP_ENGINE_WORKERS or replicas, or look for slow steps in keb_step_duration_seconds and the queue depth."
   - interval: 1m
     input_series:
-      - series: 'keb_certificate_expiry_timestamp_seconds{namespace="keb-system",certificate="connector-ca",pod="a"}'
+      - series: 'keb_certificate_expiry_timestamp_seconds{namespace="keb-system",certificate="sandbox-tls",pod="a"}'
         values: '864000x180'
       - series: 'keb_certificate_expiry_timestamp_seconds{namespace="keb-system",certificate="fresh",pod="a"}'
         values: '31536000x180'
@@ -121,8 +135,8 @@ tests:
       - eval_time: 2h
         alertname: KEBCertificateExpiresSoon
         exp_alerts:
-          - exp_labels: {severity: warning, certificate: connector-ca}
+          - exp_labels: {severity: warning, certificate: sandbox-tls}
             exp_annotations:
-              summary: "The certificate connector-ca expires in 9d 22h 0m 0s"
+              summary: "The certificate sandbox-tls expires in 9d 22h 0m 0s"
               description: "Renew or rotate it before it expires: calls using it will fail."
 `

@@ -32,7 +32,7 @@ type APIError struct {
 func (e *APIError) Error() string {
 	switch e.Status {
 	case http.StatusUnauthorized:
-		return fmt.Sprintf("unauthorized (401) on %s %s: the broker refused the credentials; set --username and --password (KCP_USERNAME, KCP_PASSWORD) or --token (KCP_TOKEN)", e.Method, e.Path)
+		return fmt.Sprintf("unauthorized (401) on %s %s: the broker refused the credentials; set --username and --password (KCP_USERNAME, KCP_PASSWORD) or --token (KCP_TOKEN), or run kcp login (its client ID must be the broker's APP_BROKER_OIDC_AUDIENCE)", e.Method, e.Path)
 	case http.StatusForbidden:
 		return fmt.Sprintf("forbidden (403) on %s %s: the credentials are valid but may not use the operator API (an operator group is required): %s", e.Method, e.Path, e.Message)
 	case http.StatusNotFound:
@@ -63,6 +63,12 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	switch {
+	case c.cfg.login != nil:
+		tok, err := c.cfg.login.token(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
 	case c.cfg.Token != "":
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
 	case c.cfg.Username != "" || c.cfg.Password != "":

@@ -33,6 +33,13 @@ type Config struct {
 	Password string `json:"password,omitempty"`
 	// Token is an OIDC bearer token (sent as Authorization: Bearer).
 	Token string `json:"token,omitempty"`
+	// The OIDC issuer and client of kcp login (see login.go).
+	OIDCIssuerURL    string `json:"oidc-issuer-url,omitempty"`
+	OIDCClientID     string `json:"oidc-client-id,omitempty"`
+	OIDCClientSecret string `json:"oidc-client-secret,omitempty"`
+
+	// login, when set, gives the bearer token: the cached kcp login, refreshed when it expires.
+	login *login
 }
 
 type app struct {
@@ -79,7 +86,9 @@ func (a *app) root() *cobra.Command {
 
 Credentials come from flags, then the environment (KCP_URL, KCP_USERNAME, KCP_PASSWORD, KCP_TOKEN),
 then the config file (--config, KCP_CONFIG, default ~/.kcp/config.yaml) with the keys url,
-username, password and token. A token is an OIDC bearer token; otherwise basic auth is used.`,
+username, password and token. A token is an OIDC bearer token; otherwise basic auth is used.
+With an OIDC issuer set (--oidc-issuer-url, KCP_OIDC_ISSUER_URL or oidc-issuer-url), commands send
+the login that kcp login cached (refreshed when it expires) instead of basic auth.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -105,6 +114,7 @@ username, password and token. A token is an OIDC bearer token; otherwise basic a
 	f.StringVar(&a.flags.Username, "username", "", "basic auth user ($KCP_USERNAME)")
 	f.StringVar(&a.flags.Password, "password", "", "basic auth password ($KCP_PASSWORD)")
 	f.StringVar(&a.flags.Token, "token", "", "OIDC bearer token ($KCP_TOKEN)")
+	a.addOIDCFlags(f)
 	f.StringVarP(&a.output, "output", "o", "table", "output format: table, json or yaml")
 	f.DurationVar(&a.timeout, "timeout", 30*time.Second, "timeout of each request to the broker")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
@@ -114,12 +124,50 @@ username, password and token. A token is an OIDC bearer token; otherwise basic a
 			c.Annotations = map[string]string{"offline": "true"} // no broker needed
 		}
 	}
+	root.AddCommand(a.loginCmd())
 	root.AddCommand(a.runtimesCmd(), a.orchestrationsCmd(), a.upgradeCmd(), a.eventsCmd(), a.kubeconfigCmd(), a.expireCmd())
 	return root
 }
 
 // resolve merges flags, KCP_* variables and the config file (in that order of precedence).
 func (a *app) resolve() (Config, error) {
+	file, err := a.configFile()
+	if err != nil {
+		return Config{}, err
+	}
+	pick := a.pick
+	cfg := Config{
+		URL:      pick(a.flags.URL, "KCP_URL", file.URL),
+		Username: pick(a.flags.Username, "KCP_USERNAME", file.Username),
+		Password: pick(a.flags.Password, "KCP_PASSWORD", file.Password),
+		Token:    pick(a.flags.Token, "KCP_TOKEN", file.Token),
+	}
+	if cfg.URL == "" {
+		return Config{}, usagef("no broker URL: set --url, KCP_URL or url in the config file")
+	}
+	if !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
+		return Config{}, usagef("--url: must start with http:// or https://, got %q", cfg.URL)
+	}
+	cfg.URL = strings.TrimRight(cfg.URL, "/")
+	// An explicit token wins; else the cached login, when there is one or nothing else to use.
+	oidc, err := a.oidc(file)
+	if err != nil {
+		return Config{}, err
+	}
+	if cfg.Token == "" && oidc.enabled() {
+		l, err := a.newLogin(oidc)
+		if err != nil {
+			return Config{}, err
+		}
+		if l.exists() || (cfg.Username == "" && cfg.Password == "") {
+			cfg.login, cfg.Username, cfg.Password = l, "", ""
+		}
+	}
+	return cfg, nil
+}
+
+// configFile reads the config file (--config, KCP_CONFIG, else ~/.kcp/config.yaml if present).
+func (a *app) configFile() (Config, error) {
 	path := a.configPath
 	explicit := path != ""
 	if path == "" {
@@ -143,27 +191,5 @@ func (a *app) resolve() (Config, error) {
 			return Config{}, fmt.Errorf("reading config file: %w", err)
 		}
 	}
-	pick := func(flag, env, fromFile string) string {
-		if flag != "" {
-			return flag
-		}
-		if v := a.io.Getenv(env); v != "" {
-			return v
-		}
-		return fromFile
-	}
-	cfg := Config{
-		URL:      pick(a.flags.URL, "KCP_URL", file.URL),
-		Username: pick(a.flags.Username, "KCP_USERNAME", file.Username),
-		Password: pick(a.flags.Password, "KCP_PASSWORD", file.Password),
-		Token:    pick(a.flags.Token, "KCP_TOKEN", file.Token),
-	}
-	if cfg.URL == "" {
-		return Config{}, usagef("no broker URL: set --url, KCP_URL or url in the config file")
-	}
-	if !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
-		return Config{}, usagef("--url: must start with http:// or https://, got %q", cfg.URL)
-	}
-	cfg.URL = strings.TrimRight(cfg.URL, "/")
-	return cfg, nil
+	return file, nil
 }

@@ -23,6 +23,8 @@ type Listeners struct {
 	URL string
 	// TLSAddr is the TLS listener's address.
 	TLSAddr net.Addr
+	// TLSCertificate is the TLS listener's certificate (its expiry is exported).
+	TLSCertificate *x509.Certificate
 
 	servers []*http.Server
 	errc    chan error
@@ -65,7 +67,8 @@ func Listen(ctx context.Context, o Options, httpAddr, tlsAddr string) (*Listener
 		return nil, fmt.Errorf("configuring the TLS listener: %w", err)
 	}
 	limits := o.Timeouts.withDefaults()
-	l := &Listeners{Systems: sys, URL: "http://" + plain.Addr().String(), TLSAddr: secure.Addr(), errc: make(chan error, 2)}
+	l := &Listeners{Systems: sys, URL: "http://" + plain.Addr().String(), TLSAddr: secure.Addr(), errc: make(chan error, 2),
+		TLSCertificate: cfg.Certificates[0].Leaf}
 	for _, srv := range []struct {
 		ln  net.Listener
 		tls *tls.Config
