@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -201,6 +202,9 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.LongRunning == "" {
 		opts.LongRunning = LongRunningSome
+	}
+	if !slices.Contains(LongRunningModes, opts.LongRunning) {
+		return nil, fmt.Errorf("azure stand-in: long-running mode %q is not one of %s", opts.LongRunning, strings.Join(LongRunningModes, ", "))
 	}
 	if opts.LongRunningPolls <= 0 {
 		opts.LongRunningPolls = 2
