@@ -4,7 +4,9 @@
 // directly (no SDK) with Microsoft Entra ID client-credentials tokens. Calls are retried with backoff
 // on transient failures only (network errors, 429, 5xx) a few times within a call's budget (clientkit.Calls). Creation is
 // idempotent because ARM addresses everything by name (PUT creates or updates), and deleting a
-// missing group succeeds.
+// missing group succeeds. When ARM creates the namespace as a long-running operation (202
+// Accepted), the client follows it, one request a call, through the URLs the caller keeps
+// (lro.go).
 package eventhubs
 
 import (
