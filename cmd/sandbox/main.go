@@ -153,7 +153,7 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(*sta
 	fs.DurationVar(&o.AzureActivationTime, "azure-activation-time", 0, "how long Event Hubs namespaces stay Activating")
 	fs.DurationVar(&o.AzureDeletionTime, "azure-deletion-time", 0, "how long resource groups stay Deleting")
 	fs.StringVar(&o.AzureLongRunning, "azure-long-running", azurestandin.LongRunningSome,
-		"which Event Hubs namespace creations ARM answers 202 Accepted: "+strings.Join(azurestandin.LongRunningModes, ", "))
+		"which Event Hubs namespace creations ARM answers 202 Accepted: "+strings.Join(azurestandin.LongRunningModes(), ", "))
 	fs.IntVar(&o.AzureLongRunningPolls, "azure-long-running-polls", 2, "how many reads find a long-running creation InProgress")
 	fs.DurationVar(&o.AzureRetryAfter, "azure-retry-after", 10*time.Second, "the Retry-After of long-running answers")
 	// The stand-ins' names, for the per-system fault flags.

@@ -203,8 +203,8 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.LongRunning == "" {
 		opts.LongRunning = LongRunningSome
 	}
-	if !slices.Contains(LongRunningModes, opts.LongRunning) {
-		return nil, fmt.Errorf("azure stand-in: long-running mode %q is not one of %s", opts.LongRunning, strings.Join(LongRunningModes, ", "))
+	if !slices.Contains(LongRunningModes(), opts.LongRunning) {
+		return nil, fmt.Errorf("azure stand-in: long-running mode %q is not one of %s", opts.LongRunning, strings.Join(LongRunningModes(), ", "))
 	}
 	if opts.LongRunningPolls <= 0 {
 		opts.LongRunningPolls = 2

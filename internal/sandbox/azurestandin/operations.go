@@ -23,7 +23,9 @@ const (
 )
 
 // LongRunningModes are the values Options.LongRunning accepts ("" is LongRunningSome).
-var LongRunningModes = []string{LongRunningSome, LongRunningAll, LongRunningNone, LongRunningFail}
+func LongRunningModes() []string {
+	return []string{LongRunningSome, LongRunningAll, LongRunningNone, LongRunningFail}
+}
 
 // Statuses of an operation resource (Azure-AsyncOperation).
 const (
