@@ -23,6 +23,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/internal/logging"
 	"github.com/kyma-project/kyma-environment-broker/internal/observe"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durablesql"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/sirupsen/logrus"
@@ -151,6 +152,10 @@ func run(ctx context.Context, args []string, log *logrus.Logger, ready func(*sta
 	fs.DurationVar(&o.SMProvisionDelay, "sm-provision-delay", 0, "how long Service Manager instances stay in progress")
 	fs.DurationVar(&o.AzureActivationTime, "azure-activation-time", 0, "how long Event Hubs namespaces stay Activating")
 	fs.DurationVar(&o.AzureDeletionTime, "azure-deletion-time", 0, "how long resource groups stay Deleting")
+	fs.StringVar(&o.AzureLongRunning, "azure-long-running", azurestandin.LongRunningSome,
+		"which Event Hubs namespace creations ARM answers 202 Accepted: "+strings.Join(azurestandin.LongRunningModes(), ", "))
+	fs.IntVar(&o.AzureLongRunningPolls, "azure-long-running-polls", 2, "how many reads find a long-running creation InProgress")
+	fs.DurationVar(&o.AzureRetryAfter, "azure-retry-after", 10*time.Second, "the Retry-After of long-running answers")
 	// The stand-ins' names, for the per-system fault flags.
 	systems := []string{"avs", "edp", "ias", "servicemanager", "azure", "reconciler", "director", "connector"}
 	faultsOf := map[string]func() (sandbox.Faults, error){}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,9 +105,10 @@ func TestProvisionAndDeprovisionThroughEveryExternalSystem(t *testing.T) {
 }
 
 // A Kyma 1.x runtime on Azure gets an Event Hubs namespace whose credentials go, marked secret,
-// to the provisioner, which installs Kyma itself.
+// to the provisioner, which installs Kyma itself. Azure creates the namespace asynchronously (202
+// Accepted), as ARM may.
 func TestKyma1OnAzureUsesEventHubsAndTheProvisioner(t *testing.T) {
-	b := bt.Start(t, bt.Options{})
+	b := bt.Start(t, bt.Options{Sandbox: standins.Options{AzureLongRunning: azurestandin.LongRunningAll, AzureRetryAfter: time.Second}})
 	id := uuid.NewString()
 	params := map[string]any{"name": "rt-kyma1", "region": "westeurope", "kymaVersion": "1.24.8"}
 	prov := b.Put(bt.InstancePath(id), bt.ProvisionBody(bt.AzurePlanID, params, bt.SAPContext("ga-k1", "sa-k1")))
@@ -120,6 +124,8 @@ func TestKyma1OnAzureUsesEventHubsAndTheProvisioner(t *testing.T) {
 	require.Len(t, inv.Azure.ResourceGroups, 1)
 	require.Len(t, inv.Azure.ResourceGroups[0].Namespaces, 1)
 	assert.Equal(t, 1, maxCount(inv.Azure.NamespaceCreatesByName))
+	assert.Equal(t, 1, inv.Azure.Calls["namespace.put"], "the step followed Azure's operation")
+	assert.Equal(t, 3, inv.Azure.Calls["operation.status"], "InProgress twice, then Succeeded")
 	assert.Empty(t, inv.Reconciler.Clusters)
 
 	rt, err := b.Store.Runtimes().ListRuntimes(context.Background(), storage.RuntimeFilter{})

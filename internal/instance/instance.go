@@ -127,6 +127,11 @@ type Resources struct {
 	// EventHubResourceGroup and EventHubNamespace are the Azure Event Hubs namespace (Kyma 1.x Kafka).
 	EventHubResourceGroup string `json:"event_hub_resource_group,omitempty"`
 	EventHubNamespace     string `json:"event_hub_namespace,omitempty"`
+	// EventHubAsyncOperation and EventHubLocation are the URLs (Azure-AsyncOperation, Location)
+	// of the namespace's creation while Azure runs it asynchronously, kept so that a run after a
+	// restart follows the same operation; empty otherwise.
+	EventHubAsyncOperation string `json:"event_hub_async_operation,omitempty"`
+	EventHubLocation       string `json:"event_hub_location,omitempty"`
 	// EMSInstanceID and EMSBindingID are the Enterprise Messaging instance and its binding.
 	EMSInstanceID string `json:"ems_instance_id,omitempty"`
 	EMSBindingID  string `json:"ems_binding_id,omitempty"`

@@ -4,16 +4,20 @@
 // directly (no SDK) with Microsoft Entra ID client-credentials tokens. Calls are retried with backoff
 // on transient failures only (network errors, 429, 5xx) a few times within a call's budget (clientkit.Calls). Creation is
 // idempotent because ARM addresses everything by name (PUT creates or updates), and deleting a
-// missing group succeeds.
+// missing group succeeds. When ARM creates the namespace as a long-running operation (202
+// Accepted), the client follows it, one request a call, through the URLs the caller keeps
+// (lro.go).
 package eventhubs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/clients/clientkit"
 	"golang.org/x/oauth2"
@@ -51,11 +55,19 @@ type NamespaceRequest struct {
 	ResourceGroup, Name, Region string
 	// Tags are put on both the resource group and the namespace.
 	Tags map[string]string
+	// Operation is the creation ARM runs asynchronously, as a previous call returned it
+	// (Namespace.Operation): the call follows it rather than PUT the namespace again.
+	Operation *Operation
 }
 
 // Namespace is an Event Hubs namespace; ProvisioningState is "Succeeded" when it is usable.
 type Namespace struct {
 	ID, Name, ResourceGroup, Region, ProvisioningState string
+	// Operation is set while ARM creates the namespace asynchronously (ProvisioningState is then
+	// the operation's status, e.g. Accepted or InProgress): keep it durably, and call again with
+	// it after RetryAfter.
+	Operation  *Operation
+	RetryAfter time.Duration
 }
 
 var _ Namespaces = (*Client)(nil)
@@ -139,14 +151,31 @@ type accessKeys struct {
 // both by name, so a retry after a lost response cannot create a duplicate; each attempt still looks
 // the namespace up first so that an existing namespace is not updated while it activates. A new
 // namespace is usually "Activating": call again until its ProvisioningState is "Succeeded". While the
-// group is being deleted the failure is temporary.
+// group is being deleted, or ARM still runs another operation on the namespace (409), the failure
+// is temporary.
+//
+// ARM may run the creation asynchronously (202 Accepted, no body): the namespace returned then
+// carries the Operation to follow and the wait ARM asks for (Retry-After). Called with that
+// Operation, EnsureNamespace makes one request about it (Azure-AsyncOperation, else Location)
+// instead of the PUT: still running, it returns the namespace pending again; succeeded, the
+// namespace; failed or canceled, a permanent error with Azure's code and message; unknown to ARM
+// (404), it starts over with the PUT.
 func (c *Client) EnsureNamespace(ctx context.Context, req NamespaceRequest) (*Namespace, error) {
 	op := fmt.Sprintf("ensuring Azure Event Hubs namespace %q in resource group %q", req.Name, req.ResourceGroup)
 	if err := req.validate(); err != nil {
 		return nil, &Error{Op: op, Err: err}
 	}
 	var out *Namespace
+	following := req.Operation
 	err := c.retry(ctx, op, func(ctx context.Context) error {
+		if !following.empty() {
+			ns, err := c.poll(ctx, req, following)
+			if !errors.Is(err, errOperationGone) {
+				out = ns
+				return err
+			}
+			following = nil
+		}
 		ns, err := c.getNamespace(ctx, req.ResourceGroup, req.Name)
 		switch {
 		case err == nil && usable(ns.Properties.ProvisioningState):
@@ -168,16 +197,29 @@ func (c *Client) EnsureNamespace(ctx context.Context, req NamespaceRequest) (*Na
 			Properties: namespaceProperties{KafkaEnabled: true},
 			Tags:       req.Tags,
 		}
-		var created namespaceResource
-		err = c.call(ctx, http.MethodPut, namespacePath(req.ResourceGroup, req.Name), EventHubAPIVersion, body, &created)
+		a, err := c.send(ctx, http.MethodPut, c.url(namespacePath(req.ResourceGroup, req.Name), EventHubAPIVersion), body)
 		switch {
 		case Code(err) == codeResourceGroupBeingDeleted:
 			return beingDeleted(req.ResourceGroup, err)
 		case missing(err, codeResourceGroupNotFound):
 			// ARM replicates a new group asynchronously; it may not be visible everywhere yet.
 			return fmt.Errorf("creating the namespace: the new resource group is not visible yet (%v)", err)
+		case clientkit.StatusOf(err) == http.StatusConflict:
+			// Another operation on the namespace, e.g. its creation whose URLs were lost, still runs.
+			return fmt.Errorf("creating the namespace: Azure still runs another operation on it (%v)", err)
 		case err != nil:
 			return fmt.Errorf("creating the namespace: %w", err)
+		case a.status == http.StatusAccepted:
+			lro, wait, err := c.accepted(a.header)
+			if err != nil {
+				return fmt.Errorf("creating the namespace: %w", err)
+			}
+			out = pending(req, StateAccepted, lro, wait)
+			return nil
+		}
+		var created namespaceResource
+		if err := json.Unmarshal(a.body, &created); err != nil {
+			return clientkit.Permanent(fmt.Errorf("creating the namespace: decoding the %d answer: %w", a.status, err))
 		}
 		out = created.toNamespace(req.ResourceGroup)
 		return nil
@@ -191,7 +233,7 @@ func (c *Client) EnsureNamespace(ctx context.Context, req NamespaceRequest) (*Na
 // usable tells whether an existing namespace is to be returned rather than PUT again: a failed one is
 // provisioned again by a PUT, one being deleted goes with its group.
 func usable(state string) bool {
-	return state != StateFailed && state != StateDeleting && state != "Canceled"
+	return state != StateFailed && state != StateDeleting && state != StateCanceled
 }
 
 // beingDeleted is a temporary failure: once the deletion completes the group can be created again.
@@ -281,6 +323,11 @@ func (c *Client) DeleteResourceGroup(ctx context.Context, resourceGroup string) 
 		return nil
 	})
 	return gone && err == nil, err
+}
+
+// url is the absolute URL of an ARM path of the subscription.
+func (c *Client) url(path, apiVersion string) string {
+	return c.base + path + "?" + url.Values{"api-version": {apiVersion}}.Encode()
 }
 
 func groupPath(group string) string { return "/resourcegroups/" + url.PathEscape(group) }

@@ -31,6 +31,9 @@ type env struct {
 func newEnv(t *testing.T, seed uint64, opts azurestandin.Options) *env {
 	t.Helper()
 	c := sandboxtest.NewWallClock()
+	if opts.LongRunning == "" {
+		opts.LongRunning = azurestandin.LongRunningNone // the tests of long-running creations say so
+	}
 	opts.ClientID, opts.ClientSecret, opts.SubscriptionID, opts.Now = "keb", "s3cret", subscription, c.Now
 	st := azurestandin.New(opts)
 	sb, base := sandboxtest.Serve(t, sandbox.Options{Seed: seed}, st)

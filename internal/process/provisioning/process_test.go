@@ -253,6 +253,43 @@ func TestProcess_Kyma1OnAzure(t *testing.T) {
 	}
 }
 
+// Azure creates the Event Hubs namespace asynchronously and the broker restarts meanwhile: the
+// engine saved the operation's URLs with the step's retry, and a new engine on the same store
+// follows the same operation to the end, without another PUT.
+func TestProcess_Kyma1OnAzure_LongRunningEventHubsAcrossARestart(t *testing.T) {
+	e := newSystemsEnv(t, standins.Options{AzureLongRunning: azurestandin.LongRunningAll, AzureLongRunningPolls: 2,
+		AzureRetryAfter: testPoll, AzureLongRunningTime: time.Hour})
+	e.prov.provision = acceptingProvisioner("rt-1", "pop-1")
+	e.prov.status = steptest.StatusReturning(opStatus("pop-1", gqlschema.OperationStateSucceeded), nil)
+	e.prov.runtimeStatus = runtimeStatusOf("c-1a2b3c", testKubeconfig)
+	registerInDirector(t, e, map[string]any{director.ConsoleURLLabel: consoleURL})
+	data := provData("azure", "westeurope")
+	data.Parameters.KymaVersion = "1.24.8"
+	p, err := provisioning.Process(e.deps, time.Hour, testLimits)
+	require.NoError(t, err)
+	raw := steptest.StartOperation(t, e.store, instance.TypeProvision, testInstanceID, data, e.clock.Now())
+
+	first := steptest.Engine(t, e.store, e.clock, p)
+	op := steptest.RunRounds(t, first, e.store, e.clock, raw.ID, 1, testPoll)
+	require.True(t, op.State.Active())
+	var saved instance.ProvisioningData
+	require.NoError(t, json.Unmarshal(op.Data, &saved))
+	require.NotEmpty(t, saved.Resources.EventHubAsyncOperation, "the operation's URL is in the stored operation")
+
+	// The first engine is gone (kill -9); another one takes the operation from the store.
+	second := steptest.Engine(t, e.store, e.clock, p)
+	op = steptest.RunToEnd(t, second, e.store, e.clock, raw.ID, testPoll)
+	require.Equal(t, storage.StateSucceeded, op.State, op.LastError)
+	assert.Contains(t, steptest.Trace(t, e.store, op.ID), "Provision Azure Event Hubs:retrying")
+	objs := objects[azurestandin.Objects](t, e, "azure")
+	assert.Equal(t, 1, objs.Calls["namespace.put"])
+	assert.Equal(t, 3, objs.Calls["operation.status"], "the polls followed the saved operation")
+	var final instance.ProvisioningData
+	require.NoError(t, json.Unmarshal(op.Data, &final))
+	assert.Empty(t, final.Resources.EventHubAsyncOperation)
+	assert.Contains(t, string(op.Data), provisioning.KafkaComponent)
+}
+
 // countingInstances counts the instance reads of the steps.
 type countingInstances struct {
 	storage.Instances

@@ -36,12 +36,19 @@ func EventHubNames(operationID string) (resourceGroup, namespace string) {
 
 func (s ProvisionEventHubs) Run(ctx context.Context, op Op, log logrus.FieldLogger) (Op, time.Duration, error) {
 	res := &op.Data.Resources
-	// Asked on every run until the namespace is ready: once it exists this is a read.
+	// Asked on every run until the namespace is ready: once it exists this is a read. While Azure
+	// creates it asynchronously, a run is one request about that operation, whose URLs the
+	// operation keeps (a run after a restart follows the same one; without them the PUT, which is
+	// idempotent, is sent again).
 	rg, name := EventHubNames(op.ID)
-	ns, err := s.Systems.EventHubs.EnsureNamespace(ctx, eventhubs.NamespaceRequest{
+	req := eventhubs.NamespaceRequest{
 		ResourceGroup: rg, Name: name, Region: op.Data.Parameters.Region,
 		Tags: map[string]string{"InstanceID": op.InstanceID, "SubAccountID": op.Data.Context.SubAccountID},
-	})
+	}
+	if res.EventHubAsyncOperation != "" || res.EventHubLocation != "" {
+		req.Operation = &eventhubs.Operation{AsyncOperation: res.EventHubAsyncOperation, Location: res.EventHubLocation}
+	}
+	ns, err := s.Systems.EventHubs.EnsureNamespace(ctx, req)
 	if err != nil {
 		wait, err := s.Systems.Retry(&op, "Azure Event Hubs", "creating the namespace", err, s.PollInterval)
 		return op, wait, err
@@ -50,9 +57,19 @@ func (s ProvisionEventHubs) Run(ctx context.Context, op Op, log logrus.FieldLogg
 		log.WithFields(logrus.Fields{"resource_group": rg, "namespace": ns.Name}).Info("Event Hubs namespace created")
 	}
 	res.EventHubResourceGroup, res.EventHubNamespace = rg, ns.Name
+	res.EventHubAsyncOperation, res.EventHubLocation = "", ""
+	if lro := ns.Operation; lro != nil {
+		res.EventHubAsyncOperation, res.EventHubLocation = lro.AsyncOperation, lro.Location
+		op.LastError = "waiting for Azure to create the Event Hubs namespace: " + ns.ProvisioningState
+		return op, ns.RetryAfter, nil
+	}
 	if ns.ProvisioningState != eventhubs.StateSucceeded {
 		op.LastError = "waiting for the Event Hubs namespace to be ready: " + ns.ProvisioningState
-		return op, s.PollInterval, nil
+		wait := s.PollInterval
+		if ns.RetryAfter > 0 {
+			wait = ns.RetryAfter // accepted without URLs to follow: look again when Azure says
+		}
+		return op, wait, nil
 	}
 	conn, err := s.Systems.EventHubs.ConnectionString(ctx, res.EventHubResourceGroup, res.EventHubNamespace)
 	if err != nil {

@@ -1,10 +1,12 @@
 package provisioning_test
 
 import (
+	"encoding/json"
 	"regexp"
 	"testing"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/instance"
 	"github.com/kyma-project/kyma-environment-broker/internal/overrides"
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/azurestandin"
@@ -116,4 +118,102 @@ func TestProvisionEventHubs_NoRegionFails(t *testing.T) {
 	assert.Contains(t, err.Error(), "region is empty")
 	assert.Empty(t, out.Data.Overrides)
 	assert.Empty(t, objects[azurestandin.Objects](t, e, "azure").ResourceGroups)
+}
+
+// longRunningAzure answers every namespace creation 202 Accepted; the operation reports
+// InProgress twice, then ends.
+func longRunningAzure(mode string) standins.Options {
+	return standins.Options{AzureLongRunning: mode, AzureLongRunningPolls: 2, AzureRetryAfter: 15 * time.Second,
+		AzureLongRunningTime: time.Hour}
+}
+
+// Azure creates the namespace asynchronously: each run is one request about the operation, whose
+// URLs the operation keeps in its data (they survive a save and a reload), and waits as long as
+// Azure asks; once the operation succeeded the step goes on as with a synchronous creation.
+func TestProvisionEventHubs_FollowsAzuresLongRunningCreation(t *testing.T) {
+	e := newSystemsEnv(t, longRunningAzure(azurestandin.LongRunningAll))
+	rg, name := provisioning.EventHubNames(testOpID)
+
+	out, wait, err := e.run(eventHubsStep(e), kyma1Azure(), t0)
+	require.NoError(t, err)
+	assert.Equal(t, 15*time.Second, wait, "Retry-After")
+	assert.Equal(t, "waiting for Azure to create the Event Hubs namespace: Accepted", out.LastError)
+	res := out.Data.Resources
+	assert.Equal(t, rg, res.EventHubResourceGroup, "stored at once, so deprovisioning finds it")
+	assert.Equal(t, name, res.EventHubNamespace)
+	assert.Contains(t, res.EventHubAsyncOperation, "/operationStatuses/")
+	assert.Contains(t, res.EventHubLocation, "/operationResults/")
+	assert.Empty(t, out.Data.Overrides)
+
+	// What the engine saves and a later run (of this or another replica) reads.
+	raw, err := json.Marshal(out.Data)
+	require.NoError(t, err)
+	out.Data = instance.ProvisioningData{}
+	require.NoError(t, json.Unmarshal(raw, &out.Data))
+	assert.Equal(t, res, out.Data.Resources)
+
+	for i := range 2 {
+		out, wait, err = e.run(eventHubsStep(e), out, t0.Add(time.Duration(i+1)*15*time.Second))
+		require.NoError(t, err)
+		assert.Equal(t, 15*time.Second, wait)
+		assert.Equal(t, "waiting for Azure to create the Event Hubs namespace: InProgress", out.LastError)
+		assert.Equal(t, res.EventHubAsyncOperation, out.Data.Resources.EventHubAsyncOperation, "the same operation")
+	}
+	out = e.mustRun(t, eventHubsStep(e), out, t0.Add(time.Minute))
+	assert.Empty(t, out.LastError)
+	assert.Empty(t, out.Data.Resources.EventHubAsyncOperation, "the operation is over")
+	assert.Empty(t, out.Data.Resources.EventHubLocation)
+	conn := out.Secrets[overrides.SecretKey(provisioning.KafkaComponent, provisioning.KafkaPasswordKey)]
+	assert.Contains(t, conn, "Endpoint=sb://"+name+".servicebus.windows.net/")
+
+	objs := objects[azurestandin.Objects](t, e, "azure")
+	assert.Equal(t, 1, objs.Calls["namespace.put"], "the runs followed the operation")
+	assert.Equal(t, 3, objs.Calls["operation.status"])
+	assert.Equal(t, 1, objs.NamespaceCreatesByName[name])
+	require.Len(t, objs.ResourceGroups, 1)
+	require.Len(t, objs.ResourceGroups[0].Namespaces, 1)
+	assert.Equal(t, "Succeeded", objs.ResourceGroups[0].Namespaces[0].ProvisioningState)
+}
+
+// A creation Azure reports Failed fails the operation, naming Azure, its code and its message.
+func TestProvisionEventHubs_AzureFailsTheCreation(t *testing.T) {
+	e := newSystemsEnv(t, longRunningAzure(azurestandin.LongRunningFail))
+	out := kyma1Azure()
+	var err error
+	var wait time.Duration
+	for i := 0; ; i++ {
+		require.Less(t, i, 5, "the creation did not end")
+		out, wait, err = e.run(eventHubsStep(e), out, t0.Add(time.Duration(i)*15*time.Second))
+		if err != nil {
+			break
+		}
+		assert.Equal(t, 15*time.Second, wait)
+	}
+	assertFailed(t, wait, err, "Azure Event Hubs", "Provision Azure Event Hubs")
+	assert.Contains(t, err.Error(), "Azure reports the namespace's creation Failed: "+azurestandin.CodeCreationFailed+": The sandbox failed")
+	assert.Empty(t, out.Data.Overrides)
+}
+
+// A crash after Azure accepted the creation but before the operation kept its URLs (kill -9):
+// the next run PUTs again (idempotent), Azure answers 409 while its operation runs, and the
+// namespace once it is over; there is one namespace.
+func TestProvisionEventHubs_AcceptedCreationLostInACrash(t *testing.T) {
+	o := longRunningAzure(azurestandin.LongRunningAll)
+	o.AzureLongRunningTime = 5 * time.Minute
+	e := newSystemsEnv(t, o)
+	op := startedAt(kyma1Azure(), "Provision Azure Event Hubs", t0)
+	lost, _, err := e.run(eventHubsStep(e), op, t0)
+	require.NoError(t, err)
+	require.NotEmpty(t, lost.Data.Resources.EventHubAsyncOperation)
+
+	out, wait, err := e.run(eventHubsStep(e), op, t0.Add(testPoll))
+	assertRetrying(t, out, wait, err, "Azure Event Hubs")
+	assert.Contains(t, out.LastError, "Azure still runs another operation")
+
+	e.clock.Advance(5 * time.Minute)
+	out = e.mustRun(t, eventHubsStep(e), op, t0.Add(30*time.Second))
+	assert.Empty(t, out.Data.Resources.EventHubAsyncOperation)
+	assert.NotEmpty(t, out.Secrets[overrides.SecretKey(provisioning.KafkaComponent, provisioning.KafkaPasswordKey)])
+	_, name := provisioning.EventHubNames(testOpID)
+	assert.Equal(t, 1, objects[azurestandin.Objects](t, e, "azure").NamespaceCreatesByName[name])
 }

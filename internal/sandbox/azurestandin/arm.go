@@ -26,6 +26,8 @@ const (
 	kindGroup kind = iota + 1
 	kindNamespace
 	kindListKeys
+	kindOperationStatus
+	kindOperationResult
 )
 
 // route is an ARM request path taken apart: /subscriptions/{sub}/resourcegroups/{group}
@@ -33,6 +35,9 @@ const (
 type route struct {
 	kind                                 kind
 	subscription, group, namespace, rule string
+	// location and operation name an operation: /subscriptions/{sub}/providers/Microsoft.EventHub/
+	// locations/{location}/operationStatuses|operationResults/{operation}.
+	location, operation string
 }
 
 // parseRoute matches the fixed segments case-insensitively, as ARM does.
@@ -47,6 +52,18 @@ func parseRoute(r *http.Request) (route, bool) {
 		segs[i] = u
 	}
 	is := func(i int, want string) bool { return strings.EqualFold(segs[i], want) }
+	if len(segs) == 8 && is(0, "subscriptions") && is(2, "providers") && is(3, "Microsoft.EventHub") && is(4, "locations") {
+		rt := route{subscription: segs[1], location: segs[5], operation: segs[7]}
+		switch {
+		case is(6, "operationStatuses"):
+			rt.kind = kindOperationStatus
+		case is(6, "operationResults"):
+			rt.kind = kindOperationResult
+		default:
+			return route{}, false
+		}
+		return rt, true
+	}
 	if len(segs) < 4 || !is(0, "subscriptions") || !is(2, "resourcegroups") {
 		return route{}, false
 	}
@@ -125,7 +142,9 @@ func (s *Server) serveARM(w http.ResponseWriter, r *http.Request) {
 	case rt.kind == kindNamespace && r.Method == http.MethodGet:
 		s.getNamespace(w, rt)
 	case rt.kind == kindNamespace && r.Method == http.MethodPut:
-		s.putNamespace(w, rt, body)
+		s.putNamespace(w, rt, body, armBase(r))
+	case (rt.kind == kindOperationStatus || rt.kind == kindOperationResult) && r.Method == http.MethodGet:
+		s.serveOperation(w, rt, armBase(r))
 	case rt.kind == kindListKeys && r.Method == http.MethodPost:
 		s.listKeys(w, rt)
 	default:

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -41,6 +42,8 @@ const (
 	StateSucceeded  = "Succeeded"
 	StateActivating = "Activating"
 	StateDeleting   = "Deleting"
+	StateAccepted   = "Accepted"
+	StateFailed     = "Failed"
 )
 
 // Options configures the stand-in.
@@ -57,6 +60,20 @@ type Options struct {
 	ActivationTime time.Duration
 	// DeletionTime is how long a group is "Deleting" before it is gone with its namespaces; 0 = at once.
 	DeletionTime time.Duration
+	// LongRunning says which namespace creations are answered as ARM's long-running operations
+	// do: 202 Accepted with no body, the Azure-AsyncOperation and Location URLs and Retry-After,
+	// the namespace hidden (404) until the operation is over. LongRunningSome (the default)
+	// picks about half of the namespace names, always the same ones; LongRunningAll,
+	// LongRunningNone; LongRunningFail answers every creation so and lets it fail.
+	LongRunning string
+	// LongRunningPolls is how many reads of an operation (either URL) find it InProgress before
+	// it is over; 2 when zero.
+	LongRunningPolls int
+	// LongRunningTime ends an operation nobody reads (its URLs were lost); 1 minute when zero.
+	LongRunningTime time.Duration
+	// RetryAfter is what the long-running answers ask the client to wait, in whole seconds; 10s
+	// (ARM's minimum) when zero.
+	RetryAfter time.Duration
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 	// Store keeps the groups, namespaces and counts; Open loads them from it. New uses a new MemoryStore.
@@ -122,6 +139,8 @@ type namespace struct {
 	Primary   string            `json:"primary"`
 	Secondary string            `json:"secondary"`
 	Calls     map[string]int    `json:"calls"`
+	// Op is the long-running operation that created the namespace, nil for a synchronous creation.
+	Op *asyncOp `json:"op,omitempty"`
 }
 
 // group is a resource group with its namespaces (by lower-cased name) as the stand-in keeps it; it
@@ -181,6 +200,21 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	if opts.SubscriptionID == "" {
 		opts.SubscriptionID = DefaultSubscriptionID
 	}
+	if opts.LongRunning == "" {
+		opts.LongRunning = LongRunningSome
+	}
+	if !slices.Contains(LongRunningModes(), opts.LongRunning) {
+		return nil, fmt.Errorf("azure stand-in: long-running mode %q is not one of %s", opts.LongRunning, strings.Join(LongRunningModes(), ", "))
+	}
+	if opts.LongRunningPolls <= 0 {
+		opts.LongRunningPolls = 2
+	}
+	if opts.LongRunningTime <= 0 {
+		opts.LongRunningTime = time.Minute
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = 10 * time.Second
+	}
 	s := &Server{opts: opts}
 	s.issuer = sandbox.NewTokenIssuer(opts.ClientID, opts.ClientSecret, opts.TokenTTL, opts.Now)
 	s.issuer.Realm = Name
@@ -188,6 +222,24 @@ func Open(ctx context.Context, opts Options) (*Server, error) {
 	s.durable = durable.NewDurable(durable.Persist{Store: opts.Store, System: Name, Lock: &s.mu})
 	s.groups = durable.NewTable[group](s.durable, rowGroup, false)
 	s.groups.Lookup(lookupNamespace, func(g *group) []string { return slices.Sorted(maps.Keys(g.Namespaces)) })
+	s.groups.Lookup(lookupOperation, func(g *group) []string {
+		var ids []string
+		for _, ns := range g.Namespaces {
+			if ns.Op != nil {
+				ids = append(ids, ns.Op.ID)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	})
+	s.groups.Lookup(lookupRunning, func(g *group) []string {
+		for _, ns := range g.Namespaces {
+			if ns.Op.running() {
+				return []string{runningValue}
+			}
+		}
+		return nil
+	})
 	s.groups.Lookup(lookupDeleting, func(g *group) []string {
 		if g.Deleting.IsZero() {
 			return nil
@@ -244,6 +296,9 @@ const (
 	lookupNamespace = "namespace" // lower-cased namespace names: they are global (DNS) names
 	lookupDeleting  = "deleting"
 	deletingValue   = "deleting"
+	lookupOperation = "operation" // IDs of the long-running operations that created the namespaces
+	lookupRunning   = "running"   // groups with a namespace whose operation runs
+	runningValue    = "running"
 )
 
 // get returns the group with the lower-cased key; change it only to put it back.
@@ -295,6 +350,17 @@ func (s *Server) settle() {
 			s.groups.Delete(key)
 		}
 	}
+	for key, g := range s.groups.Find(lookupRunning, runningValue) {
+		changed := false
+		for _, ns := range g.Namespaces {
+			if ns.Op.running() && !now.Before(ns.Op.Started.Add(s.opts.LongRunningTime)) {
+				ns.Op.Ended, changed = now, true
+			}
+		}
+		if changed {
+			s.groups.Put(key, g)
+		}
+	}
 }
 
 func (g *group) state() string {
@@ -308,6 +374,12 @@ func (s *Server) namespaceState(g *group, ns *namespace) string {
 	switch {
 	case !g.Deleting.IsZero():
 		return StateDeleting
+	case ns.Op.running():
+		return StateAccepted
+	case ns.Op != nil && ns.Op.Fail:
+		return StateFailed
+	case ns.Op != nil:
+		return StateSucceeded // what ARM reports once the operation succeeded
 	case s.opts.Now().Before(ns.Created.Add(s.opts.ActivationTime)):
 		return StateActivating
 	default:

@@ -40,7 +40,7 @@ func newEnv(t *testing.T) *env {
 
 func options(clock *sandboxtest.Clock) azurestandin.Options {
 	return azurestandin.Options{ClientID: "id", ClientSecret: "secret", SubscriptionID: sub, TokenTTL: time.Hour,
-		ActivationTime: time.Minute, DeletionTime: 5 * time.Minute, Now: clock.Now}
+		ActivationTime: time.Minute, DeletionTime: 5 * time.Minute, LongRunning: azurestandin.LongRunningNone, Now: clock.Now}
 }
 
 // serve serves the stand-in and takes a token.
@@ -324,7 +324,7 @@ func TestLifecycle(t *testing.T) {
 }
 
 func TestZeroDelays(t *testing.T) {
-	st := azurestandin.New(azurestandin.Options{ClientID: "id", ClientSecret: "secret"})
+	st := azurestandin.New(azurestandin.Options{ClientID: "id", ClientSecret: "secret", LongRunning: azurestandin.LongRunningNone})
 	e := &env{t: t, st: st}
 	_, e.url = sandboxtest.Serve(t, sandbox.Options{}, st)
 	e.token = sandboxtest.Token(t, e.url+"/azure/oauth2/v2.0/token", url.Values{"grant_type": {"client_credentials"},

@@ -81,7 +81,7 @@ func (s *Server) lookupNamespace(w http.ResponseWriter, rt route, op string) (*g
 		return nil, nil, false
 	}
 	ns := g.Namespaces[strings.ToLower(rt.namespace)]
-	if ns == nil {
+	if ns == nil || ns.hidden() {
 		writeError(w, http.StatusNotFound, "ResourceNotFound", "The Resource 'Microsoft.EventHub/namespaces/%s' under resource group '%s' was not found.", rt.namespace, rt.group)
 		return g, nil, false
 	}
@@ -97,7 +97,11 @@ func (s *Server) getNamespace(w http.ResponseWriter, rt route) {
 	sandbox.WriteJSONCharset(w, http.StatusOK, s.namespaceJSON(g, ns))
 }
 
-func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte) {
+// hidden tells that a namespace is not visible: ARM shows a resource whose creation it answered
+// 202 Accepted only once the operation succeeded.
+func (ns *namespace) hidden() bool { return ns.Op != nil && (ns.Op.running() || ns.Op.Fail) }
+
+func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte, base string) {
 	key := strings.ToLower(rt.namespace)
 	s.namespacePuts.Inc(key)
 	s.totals.Inc("namespace.put")
@@ -113,6 +117,13 @@ func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte) {
 	if !g.Deleting.IsZero() {
 		writeError(w, http.StatusConflict, "ResourceGroupBeingDeleted", "The resource group '%s' is in deprovisioning state and cannot perform this operation.", g.Name)
 		return
+	}
+	if existing != nil && existing.Op.running() {
+		writeError(w, http.StatusConflict, "Conflict", "Namespace '%s': another operation (%s) is in progress; retry when it is over.", existing.Name, existing.Op.ID)
+		return
+	}
+	if existing != nil && existing.hidden() {
+		existing = nil // its creation failed: this PUT creates it anew
 	}
 	var req namespaceRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -138,6 +149,11 @@ func (s *Server) putNamespace(w http.ResponseWriter, rt route, body []byte) {
 		Created: now, Updated: now, Primary: randomKey(), Secondary: randomKey(), Calls: map[string]int{"put": 1}}
 	g.Namespaces[key] = ns
 	s.namespaceCreates.Inc(key)
+	if s.longRunning(rt.namespace) {
+		ns.Op = &asyncOp{ID: newOperationID(), Started: now, Fail: s.opts.LongRunning == LongRunningFail}
+		s.accept(w, base, ns)
+		return
+	}
 	sandbox.WriteJSONCharset(w, http.StatusCreated, s.namespaceJSON(g, ns))
 }
 

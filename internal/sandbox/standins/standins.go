@@ -93,6 +93,12 @@ type Options struct {
 	SMProvisionDelay time.Duration
 	// AzureActivationTime and AzureDeletionTime pace Event Hubs namespaces and resource groups.
 	AzureActivationTime, AzureDeletionTime time.Duration
+	// AzureLongRunning, AzureLongRunningPolls, AzureLongRunningTime and AzureRetryAfter shape the
+	// namespace creations ARM answers 202 Accepted (azurestandin.Options).
+	AzureLongRunning      string
+	AzureLongRunningPolls int
+	AzureLongRunningTime  time.Duration
+	AzureRetryAfter       time.Duration
 	// Admin are the credentials the /_sandbox/ endpoints require (none without a password).
 	Admin sandbox.AdminConfig
 	// Store keeps the stand-ins' state, so that they answer as before after a restart; in memory
@@ -205,7 +211,9 @@ func OpenSystems(ctx context.Context, o Options) (Systems, error) {
 		},
 		func() (sandbox.System, error) {
 			return azurestandin.Open(ctx, azurestandin.Options{ClientID: c.AzureClientID, ClientSecret: c.AzureClientSecret,
-				ActivationTime: o.AzureActivationTime, DeletionTime: o.AzureDeletionTime, Now: o.Now, Store: store})
+				ActivationTime: o.AzureActivationTime, DeletionTime: o.AzureDeletionTime, LongRunning: o.AzureLongRunning,
+				LongRunningPolls: o.AzureLongRunningPolls, LongRunningTime: o.AzureLongRunningTime, RetryAfter: o.AzureRetryAfter,
+				Now: o.Now, Store: store})
 		},
 		func() (sandbox.System, error) {
 			return reconcilerstandin.Open(ctx, reconcilerstandin.Options{ReconcileTime: o.ReconcileTime, DeleteTime: o.ReconcileDeleteTime,
