@@ -150,7 +150,7 @@ func assertOnePerRuntime(t *testing.T, inv inventory, n int) {
 }
 
 // assertOneCredentialEach checks that no extra valid credential exists: one client secret per
-// IAS service provider and one valid one-time token per runtime in the Director.
+// IAS service provider and at most one valid one-time token per runtime in the Director.
 func assertOneCredentialEach(t *testing.T, inv inventory) {
 	t.Helper()
 	for _, sp := range inv.IAS.ServiceProviders {
@@ -158,7 +158,9 @@ func assertOneCredentialEach(t *testing.T, inv inventory) {
 	}
 	for id, valid := range inv.Tokens {
 		if assert.NotNil(t, valid, "the Director stand-in reports no validTokens for runtime %s", id) {
-			assert.Equal(t, 1, *valid, "Director runtime %s has %d valid one-time tokens", id, *valid)
+			// The agent is not running here, so the token may have expired unused (the Director's
+			// five minutes) on a slow machine: what must not exist is a second valid one.
+			assert.LessOrEqual(t, *valid, 1, "Director runtime %s has %d valid one-time tokens", id, *valid)
 		}
 	}
 }
