@@ -66,6 +66,17 @@ type DTO struct {
 	KymaConfig    json.RawMessage `json:"kymaConfig,omitempty"`
 	ClusterConfig json.RawMessage `json:"clusterConfig,omitempty"`
 	ConfigError   string          `json:"configError,omitempty"`
+	// RuntimeConnectionStatus is the Runtime Agent's connection as the provisioner reports it
+	// (connection_status=true; ConfigError when it cannot be read).
+	RuntimeConnectionStatus *ConnectionStatus `json:"runtimeConnectionStatus,omitempty"`
+}
+
+// ConnectionStatus is the provisioner's runtimeConnectionStatus of a runtime: Pending while the
+// agent is being connected, Connected, or Disconnected (a failed connection, or the agent
+// reporting FAILED in the Director: Errors say why and the remedy).
+type ConnectionStatus struct {
+	Status string   `json:"status"`
+	Errors []string `json:"errors,omitempty"`
 }
 
 // Counts are GET /info/runtimes: live runtimes per plan (by name), region and state.

@@ -247,6 +247,8 @@ func TestConsole(t *testing.T) {
 		require.NotEmpty(t, rt.Data[0].DashboardURL)
 		assert.Contains(t, text, rt.Data[0].DashboardURL)
 		assert.Contains(t, text, "rt-ga-alpha", "the parameters are shown")
+		// The Runtime Agent's connection, as GET /runtimes?connection_status=true has it.
+		br.waitJS(`document.querySelector('.agent-connection [data-status]')?.dataset.status === 'Connected'`)
 
 		// Each step sits in the band of its stage, as its events name it.
 		stageOf := map[string]string{}

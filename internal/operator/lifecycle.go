@@ -110,9 +110,11 @@ func (h *Handler) kubeconfig(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(*st.RuntimeConfiguration.Kubeconfig))
 }
 
-// configs fills the provisioner's Kyma and cluster configuration of a page of runtimes, a few
-// at a time; a runtime whose configuration cannot be read says why.
-func (h *Handler) configs(ctx context.Context, rows []storage.RuntimeRow, dtos []runtime.DTO, kymaVersions []string, kyma, cluster bool) {
+// configs fills the provisioner's Kyma and cluster configuration and the agent's connection
+// status of a page of runtimes, as req asks, a few at a time; a runtime whose status cannot be
+// read says why.
+func (h *Handler) configs(ctx context.Context, rows []storage.RuntimeRow, dtos []runtime.DTO, kymaVersions []string, req runtimeRequest) {
+	kyma, cluster := req.kymaCfg, req.clusterCfg
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	for i := range rows {
@@ -128,6 +130,15 @@ func (h *Handler) configs(ctx context.Context, rows []storage.RuntimeRow, dtos [
 			if err != nil {
 				dtos[i].ConfigError = fmt.Sprintf("provisioner: %v", err)
 				return
+			}
+			if req.connection && st.RuntimeConnectionStatus != nil {
+				cs := &runtime.ConnectionStatus{Status: string(st.RuntimeConnectionStatus.Status)}
+				for _, e := range st.RuntimeConnectionStatus.Errors {
+					if e != nil && e.Message != nil {
+						cs.Errors = append(cs.Errors, *e.Message)
+					}
+				}
+				dtos[i].RuntimeConnectionStatus = cs
 			}
 			if st.RuntimeConfiguration == nil {
 				return

@@ -97,7 +97,7 @@ func (h *Handler) Routes() []string { return slices.Clone(h.patterns) }
 
 // runtimeParams are the query parameters GET /runtimes knows; others are refused by name.
 var runtimeParams = []string{"account", "subaccount", "instance_id", "runtime_id", "region", "shoot", "plan", "state",
-	"op_detail", "kyma_config", "cluster_config", "expired", "expires_within", "sort", "order", "page", "page_size"}
+	"op_detail", "kyma_config", "cluster_config", "connection_status", "expired", "expires_within", "sort", "order", "page", "page_size"}
 
 // stateExpired is the state filter for expired instances (they are suspended or being so).
 const stateExpired = "expired"
@@ -117,9 +117,12 @@ const maxExpiresWithin = 366 * 24 * time.Hour
 
 // runtimeRequest is GET /runtimes's query, validated.
 type runtimeRequest struct {
-	q                           storage.RuntimeQuery
-	allOps, kymaCfg, clusterCfg bool
+	q                                       storage.RuntimeQuery
+	allOps, kymaCfg, clusterCfg, connection bool
 }
+
+// fromProvisioner tells whether the request needs the provisioner's view of each runtime.
+func (r runtimeRequest) fromProvisioner() bool { return r.kymaCfg || r.clusterCfg || r.connection }
 
 func (h *Handler) parseRuntimes(q url.Values) (runtimeRequest, error) {
 	var out runtimeRequest
@@ -166,6 +169,7 @@ var runtimeFilters = []runtimeFilter{
 	{"op_detail", parseOpDetail},
 	boolFilter("kyma_config", func(r *runtimeRequest) *bool { return &r.kymaCfg }),
 	boolFilter("cluster_config", func(r *runtimeRequest) *bool { return &r.clusterCfg }),
+	boolFilter("connection_status", func(r *runtimeRequest) *bool { return &r.connection }),
 }
 
 // listFilter takes a bounded list of values as they are.
@@ -287,8 +291,8 @@ func (h *Handler) runtimes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if (req.kymaCfg || req.clusterCfg) && h.provisioner == nil {
-		writeError(w, http.StatusServiceUnavailable, "kyma_config and cluster_config need the provisioner, which this broker has not")
+	if req.fromProvisioner() && h.provisioner == nil {
+		writeError(w, http.StatusServiceUnavailable, "kyma_config, cluster_config and connection_status need the provisioner, which this broker has not")
 		return
 	}
 	res, err := h.store.Lifecycle().FindRuntimes(r.Context(), req.q)
@@ -301,8 +305,8 @@ func (h *Handler) runtimes(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	if req.kymaCfg || req.clusterCfg {
-		h.configs(r.Context(), res.Items, dtos, kymaVersions, req.kymaCfg, req.clusterCfg)
+	if req.fromProvisioner() {
+		h.configs(r.Context(), res.Items, dtos, kymaVersions, req)
 	}
 	writeJSON(w, runtime.Page{Data: dtos, Count: len(dtos), TotalCount: res.TotalCount})
 }

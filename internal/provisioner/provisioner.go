@@ -105,9 +105,12 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 		return nil, err
 	}
 	log := o.Log.WithField("component", "provisioner")
-	return &Provisioner{
-		Service: service.New(store, set, o.Config.OperationTimeout, log), Definitions: defs, Backends: set, cfg: o.Config, log: log,
-	}, nil
+	svc := service.New(store, set, o.Config.OperationTimeout, log)
+	if r, ok := o.Director.(compass.ConditionReader); ok {
+		// runtimeConnectionStatus follows what the Runtime Agents report in the Director.
+		svc.ReadConditionsFrom(r)
+	}
+	return &Provisioner{Service: svc, Definitions: defs, Backends: set, cfg: o.Config, log: log}, nil
 }
 
 // Register adds the provisioner's processes to an engine.

@@ -40,6 +40,12 @@ type Agent struct {
 	caches                             *caches // nil until startCaches: then reads come from informers
 	failures                           int     // consecutive failed connection attempts
 	maintenanceFailures                int     // consecutive failed checks or renewals of the connection
+	// certRefused: the certificate-secured Connector refused the stored certificate (revoked):
+	// it cannot be renewed, and a new token in the configuration Secret is tried at once.
+	certRefused bool
+	// failedToken is the hash of a token tried for a refused certificate that failed too: it is
+	// not tried again.
+	failedToken string
 }
 
 // Deps are the systems the agent talks to.
@@ -133,7 +139,7 @@ func (a *Agent) Reconcile(ctx context.Context) time.Duration {
 	}
 	stored := a.storedCertificate(ctx)
 	note := "" // what reconnecting has to say, kept for this pass's status
-	if conn == nil || conn.Status.State == ConnectionFailed || stored.err != nil {
+	if conn == nil || conn.Status.State == ConnectionFailed || stored.err != nil || a.replacesRefused(ctx, stored) {
 		if conn, stored, err = a.reconnect(ctx, conn, stored); err != nil {
 			a.failures++
 			wait := a.backoff()
@@ -153,6 +159,16 @@ func (a *Agent) Reconcile(ctx context.Context) time.Duration {
 	}
 	if creds, cert, err = a.maintain(ctx, conn, stored, &st); err != nil {
 		st.State, st.ConnectionStatus.Error = ConnectionMaintenanceFailed, err.Error()
+		a.certRefused = errors.Is(err, connector.ErrUnauthorized)
+		a.metrics.tokenNeeded.Set(flag(a.certRefused))
+		if a.certRefused {
+			// Revoked: no renewal will work, so the connection ends when the certificate
+			// expires; only a new one-time token restores it. The Director hears FAILED while
+			// the certificate still lets the agent say so.
+			st.ConnectionStatus.Error = fmt.Sprintf("%s: the Connector refuses the certificate (revoked?), which cannot be renewed and expires at %s; %s",
+				err, cert.NotAfter.UTC().Format(time.RFC3339), NewTokenNeeded)
+			a.reportCondition(ctx, conn, creds, cert, ConditionFailed)
+		}
 		a.maintenanceFailures++
 		a.metrics.renewalFailures.Inc()
 		expiring := needsRenewal(cert, a.cfg.CertValidityRenewalThreshold, a.now())
@@ -163,13 +179,21 @@ func (a *Agent) Reconcile(ctx context.Context) time.Duration {
 		}
 		a.log.WithError(err).WithField("expiringWithoutRenewal", expiring).Warn("maintaining the connection failed")
 	} else {
-		a.maintenanceFailures = 0
+		a.maintenanceFailures, a.certRefused = 0, false
 		a.metrics.expiringWithoutRenewal.Set(0)
 		a.metrics.tokenNeeded.Set(0)
 		st.ConnectionStatus.Error = strings.TrimPrefix(note+"; "+identityNote(conn, cert), "; ")
 		st.ConnectionStatus.Error = strings.TrimSuffix(st.ConnectionStatus.Error, "; ")
 		if a.syncDue(conn) {
 			a.synchronize(ctx, conn, creds, cert, &st)
+			// As the original agent, CONNECTED once synchronised; FAILED when the Director
+			// cannot be read (if it can be told).
+			switch st.State {
+			case Synchronized:
+				a.reportCondition(ctx, conn, creds, cert, ConditionConnected)
+			case SynchronizationFailed:
+				a.reportCondition(ctx, conn, creds, cert, ConditionFailed)
+			}
 		} else if st.State == ConnectionMaintenanceFailed {
 			st.State = Connected
 		}
@@ -186,6 +210,40 @@ func (a *Agent) Reconcile(ctx context.Context) time.Duration {
 		next = min(a.backoffFor(a.maintenanceFailures), max(cert.NotAfter.Sub(a.now())+time.Second, a.cfg.ReconnectBackoffMin))
 	}
 	return next
+}
+
+// replacesRefused tells whether a pass should connect with the configuration Secret's token
+// although the stored certificate is valid: the Connector refuses the certificate (revoked) and
+// the Secret holds a token other than the one the certificate came from (reconnectRuntimeAgent
+// wrote one) that has not failed already.
+func (a *Agent) replacesRefused(ctx context.Context, stored storedCertificate) bool {
+	if !a.certRefused || stored.err != nil {
+		return false
+	}
+	agentCfg, err := readAgentConfiguration(ctx, a.core, a.configSecret)
+	if err != nil {
+		return false
+	}
+	h := hashToken(agentCfg.Token)
+	return h != stored.rec.TokenHash && h != a.failedToken
+}
+
+// reportCondition sets the runtime's status condition in the Director (the provisioner's
+// runtimeConnectionStatus follows it); a failure is logged, the next pass tries again.
+func (a *Agent) reportCondition(ctx context.Context, conn *CompassConnection, creds ClientCredentials, cert *x509.Certificate, condition string) {
+	runtimeID, tenant, url := cert.Subject.CommonName, conn.Annotations[annotationTenant], conn.Spec.ManagementInfo.DirectorURL
+	if runtimeID == "" || tenant == "" || url == "" {
+		return
+	}
+	cctx, cancel := a.bounded(ctx)
+	err := a.director.SetRuntimeStatusCondition(cctx, url, tenant, runtimeID, condition, creds)
+	cancel()
+	if err != nil {
+		a.metrics.conditionReports.WithLabelValues(condition, "failed").Inc()
+		a.log.WithError(err).WithField("condition", condition).Warn("reporting the runtime's status condition to the Director failed")
+		return
+	}
+	a.metrics.conditionReports.WithLabelValues(condition, "ok").Inc()
 }
 
 // identityNote says when the configuration Secret's RUNTIME_ID is not the certificate's
@@ -223,6 +281,7 @@ func (a *Agent) reconnect(ctx context.Context, conn *CompassConnection, stored s
 	a.log.WithField("reason", reason).Info("connecting to Compass with the one-time token")
 	saved, fresh, err := a.connect(ctx, conn, agentCfg, cfgErr)
 	if err == nil {
+		a.certRefused, a.failedToken = false, ""
 		a.log.WithField("notAfter", fresh.cert.NotAfter).Info("connected to Compass")
 		a.metrics.connectionAttempts.WithLabelValues("token").Inc()
 		a.metrics.tokenNeeded.Set(0)
@@ -233,17 +292,18 @@ func (a *Agent) reconnect(ctx context.Context, conn *CompassConnection, stored s
 		return saved, fresh, nil
 	}
 	if stored.err == nil {
+		a.failedToken = hashToken(agentCfg.Token)
 		a.log.WithError(err).Warn("the one-time token failed: resuming with the stored certificate")
 		return a.resume(ctx, conn, stored, "the one-time token of the configuration Secret failed ("+err.Error()+"): resumed with the stored certificate")
 	}
 	a.metrics.connectionAttempts.WithLabelValues("failed").Inc()
-	a.metrics.tokenNeeded.Set(flag(connector.IsRefused(err)))
-	a.recordFailure(ctx, conn, agentCfg, err)
+	a.metrics.tokenNeeded.Set(flag(tokenNeeded(err, cfgErr)))
+	a.recordFailure(ctx, conn, agentCfg, cfgErr, err)
 	return nil, storedCertificate{}, err
 }
 
 // recordFailure says ConnectionFailed and why in the CompassConnection.
-func (a *Agent) recordFailure(ctx context.Context, conn *CompassConnection, agentCfg AgentConfiguration, cause error) {
+func (a *Agent) recordFailure(ctx context.Context, conn *CompassConnection, agentCfg AgentConfiguration, cfgErr, cause error) {
 	if conn == nil {
 		conn = &CompassConnection{ObjectMeta: metav1.ObjectMeta{Name: a.cfg.ConnectionName}}
 	}
@@ -257,7 +317,7 @@ func (a *Agent) recordFailure(ctx context.Context, conn *CompassConnection, agen
 	}
 	st.ConnectionStatus.LastSync = a.stamp()
 	st.ConnectionStatus.Error = cause.Error()
-	if connector.IsRefused(cause) {
+	if tokenNeeded(cause, cfgErr) {
 		st.ConnectionStatus.Error += ": " + NewTokenNeeded
 	}
 	prev := conn.Status.State
@@ -269,8 +329,19 @@ func (a *Agent) recordFailure(ctx context.Context, conn *CompassConnection, agen
 	a.report(prev, saved, st)
 }
 
-// NewTokenNeeded ends the status error of a connection only a new one-time token can restore.
-const NewTokenNeeded = "a new one-time token is needed (the provisioner's reconnectRuntimeAgent)"
+// NewTokenNeeded ends the status error of a connection only a new one-time token can restore:
+// the Connector refused the token or the certificate, or there is no token to try. /readyz is
+// not ready while the status says so.
+const NewTokenNeeded = "a new one-time token is needed: run the provisioner's reconnectRuntimeAgent for this runtime"
+
+// tokenNeeded tells whether a failed connection needs a new one-time token: the Connector
+// refused the token, or the configuration Secret has none (missing, incomplete).
+func tokenNeeded(cause, cfgErr error) bool {
+	if connector.IsRefused(cause) {
+		return true
+	}
+	return cfgErr != nil && errors.Is(cause, cfgErr) && (apierrors.IsNotFound(cfgErr) || errors.Is(cfgErr, errIncompleteConfiguration))
+}
 
 // resume makes the CompassConnection say Connected with the stored certificate, keeping what
 // it already says of the connection.

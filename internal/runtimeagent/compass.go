@@ -59,7 +59,16 @@ type DirectorBundle struct {
 type Director interface {
 	ApplicationsForRuntime(ctx context.Context, url, tenant, runtimeID string, creds ClientCredentials) ([]DirectorApplication, error)
 	SetRuntimeLabel(ctx context.Context, url, tenant, runtimeID, key, value string, creds ClientCredentials) error
+	// SetRuntimeStatusCondition sets the runtime's status condition (one of the Condition*
+	// constants) unless it has it already.
+	SetRuntimeStatusCondition(ctx context.Context, url, tenant, runtimeID, condition string, creds ClientCredentials) error
 }
+
+// The Director's RuntimeStatusCondition values the agent reports.
+const (
+	ConditionConnected = "CONNECTED"
+	ConditionFailed    = "FAILED"
+)
 
 // Compass calls the Connector (through internal/connector) and the Director. The clients of
 // the current certificate are kept, so connections are reused until the certificate changes.
@@ -245,4 +254,54 @@ func (c ClientCredentials) ClientCertificate() (*x509.Certificate, error) {
 		return nil, fmt.Errorf("parsing the client certificate: %w", err)
 	}
 	return cert, nil
+}
+
+const queryRuntime = `query($id: ID!) {
+	result: runtime(id: $id) { id name description labels status { condition } }
+}`
+
+const mutationUpdateRuntime = `mutation($id: ID!, $in: RuntimeUpdateInput!) {
+	result: updateRuntime(id: $id, in: $in) { id }
+}`
+
+// refusedLabel is the label the Director manages itself and refuses in an update.
+const refusedLabel = "scenarios"
+
+// SetRuntimeStatusCondition reads the runtime and, when its condition differs, writes it back
+// with the condition, as the original agent did: the Director has no mutation for the condition
+// alone, and updateRuntime replaces the name, description and labels too.
+func (c *Compass) SetRuntimeStatusCondition(ctx context.Context, url, tenant, runtimeID, condition string, creds ClientCredentials) error {
+	_, g, err := c.clients(creds)
+	if err != nil {
+		return err
+	}
+	var rt struct {
+		ID          string         `json:"id"`
+		Name        string         `json:"name"`
+		Description *string        `json:"description"`
+		Labels      map[string]any `json:"labels"`
+		Status      *struct {
+			Condition string `json:"condition"`
+		} `json:"status"`
+	}
+	if err := g.call(ctx, url, tenant, queryRuntime, map[string]any{"id": runtimeID}, &rt); err != nil {
+		return fmt.Errorf("reading runtime %s: %w", runtimeID, err)
+	}
+	if rt.Status != nil && rt.Status.Condition == condition {
+		return nil
+	}
+	labels := make(map[string]any, len(rt.Labels))
+	for k, v := range rt.Labels {
+		if k != refusedLabel {
+			labels[k] = v
+		}
+	}
+	in := map[string]any{"name": rt.Name, "labels": labels, "statusCondition": condition}
+	if rt.Description != nil {
+		in["description"] = *rt.Description
+	}
+	if err := g.call(ctx, url, tenant, mutationUpdateRuntime, map[string]any{"id": runtimeID, "in": in}, nil); err != nil {
+		return fmt.Errorf("setting the status condition of runtime %s to %s: %w", runtimeID, condition, err)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -166,6 +167,13 @@ func (g guardedCompass) SetRuntimeLabel(ctx context.Context, url, tenant, runtim
 		return err
 	}
 	return g.next.SetRuntimeLabel(ctx, url, tenant, runtimeID, key, value, creds)
+}
+
+func (g guardedCompass) SetRuntimeStatusCondition(ctx context.Context, url, tenant, runtimeID, condition string, creds ClientCredentials) error {
+	if err := g.mayAct(); err != nil {
+		return err
+	}
+	return g.next.SetRuntimeStatusCondition(ctx, url, tenant, runtimeID, condition, creds)
 }
 
 type cancelOnClose struct {
@@ -365,7 +373,8 @@ func (c *Controller) loop(ctx context.Context) error {
 
 // Ready says whether the runtime is connected, from the CompassConnection every replica reads
 // alike: ready in every state but ConnectionFailed (or none yet), as in all of them the agent
-// holds a certificate that works.
+// holds a certificate that works, unless the status says a new one-time token is needed (a
+// revoked certificate: it works until it expires, and nothing but a new token renews it).
 func (c *Controller) Ready(ctx context.Context) error {
 	conn, err := c.agent.getConnection(ctx)
 	switch {
@@ -379,6 +388,9 @@ func (c *Controller) Ready(ctx context.Context) error {
 			msg = ": " + conn.Status.ConnectionStatus.Error
 		}
 		return fmt.Errorf("not connected: %s%s", orNone(conn.Status.State), msg)
+	case conn.Status.ConnectionStatus != nil && strings.Contains(conn.Status.ConnectionStatus.Error, NewTokenNeeded):
+		// Revoked: connected until the certificate expires, but only a new token keeps it.
+		return fmt.Errorf("losing the connection: %s: %s", conn.Status.State, conn.Status.ConnectionStatus.Error)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package runtimeagent
 
 import (
 	"encoding/json"
+	"os"
 	"regexp"
 	"testing"
 
@@ -32,6 +33,9 @@ func TestContractAgentRequestsAreValidForTheDirector(t *testing.T) {
 		"applications, next page":  {queryApplications, map[string]any{"runtimeID": "rt", "first": pageSize, "after": "Y3Vyc29y"}},
 		"events URL label":         {mutationSetLabel, map[string]any{"runtimeID": "rt", "key": LabelEventServiceURL, "value": "https://gateway.example"}},
 		"console URL label":        {mutationSetLabel, map[string]any{"runtimeID": "rt", "key": LabelConsoleURL, "value": "https://console.example"}},
+		"runtime read":             {queryRuntime, map[string]any{"id": "rt"}},
+		"status condition": {mutationUpdateRuntime, map[string]any{"id": "rt", "in": map[string]any{
+			"name": "rt", "description": "d", "labels": map[string]any{"kyma_runtime_id": "x"}, "statusCondition": ConditionFailed}}},
 	} {
 		assert.NoError(t, directorschema.Validate(schema, req.query, asJSON(req.vars)), name)
 		if k, ok := req.vars["key"].(string); ok {
@@ -56,4 +60,36 @@ func TestContractAgentDecodesTheDirectorsAnswer(t *testing.T) {
 	assert.Equal(t, map[string][]byte{"username": []byte("u"), "password": []byte("p")}, d.secrets[0].Data)
 	assert.Equal(t, "Basic", d.app.Spec.Services[0].Entries[0].Credentials.Type)
 	assert.Equal(t, []Entry{}, d.app.Spec.Services[1].Entries)
+}
+
+// The facts of testdata/status_condition.json: the conditions the agent reports are values of
+// the Director's RuntimeStatusCondition, and it sets them as the original agent did, reading the
+// runtime and writing it back with updateRuntime.
+func TestContractStatusConditionFacts(t *testing.T) {
+	raw, err := os.ReadFile("testdata/status_condition.json")
+	require.NoError(t, err)
+	var facts struct {
+		Conditions []string `json:"conditions"`
+		Sources    []struct {
+			Repository string `json:"repository"`
+			Commit     string `json:"commit"`
+		} `json:"sources"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &facts))
+	for _, s := range facts.Sources {
+		assert.Regexp(t, `^[0-9a-f]{40}$`, s.Commit, s.Repository)
+	}
+	schema, err := directorschema.Load()
+	require.NoError(t, err)
+	enum := schema.Types["RuntimeStatusCondition"]
+	require.NotNil(t, enum)
+	var values []string
+	for _, v := range enum.EnumValues {
+		values = append(values, v.Name)
+	}
+	assert.Equal(t, facts.Conditions, values)
+	assert.Contains(t, values, ConditionConnected)
+	assert.Contains(t, values, ConditionFailed)
+	assert.Contains(t, queryRuntime, "runtime(id: $id) { id name description labels")
+	assert.Contains(t, mutationUpdateRuntime, "updateRuntime(id: $id, in: $in)")
 }

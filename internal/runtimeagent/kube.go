@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -69,6 +70,9 @@ type AgentConfiguration struct {
 	ConnectorURL, RuntimeID, Tenant, Token string
 }
 
+// errIncompleteConfiguration: the configuration Secret has no token (or lacks what goes with it).
+var errIncompleteConfiguration = errors.New("lacks one of CONNECTOR_URL, RUNTIME_ID, TENANT, TOKEN")
+
 func readAgentConfiguration(ctx context.Context, core kubernetes.Interface, ref SecretRef) (AgentConfiguration, error) {
 	s, err := core.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
@@ -79,7 +83,7 @@ func readAgentConfiguration(ctx context.Context, core kubernetes.Interface, ref 
 		Tenant: string(s.Data["TENANT"]), Token: string(s.Data["TOKEN"]),
 	}
 	if c.ConnectorURL == "" || c.RuntimeID == "" || c.Tenant == "" || c.Token == "" {
-		return c, fmt.Errorf("the configuration Secret %s lacks one of CONNECTOR_URL, RUNTIME_ID, TENANT, TOKEN", ref)
+		return c, fmt.Errorf("the configuration Secret %s %w", ref, errIncompleteConfiguration)
 	}
 	return c, nil
 }

@@ -22,6 +22,7 @@ type Metrics struct {
 	syncFailures           *prometheus.CounterVec
 	appsApplied            prometheus.Gauge
 	writes                 *prometheus.CounterVec
+	conditionReports       *prometheus.CounterVec
 }
 
 // AllStates are the CompassConnection's states, each a series of the connection state metric.
@@ -55,9 +56,11 @@ func NewMetrics() *Metrics {
 			Help: "Applications the Director assigns to the runtime, as applied by the last synchronisation."}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "resource_writes_total",
 			Help: "Writes of Applications and credential Secrets by kind and operation (only what differs is written)."}, []string{"kind", "op"}),
+		conditionReports: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "director_condition_reports_total",
+			Help: "Reports of the runtime's status condition to the Director (CONNECTED, FAILED) by result (ok, failed)."}, []string{"condition", "result"}),
 	}
 	m.Registry.MustRegister(m.state, m.certNotAfter, m.renewals, m.renewalFailures, m.expiringWithoutRenewal, m.tokenNeeded,
-		m.connectionAttempts, m.syncDuration, m.syncFailures, m.appsApplied, m.writes,
+		m.connectionAttempts, m.syncDuration, m.syncFailures, m.appsApplied, m.writes, m.conditionReports,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -64,7 +64,10 @@ type Client struct {
 	tokens *clientkit.Tokens
 }
 
-var _ compass.Client = (*Client)(nil)
+var (
+	_ compass.Client          = (*Client)(nil)
+	_ compass.ConditionReader = (*Client)(nil)
+)
 
 // New returns a client for cfg; zero Timeout and backoff settings take their defaults.
 func New(cfg Config) (*Client, error) {
@@ -323,6 +326,32 @@ func (c *Client) SetRuntimeStatusCondition(ctx context.Context, tenant, compassI
 		}
 		return c.updateCondition(ctx, tenant, rt, condition)
 	})
+}
+
+// RuntimeStatusCondition returns the runtime's status condition; the error is one for which
+// IsNotFound is true when there is no such runtime.
+func (c *Client) RuntimeStatusCondition(ctx context.Context, tenant, compassID string) (string, error) {
+	op := fmt.Sprintf("reading the status condition of runtime %s in the Director", compassID)
+	if err := required(op, "tenant", tenant, "Compass runtime ID", compassID); err != nil {
+		return "", err
+	}
+	var condition string
+	err := c.retry(ctx, op, func(ctx context.Context) error {
+		var got struct {
+			Result *runtime `json:"result"`
+		}
+		if err := c.call(ctx, tenant, queryRuntime, map[string]any{"id": compassID}, &got); err != nil {
+			return err
+		}
+		if got.Result == nil {
+			return clientkit.Permanent(fmt.Errorf("runtime %s: %w", compassID, ErrNotFound))
+		}
+		if got.Result.Status != nil {
+			condition = got.Result.Status.Condition
+		}
+		return nil
+	})
+	return condition, err
 }
 
 // updateCondition writes rt back, as just read, with the condition. The labels the Director

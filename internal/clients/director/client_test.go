@@ -374,3 +374,26 @@ func TestSkipCertVerify(t *testing.T) {
 	_, err = c.RegisterRuntime(sandboxtest.Context(t, 5*time.Second), tenant, "rt-1", "c-1", "", nil)
 	require.NoError(t, err)
 }
+
+// The runtime's status condition reads back as set (the Runtime Agent sets it, the provisioner
+// reads it); a missing runtime is not found, a missing tenant refused before any call.
+func TestRuntimeStatusConditionReadsBack(t *testing.T) {
+	e := newEnv(t, 1)
+	c := e.client(t)
+	ctx := sandboxtest.Context(t, 10*time.Second)
+	id, err := c.RegisterRuntime(ctx, tenant, "rt-cond", "c-cond", "", nil)
+	require.NoError(t, err)
+	got, err := c.RuntimeStatusCondition(ctx, tenant, id)
+	require.NoError(t, err)
+	assert.Equal(t, compass.ConditionInitial, got, "the Director's default")
+	for _, want := range []string{compass.ConditionConnected, compass.ConditionFailed} {
+		require.NoError(t, c.SetRuntimeStatusCondition(ctx, tenant, id, want))
+		got, err = c.RuntimeStatusCondition(ctx, tenant, id)
+		require.NoError(t, err)
+		assert.Equal(t, want, got)
+	}
+	_, err = c.RuntimeStatusCondition(ctx, tenant, "00000000-0000-0000-0000-000000000000")
+	assert.True(t, director.IsNotFound(err), "%v", err)
+	_, err = c.RuntimeStatusCondition(ctx, "", id)
+	assert.ErrorContains(t, err, "tenant")
+}

@@ -164,11 +164,28 @@ function Timeline({ events, op }) {
   </ol>`;
 }
 
+// AgentConnection shows the Runtime Agent's connection: its status and, when disconnected, why
+// and the remedy (the errors name reconnectRuntimeAgent).
+function AgentConnection({ conn }) {
+  if (conn.error) return html`<span class="muted">unknown (${conn.error.message})</span>`;
+  const row = conn.data?.data?.[0];
+  if (!row) return conn.loading ? 'Loading…' : '—';
+  if (row.configError) return html`<span class="muted">unknown (${row.configError})</span>`;
+  const cs = row.runtimeConnectionStatus;
+  if (!cs) return '—';
+  const state = { Connected: 'succeeded', Disconnected: 'failed', Pending: 'pending' }[cs.status] || 'unknown';
+  return html`<span class=${`badge state-${state}`} data-status=${cs.status}>${cs.status}</span>
+    ${(cs.errors || []).map((e) => html`<p class="step-message failure">${e}</p>`)}`;
+}
+
 function Instance({ id }) {
   const rt = useAPI(() => get(`/runtimes${query({ instance_id: id, op_detail: 'all' })}`), [id], (d) => d.data?.some((r) => (r.status.operations || []).some(inProgress)));
   const runtime = rt.data?.data?.[0];
   const live = runtime && (runtime.status.operations || []).some(inProgress);
   const ev = useAPI(() => get(`/events${query({ instance_ids: id })}`), [id, live], () => live);
+  // The Runtime Agent's connection (the provisioner's runtimeConnectionStatus, which follows the
+  // agent's report in the Director): asked apart, so a broker without a provisioner still shows the rest.
+  const conn = useAPI(() => (runtime?.runtimeID ? get(`/runtimes${query({ instance_id: id, connection_status: 'true' })}`) : Promise.resolve(null)), [id, runtime?.runtimeID, live]);
   if (rt.error) return html`<h1>Instance ${id}</h1><${ErrorBox} error=${rt.error} />`;
   if (!runtime) return html`<h1>Instance ${id}</h1><p>${rt.loading ? 'Loading…' : 'No such instance.'}</p>`;
   const ops = runtime.status.operations || [];
@@ -179,6 +196,7 @@ function Instance({ id }) {
         <dt>Runtime ID</dt><dd class="mono">${runtime.runtimeID || '—'}</dd>
         <dt>Plan</dt><dd>${runtime.servicePlanName}</dd><dt>Region</dt><dd>${runtime.region}</dd>
         <dt>Dashboard</dt><dd>${runtime.dashboardURL ? html`<a href=${runtime.dashboardURL} rel="noopener noreferrer" target="_blank">${runtime.dashboardURL}</a>` : '—'}</dd>
+        <dt>Runtime Agent</dt><dd class="agent-connection"><${AgentConnection} conn=${conn} /></dd>
         <dt>Kubeconfig</dt><dd>${runtime.runtimeID ? html`<a href=${`/kubeconfig/${encodeURIComponent(id)}`} download=${`kubeconfig-${id}.yaml`}>download</a>` : '—'}</dd>
         ${runtime.expiresAt && html`<dt>Expires</dt><dd>${time(runtime.expiresAt)}</dd>`}
         ${runtime.expiredAt && html`<dt>Expired</dt><dd>${time(runtime.expiredAt)}</dd>`}

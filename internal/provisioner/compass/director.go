@@ -73,6 +73,15 @@ type Client interface {
 	SetRuntimeStatusCondition(ctx context.Context, tenant, compassID, condition string) error
 }
 
+// ConditionReader reads a runtime's status condition in the Director, which the Runtime Agent
+// sets (CONNECTED once synchronised, FAILED when it cannot reach Compass or its certificate is
+// refused): the provisioner's runtimeConnectionStatus follows it. Optional: a Client that does
+// not implement it (Local) leaves the status to the provisioner's operations.
+type ConditionReader interface {
+	// RuntimeStatusCondition returns the runtime's condition (one of the Condition* constants).
+	RuntimeStatusCondition(ctx context.Context, tenant, compassID string) (string, error)
+}
+
 // Local stands in for the Director in the embedded default. It keeps no state, so it survives
 // restarts: the Compass ID is derived from the runtime ID and tokens are random.
 type Local struct {

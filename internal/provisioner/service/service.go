@@ -49,6 +49,8 @@ type Service struct {
 	timeout  time.Duration
 	now      func() time.Time
 	log      logrus.FieldLogger
+	// conditions are the agents' reports in the Director (nil: the operations alone say).
+	conditions *conditionCache
 }
 
 var _ client.Client = (*Service)(nil)
@@ -348,7 +350,7 @@ func (s *Service) RuntimeStatus(ctx context.Context, tenant, runtimeID string) (
 	if err != nil {
 		return nil, fmt.Errorf("listing operations of runtime %s: %w", rt.ID, err)
 	}
-	out := &gqlschema.RuntimeStatus{RuntimeConnectionStatus: connectionStatus(ops.Items), HibernationStatus: hibernationStatus(ops.Items)}
+	out := &gqlschema.RuntimeStatus{RuntimeConnectionStatus: s.agentConnection(ctx, rt, connectionStatus(ops.Items)), HibernationStatus: hibernationStatus(ops.Items)}
 	if len(ops.Items) > 0 {
 		if out.LastOperationStatus, err = operationStatus(ops.Items[0], rt); err != nil {
 			return nil, err

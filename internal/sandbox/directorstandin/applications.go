@@ -349,17 +349,24 @@ func (s *StandIn) applicationsForRuntime(tenant string, args map[string]any) (an
 }
 
 // runtimeResolvers are what a runtime authenticated by its client certificate may call: the
-// Runtime Agent's operations, on itself only.
+// Runtime Agent's operations, on itself only. Besides fetching its applications and labelling
+// itself, the agent reads itself and writes itself back with its status condition (runtime and
+// updateRuntime), as the original agent's SetRuntimeStatusCondition does.
 func (s *StandIn) runtimeResolvers(runtimeID string) map[string]resolver {
-	own := func(r resolver) resolver {
+	own := func(arg string, r resolver) resolver {
 		return func(tenant string, args map[string]any) (any, error) {
-			if id, _ := args["runtimeID"].(string); id != runtimeID {
+			if id, _ := args[arg].(string); id != runtimeID {
 				return nil, gql.Errorf(gql.KindUnauthorized, "the client certificate of runtime %s does not allow access to runtime %s", runtimeID, id)
 			}
 			return r(tenant, args)
 		}
 	}
-	return map[string]resolver{"applicationsForRuntime": own(s.applicationsForRuntime), "setRuntimeLabel": own(s.setRuntimeLabel)}
+	return map[string]resolver{
+		"applicationsForRuntime": own("runtimeID", s.applicationsForRuntime),
+		"setRuntimeLabel":        own("runtimeID", s.setRuntimeLabel),
+		"runtime":                own("id", s.runtime),
+		"updateRuntime":          own("id", s.updateRuntime),
+	}
 }
 
 // admin serves the application endpoints under /_sandbox/director/.

@@ -44,7 +44,10 @@ type state struct {
 	err     error
 }
 
-var _ compass.Client = (*Client)(nil)
+var (
+	_ compass.Client          = (*Client)(nil)
+	_ compass.ConditionReader = (*Client)(nil)
+)
 
 // Start reads namespace/name once (an error if it is missing or incomplete: the provisioner
 // cannot register runtimes without it) and then watches it until ctx ends. base is the rest of
@@ -180,4 +183,13 @@ func (c *Client) SetRuntimeStatusCondition(ctx context.Context, tenant, compassI
 		return err
 	}
 	return dc.SetRuntimeStatusCondition(ctx, tenant, compassID, condition)
+}
+
+// RuntimeStatusCondition reads the runtime's status condition with the current credentials.
+func (c *Client) RuntimeStatusCondition(ctx context.Context, tenant, compassID string) (string, error) {
+	dc, err := c.client()
+	if err != nil {
+		return "", err
+	}
+	return dc.RuntimeStatusCondition(ctx, tenant, compassID)
 }
