@@ -47,6 +47,7 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 			return op, 0, fmt.Errorf("encoding the runtime's allocation: %w", err)
 		}
 		op.Data.Allocated = true
+		op.Data.Namespace = st.Allocation.Namespace
 	}
 	if kc == "" && alloc == nil {
 		return op, 0, nil // nothing to store

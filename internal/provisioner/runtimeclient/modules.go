@@ -108,9 +108,13 @@ func moduleNameOf(u *unstructured.Unstructured) string {
 	return n
 }
 
-// objectsFor are the catalog objects of the requested modules, put into the Kyma namespace;
-// a requested module the catalog lacks is an error naming it.
-func (m *Modules) objectsFor(mods []modulespec.ModuleSpec) ([]*unstructured.Unstructured, error) {
+// ErrUnknownModule: a runtime requests a module the catalog does not have (asking again does
+// not help).
+var ErrUnknownModule = errors.New("the module catalog has no template of the module")
+
+// objectsFor are the catalog objects of the requested modules, put into the Kyma namespace ns;
+// a requested module the catalog lacks is an error naming it (ErrUnknownModule).
+func (m *Modules) objectsFor(mods []modulespec.ModuleSpec, ns string) ([]*unstructured.Unstructured, error) {
 	want := map[string]bool{}
 	for _, s := range mods {
 		want[s.Name] = true
@@ -124,7 +128,7 @@ func (m *Modules) objectsFor(mods []modulespec.ModuleSpec) ([]*unstructured.Unst
 		}
 		found[n] = true
 		c := o.DeepCopy()
-		c.SetNamespace(KymaNamespace)
+		c.SetNamespace(ns)
 		c.SetResourceVersion("")
 		c.SetUID("")
 		out = append(out, c)
@@ -137,7 +141,7 @@ func (m *Modules) objectsFor(mods []modulespec.ModuleSpec) ([]*unstructured.Unst
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
-		return nil, fmt.Errorf("the module catalog has no template of %s", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("%w: %s", ErrUnknownModule, strings.Join(missing, ", "))
 	}
 	return out, nil
 }
@@ -149,11 +153,11 @@ func (m *Modules) reconcileTimeout() time.Duration {
 	return DefaultModuleReconcileTimeout
 }
 
-// reconcile runs one bounded pass of the manager over the runtime's Kyma resource.
-func (m *Modules) reconcile(ctx context.Context, mgr *modulemanager.Manager) error {
+// reconcile runs one bounded pass of the manager over the runtime's Kyma resource in ns.
+func (m *Modules) reconcile(ctx context.Context, mgr *modulemanager.Manager, ns string) error {
 	ctx, cancel := context.WithTimeout(ctx, m.reconcileTimeout())
 	defer cancel()
-	if _, err := mgr.Reconcile(ctx, KymaNamespace+"/"+KymaName); err != nil {
+	if _, err := mgr.Reconcile(ctx, ns+"/"+KymaName); err != nil {
 		return fmt.Errorf("installing the runtime's modules: %w", err)
 	}
 	return nil
