@@ -19,17 +19,24 @@ import (
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/module/moduletest"
 	"github.com/kyma-project/kyma-environment-broker/internal/modulemanager"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/infrastructure/kubernetes"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest/gardenersim"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/kubetest"
 	"github.com/pivotal-cf/brokerapi/v10/domain"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 var (
@@ -161,7 +168,8 @@ func freePort(t *testing.T) int {
 }
 
 // provisionWithModules provisions an instance through OSB with modules.list naming modules and
-// waits for the operation's end.
+// waits for the operation's end. Every instance is of one global account, which keeps one
+// account of the simulator's pool (a deprovisioned one's account is dirty until cleaned).
 func provisionWithModules(t *testing.T, b *bt.Broker, modules ...string) (string, bt.LastOperation) {
 	t.Helper()
 	id := uuid.NewString()
@@ -171,7 +179,7 @@ func provisionWithModules(t *testing.T, b *bt.Broker, modules ...string) (string
 	}
 	params := bt.AWSParams("rt-" + id[:8])
 	params["modules"] = map[string]any{"list": list}
-	prov := b.Put(bt.InstancePath(id), bt.ProvisionBody(bt.AWSPlanID, params, bt.SAPContext("ga-"+id[:8], "sa-"+id[:8])))
+	prov := b.Put(bt.InstancePath(id), bt.ProvisionBody(bt.AWSPlanID, params, bt.SAPContext("ga-module-catalog", "sa-"+id[:8])))
 	require.Equal(t, http.StatusAccepted, prov.Status, prov.String())
 	return id, b.WaitForLastOperation(id, prov.Operation(), 3*time.Minute)
 }
@@ -265,4 +273,127 @@ func TestModuleCatalogThroughOSB(t *testing.T) {
 	_, lo = provisionWithModules(t, b, "nosuch")
 	require.Equal(t, domain.Failed, lo.State, lo.Description)
 	assert.Contains(t, lo.Description, "the module catalog has no template of the module: nosuch")
+}
+
+// confinedModuleFiles are a module a runtime confined to its namespace can install: its manifest
+// has only namespaced objects that name no namespace (the manager puts them into the Kyma
+// namespace), no CRD and no default CR.
+func confinedModuleFiles(name, version string) map[string]string {
+	return map[string]string{
+		"module-config.yaml": fmt.Sprintf("name: kyma-project.io/module/%s\nversion: %s\nchannel: regular\nmanifest: manifest.yaml\n", name, version),
+		"manifest.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "-config\ndata:\n  version: \"" + version + "\"\n" +
+			"---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: " + name + "-operator\n",
+	}
+}
+
+// TestKubernetesRuntimeInstallsModules: on the kubernetes backend a runtime is a namespace of
+// the host cluster and its kubeconfig reaches only that namespace; with a module catalog the
+// provisioner installs the runtime's requested modules there, through that kubeconfig: the
+// namespace is the runtime's Kyma namespace (Kyma resource, release metas, templates, the
+// manifest's objects). The runtime's kubeconfig still reaches nothing else (not kyma-system),
+// a module the catalog lacks fails naming it, and deprovisioning removes the modules.
+func TestKubernetesRuntimeInstallsModules(t *testing.T) {
+	ctx := context.Background()
+	kc := kubetest.Kubeconfig(t)
+	dyn := kubetest.Dynamic(t)
+	reg := moduletest.Start(t, moduletest.Options{})
+	cat := newCatalog(t, reg)
+	cat.publish("confined", "1.0.0", confinedModuleFiles("confined", "1.0.0"), "key.pem")
+	modules, err := runtimeclient.LoadModules(cat.Dir, cat.PublicKeys, []string{reg.Addr}, logrus.New())
+	require.NoError(t, err)
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "kubeconfig.yaml"), kc, 0o600))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "templates"), 0o700))
+	for _, f := range []string{"statefulset", "service", "grpc_ingress", "http_ingress"} {
+		text, err := kubernetes.DefaultTemplate(f)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", f+".yaml"), text, 0o600))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	set := seedKubernetesSet(t, ln.Addr().(*net.TCPAddr).Port)
+	t.Chdir(dir)
+	p := provisionertest.New(t, provisionertest.Options{Backends: infrastructure.Config{SetJSON: set, Default: "kubernetes-example"}, Clusters: runtimeclient.Clusters{Modules: modules}})
+	svc := p.Provisioner.Service
+
+	provision := func(name string, modules ...string) (string, string, string) {
+		in := input(name)
+		in.KymaConfig.Components = nil
+		for _, m := range modules {
+			in.KymaConfig.Components = append(in.KymaConfig.Components, &gqlschema.ComponentConfigurationInput{Component: m, Namespace: "kyma-system"})
+		}
+		st, err := svc.ProvisionRuntime(ctx, tenant, in)
+		require.NoError(t, err)
+		id := *st.RuntimeID
+		ns, sts := "cloud-runtime-"+id, "kyma-"+id
+		playStatefulSet(t, dyn, ns, sts)
+		return *st.ID, id, ns
+	}
+
+	opID, id, ns := provision("k8s-modules", "confined")
+	wait(t, svc, opID, gqlschema.OperationStateSucceeded)
+	assert.Equal(t, []string{"confined-config"}, moduleObjects(t, dyn, configMapGVR, ns, "confined"), "the manifest's ConfigMap, once, in the runtime's namespace")
+	assert.Equal(t, []string{"confined-operator"}, moduleObjects(t, dyn, schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, ns, "confined"))
+	st := moduleStatuses(t, dyn, ns)
+	require.Len(t, st, 1, "%v", st)
+	assert.Equal(t, "confined", st[0]["name"])
+	assert.Equal(t, "Ready", st[0]["state"])
+	for _, gvr := range []schema.GroupVersionResource{templateGVR, releaseMetaGVR} {
+		list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.Len(t, list.Items, 1, "%s in the runtime's namespace", gvr.Resource)
+	}
+	_, err = dyn.Resource(kymaGVR).Namespace(runtimeclient.KymaNamespace).Get(ctx, runtimeclient.KymaName, metav1.GetOptions{})
+	if err == nil {
+		// Another test's runtime may have one; it must not be this runtime's.
+		list, _ := dyn.Resource(configMapGVR).Namespace(runtimeclient.KymaNamespace).List(ctx, metav1.ListOptions{LabelSelector: modulemanager.LabelModule + "=confined"})
+		assert.Empty(t, list.Items, "nothing of the runtime's modules in kyma-system")
+	}
+
+	// The runtime's own kubeconfig is confined: its namespace, nothing else.
+	status, err := svc.RuntimeStatus(ctx, tenant, id)
+	require.NoError(t, err)
+	rc, err := clientcmd.RESTConfigFromKubeConfig([]byte(*status.RuntimeConfiguration.Kubeconfig))
+	require.NoError(t, err)
+	own, err := dynamic.NewForConfig(rc)
+	require.NoError(t, err)
+	_, err = own.Resource(kymaGVR).Namespace(ns).Get(ctx, runtimeclient.KymaName, metav1.GetOptions{})
+	assert.NoError(t, err, "the runtime's kubeconfig reads its Kyma resource")
+	_, err = own.Resource(kymaGVR).Namespace(runtimeclient.KymaNamespace).List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "the runtime's kubeconfig does not reach kyma-system: %v", err)
+
+	failedOp, _, _ := provision("k8s-unknown", "nosuch")
+	failed := waitDone(t, &env{client: svc}, failedOp)
+	assert.Equal(t, gqlschema.OperationStateFailed, failed.State)
+	assert.Contains(t, deref(failed.Message)+failed.LastError.ErrMessage, "the module catalog has no template of the module: nosuch")
+
+	depID, err := svc.DeprovisionRuntime(ctx, tenant, id)
+	require.NoError(t, err)
+	collectGarbage(t, ctx, dyn, ns, id)
+	wait(t, svc, depID, gqlschema.OperationStateSucceeded)
+	assert.Empty(t, moduleObjects(t, dyn, configMapGVR, ns, "confined"), "the module is removed with its runtime")
+	_, err = dyn.Resource(kymaGVR).Namespace(ns).Get(ctx, runtimeclient.KymaName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the runtime's Kyma resource is gone: %v", err)
+}
+
+// playStatefulSet plays the StatefulSet controller once the provisioner has applied the
+// runtime's StatefulSet: all replicas ready.
+func playStatefulSet(t *testing.T, dyn dynamic.Interface, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	var sts *unstructured.Unstructured
+	require.Eventually(t, func() bool {
+		var err error
+		sts, err = dyn.Resource(stsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond)
+	require.NoError(t, unstructured.SetNestedMap(sts.Object, map[string]any{
+		"observedGeneration": sts.GetGeneration(), "replicas": int64(1), "readyReplicas": int64(1),
+	}, "status"))
+	_, err := dyn.Resource(stsGVR).Namespace(ns).UpdateStatus(ctx, sts, metav1.UpdateOptions{})
+	require.NoError(t, err)
 }

@@ -245,7 +245,19 @@ func (k *Kube) DeleteKyma(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("starting the runtime's module manager: %w", err)
 	}
-	return k.modules.reconcile(ctx, mgr, k.kymaNS)
+	if err := k.modules.reconcile(ctx, mgr, k.kymaNS); err != nil {
+		return err
+	}
+	// Removing takes passes (a CRD's deletion, a module's own finalizers): until the Kyma resource
+	// is gone the caller asks again, and each ask is one more pass.
+	_, err = k.dyn.Resource(kymaGVR).Namespace(k.kymaNS).Get(ctx, KymaName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading Kyma resource: %w", err)
+	}
+	return errors.New("the runtime's modules are still being removed")
 }
 
 // failedModules names the modules in state Error and why, from the Kyma resource's
