@@ -110,6 +110,9 @@ func (k *Kube) manager() (*modulemanager.Manager, error) {
 	k.mgrOnce.Do(func() {
 		cfg := k.modules.Manager
 		cfg.Namespace = k.kymaNS
+		if k.confined {
+			cfg.DefaultNamespace = k.kymaNS // the only namespace its kubeconfig reaches
+		}
 		k.mgr, k.mgrErr = modulemanager.New(k.rc, cfg)
 	})
 	return k.mgr, k.mgrErr
