@@ -73,7 +73,7 @@ type Config struct {
 	// namespace [DefaultCRNamespace, as lifecycle-manager]; a runtime confined to a namespace
 	// of a shared host names its own.
 	DefaultNamespace string
-	Log          logrus.FieldLogger
+	Log              logrus.FieldLogger
 }
 
 func (c *Config) plainHTTP(host string) bool {
