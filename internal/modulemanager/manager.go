@@ -57,6 +57,10 @@ type Config struct {
 	// RegistrySecret is NAMESPACE/NAME of a Secret with registry credentials (a docker config,
 	// or username and password keys); "" for none.
 	RegistrySecret string
+	// DockerConfig (a docker config JSON: auths by registry host) has the registry credentials
+	// when no RegistrySecret is named: a manager outside the cluster (the provisioner) keeps
+	// them out of the runtimes. Never logged.
+	DockerConfig []byte
 	// PlainHTTPRegistries are registry hosts reached over plain HTTP (a base URL with http://
 	// is too).
 	PlainHTTPRegistries []string

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -112,7 +113,7 @@ func (c *catalog) publish(name, version string, files map[string]string, key str
 
 // brokerBinary runs cmd/broker as users run it (APP_* variables only, SQLite in its working
 // directory, the embedded sandbox for the external systems) until the test ends.
-func startBrokerBinary(t *testing.T, env ...string) *bt.Broker {
+func startBrokerBinary(t *testing.T, env ...string) (*bt.Broker, *testenv.SyncBuffer) {
 	t.Helper()
 	bin := buildBinary(t, "cmd/broker")
 	dir := t.TempDir()
@@ -152,7 +153,7 @@ func startBrokerBinary(t *testing.T, env ...string) *bt.Broker {
 	}
 	b := bt.Remote(t, url)
 	b.Client.Timeout = time.Minute
-	return b
+	return b, logs
 }
 
 func tail(s string, lines int) string {
@@ -217,27 +218,32 @@ func moduleStatuses(t *testing.T, dyn dynamic.Interface, ns string) []map[string
 }
 
 // TestModuleCatalogThroughOSB: the broker binary, configured as users configure it
-// (APP_MODULE_CATALOG_DIR, APP_MODULE_PUBLIC_KEYS_FILE, APP_MODULE_PLAIN_HTTP_REGISTRIES), with
+// (APP_MODULE_CATALOG_DIR, APP_MODULE_PUBLIC_KEYS_FILE, APP_MODULE_PLAIN_HTTP_REGISTRIES and,
+// the registry requiring basic auth, APP_MODULE_REGISTRY_CREDENTIALS_FILE), with
 // the gardener backend on the simulator whose runtimes are this kube-apiserver: an OSB
 // provisioning with modules.list naming a module signed with the configured key ends with the
 // module's manifest installed in the runtime, once; a module signed with another key, and a
 // module the catalog lacks, fail the provisioning naming the module; deprovisioning removes the
-// module.
+// module. The registry's password is neither logged nor written into the runtime.
 func TestModuleCatalogThroughOSB(t *testing.T) {
 	ctx := context.Background()
 	dyn := kubetest.Dynamic(t)
-	reg := moduletest.Start(t, moduletest.Options{})
+	reg := moduletest.Start(t, moduletest.Options{Auth: true})
 	cat := newCatalog(t, reg)
+	creds := filepath.Join(t.TempDir(), "config.json")
+	auth := base64.StdEncoding.EncodeToString([]byte(reg.Username + ":" + reg.Password))
+	require.NoError(t, os.WriteFile(creds, []byte(`{"auths": {"`+reg.Addr+`": {"auth": "`+auth+`"}}}`), 0o600))
 	ns := kubetest.Namespace(t) // where the module's manifest puts its objects
 	cat.publish("sampler", "1.0.0", moduletest.InstallableFiles("sampler", "1.0.0", "regular", ns), "key.pem")
 	cat.publish("forged", "1.0.0", moduletest.InstallableFiles("forged", "1.0.0", "regular", ns), "other.pem")
 	moduletest.RunSampleOperator(t, dyn, "sampler", ns)
 
 	sim := gardenersim.StartSim(t, gardenersim.Options{PlayAgent: true, ModuleManager: true})
-	b := startBrokerBinary(t,
+	b, logs := startBrokerBinary(t,
 		fmt.Sprintf(`APP_PROVISIONER_SET_JSON={"gardener": {"type": "gardener", "spec": {"project": %q, "kubeconfig": %q}}}`, sim.Project, string(sim.Kubeconfig)),
 		"APP_RECONCILER_DISABLED=true", // the provisioner installs Kyma
 		"APP_MODULE_CATALOG_DIR="+cat.Dir, "APP_MODULE_PUBLIC_KEYS_FILE="+cat.PublicKeys, "APP_MODULE_PLAIN_HTTP_REGISTRIES="+reg.Addr,
+		"APP_MODULE_REGISTRY_CREDENTIALS_FILE="+creds,
 	)
 
 	id, lo := provisionWithModules(t, b, "sampler")
@@ -253,6 +259,16 @@ func TestModuleCatalogThroughOSB(t *testing.T) {
 	assert.NoError(t, err, "the catalog's template is in the runtime")
 	_, err = dyn.Resource(templateGVR).Namespace(runtimeclient.KymaNamespace).Get(ctx, "forged-1.0.0", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "only the requested modules' templates: %v", err)
+	for _, n := range []string{runtimeclient.KymaNamespace, ns} {
+		secrets, err := kubetest.Clientset(t).CoreV1().Secrets(n).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, sec := range secrets.Items {
+			for k, v := range sec.Data {
+				assert.NotContains(t, string(v), reg.Password, "Secret %s/%s %s", n, sec.Name, k)
+				assert.NotContains(t, string(v), auth, "Secret %s/%s %s", n, sec.Name, k)
+			}
+		}
+	}
 
 	// Deprovisioning removes the module (the gardener runtimes of this test share one API
 	// server, so the next runtime starts from a clean kyma-system).
@@ -273,6 +289,8 @@ func TestModuleCatalogThroughOSB(t *testing.T) {
 	_, lo = provisionWithModules(t, b, "nosuch")
 	require.Equal(t, domain.Failed, lo.State, lo.Description)
 	assert.Contains(t, lo.Description, "the module catalog has no template of the module: nosuch")
+	assert.NotContains(t, logs.String(), reg.Password)
+	assert.NotContains(t, logs.String(), auth)
 }
 
 // confinedModuleFiles are a module a runtime confined to its namespace can install: its manifest
@@ -299,7 +317,7 @@ func TestKubernetesRuntimeInstallsModules(t *testing.T) {
 	reg := moduletest.Start(t, moduletest.Options{})
 	cat := newCatalog(t, reg)
 	cat.publish("confined", "1.0.0", confinedModuleFiles("confined", "1.0.0"), "key.pem")
-	modules, err := runtimeclient.LoadModules(cat.Dir, cat.PublicKeys, []string{reg.Addr}, logrus.New())
+	modules, err := runtimeclient.LoadModules(runtimeclient.ModuleSettings{CatalogDir: cat.Dir, PublicKeysFile: cat.PublicKeys, PlainHTTPRegistries: []string{reg.Addr}}, logrus.New())
 	require.NoError(t, err)
 
 	dir := t.TempDir()

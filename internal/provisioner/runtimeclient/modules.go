@@ -38,28 +38,54 @@ type Modules struct {
 	ReconcileTimeout time.Duration
 }
 
-// LoadModules reads the catalog from the YAML files (*.yaml, *.yml, multi-document) of dir and
-// the public keys from keysFile; nil when dir is "".
-func LoadModules(dir, keysFile string, plainHTTP []string, log logrus.FieldLogger) (*Modules, error) {
+// ModuleSettings say where the provisioner's module catalog and its trust come from (the
+// APP_MODULE_* variables).
+type ModuleSettings struct {
+	// CatalogDir holds the catalog's YAML files; "" for none (modules are only recorded).
+	CatalogDir string
+	// PublicKeysFile has the PEM RSA public keys modules must be signed with.
+	PublicKeysFile string
+	// PlainHTTPRegistries are registry hosts reached over plain HTTP.
+	PlainHTTPRegistries []string
+	// RegistryCredentialsFile is a docker config JSON (auths by registry host, as docker login
+	// or a kubernetes.io/dockerconfigjson Secret has them) to pull modules with; "" for none.
+	RegistryCredentialsFile string
+}
+
+// LoadModules reads the catalog from the YAML files (*.yaml, *.yml, multi-document) of the
+// catalog directory, the public keys and the registry credentials; nil without a catalog.
+func LoadModules(s ModuleSettings, log logrus.FieldLogger) (*Modules, error) {
+	dir := s.CatalogDir
 	if dir == "" {
 		return nil, nil
 	}
-	if keysFile == "" {
+	if s.PublicKeysFile == "" {
 		return nil, errors.New("a module catalog needs public keys: modules are only installed when their signature verifies")
 	}
-	pemData, err := os.ReadFile(keysFile)
+	pemData, err := os.ReadFile(s.PublicKeysFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading the modules' public keys: %w", err)
 	}
 	keys, err := modulemanager.ParsePublicKeys(pemData)
 	if err != nil {
-		return nil, fmt.Errorf("modules' public keys %s: %w", keysFile, err)
+		return nil, fmt.Errorf("modules' public keys %s: %w", s.PublicKeysFile, err)
+	}
+	m := &Modules{Manager: modulemanager.Config{PublicKeys: keys, PlainHTTPRegistries: s.PlainHTTPRegistries, Log: log}}
+	if s.RegistryCredentialsFile != "" {
+		raw, err := os.ReadFile(s.RegistryCredentialsFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the module registries' credentials: %w", err)
+		}
+		// Checked now, so a broken file stops the start instead of every installation.
+		if _, _, err := modulemanager.DockerConfigCredentials(raw, ""); err != nil {
+			return nil, fmt.Errorf("module registries' credentials %s: %w", s.RegistryCredentialsFile, err)
+		}
+		m.Manager.DockerConfig = raw
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the module catalog: %w", err)
 	}
-	m := &Modules{Manager: modulemanager.Config{PublicKeys: keys, PlainHTTPRegistries: plainHTTP, Log: log}}
 	for _, e := range entries {
 		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
 			continue
