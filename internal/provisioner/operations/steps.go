@@ -128,6 +128,7 @@ func (d Deps) cluster(ctx context.Context, op Op) (runtimeclient.Runtime, error)
 		if rt.Secrets[KubeconfigKey] == "" {
 			return "", fmt.Errorf("runtime %s has no kubeconfig yet", rt.ID)
 		}
+		engine.Remember(op, namespaceMemo, allocationNamespace(rt)) // from the same read
 		return rt.Secrets[KubeconfigKey], nil
 	})
 	if err != nil {
