@@ -280,15 +280,26 @@ func TestModuleCatalogThroughOSB(t *testing.T) {
 	_, err = dyn.Resource(kymaGVR).Namespace(runtimeclient.KymaNamespace).Get(ctx, runtimeclient.KymaName, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the Kyma resource is gone: %v", err)
 
-	_, lo = provisionWithModules(t, b, "forged")
+	forged, lo := provisionWithModules(t, b, "forged")
 	require.Equal(t, domain.Failed, lo.State, lo.Description)
 	assert.Contains(t, lo.Description, "module forged")
 	assert.Contains(t, lo.Description, "no signature verifies with a configured key")
 	assert.Empty(t, moduleObjects(t, dyn, configMapGVR, ns, "forged"), "nothing of a module that does not verify is applied")
 
-	_, lo = provisionWithModules(t, b, "nosuch")
+	nosuch, lo := provisionWithModules(t, b, "nosuch")
 	require.Equal(t, domain.Failed, lo.State, lo.Description)
 	assert.Contains(t, lo.Description, "the module catalog has no template of the module: nosuch")
+
+	// Deprovisioning the failed instances leaves no Kyma resource behind (the module manager's
+	// finalizer is removed with the modules).
+	for _, id := range []string{forged, nosuch} {
+		del := b.Delete(bt.DeprovisionPath(id, bt.AWSPlanID))
+		require.Equal(t, http.StatusAccepted, del.Status, del.String())
+		lo = b.WaitForLastOperation(id, del.Operation(), 3*time.Minute)
+		require.Equal(t, domain.Succeeded, lo.State, lo.Description)
+	}
+	_, err = dyn.Resource(kymaGVR).Namespace(runtimeclient.KymaNamespace).Get(ctx, runtimeclient.KymaName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the Kyma resource is gone: %v", err)
 	assert.NotContains(t, logs.String(), reg.Password)
 	assert.NotContains(t, logs.String(), auth)
 }

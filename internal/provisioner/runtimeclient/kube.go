@@ -39,6 +39,9 @@ const (
 	// CompassConnectionName is the agent's cluster-scoped status resource.
 	CompassConnectionName = "compass-connection"
 	operatorBindingLabel  = "kyma-project.io/operator-binding"
+	// catalogCopyLabel marks the release metas and templates the provisioner copied from its
+	// module catalog into a runtime (value: fieldManager), so they go with the Kyma resource.
+	catalogCopyLabel = "kyma-project.io/copied-by"
 )
 
 var (
@@ -256,11 +259,23 @@ func (k *Kube) DeleteKyma(ctx context.Context) error {
 	_, err = k.dyn.Resource(kymaGVR).Namespace(k.kymaNS).Get(ctx, KymaName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil
+		return k.deleteCatalogCopies(ctx)
 	case err != nil:
 		return fmt.Errorf("reading Kyma resource: %w", err)
 	}
 	return errors.New("the runtime's modules are still being removed")
+}
+
+// deleteCatalogCopies deletes the release metas and templates ApplyKyma copied from the catalog.
+func (k *Kube) deleteCatalogCopies(ctx context.Context) error {
+	for _, gvr := range []schema.GroupVersionResource{moduleTemplateGVR, releaseMetaGVR} {
+		err := k.dyn.Resource(gvr).Namespace(k.kymaNS).DeleteCollection(ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: catalogCopyLabel + "=" + fieldManager})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the module catalog's %s from the runtime: %w", gvr.Resource, err)
+		}
+	}
+	return nil
 }
 
 // failedModules names the modules in state Error and why, from the Kyma resource's

@@ -155,6 +155,12 @@ func (m *Modules) objectsFor(mods []modulespec.ModuleSpec, ns string) ([]*unstru
 		found[n] = true
 		c := o.DeepCopy()
 		c.SetNamespace(ns)
+		labels := c.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[catalogCopyLabel] = fieldManager
+		c.SetLabels(labels)
 		c.SetResourceVersion("")
 		c.SetUID("")
 		out = append(out, c)
