@@ -277,6 +277,8 @@ func TestModuleCatalogThroughOSB(t *testing.T) {
 	lo = b.WaitForLastOperation(id, del.Operation(), 3*time.Minute)
 	require.Equal(t, domain.Succeeded, lo.State, lo.Description)
 	assert.Empty(t, moduleObjects(t, dyn, configMapGVR, ns, "sampler"), "the module is removed with its runtime")
+	_, err = dyn.Resource(templateGVR).Namespace(runtimeclient.KymaNamespace).Get(ctx, "sampler-1.0.0", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the catalog's copy goes with the runtime: %v", err)
 	_, err = dyn.Resource(kymaGVR).Namespace(runtimeclient.KymaNamespace).Get(ctx, runtimeclient.KymaName, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the Kyma resource is gone: %v", err)
 
@@ -407,6 +409,11 @@ func TestKubernetesRuntimeInstallsModules(t *testing.T) {
 	assert.Empty(t, moduleObjects(t, dyn, configMapGVR, ns, "confined"), "the module is removed with its runtime")
 	_, err = dyn.Resource(kymaGVR).Namespace(ns).Get(ctx, runtimeclient.KymaName, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the runtime's Kyma resource is gone: %v", err)
+	for _, gvr := range []schema.GroupVersionResource{templateGVR, releaseMetaGVR} {
+		list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, list.Items, "%s go with the runtime", gvr.Resource)
+	}
 }
 
 // playStatefulSet plays the StatefulSet controller once the provisioner has applied the
