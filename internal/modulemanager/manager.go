@@ -57,6 +57,10 @@ type Config struct {
 	// RegistrySecret is NAMESPACE/NAME of a Secret with registry credentials (a docker config,
 	// or username and password keys); "" for none.
 	RegistrySecret string
+	// DockerConfig (a docker config JSON: auths by registry host) has the registry credentials
+	// when no RegistrySecret is named: a manager outside the cluster (the provisioner) keeps
+	// them out of the runtimes. Never logged.
+	DockerConfig []byte
 	// PlainHTTPRegistries are registry hosts reached over plain HTTP (a base URL with http://
 	// is too).
 	PlainHTTPRegistries []string
@@ -69,7 +73,11 @@ type Config struct {
 	Workers int
 	// FieldManager of server-side apply (default module-manager).
 	FieldManager string
-	Log          logrus.FieldLogger
+	// DefaultNamespace receives the namespaced objects (manifest and default CR) that name no
+	// namespace [DefaultCRNamespace, as lifecycle-manager]; a runtime confined to a namespace
+	// of a shared host names its own.
+	DefaultNamespace string
+	Log              logrus.FieldLogger
 }
 
 func (c *Config) plainHTTP(host string) bool {
@@ -104,6 +112,9 @@ func New(rc *rest.Config, cfg Config) (*Manager, error) {
 	}
 	if cfg.FieldManager == "" {
 		cfg.FieldManager = ManagedBy
+	}
+	if cfg.DefaultNamespace == "" {
+		cfg.DefaultNamespace = DefaultCRNamespace
 	}
 	if cfg.Log == nil {
 		cfg.Log = logrus.New()
@@ -415,6 +426,13 @@ func (m *Manager) reconcileModule(ctx context.Context, kyma *unstructured.Unstru
 	inv := &Inventory{Module: name, Version: cd.Component.Version, Channel: channel, Policy: policy}
 	for _, o := range objs {
 		setLabels(o, kymaName, name)
+		if o.GetNamespace() == "" {
+			// Recorded where it is applied, so it can be pruned (a kind not known yet is
+			// resolved when applied; its CRD comes with the module).
+			if _, namespaced, err := m.applier.resource(o.GroupVersionKind(), ""); err == nil && namespaced {
+				o.SetNamespace(m.cfg.DefaultNamespace)
+			}
+		}
 		inv.Objects = append(inv.Objects, refOf(o))
 	}
 	pending := *inv
@@ -426,7 +444,7 @@ func (m *Manager) reconcileModule(ctx context.Context, kyma *unstructured.Unstru
 		setLabels(cr, kymaName, name)
 		ref := refOf(cr)
 		if ref.Namespace == "" {
-			ref.Namespace = DefaultCRNamespace
+			ref.Namespace = m.cfg.DefaultNamespace
 		}
 		inv.CR = &ref
 		if pending.CR == nil {
@@ -439,7 +457,7 @@ func (m *Manager) reconcileModule(ctx context.Context, kyma *unstructured.Unstru
 		}
 	}
 	for _, o := range objs {
-		if _, err := m.applier.apply(ctx, o, DefaultCRNamespace); err != nil {
+		if _, err := m.applier.apply(ctx, o, m.cfg.DefaultNamespace); err != nil {
 			var wait errWaitKind
 			if errors.As(err, &wait) {
 				return fail(StateProcessing, err)
@@ -449,7 +467,7 @@ func (m *Manager) reconcileModule(ctx context.Context, kyma *unstructured.Unstru
 	}
 	var applied *unstructured.Unstructured
 	if cr != nil {
-		if applied, err = m.applier.apply(ctx, cr, DefaultCRNamespace); err != nil {
+		if applied, err = m.applier.apply(ctx, cr, m.cfg.DefaultNamespace); err != nil {
 			var wait errWaitKind
 			if errors.As(err, &wait) {
 				return fail(StateProcessing, err)

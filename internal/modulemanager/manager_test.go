@@ -47,8 +47,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := moduletest.Start(t, moduletest.Options{})
-	reg, err := module.NewRegistry(module.RegistryOptions{Registry: srv.Addr, Insecure: true}, testLog())
+	return newEnvWith(t, moduletest.Start(t, moduletest.Options{}))
+}
+
+// newEnvWith is newEnv on the registry srv (pushing with its credentials, if any).
+func newEnvWith(t *testing.T, srv *moduletest.Registry) *env {
+	t.Helper()
+	reg, err := module.NewRegistry(module.RegistryOptions{Registry: srv.Addr, Insecure: true, Username: srv.Username, Password: srv.Password}, testLog())
 	require.NoError(t, err)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)

@@ -113,10 +113,14 @@ func splitScheme(base string) (string, bool) {
 }
 
 // credentials reads the registry credentials for host from the configured Secret: a docker
-// config (.dockerconfigjson) or username and password keys. No Secret configured: none.
+// config (.dockerconfigjson) or username and password keys; without a Secret, from the docker
+// config given in the configuration (Config.DockerConfig). Neither: none.
 func (s *source) credentials(ctx context.Context, host string) (string, string, error) {
 	if s.cfg.RegistrySecret == "" {
-		return "", "", nil
+		if len(s.cfg.DockerConfig) == 0 {
+			return "", "", nil
+		}
+		return DockerConfigCredentials(s.cfg.DockerConfig, host)
 	}
 	ns, name, ok := strings.Cut(s.cfg.RegistrySecret, "/")
 	if !ok {
@@ -130,34 +134,45 @@ func (s *source) credentials(ctx context.Context, host string) (string, string, 
 		return "", "", fmt.Errorf("read registry secret %s: %w", s.cfg.RegistrySecret, err)
 	}
 	if raw, ok := sec.Data[".dockerconfigjson"]; ok {
-		var cfg struct {
-			Auths map[string]struct {
-				Auth     string `json:"auth"`
-				Username string `json:"username"`
-				Password string `json:"password"`
-			} `json:"auths"`
+		u, p, err := DockerConfigCredentials(raw, host)
+		if err != nil {
+			return "", "", fmt.Errorf("registry secret %s: %w", s.cfg.RegistrySecret, err)
 		}
-		if err := json.Unmarshal(raw, &cfg); err != nil {
-			return "", "", fmt.Errorf("registry secret %s: .dockerconfigjson: %w", s.cfg.RegistrySecret, err)
-		}
-		for h, a := range cfg.Auths {
-			h, _ = splitScheme(h)
-			if strings.TrimSuffix(h, "/") != host {
-				continue
-			}
-			if a.Auth != "" {
-				dec, err := base64.StdEncoding.DecodeString(a.Auth)
-				if err != nil {
-					return "", "", fmt.Errorf("registry secret %s: auth of %s: %w", s.cfg.RegistrySecret, h, err)
-				}
-				u, p, _ := strings.Cut(string(dec), ":")
-				return u, p, nil
-			}
-			return a.Username, a.Password, nil
-		}
-		return "", "", nil
+		return u, p, nil
 	}
 	return string(sec.Data["username"]), string(sec.Data["password"]), nil
+}
+
+// DockerConfigCredentials are the credentials a docker config (config.json, or a
+// kubernetes.io/dockerconfigjson Secret's .dockerconfigjson) has for host ("" when none).
+// Errors never quote the config.
+func DockerConfigCredentials(raw []byte, host string) (string, string, error) {
+	var cfg struct {
+		Auths map[string]struct {
+			Auth     string `json:"auth"`
+			Username string `json:"username"`
+			Password string `json:"password"`
+		} `json:"auths"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return "", "", errors.New("docker config: not a JSON object with auths")
+	}
+	for h, a := range cfg.Auths {
+		h, _ = splitScheme(h)
+		if strings.TrimSuffix(h, "/") != host {
+			continue
+		}
+		if a.Auth != "" {
+			dec, err := base64.StdEncoding.DecodeString(a.Auth)
+			if err != nil {
+				return "", "", fmt.Errorf("docker config: auth of %s is not base64", h)
+			}
+			u, p, _ := strings.Cut(string(dec), ":")
+			return u, p, nil
+		}
+		return a.Username, a.Password, nil
+	}
+	return "", "", nil
 }
 
 // keyFingerprints names the configured keys (for logs).

@@ -71,7 +71,10 @@ func New(ctx context.Context, store storage.Store, o Options) (*Provisioner, err
 		o.PollInterval = 2 * time.Second
 	}
 	if o.Clusters == nil {
-		modules, err := runtimeclient.LoadModules(o.Config.ModuleCatalogDir, o.Config.ModulePublicKeysFile, o.Config.ModulePlainHTTPRegistries, o.Log)
+		modules, err := runtimeclient.LoadModules(runtimeclient.ModuleSettings{
+			CatalogDir: o.Config.ModuleCatalogDir, PublicKeysFile: o.Config.ModulePublicKeysFile,
+			PlainHTTPRegistries: o.Config.ModulePlainHTTPRegistries, RegistryCredentialsFile: o.Config.ModuleRegistryCredentialsFile,
+		}, o.Log)
 		if err != nil {
 			return nil, fmt.Errorf("loading the module catalog (APP_MODULE_CATALOG_DIR): %w", err)
 		}

@@ -52,10 +52,13 @@ type Config struct {
 	// alpha template writes them) of the modules runtimes may request; with it, the provisioner
 	// installs a runtime's requested modules (runtimeclient.Modules) and needs
 	// ModulePublicKeysFile (PEM RSA public keys the modules must be signed with).
-	// ModulePlainHTTPRegistries are registry hosts reached over plain HTTP.
-	ModuleCatalogDir          string   `envconfig:"MODULE_CATALOG_DIR"`
-	ModulePublicKeysFile      string   `envconfig:"MODULE_PUBLIC_KEYS_FILE"`
-	ModulePlainHTTPRegistries []string `envconfig:"MODULE_PLAIN_HTTP_REGISTRIES"`
+	// ModulePlainHTTPRegistries are registry hosts reached over plain HTTP;
+	// ModuleRegistryCredentialsFile is a docker config JSON with the registries' credentials
+	// (kept in the provisioner, never written to runtimes nor logged).
+	ModuleCatalogDir              string   `envconfig:"MODULE_CATALOG_DIR"`
+	ModulePublicKeysFile          string   `envconfig:"MODULE_PUBLIC_KEYS_FILE"`
+	ModulePlainHTTPRegistries     []string `envconfig:"MODULE_PLAIN_HTTP_REGISTRIES"`
+	ModuleRegistryCredentialsFile string   `envconfig:"MODULE_REGISTRY_CREDENTIALS_FILE"`
 
 	Provisioning   ProvisioningTimeouts   `envconfig:"PROVISIONING_TIMEOUT"`
 	Deprovisioning DeprovisioningTimeouts `envconfig:"DEPROVISIONING_TIMEOUT"`

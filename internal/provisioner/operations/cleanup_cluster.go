@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 	"github.com/sirupsen/logrus"
 )
 
@@ -25,9 +26,12 @@ func (s CleanupCluster) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (O
 	if rt.Secrets[KubeconfigKey] == "" {
 		return op, 0, nil // the cluster never got ready: nothing inside it to clean up
 	}
-	if len(rt.Allocation) > 0 {
+	ns := allocationNamespace(rt)
+	if len(rt.Allocation) > 0 && (ns == "" || !runtimeclient.InstallsModulesInNamespaces(s.Clusters)) {
 		return op, 0, nil // a namespace of a shared host: Kyma was never installed; the backend removes the namespace
 	}
+	// A runtime in a namespace of its own with modules: the module manager's finalizer holds its
+	// Kyma resource (and so the namespace) until the modules are removed.
 	kc := rt.Secrets[KubeconfigKey]
 	if b, err := s.backend(op); err == nil {
 		// A renewal that fails leaves the stored one, which may still do.
@@ -35,7 +39,7 @@ func (s CleanupCluster) Run(ctx context.Context, op Op, _ logrus.FieldLogger) (O
 			kc = fresh
 		}
 	}
-	c, err := s.Clusters.ForKubeconfig(kc)
+	c, err := s.open(kc, ns)
 	if err == nil {
 		err = c.DeleteKyma(ctx)
 	}

@@ -108,4 +108,7 @@ type Data struct {
 	// Allocated: the backend allocated the runtime on a shared host (it reported an
 	// allocation), so the runtime is a namespace there, not a cluster of its own.
 	Allocated bool `json:"allocated,omitempty"`
+	// Namespace is an allocated runtime's own namespace on its host, if it has one (the
+	// kubernetes backend's): its kubeconfig is confined to it and it is its Kyma namespace.
+	Namespace string `json:"namespace,omitempty"`
 }

@@ -496,3 +496,20 @@ func (e *env) runtime(id string) storage.Runtime {
 	require.NoError(e.t, err)
 	return rt
 }
+
+// confinedClusters is fakeClusters that also opens runtimes confined to a namespace
+// (runtimeclient.ConfinedFactory), remembering the namespaces.
+type confinedClusters struct {
+	*fakeClusters
+	installs   bool
+	namespaces []string
+}
+
+func (f *confinedClusters) ForNamespace(kc, ns string) (runtimeclient.Runtime, error) {
+	f.mu.Lock()
+	f.namespaces = append(f.namespaces, ns)
+	f.mu.Unlock()
+	return f.ForKubeconfig(kc)
+}
+
+func (f *confinedClusters) InstallsModules() bool { return f.installs }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/config"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 )
 
 // Stage names of the Compass Runtime Provisioner.
@@ -42,8 +43,15 @@ func stage(name string, timeout time.Duration, steps ...engine.StepDef[Data]) en
 
 func step(s engine.Step[Data]) engine.StepDef[Data] { return engine.StepDef[Data]{Step: s} }
 
-func withKyma(s engine.Step[Data]) engine.StepDef[Data] {
-	return engine.StepDef[Data]{Step: s, Condition: func(op Op) bool { return HasKyma(op) && OwnCluster(op) }}
+func withKyma(d Deps, s engine.Step[Data]) engine.StepDef[Data] {
+	return engine.StepDef[Data]{Step: s, Condition: func(op Op) bool { return HasKyma(op) && (OwnCluster(op) || modulesInNamespace(d, op)) }}
+}
+
+// modulesInNamespace: a runtime that is a namespace of its own on a shared host (kubernetes
+// backend) gets Kyma, in that namespace, when it requests modules and the provisioner installs
+// them (a module catalog is configured): nothing else would make its Kyma resource Ready.
+func modulesInNamespace(d Deps, op Op) bool {
+	return op.Data.Namespace != "" && len(op.Data.Config.Kyma.Components) > 0 && runtimeclient.InstallsModulesInNamespaces(d.Clusters)
 }
 
 // OwnCluster: the runtime is a cluster of its own (gardener, simulated), not a namespace of a
@@ -74,8 +82,8 @@ func Definitions(d Deps, cfg config.Config) ([]engine.Definition, error) {
 			stage(StageWaitingForClusterDomain, p.ClusterDomains, step(RegisterRuntime{d}), step(CreateCluster{d}), step(WaitForClusterDomain{d}).AsIdempotent()),
 			stage(StageWaitingForClusterCreation, p.ClusterCreation, step(WaitForClusterCreation{d}).AsReadOnly()),
 			stage(StageCreatingBindingsForOperators, p.BindingsCreation, step(CreateBindingsForOperators{d}).AsIdempotent()),
-			stage(StageStartingInstallation, p.InstallationTriggering, withKyma(StartInstallation{Deps: d, StepName: "Start_Installation"})),
-			stage(StageWaitingForInstallation, p.Installation, withKyma(WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"}).AsReadOnly()),
+			stage(StageStartingInstallation, p.InstallationTriggering, withKyma(d, StartInstallation{Deps: d, StepName: "Start_Installation"})),
+			stage(StageWaitingForInstallation, p.Installation, withKyma(d, WaitForInstallation{Deps: d, StepName: "Wait_For_Installation"}).AsReadOnly()),
 		}, agentStages...)},
 		{TypeDeprovision, []engine.Stage[Data]{
 			stage(StageCleanupCluster, dp.ClusterCleanup, step(CleanupCluster{Deps: d, RetryTime: cleanupRetryTime(dp.ClusterCleanup)})),

@@ -2,8 +2,11 @@ package operations
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/runtimeclient"
 
 	"github.com/sirupsen/logrus"
 )
@@ -24,6 +27,9 @@ func (s StartInstallation) Run(ctx context.Context, op Op, _ logrus.FieldLogger)
 	}
 	requested(&op, requestInstall)
 	if err := c.ApplyKyma(ctx, kymaSpec(op.Data.Config.Kyma)); err != nil {
+		if errors.Is(err, runtimeclient.ErrUnknownModule) {
+			return op, 0, fmt.Errorf("installing Kyma: %w", err) // no retry makes the catalog have it
+		}
 		return s.waitFor(op, fmt.Sprintf("applying the Kyma resource: %v", err))
 	}
 	return op, 0, nil

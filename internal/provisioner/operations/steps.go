@@ -2,6 +2,7 @@ package operations
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -127,6 +128,7 @@ func (d Deps) cluster(ctx context.Context, op Op) (runtimeclient.Runtime, error)
 		if rt.Secrets[KubeconfigKey] == "" {
 			return "", fmt.Errorf("runtime %s has no kubeconfig yet", rt.ID)
 		}
+		engine.Remember(op, namespaceMemo, allocationNamespace(rt)) // from the same read
 		return rt.Secrets[KubeconfigKey], nil
 	})
 	if err != nil {
@@ -142,6 +144,45 @@ func (d Deps) cluster(ctx context.Context, op Op) (runtimeclient.Runtime, error)
 	}
 	if renewed {
 		engine.Remember(op, kubeconfigMemo, kc)
+	}
+	ns, err := engine.Memo(op, namespaceMemo, func() (string, error) { return d.confinedNamespace(ctx, op) })
+	if err != nil {
+		return nil, err
+	}
+	return d.open(kc, ns)
+}
+
+// namespaceMemo keeps the runtime's own namespace (confinedNamespace) for the run's later steps.
+const namespaceMemo = "confined-namespace"
+
+// confinedNamespace is the namespace of a runtime that is a namespace of a shared host (its
+// allocation names it), "" for a cluster of its own.
+func (d Deps) confinedNamespace(ctx context.Context, op Op) (string, error) {
+	if op.Data.Namespace != "" {
+		return op.Data.Namespace, nil
+	}
+	rt, err := d.Runtimes.GetRuntime(ctx, op.Data.RuntimeID)
+	if err != nil {
+		return "", err
+	}
+	return allocationNamespace(rt), nil
+}
+
+func allocationNamespace(rt storage.Runtime) string {
+	if len(rt.Allocation) == 0 {
+		return ""
+	}
+	var a infrastructure.Allocation
+	if err := json.Unmarshal(rt.Allocation, &a); err != nil {
+		return "" // an allocation the steps cannot read: the runtime is opened as before
+	}
+	return a.Namespace
+}
+
+// open opens the runtime, confined to ns when it has one and the factory can.
+func (d Deps) open(kc, ns string) (runtimeclient.Runtime, error) {
+	if cf, ok := d.Clusters.(runtimeclient.ConfinedFactory); ok && ns != "" {
+		return cf.ForNamespace(kc, ns)
 	}
 	return d.Clusters.ForKubeconfig(kc)
 }

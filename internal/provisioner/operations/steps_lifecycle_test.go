@@ -30,6 +30,31 @@ func TestCleanupCluster(t *testing.T) {
 		assert.Equal(t, []string{kubeconfig}, e.clusters.Opened())
 	})
 
+	t.Run("a runtime in a namespace of its own: Kyma deleted there only when modules are installed", func(t *testing.T) {
+		for _, installs := range []bool{true, false} {
+			e := newEnv(t)
+			cc := &confinedClusters{fakeClusters: e.clusters, installs: installs}
+			e.deps.Clusters = cc
+			data := e.runtimeData("rt-1", true, true)
+			_, err := storage.ModifyRuntime(e.ctx, e.store.Runtimes(), "rt-1", func(rt *storage.Runtime) error {
+				rt.Allocation = json.RawMessage(`{"host": "http://node.localhost", "namespace": "cloud-runtime-rt-1"}`)
+				return nil
+			})
+			require.NoError(t, err)
+			op, wait, err := step(e).Run(e.ctx, stepOp("Cleanup_Cluster", t0, data), testLog())
+			require.NoError(t, err)
+			assert.Zero(t, wait)
+			assert.Empty(t, op.LastError)
+			if installs {
+				assert.Equal(t, []string{"cloud-runtime-rt-1"}, cc.namespaces, "opened confined to its namespace")
+				assert.Equal(t, 1, e.rt.snapshot().deleteCalls)
+			} else {
+				assert.Empty(t, e.clusters.Opened(), "Kyma was never installed: nothing to clean up")
+				assert.Zero(t, e.rt.snapshot().deleteCalls)
+			}
+		}
+	})
+
 	t.Run("a runtime without kubeconfig has nothing to clean up", func(t *testing.T) {
 		e := newEnv(t)
 		data := e.runtimeData("rt-1", true, false)

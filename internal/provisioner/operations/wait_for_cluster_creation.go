@@ -47,6 +47,7 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 			return op, 0, fmt.Errorf("encoding the runtime's allocation: %w", err)
 		}
 		op.Data.Allocated = true
+		op.Data.Namespace = st.Allocation.Namespace
 	}
 	if kc == "" && alloc == nil {
 		return op, 0, nil // nothing to store
@@ -59,6 +60,7 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 			return s.waitFor(op, fmt.Sprintf("storing the kubeconfig: %v", err))
 		}
 		engine.Remember(op, kubeconfigMemo, kc)
+		engine.Remember(op, namespaceMemo, op.Data.Namespace)
 		return op, 0, nil
 	}
 	if err := s.updateRuntime(ctx, op.Data.RuntimeID, func(rt *storage.Runtime) error {
@@ -77,6 +79,7 @@ func (s WaitForClusterCreation) Run(ctx context.Context, op Op, _ logrus.FieldLo
 	}
 	if kc != "" {
 		engine.Remember(op, kubeconfigMemo, kc)
+		engine.Remember(op, namespaceMemo, op.Data.Namespace)
 	}
 	return op, 0, nil
 }

@@ -2,6 +2,7 @@ package runtimeclient
 
 import (
 	"crypto/sha256"
+	"errors"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 )
@@ -25,11 +26,28 @@ type cached struct {
 }
 
 func (c cached) ForKubeconfig(kubeconfig string) (Runtime, error) {
-	key := sha256.Sum256([]byte(kubeconfig))
+	return c.open(kubeconfig, "", func() (Runtime, error) { return c.f.ForKubeconfig(kubeconfig) })
+}
+
+// ForNamespace opens confined runtimes through f (which must be a ConfinedFactory); the
+// namespace is part of the key.
+func (c cached) ForNamespace(kubeconfig, namespace string) (Runtime, error) {
+	cf, ok := c.f.(ConfinedFactory)
+	if !ok {
+		return nil, errors.New("opening a confined runtime: the runtimes' factory cannot")
+	}
+	return c.open(kubeconfig, namespace, func() (Runtime, error) { return cf.ForNamespace(kubeconfig, namespace) })
+}
+
+// InstallsModules is f's.
+func (c cached) InstallsModules() bool { return InstallsModulesInNamespaces(c.f) }
+
+func (c cached) open(kubeconfig, namespace string, open func() (Runtime, error)) (Runtime, error) {
+	key := sha256.Sum256([]byte(namespace + "\x00" + kubeconfig))
 	if rt, ok := c.opened.Get(key); ok {
 		return rt, nil
 	}
-	rt, err := c.f.ForKubeconfig(kubeconfig)
+	rt, err := open()
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +39,9 @@ const (
 	// CompassConnectionName is the agent's cluster-scoped status resource.
 	CompassConnectionName = "compass-connection"
 	operatorBindingLabel  = "kyma-project.io/operator-binding"
+	// catalogCopyLabel marks the release metas and templates the provisioner copied from its
+	// module catalog into a runtime (value: fieldManager), so they go with the Kyma resource.
+	catalogCopyLabel = "kyma-project.io/copied-by"
 )
 
 var (
@@ -57,6 +62,10 @@ type Kube struct {
 	mgrErr  error
 	mgrOnce sync.Once
 	rc      *rest.Config
+	// kymaNS holds the Kyma resource and the modules' release metas and templates: KymaNamespace,
+	// or the runtime's own namespace when its kubeconfig is confined to it (confined).
+	kymaNS   string
+	confined bool
 }
 
 var _ Runtime = (*Kube)(nil)
@@ -79,13 +88,34 @@ func NewKubeWithModules(kubeconfig []byte, modules *Modules) (*Kube, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the runtime's dynamic client: %w", err)
 	}
-	return &Kube{core: core, dyn: dyn, modules: modules, rc: cfg}, nil
+	return &Kube{core: core, dyn: dyn, modules: modules, rc: cfg, kymaNS: KymaNamespace}, nil
 }
+
+// NewConfinedKube opens a runtime that is a namespace of a shared host, its kubeconfig confined
+// to that namespace: the namespace is its Kyma namespace (the Kyma resource, the modules' release
+// metas and templates, and the objects of their manifests that name no namespace).
+func NewConfinedKube(kubeconfig []byte, namespace string, modules *Modules) (*Kube, error) {
+	if namespace == "" {
+		return nil, errors.New("a confined runtime needs its namespace")
+	}
+	k, err := NewKubeWithModules(kubeconfig, modules)
+	if err != nil {
+		return nil, err
+	}
+	k.kymaNS, k.confined = namespace, true
+	return k, nil
+}
+
+// KymaNamespace is where this runtime's Kyma resource lives.
+func (k *Kube) KymaNamespace() string { return k.kymaNS }
 
 func (k *Kube) manager() (*modulemanager.Manager, error) {
 	k.mgrOnce.Do(func() {
 		cfg := k.modules.Manager
-		cfg.Namespace = KymaNamespace
+		cfg.Namespace = k.kymaNS
+		if k.confined {
+			cfg.DefaultNamespace = k.kymaNS // the only namespace its kubeconfig reaches
+		}
 		k.mgr, k.mgrErr = modulemanager.New(k.rc, cfg)
 	})
 	return k.mgr, k.mgrErr
@@ -127,8 +157,12 @@ func (k *Kube) ensureNamespace(ctx context.Context, name string) error {
 
 // ApplyKyma applies the Kyma resource (server-side apply, so a repeat is a no-op).
 func (k *Kube) ApplyKyma(ctx context.Context, spec KymaSpec) error {
-	if err := k.ensureNamespace(ctx, KymaNamespace); err != nil {
-		return err
+	// A confined runtime's namespace exists (its backend made it) and its kubeconfig may not
+	// create namespaces.
+	if !k.confined {
+		if err := k.ensureNamespace(ctx, k.kymaNS); err != nil {
+			return err
+		}
 	}
 	modules := make([]any, 0, len(spec.Modules))
 	for _, m := range spec.Modules {
@@ -142,7 +176,7 @@ func (k *Kube) ApplyKyma(ctx context.Context, spec KymaSpec) error {
 		modules = append(modules, entry)
 	}
 	if k.installsModules(spec) {
-		objs, err := k.modules.objectsFor(spec.Modules)
+		objs, err := k.modules.objectsFor(spec.Modules, k.kymaNS)
 		if err != nil {
 			return err
 		}
@@ -151,7 +185,7 @@ func (k *Kube) ApplyKyma(ctx context.Context, spec KymaSpec) error {
 			if o.GetKind() == "ModuleReleaseMeta" {
 				gvr = releaseMetaGVR
 			}
-			if _, err := k.dyn.Resource(gvr).Namespace(KymaNamespace).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+			if _, err := k.dyn.Resource(gvr).Namespace(k.kymaNS).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
 				return fmt.Errorf("applying %s %s of module %s: %w", o.GetKind(), o.GetName(), moduleNameOf(o), err)
 			}
 		}
@@ -160,12 +194,12 @@ func (k *Kube) ApplyKyma(ctx context.Context, spec KymaSpec) error {
 		"apiVersion": "operator.kyma-project.io/v1beta2",
 		"kind":       "Kyma",
 		"metadata": map[string]any{
-			"name": KymaName, "namespace": KymaNamespace,
+			"name": KymaName, "namespace": k.kymaNS,
 			"labels": map[string]any{"operator.kyma-project.io/kyma-version": spec.Version},
 		},
 		"spec": map[string]any{"channel": "regular", "profile": spec.Profile, "modules": modules},
 	}}
-	_, err := k.dyn.Resource(kymaGVR).Namespace(KymaNamespace).Apply(ctx, KymaName, obj, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
+	_, err := k.dyn.Resource(kymaGVR).Namespace(k.kymaNS).Apply(ctx, KymaName, obj, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 	if err != nil {
 		return fmt.Errorf("applying Kyma resource: %w", err)
 	}
@@ -178,11 +212,11 @@ func (k *Kube) KymaState(ctx context.Context, spec KymaSpec, _ time.Time) (strin
 		if err != nil {
 			return "", "", fmt.Errorf("starting the runtime's module manager: %w", err)
 		}
-		if err := k.modules.reconcile(ctx, mgr); err != nil {
+		if err := k.modules.reconcile(ctx, mgr, k.kymaNS); err != nil {
 			return "", "", err
 		}
 	}
-	obj, err := k.dyn.Resource(kymaGVR).Namespace(KymaNamespace).Get(ctx, KymaName, metav1.GetOptions{})
+	obj, err := k.dyn.Resource(kymaGVR).Namespace(k.kymaNS).Get(ctx, KymaName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return "", "", nil
 	}
@@ -195,11 +229,14 @@ func (k *Kube) KymaState(ctx context.Context, spec KymaSpec, _ time.Time) (strin
 	}
 	state, _, _ := unstructured.NestedString(obj.Object, "status", "state")
 	msg, _, _ := unstructured.NestedString(obj.Object, "status", "message")
+	if msg == "" && state == KymaError {
+		msg = failedModules(obj)
+	}
 	return state, msg, nil
 }
 
 func (k *Kube) DeleteKyma(ctx context.Context) error {
-	err := k.dyn.Resource(kymaGVR).Namespace(KymaNamespace).Delete(ctx, KymaName, metav1.DeleteOptions{})
+	err := k.dyn.Resource(kymaGVR).Namespace(k.kymaNS).Delete(ctx, KymaName, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -214,7 +251,46 @@ func (k *Kube) DeleteKyma(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("starting the runtime's module manager: %w", err)
 	}
-	return k.modules.reconcile(ctx, mgr)
+	if err := k.modules.reconcile(ctx, mgr, k.kymaNS); err != nil {
+		return err
+	}
+	// Removing takes passes (a CRD's deletion, a module's own finalizers): until the Kyma resource
+	// is gone the caller asks again, and each ask is one more pass.
+	_, err = k.dyn.Resource(kymaGVR).Namespace(k.kymaNS).Get(ctx, KymaName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return k.deleteCatalogCopies(ctx)
+	case err != nil:
+		return fmt.Errorf("reading Kyma resource: %w", err)
+	}
+	return errors.New("the runtime's modules are still being removed")
+}
+
+// deleteCatalogCopies deletes the release metas and templates ApplyKyma copied from the catalog.
+func (k *Kube) deleteCatalogCopies(ctx context.Context) error {
+	for _, gvr := range []schema.GroupVersionResource{moduleTemplateGVR, releaseMetaGVR} {
+		err := k.dyn.Resource(gvr).Namespace(k.kymaNS).DeleteCollection(ctx, metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: catalogCopyLabel + "=" + fieldManager})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the module catalog's %s from the runtime: %w", gvr.Resource, err)
+		}
+	}
+	return nil
+}
+
+// failedModules names the modules in state Error and why, from the Kyma resource's
+// status.modules (the module manager reports there, not in a message of the Kyma resource).
+func failedModules(kyma *unstructured.Unstructured) string {
+	mods, _, _ := unstructured.NestedSlice(kyma.Object, "status", "modules")
+	var out []string
+	for _, it := range mods {
+		m, _ := it.(map[string]any)
+		if m["state"] != KymaError {
+			continue
+		}
+		out = append(out, fmt.Sprintf("module %v: %v", m["name"], m["message"]))
+	}
+	return strings.Join(out, "; ")
 }
 
 // WriteAgentConfig writes the Secret the Runtime Agent reads its connection details from.

@@ -38,28 +38,54 @@ type Modules struct {
 	ReconcileTimeout time.Duration
 }
 
-// LoadModules reads the catalog from the YAML files (*.yaml, *.yml, multi-document) of dir and
-// the public keys from keysFile; nil when dir is "".
-func LoadModules(dir, keysFile string, plainHTTP []string, log logrus.FieldLogger) (*Modules, error) {
+// ModuleSettings say where the provisioner's module catalog and its trust come from (the
+// APP_MODULE_* variables).
+type ModuleSettings struct {
+	// CatalogDir holds the catalog's YAML files; "" for none (modules are only recorded).
+	CatalogDir string
+	// PublicKeysFile has the PEM RSA public keys modules must be signed with.
+	PublicKeysFile string
+	// PlainHTTPRegistries are registry hosts reached over plain HTTP.
+	PlainHTTPRegistries []string
+	// RegistryCredentialsFile is a docker config JSON (auths by registry host, as docker login
+	// or a kubernetes.io/dockerconfigjson Secret has them) to pull modules with; "" for none.
+	RegistryCredentialsFile string
+}
+
+// LoadModules reads the catalog from the YAML files (*.yaml, *.yml, multi-document) of the
+// catalog directory, the public keys and the registry credentials; nil without a catalog.
+func LoadModules(s ModuleSettings, log logrus.FieldLogger) (*Modules, error) {
+	dir := s.CatalogDir
 	if dir == "" {
 		return nil, nil
 	}
-	if keysFile == "" {
+	if s.PublicKeysFile == "" {
 		return nil, errors.New("a module catalog needs public keys: modules are only installed when their signature verifies")
 	}
-	pemData, err := os.ReadFile(keysFile)
+	pemData, err := os.ReadFile(s.PublicKeysFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading the modules' public keys: %w", err)
 	}
 	keys, err := modulemanager.ParsePublicKeys(pemData)
 	if err != nil {
-		return nil, fmt.Errorf("modules' public keys %s: %w", keysFile, err)
+		return nil, fmt.Errorf("modules' public keys %s: %w", s.PublicKeysFile, err)
+	}
+	m := &Modules{Manager: modulemanager.Config{PublicKeys: keys, PlainHTTPRegistries: s.PlainHTTPRegistries, Log: log}}
+	if s.RegistryCredentialsFile != "" {
+		raw, err := os.ReadFile(s.RegistryCredentialsFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the module registries' credentials: %w", err)
+		}
+		// Checked now, so a broken file stops the start instead of every installation.
+		if _, _, err := modulemanager.DockerConfigCredentials(raw, ""); err != nil {
+			return nil, fmt.Errorf("module registries' credentials %s: %w", s.RegistryCredentialsFile, err)
+		}
+		m.Manager.DockerConfig = raw
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("reading the module catalog: %w", err)
 	}
-	m := &Modules{Manager: modulemanager.Config{PublicKeys: keys, PlainHTTPRegistries: plainHTTP, Log: log}}
 	for _, e := range entries {
 		if e.IsDir() || !(strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
 			continue
@@ -108,9 +134,13 @@ func moduleNameOf(u *unstructured.Unstructured) string {
 	return n
 }
 
-// objectsFor are the catalog objects of the requested modules, put into the Kyma namespace;
-// a requested module the catalog lacks is an error naming it.
-func (m *Modules) objectsFor(mods []modulespec.ModuleSpec) ([]*unstructured.Unstructured, error) {
+// ErrUnknownModule: a runtime requests a module the catalog does not have (asking again does
+// not help).
+var ErrUnknownModule = errors.New("the module catalog has no template of the module")
+
+// objectsFor are the catalog objects of the requested modules, put into the Kyma namespace ns;
+// a requested module the catalog lacks is an error naming it (ErrUnknownModule).
+func (m *Modules) objectsFor(mods []modulespec.ModuleSpec, ns string) ([]*unstructured.Unstructured, error) {
 	want := map[string]bool{}
 	for _, s := range mods {
 		want[s.Name] = true
@@ -124,7 +154,13 @@ func (m *Modules) objectsFor(mods []modulespec.ModuleSpec) ([]*unstructured.Unst
 		}
 		found[n] = true
 		c := o.DeepCopy()
-		c.SetNamespace(KymaNamespace)
+		c.SetNamespace(ns)
+		labels := c.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[catalogCopyLabel] = fieldManager
+		c.SetLabels(labels)
 		c.SetResourceVersion("")
 		c.SetUID("")
 		out = append(out, c)
@@ -137,7 +173,7 @@ func (m *Modules) objectsFor(mods []modulespec.ModuleSpec) ([]*unstructured.Unst
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
-		return nil, fmt.Errorf("the module catalog has no template of %s", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("%w: %s", ErrUnknownModule, strings.Join(missing, ", "))
 	}
 	return out, nil
 }
@@ -149,11 +185,11 @@ func (m *Modules) reconcileTimeout() time.Duration {
 	return DefaultModuleReconcileTimeout
 }
 
-// reconcile runs one bounded pass of the manager over the runtime's Kyma resource.
-func (m *Modules) reconcile(ctx context.Context, mgr *modulemanager.Manager) error {
+// reconcile runs one bounded pass of the manager over the runtime's Kyma resource in ns.
+func (m *Modules) reconcile(ctx context.Context, mgr *modulemanager.Manager, ns string) error {
 	ctx, cancel := context.WithTimeout(ctx, m.reconcileTimeout())
 	defer cancel()
-	if _, err := mgr.Reconcile(ctx, KymaNamespace+"/"+KymaName); err != nil {
+	if _, err := mgr.Reconcile(ctx, ns+"/"+KymaName); err != nil {
 		return fmt.Errorf("installing the runtime's modules: %w", err)
 	}
 	return nil

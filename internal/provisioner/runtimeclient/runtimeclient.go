@@ -60,6 +60,21 @@ type Factory interface {
 	ForKubeconfig(kubeconfig string) (Runtime, error)
 }
 
+// ConfinedFactory opens runtimes that are a namespace of a shared host (the kubernetes backend):
+// their kubeconfig is confined to that namespace, which is also their Kyma namespace.
+type ConfinedFactory interface {
+	ForNamespace(kubeconfig, namespace string) (Runtime, error)
+	// InstallsModules: the provisioner installs requested modules itself (a module catalog is
+	// configured); only then is Kyma applied to such runtimes, as nothing else would install it.
+	InstallsModules() bool
+}
+
+// InstallsModulesInNamespaces says whether f opens confined runtimes and installs their modules.
+func InstallsModulesInNamespaces(f Factory) bool {
+	c, ok := f.(ConfinedFactory)
+	return ok && c.InstallsModules()
+}
+
 // SimulatedScheme marks kubeconfigs of simulated runtimes.
 const SimulatedScheme = "simulated://"
 
@@ -73,6 +88,21 @@ type Clusters struct {
 }
 
 func (c Clusters) ForKubeconfig(kubeconfig string) (Runtime, error) {
+	return c.open(kubeconfig, "")
+}
+
+// ForNamespace opens a runtime confined to namespace (simulated runtimes ignore it).
+func (c Clusters) ForNamespace(kubeconfig, namespace string) (Runtime, error) {
+	if namespace == "" {
+		return nil, fmt.Errorf("opening a confined runtime: no namespace")
+	}
+	return c.open(kubeconfig, namespace)
+}
+
+// InstallsModules: a module catalog is configured.
+func (c Clusters) InstallsModules() bool { return c.Modules != nil }
+
+func (c Clusters) open(kubeconfig, namespace string) (Runtime, error) {
 	if server, ok := simulatedServer(kubeconfig); ok {
 		return simulatedFor(c.Simulated, server)
 	}
@@ -90,6 +120,9 @@ func (c Clusters) ForKubeconfig(kubeconfig string) (Runtime, error) {
 	}
 	if strings.HasPrefix(cluster.Server, SimulatedScheme) {
 		return simulatedFor(c.Simulated, cluster.Server)
+	}
+	if namespace != "" {
+		return NewConfinedKube([]byte(kubeconfig), namespace, c.Modules)
 	}
 	return NewKubeWithModules([]byte(kubeconfig), c.Modules)
 }
