@@ -1,12 +1,9 @@
 package chart_test
 
 import (
-	"bytes"
 	"context"
 	"debug/elf"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -132,86 +129,20 @@ func TestImageRunsAsBuilt(t *testing.T) {
 	} else {
 		t.Logf("not root: the broker runs as uid %d, not the image's %d", os.Geteuid(), nonrootUID)
 	}
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("broker log:\n%s", logs.String())
-		}
-	})
-
 	user, password := env["APP_BROKER_USERNAME"], env["APP_BROKER_PASSWORD"]
+	b := startBroker(t, ctx, cmd, user, password)
 	api := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	call := func(method, url, u, p, body string) (int, []byte) {
-		req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("X-Broker-API-Version", "2.16")
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if u != "" {
-			req.SetBasicAuth(u, p)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, nil
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if code, _ := call(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), "", "", ""); code == http.StatusOK {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the broker exited: %v\n%s", err, logs.String())
-		default:
-		}
-		require.True(t, time.Now().Before(deadline), "not ready on the status port within two minutes")
-		time.Sleep(100 * time.Millisecond)
-	}
-	code, body := call(http.MethodGet, api+"/v2/catalog", user, password, "")
+	b.waitReady(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), 2*time.Minute)
+	code, body := b.call(t, http.MethodGet, api+"/v2/catalog", user, password, "")
 	require.Equal(t, http.StatusOK, code, "%s", body)
-	code, _ = call(http.MethodGet, api+"/v2/catalog", user, "wrong", "")
+	code, _ = b.call(t, http.MethodGet, api+"/v2/catalog", user, "wrong", "")
 	assert.Equal(t, http.StatusUnauthorized, code)
 	sandboxURL := fmt.Sprintf("http://127.0.0.1:%d/_sandbox/", ports[2])
-	code, _ = call(http.MethodGet, sandboxURL, "", "", "")
+	code, _ = b.call(t, http.MethodGet, sandboxURL, "", "", "")
 	assert.Equal(t, http.StatusUnauthorized, code, "the sandbox's admin endpoints need credentials")
-	code, _ = call(http.MethodGet, sandboxURL, "sandbox", env["APP_SANDBOX_ADMIN_PASSWORD"], "")
+	code, _ = b.call(t, http.MethodGet, sandboxURL, "sandbox", env["APP_SANDBOX_ADMIN_PASSWORD"], "")
 	assert.Equal(t, http.StatusOK, code, "docker.md's sandbox credentials")
-
-	id := "image-" + randomHex(t, 6)
-	code, body = call(http.MethodPut, api+"/oauth/v2/service_instances/"+id+"?accepts_incomplete=true", user, password, `{
-		"service_id": "47c9dcbf-ff30-448e-ab36-d3bad66ba281", "plan_id": "361c511f-f939-4621-b228-d0fb79a1fe15",
-		"context": {"globalaccount_id": "ga-image", "subaccount_id": "sa-image", "user_id": "me@example.com"},
-		"parameters": {"name": "image-runtime", "region": "eu-central-1"}}`)
-	require.Equal(t, http.StatusAccepted, code, "%s", body)
-	var last struct {
-		State       string `json:"state"`
-		Description string `json:"description"`
-	}
-	deadline = time.Now().Add(5 * time.Minute)
-	for last.State != "succeeded" {
-		require.True(t, time.Now().Before(deadline), "provisioning not done within 5 minutes: %+v", last)
-		time.Sleep(250 * time.Millisecond)
-		code, body := call(http.MethodGet, api+"/oauth/v2/service_instances/"+id+"/last_operation", user, password, "")
-		require.Equal(t, http.StatusOK, code, "%s", body)
-		require.NoError(t, json.Unmarshal(body, &last))
-		require.NotEqual(t, "failed", last.State, "provisioning failed: %s", last.Description)
-	}
+	b.provision(t, api, "image", 5*time.Minute)
 	entries, err := os.ReadDir(work)
 	require.NoError(t, err)
 	var names []string

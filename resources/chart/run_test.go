@@ -1,13 +1,10 @@
 package chart_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,7 +12,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -165,57 +161,12 @@ func TestBrokerRunsAsTheDeploymentStartsIt(t *testing.T) {
 	require.NoError(t, err, "the migration Job's command: %s", out)
 
 	broker := podOf(t, objs, find(t, objs, "Deployment", "keb"), bins, secrets, filepath.Join(dir, "broker-pod"))
-	cmd := broker.command(ctx)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("broker log:\n%s", logs.String())
-		}
-	})
-
+	b := startBroker(t, ctx, broker.command(ctx), user, password)
 	api := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 	status := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	sandboxURL := fmt.Sprintf("http://127.0.0.1:%d", ports[2])
-	get := func(url, u, p string) (int, []byte) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		require.NoError(t, err)
-		req.Header.Set("X-Broker-API-Version", "2.16")
-		if u != "" {
-			req.SetBasicAuth(u, p)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, nil
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, body
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		code, _ := get(status+"/readyz", "", "")
-		if code == http.StatusOK {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the broker exited: %v\n%s", err, logs.String())
-		default:
-		}
-		require.True(t, time.Now().Before(deadline), "not ready on the status port within a minute")
-		time.Sleep(100 * time.Millisecond)
-	}
+	get := func(url, u, p string) (int, []byte) { return b.call(t, http.MethodGet, url, u, p, "") }
+	b.waitReady(t, status+"/readyz", time.Minute)
 	code, _ := get(status+"/v2/catalog", user, password)
 	assert.Equal(t, http.StatusNotFound, code, "the status port serves no API")
 	code, body := get(api+"/v2/catalog", user, password)
@@ -231,33 +182,7 @@ func TestBrokerRunsAsTheDeploymentStartsIt(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code)
 
 	// Provision through the OSB API and wait for the operation to succeed.
-	id := "chart-" + randomHex(t, 6)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, api+"/oauth/v2/service_instances/"+id+"?accepts_incomplete=true", strings.NewReader(`{
-		"service_id": "47c9dcbf-ff30-448e-ab36-d3bad66ba281", "plan_id": "361c511f-f939-4621-b228-d0fb79a1fe15",
-		"context": {"globalaccount_id": "ga-chart", "subaccount_id": "sa-chart", "user_id": "me@example.com"},
-		"parameters": {"name": "chart-runtime", "region": "eu-central-1"}}`))
-	require.NoError(t, err)
-	req.SetBasicAuth(user, password)
-	req.Header.Set("X-Broker-API-Version", "2.16")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", body)
-	var last struct {
-		State       string `json:"state"`
-		Description string `json:"description"`
-	}
-	deadline = time.Now().Add(3 * time.Minute)
-	for last.State != "succeeded" {
-		require.True(t, time.Now().Before(deadline), "provisioning not done within 3 minutes: %+v", last)
-		time.Sleep(250 * time.Millisecond)
-		code, body := get(api+"/oauth/v2/service_instances/"+id+"/last_operation", user, password)
-		require.Equal(t, http.StatusOK, code, "%s", body)
-		require.NoError(t, json.Unmarshal(body, &last))
-		require.NotEqual(t, "failed", last.State, "provisioning failed: %s", last.Description)
-	}
+	b.provision(t, api, "chart", 3*time.Minute)
 
 	// Every metric the dashboard and the alerts query is exported, but for the assumed ones.
 	code, body = get(status+"/metrics", "", "")
