@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -188,11 +189,13 @@ func namespaceWide(namespace string) *authzv1.ResourceAttributes {
 // waitFor asks done until it answers true, at most EffectiveWithin; past that the error names
 // what was awaited and the API server's last answer, for the caller to retry.
 func waitFor(ctx context.Context, what string, done func(context.Context) (bool, error)) error {
-	last := errors.New("not yet asked")
+	last, asked := errors.New("not yet asked"), false
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, EffectiveWithin, true, func(ctx context.Context) (bool, error) {
 		ok, err := done(ctx)
-		if err != nil {
-			last = err
+		// A call cut short by the deadline says nothing about the API server: keep its last
+		// real answer for the error.
+		if err != nil && (!cutShort(ctx, err) || !asked) {
+			last, asked = err, true
 		}
 		return ok, nil // the API server's answers are retried until the time is up
 	})
@@ -200,6 +203,13 @@ func waitFor(ctx context.Context, what string, done func(context.Context) (bool,
 		return fmt.Errorf("waiting for %s: %w", what, last)
 	}
 	return nil
+}
+
+// cutShort tells whether err ended a call because ctx ended or was about to: client-go's rate
+// limiter refuses to wait past the deadline with an error of x/time/rate that wraps nothing.
+func cutShort(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		strings.Contains(err.Error(), "would exceed context deadline")
 }
 
 func (i *Issuer) kubeconfig(namespace, account, token string) (string, error) {
