@@ -150,4 +150,21 @@ type Event struct {
 	DurationMS int64     `json:"duration_ms"`
 	WaitMS     int64     `json:"wait_ms,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
+	// RuntimeID is the runtime of the event's instance. A provisioner's operation belongs to
+	// a runtime: its events name the instance that owns the runtime in InstanceID.
+	RuntimeID string `json:"runtime_id,omitempty"`
+	// Origin is "provisioner" for the provisioner's operations ("" for the broker's).
+	Origin string `json:"origin,omitempty"`
+	// NextTryAt (retrying events) is when the engine runs the step again: after the step's
+	// interval or, when a circuit holds the system's calls, when it lets a probe through.
+	NextTryAt *time.Time `json:"next_try_at,omitempty"`
+	// GivesUpAt (retrying events of an operation still under way) is the end of the step's
+	// retry window: if the step still fails then, it gives up.
+	GivesUpAt *time.Time `json:"gives_up_at,omitempty"`
+	// Repeats, FirstID and FirstAt (collapse=true): this entry stands for Repeats consecutive
+	// retrying events of one step of one operation, from FirstID at FirstAt to ID at CreatedAt;
+	// Message and the times are the newest's.
+	Repeats int        `json:"repeats,omitempty"`
+	FirstID int64      `json:"first_id,omitempty"`
+	FirstAt *time.Time `json:"first_at,omitempty"`
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/kyma-project/kyma-environment-broker/internal/observe"
+	"github.com/kyma-project/kyma-environment-broker/internal/retryhint"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -338,6 +339,7 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 	stepCtx, cancel := r.runContext(ctx, started, st, sd)
 	defer cancel()
 	stepCtx = context.WithValue(stepCtx, deferralKey{}, deferral(r))
+	stepCtx, hold := retryhint.WithHold(stepCtx)
 	stepCtx, span := otel.Tracer(tracerName).Start(stepCtx, "step "+name, trace.WithAttributes(
 		attribute.String("keb.operation_type", r.op.Type), attribute.String("keb.step", name),
 		attribute.String("keb.operation_id", r.op.ID), attribute.String("keb.instance_id", r.op.InstanceID)))
@@ -402,7 +404,16 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		if out.failing {
 			r.warnSlow(now, name)
 		}
+		if out.failing {
+			// A circuit that holds the system's calls makes every run before it opens fail at
+			// once: the next run is when it lets a probe through.
+			if until, _ := hold.Until(); until.After(now.Add(wait)) {
+				wait = until.Sub(now)
+			}
+		}
 		due := r.capDue(now.Add(wait), st, sd)
+		// The event tells when the step really runs again (a limit may come first).
+		wait = due.Sub(now)
 		r.markStep(name, func(sp *storage.StepProgress) { sp.Due = due })
 		// One event per change of what the step waits for: a poll that finds the same as the
 		// last one only counts as an attempt in the step's progress.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kyma-project/kyma-environment-broker/internal/retryhint"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,10 @@ func retry(ctx context.Context, p Policy, b *Breaker, op string, attempt func(co
 		if err != nil {
 			// Keep what this call learnt itself; else the failures that opened the breaker.
 			var oe *OpenError
+			if errors.As(err, &oe) {
+				// The engine runs the step again when the circuit lets a probe through, not before.
+				retryhint.Defer(ctx, oe.Until, "circuit to "+oe.System+" open")
+			}
 			if lastFailure != nil && errors.As(err, &oe) && oe.Last != lastFailure {
 				err = fmt.Errorf("%w (this call's last failure: %w)", err, lastFailure)
 			}
