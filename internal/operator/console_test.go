@@ -149,7 +149,7 @@ func TestEventsFeed(t *testing.T) {
 		{"?after_id=x", `after_id: must be a positive integer (an event's id), got "x"`},
 		{"?before_id=-3", `before_id: must be a positive integer (an event's id), got "-3"`},
 		{"?page_size=1001", `page_size: must be an integer from 1 to 1000, got "1001"`},
-		{"?page=2", `page: unknown parameter (known: instance_ids, operation_ids, type, stage, after_id, before_id, page_size)`},
+		{"?page=2", `page: unknown parameter (known: instance_ids, operation_ids, type, stage, after_id, before_id, page_size, collapse)`},
 	} {
 		r := b.Get("/events" + tc.query)
 		assert.Equal(t, http.StatusBadRequest, r.Status, tc.query)
