@@ -133,14 +133,14 @@ func (b *Broker) bindingCredentials(ctx context.Context, inst storage.Instance, 
 	case apperr.CodeOf(err) != apperr.CodeNotSupported:
 		return nil, fmt.Errorf("creating credentials of runtime %s: %w", inst.RuntimeID, err)
 	}
-	st, err := b.provisioner.RuntimeStatus(ctx, inst.GlobalAccountID, inst.RuntimeID)
+	rc, err := b.provisioner.RuntimeConfiguration(ctx, inst.GlobalAccountID, inst.RuntimeID)
 	if err != nil {
 		return nil, fmt.Errorf("reading runtime %s: %w", inst.RuntimeID, err)
 	}
-	if st.RuntimeConfiguration == nil || st.RuntimeConfiguration.Kubeconfig == nil {
+	if rc == nil || rc.Kubeconfig == nil {
 		return nil, &notReadyError{fmt.Sprintf("runtime %s has no kubeconfig yet", inst.RuntimeID)}
 	}
-	return storage.Secrets{credentialKubeconfig: *st.RuntimeConfiguration.Kubeconfig}, nil
+	return storage.Secrets{credentialKubeconfig: *rc.Kubeconfig}, nil
 }
 
 // bindRequest is what makes two bind requests the same one.

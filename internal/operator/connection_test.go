@@ -22,10 +22,23 @@ func TestRuntimesShowTheAgentsConnection(t *testing.T) {
 	id, ga := uuid.NewString(), "ga-conn"
 	b.WaitSucceeded(id, b.Provision(id, "conn", ga))
 
+	// Without connection_status the Director is not asked, whatever else is (asked first: the
+	// provisioner keeps what it read a while).
+	before, err := b.Sandbox.Stats("director")
+	require.NoError(t, err)
+	var page runtime.Page
+	r := b.Get("/runtimes?kyma_config=true&cluster_config=true&instance_id=" + id)
+	r.JSON(t, &page)
+	assert.Nil(t, page.Data[0].RuntimeConnectionStatus, "not asked")
+	assert.NotEmpty(t, page.Data[0].ClusterConfig)
+	after, err := b.Sandbox.Stats("director")
+	require.NoError(t, err)
+	assert.Equal(t, before.Requests, after.Requests, "requests to the Director")
+
 	// The runtime in the Director (the provisioner's tenant is the global account), set FAILED
 	// as the agent does when its certificate is refused.
-	var page runtime.Page
-	r := b.Get("/runtimes?instance_id=" + id)
+	page = runtime.Page{}
+	r = b.Get("/runtimes?instance_id=" + id)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r)
 	r.JSON(t, &page)
 	require.Len(t, page.Data, 1)

@@ -12,6 +12,7 @@ import (
 	"github.com/kyma-project/kyma-environment-broker/common/runtime"
 	"github.com/kyma-project/kyma-environment-broker/internal/lifecycle"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/apperr"
+	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/gqlschema"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 )
 
@@ -89,7 +90,7 @@ func (h *Handler) kubeconfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "kubeconfigs need the provisioner, which this broker has not")
 		return
 	}
-	st, err := h.provisioner.RuntimeStatus(r.Context(), rt.GlobalAccountID, rt.RuntimeID)
+	rc, err := h.provisioner.RuntimeConfiguration(r.Context(), rt.GlobalAccountID, rt.RuntimeID)
 	switch {
 	case apperr.CodeOf(err) == apperr.CodeNotFound:
 		writeError(w, http.StatusConflict, fmt.Sprintf("instance %s: the provisioner does not know runtime %s", id, rt.RuntimeID))
@@ -99,7 +100,7 @@ func (h *Handler) kubeconfig(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, fmt.Sprintf("provisioner: reading runtime %s: %v", rt.RuntimeID, err))
 		return
 	}
-	if st.RuntimeConfiguration == nil || st.RuntimeConfiguration.Kubeconfig == nil || *st.RuntimeConfiguration.Kubeconfig == "" {
+	if rc == nil || rc.Kubeconfig == nil || *rc.Kubeconfig == "" {
 		writeError(w, http.StatusConflict, fmt.Sprintf("runtime %s of instance %s has no kubeconfig yet", rt.RuntimeID, id))
 		return
 	}
@@ -107,7 +108,7 @@ func (h *Handler) kubeconfig(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-yaml")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="kubeconfig-%s.yaml"`, rt.RuntimeID))
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write([]byte(*st.RuntimeConfiguration.Kubeconfig))
+	_, _ = w.Write([]byte(*rc.Kubeconfig))
 }
 
 // configs fills the provisioner's Kyma and cluster configuration and the agent's connection
@@ -126,7 +127,7 @@ func (h *Handler) configs(ctx context.Context, rows []storage.RuntimeRow, dtos [
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			st, err := h.provisioner.RuntimeStatus(ctx, rows[i].GlobalAccountID, rows[i].RuntimeID)
+			st, err := h.runtimeStatus(ctx, rows[i], req.connection)
 			if err != nil {
 				dtos[i].ConfigError = fmt.Sprintf("provisioner: %v", err)
 				return
@@ -157,6 +158,19 @@ func (h *Handler) configs(ctx context.Context, rows []storage.RuntimeRow, dtos [
 		}(i)
 	}
 	wg.Wait()
+}
+
+// runtimeStatus reads what configs shows of a runtime: its configuration alone unless the agent's
+// connection is asked for, which the provisioner reads from the Director.
+func (h *Handler) runtimeStatus(ctx context.Context, row storage.RuntimeRow, connection bool) (*gqlschema.RuntimeStatus, error) {
+	if connection {
+		return h.provisioner.RuntimeStatus(ctx, row.GlobalAccountID, row.RuntimeID)
+	}
+	rc, err := h.provisioner.RuntimeConfiguration(ctx, row.GlobalAccountID, row.RuntimeID)
+	if err != nil {
+		return nil, err
+	}
+	return &gqlschema.RuntimeStatus{RuntimeConfiguration: rc}, nil
 }
 
 // infoRuntimes is GET /info/runtimes: live runtimes per plan, region and state.

@@ -69,11 +69,11 @@ func (s UpdateKymaModules) request(ctx context.Context, op Op) (gqlschema.Upgrad
 	if reflect.DeepEqual(current.Modules, op.Data.Parameters.Modules) {
 		return gqlschema.UpgradeRuntimeInput{}, "modules unchanged", nil
 	}
-	status, err := s.Provisioner.RuntimeStatus(ctx, op.Data.GlobalAccountID, op.Data.RuntimeID)
+	rc, err := s.Provisioner.RuntimeConfiguration(ctx, op.Data.GlobalAccountID, op.Data.RuntimeID)
 	if err != nil {
 		return gqlschema.UpgradeRuntimeInput{}, "", fmt.Errorf("reading the runtime's configuration from the provisioner: %w", err)
 	}
-	if status.RuntimeConfiguration == nil || status.RuntimeConfiguration.KymaConfig == nil || status.RuntimeConfiguration.KymaConfig.Version == nil {
+	if rc == nil || rc.KymaConfig == nil || rc.KymaConfig.Version == nil {
 		return gqlschema.UpgradeRuntimeInput{}, "the provisioner does not install this runtime's Kyma: no modules to apply there", nil
 	}
 	prov, err := instance.LatestProvisioned(ctx, s.Operations, op.InstanceID)
@@ -84,7 +84,7 @@ func (s UpdateKymaModules) request(ctx context.Context, op Op) (gqlschema.Upgrad
 	if err != nil {
 		return gqlschema.UpgradeRuntimeInput{}, "", fmt.Errorf("resolving the runtime's overrides: %w", err)
 	}
-	version := *status.RuntimeConfiguration.KymaConfig.Version
+	version := *rc.KymaConfig.Version
 	return gqlschema.UpgradeRuntimeInput{
 		KymaConfig: provisioning.KymaConfigInput(version, s.DefaultComponents, op.Data.Parameters.Modules, resolved),
 	}, "", nil
