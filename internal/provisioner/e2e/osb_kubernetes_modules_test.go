@@ -477,6 +477,23 @@ func TestKubernetesModulesThroughOSB(t *testing.T) {
 	} else {
 		assert.True(t, apierrors.IsNotFound(err), "%v", err)
 	}
+
+	// Without modules a provisioning requests the default modules, which this catalog lacks:
+	// it fails naming them, and deprovisioning it leaves nothing behind.
+	other := uuid.NewString()
+	prov = b.Put(bt.InstancePath(other), bt.ProvisionBody(bt.AWSPlanID, bt.AWSParams("rt-"+other[:8]), bt.SAPContext("ga-k8s-modules", "sa-"+other[:8])))
+	require.Equal(t, http.StatusAccepted, prov.Status, prov.String())
+	otherRuntime := p.runtimeID(other)
+	playStatefulSet(t, dyn, prefix+"-"+otherRuntime, "kyma-"+otherRuntime)
+	lo = p.waitDone(other, prov.Operation(), 5*time.Minute)
+	require.Equal(t, domain.Failed, lo.State, lo.Description)
+	assert.Contains(t, lo.Description, "the module catalog has no template of the module: api-gateway, eventing, istio, monitoring, serverless")
+	del = b.Delete(bt.DeprovisionPath(other, bt.AWSPlanID))
+	require.Equal(t, http.StatusAccepted, del.Status, del.String())
+	collectGarbage(t, ctx, dyn, prefix+"-"+otherRuntime, otherRuntime)
+	lo = p.waitDone(other, del.Operation(), 5*time.Minute)
+	require.Equal(t, domain.Succeeded, lo.State, lo.Description)
+
 	assert.NotContains(t, p.logs.String(), reg.Password)
 	assert.NotContains(t, p.logs.String(), auth)
 }
