@@ -86,6 +86,9 @@ spec:
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "crd.yaml"), []byte(crd), 0o600))
 	require.NoError(t, kubetest.InstallCRDs(kubetest.RESTConfig(t), dir, time.Minute))
+	t.Cleanup(func() {
+		_ = kubetest.Dynamic(t).Resource(kubetest.CRDGVR).Delete(context.Background(), "samples."+group, metav1.DeleteOptions{})
+	})
 }
 
 // brokerProc is the built cmd/broker in a child process, configured by APP_* variables only; it
@@ -285,13 +288,13 @@ func prefixed(ns string, names ...string) []string {
 // kubernetes backend (APP_PROVISIONER_SET_JSON with a kubernetes entry, APP_MODULE_* naming a
 // catalog of modules published with the built kyma CLI to a registry with basic auth,
 // PostgreSQL), provisions through OSB with modules.list: the module's manifest and default CR end
-// up in the runtime's namespace of the host, exactly once, through the runtime's own confined
-// kubeconfig. The broker is killed (SIGKILL) while the module is being installed, observed
+// up in the runtime's namespace of the host, exactly once. The broker is killed (SIGKILL) while the module is being installed, observed
 // first in the provisioner's operation (Start_Installation done, Wait_For_Installation under
 // way) and on the host (the manager's inventory written, the manifest partly applied, over a
 // slowed link), and started again: the installation completes, still exactly once.
 // Deprovisioning removes the module, the Kyma resource and the catalog's copies, and deletes the
-// runtime's namespace.
+// runtime's namespace. A provisioning without modules (the default modules, which the catalog
+// lacks) fails naming them.
 func TestKubernetesModulesThroughOSB(t *testing.T) {
 	ctx := context.Background()
 	kc := kubetest.Kubeconfig(t)
