@@ -3,6 +3,7 @@ package module
 import (
 	"crypto"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
@@ -132,4 +133,59 @@ func TestVerifyOCMv3Signature(t *testing.T) {
 		a.Descriptor.Component.Labels[0].Value = "other"
 		assert.True(t, errors.Is(a.Verify("ocm", &key.PublicKey), ErrDigestMismatch), algo)
 	}
+}
+
+// A signature made with OCM's CLI defaults (testdata/external-facts.json, ocm.signDefaults:
+// SHA-256, RSASSA-PKCS1-V1_5, jsonNormalisation/v1) verifies, as one with SHA-512 does; a
+// changed signed label breaks it, and a hash OCM does not offer is refused naming it.
+func TestVerifyOCMDefaultSignature(t *testing.T) {
+	raw, err := os.ReadFile("testdata/external-facts.json")
+	require.NoError(t, err)
+	var f struct {
+		OCM struct {
+			SignDefaults struct {
+				Hash          string   `json:"hash"`
+				Hashes        []string `json:"hashes"`
+				Algorithm     string   `json:"algorithm"`
+				Normalization string   `json:"normalization"`
+			} `json:"signDefaults"`
+		} `json:"ocm"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &f))
+	d := f.OCM.SignDefaults
+	require.Equal(t, HashSHA256, d.Hash)
+	require.Contains(t, d.Hashes, HashSHA512)
+	require.Equal(t, SignatureAlgorithmRSAPKCS1v5, d.Algorithm)
+	require.Equal(t, NormalisationJSONV1, d.Normalization)
+
+	sums := map[string]struct {
+		hash crypto.Hash
+		sum  func([]byte) []byte
+	}{
+		HashSHA256: {crypto.SHA256, func(b []byte) []byte { s := sha256.Sum256(b); return s[:] }},
+		HashSHA512: {crypto.SHA512, func(b []byte) []byte { s := sha512.Sum512(b); return s[:] }},
+	}
+	for name, h := range sums {
+		a := createSample(t, "ocmdefault", "1.0.0", "registry.example")
+		key := newKey(t)
+		norm, err := NormaliseWith(a.Descriptor, d.Normalization)
+		require.NoError(t, err)
+		sum := h.sum(norm)
+		sig, err := rsa.SignPKCS1v15(nil, key, h.hash, sum)
+		require.NoError(t, err)
+		a.Descriptor.Signatures = []Signature{{Name: "ocm",
+			Digest:    DigestSpec{HashAlgorithm: name, NormalisationAlgorithm: d.Normalization, Value: hex.EncodeToString(sum)},
+			Signature: SignatureSpec{Algorithm: d.Algorithm, Value: hex.EncodeToString(sig), MediaType: MediaTypeRSASignature}}}
+		require.NoError(t, a.Verify("ocm", &key.PublicKey), name)
+		a.Descriptor.Component.Labels[0].Value = "other"
+		assert.True(t, errors.Is(a.Verify("ocm", &key.PublicKey), ErrDigestMismatch), name)
+	}
+
+	a := createSample(t, "ocmnodigest", "1.0.0", "registry.example")
+	a.Descriptor.Signatures = []Signature{{Name: "ocm",
+		Digest:    DigestSpec{HashAlgorithm: "NO-DIGEST", NormalisationAlgorithm: d.Normalization},
+		Signature: SignatureSpec{Algorithm: d.Algorithm, Value: "00", MediaType: MediaTypeRSASignature}}}
+	err = a.Verify("ocm", &newKey(t).PublicKey)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "NO-DIGEST")
 }

@@ -4,6 +4,7 @@ import (
 	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/sha512"
 	"crypto/x509"
 	"encoding/hex"
@@ -85,17 +86,25 @@ func (a *Artifact) Verify(name string, key *rsa.PublicKey) error {
 	if err := a.checkBlobs(); err != nil {
 		return fmt.Errorf("verify %s: %w", comp, err)
 	}
-	if sig.Digest.HashAlgorithm != HashSHA512 || sig.Signature.Algorithm != SignatureAlgorithmRSAPKCS1v5 {
-		return fmt.Errorf("verify %s: signature %q uses %s/%s, want %s/%s", comp, sig.Name,
-			sig.Digest.HashAlgorithm, sig.Signature.Algorithm, HashSHA512, SignatureAlgorithmRSAPKCS1v5)
+	// The Kyma CLI signs SHA-512 digests; OCM's CLI SHA-256 unless told otherwise (--hash).
+	var hash crypto.Hash
+	var sumOf func([]byte) []byte
+	switch sig.Digest.HashAlgorithm {
+	case HashSHA512:
+		hash, sumOf = crypto.SHA512, func(b []byte) []byte { s := sha512.Sum512(b); return s[:] }
+	case HashSHA256:
+		hash, sumOf = crypto.SHA256, func(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
+	}
+	if hash == 0 || sig.Signature.Algorithm != SignatureAlgorithmRSAPKCS1v5 {
+		return fmt.Errorf("verify %s: signature %q uses %s/%s, want %s or %s with %s", comp, sig.Name,
+			sig.Digest.HashAlgorithm, sig.Signature.Algorithm, HashSHA512, HashSHA256, SignatureAlgorithmRSAPKCS1v5)
 	}
 	// OCM signs with jsonNormalisation/v3 (or v2) by default today; the Kyma CLI with v1.
 	norm, err := NormaliseWith(a.Descriptor, sig.Digest.NormalisationAlgorithm)
 	if err != nil {
 		return fmt.Errorf("verify %s: signature %q: %w", comp, sig.Name, err)
 	}
-	s512 := sha512.Sum512(norm)
-	sum := s512[:]
+	sum := sumOf(norm)
 	if hex.EncodeToString(sum) != sig.Digest.Value {
 		return fmt.Errorf("verify %s: signature %q: %w (the descriptor changed after signing)", comp, sig.Name, ErrDigestMismatch)
 	}
@@ -103,7 +112,7 @@ func (a *Artifact) Verify(name string, key *rsa.PublicKey) error {
 	if err != nil {
 		return fmt.Errorf("verify %s: signature %q: value is not hex: %w", comp, sig.Name, err)
 	}
-	if err := rsa.VerifyPKCS1v15(key, crypto.SHA512, sum, value); err != nil {
+	if err := rsa.VerifyPKCS1v15(key, hash, sum, value); err != nil {
 		return fmt.Errorf("verify %s: signature %q with key %s: %w", comp, sig.Name, KeyFingerprint(key), ErrBadSignature)
 	}
 	return nil

@@ -37,7 +37,9 @@ const (
 	StateProcessing = "Processing"
 	StateError      = "Error"
 	StateDeleting   = "Deleting"
-	StateWarning    = "Warning"
+	// StateUnmanaged: the entry has managed: false; the manager leaves the module alone.
+	StateUnmanaged = "Unmanaged"
+	StateWarning   = "Warning"
 )
 
 // Finalizer keeps a Kyma resource until its modules are removed.
@@ -224,19 +226,38 @@ func (m *Manager) Reconcile(ctx context.Context, key string) (bool, error) {
 	}
 	var statuses []any
 	desired := map[string]bool{}
+	// Entries with managed: false are the user's: their modules are neither applied nor removed
+	// (what was installed stays, as with lifecycle-manager), not even when the Kyma resource is
+	// deleted.
+	unmanaged := map[string]bool{}
+	specMods, _, _ := unstructured.NestedSlice(kyma.Object, "spec", "modules")
+	for _, it := range specMods {
+		entry, _ := it.(map[string]any)
+		mname, _ := entry["name"].(string)
+		if managed, ok := entry["managed"].(bool); ok && !managed && mname != "" {
+			unmanaged[mname] = true
+		}
+	}
 	if !deleting {
-		specMods, _, _ := unstructured.NestedSlice(kyma.Object, "spec", "modules")
 		for _, it := range specMods {
 			entry, _ := it.(map[string]any)
 			mname, _ := entry["name"].(string)
 			if mname == "" || desired[mname] {
 				continue
 			}
-			if managed, ok := entry["managed"].(bool); ok && !managed {
-				// Unmanaged: the user owns its lifecycle; the manager leaves it alone.
+			desired[mname] = true
+			if unmanaged[mname] {
+				st := moduleStatus{"name": mname, "state": StateUnmanaged}
+				if o := old[mname]; o != nil {
+					for _, k := range []string{"channel", "version", "fqdn", "template"} {
+						if v, ok := o[k]; ok {
+							st[k] = v
+						}
+					}
+				}
+				statuses = append(statuses, st)
 				continue
 			}
-			desired[mname] = true
 			st := m.reconcileModule(ctx, kyma, entry, log.WithField("module", mname))
 			statuses = append(statuses, st)
 		}
@@ -249,12 +270,12 @@ func (m *Manager) Reconcile(ctx context.Context, key string) (bool, error) {
 	}
 	gone := map[string]bool{}
 	for n := range old {
-		if !desired[n] {
+		if !desired[n] && !unmanaged[n] {
 			gone[n] = true
 		}
 	}
 	for i := range inventories.Items {
-		if n := inventories.Items[i].Labels[LabelModule]; n != "" && !desired[n] {
+		if n := inventories.Items[i].Labels[LabelModule]; n != "" && !desired[n] && !unmanaged[n] {
 			gone[n] = true
 		}
 	}
