@@ -63,11 +63,16 @@ func newBrokerProcess(t *testing.T, dir string, db driver.Config, env ...string)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		logs.Close()
+		keepLog(t, logs.Name())
 		if t.Failed() {
 			logTail(t, logs.Name(), 40)
 		}
 	})
 	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + os.TempDir()}
+	if v := os.Getenv("GOMAXPROCS"); v != "" {
+		// A suite run with GOMAXPROCS=1 (a busy machine) runs the brokers so too.
+		base = append(base, "GOMAXPROCS="+v)
+	}
 	c := &brokerProcess{
 		t: t, dir: dir, db: db, logs: logs, faults: map[string]sandbox.Faults{},
 		url:        fmt.Sprintf("http://127.0.0.1:%d", port),
@@ -81,6 +86,23 @@ func newBrokerProcess(t *testing.T, dir string, db driver.Config, env ...string)
 	// exec uses the last of duplicate variables.
 	c.env = append(c.env, env...)
 	return c
+}
+
+// keepLog copies the broker's whole log into the directory KEB_ACCEPTANCE_LOGS names, if any,
+// pass or fail: the test's own directory goes with it.
+func keepLog(t *testing.T, path string) {
+	dir := os.Getenv("KEB_ACCEPTANCE_LOGS")
+	if dir == "" {
+		return
+	}
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		name := fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UnixNano())
+		err = os.WriteFile(filepath.Join(dir, name), raw, 0o644)
+	}
+	if err != nil {
+		t.Logf("keeping the broker's log in KEB_ACCEPTANCE_LOGS: %v", err)
+	}
 }
 
 // logTail logs the end of the broker's log, which goes with the test's directory.

@@ -1,31 +1,46 @@
 package acceptance
 
 import (
+	"context"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	dto "github.com/kyma-project/kyma-environment-broker/common/orchestration"
 	ot "github.com/kyma-project/kyma-environment-broker/internal/orchestration/orchestrationtest"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 )
 
 // leading is the log line of a replica whose orchestration scheduler took the lock.
 const leading = "scheduling orchestrations in this replica"
 
-// Two replicas on PostgreSQL; the one whose orchestration scheduler holds the lock is stopped
+// Two replicas on PostgreSQL sharing one sandbox; the one whose orchestration scheduler holds the lock is stopped
 // (SIGSTOP, its database connections left open). An orchestration created through the other
 // replica runs there once the stopped holder's lock lease expires, and finishes while the
 // holder is still stopped; resumed (SIGCONT), the old holder upgrades nothing again.
 func TestTheSchedulerFailsOverFromAHungReplica(t *testing.T) {
 	const n, lockLease = 6, 3 * time.Second
+	// Replicas share one sandbox, served by the test so that it does not stop with the hung
+	// replica: each embedding its own on the database would be two Directors (and a second
+	// embedded sandbox does not start while the first serves).
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	sb, err := standins.Listen(context.Background(), standins.Options{Log: log, Seed: 38}, "127.0.0.1:0", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = sb.Shutdown(ctx)
+	})
 	db := pgtest.NewDatabase(t)
-	env := []string{"APP_DATABASE_LOCK_LEASE=" + lockLease.String(), "APP_ORCHESTRATION_POLL_INTERVAL=100ms",
+	env := []string{"APP_SANDBOX_URL=" + sb.URL, "APP_DATABASE_LOCK_LEASE=" + lockLease.String(), "APP_ORCHESTRATION_POLL_INTERVAL=100ms",
 		"APP_ORCHESTRATION_LOCK_RETRY_INTERVAL=200ms"}
 	replicas := []*brokerProcess{onPostgres(t, db, env...), onPostgres(t, db, env...)}
 	for _, r := range replicas {

@@ -148,13 +148,14 @@ func TestDispatcherClaimsWhenKeptOperationsFreeTheirWorkers(t *testing.T) {
 	})
 	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(blocking)}})
 	require.NoError(t, err)
-	store := takesSignal{Store: newStore(t), registered: make(chan struct{})}
+	taking := takesSignal{Store: newStore(t), registered: make(chan struct{})}
+	store := withWakeProbe(taking)
 	// One worker, and a poll interval far longer than the test.
 	eng, err := New(store, Config{Workers: 1, PollInterval: time.Hour}, testLogger())
 	require.NoError(t, err)
 	require.NoError(t, eng.Register(p))
 	testenv.Background(t, eng.Run)
-	<-store.registered
+	<-taking.registered
 
 	defer func() {
 		select {
@@ -175,7 +176,7 @@ func TestDispatcherClaimsWhenKeptOperationsFreeTheirWorkers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, eng.Owner(), inserted.LeaseOwner, "kept, waiting beyond the worker")
 	due := insertNow(t, store, "provision") // for a claim: the dispatcher is woken, finds no free worker
-	time.Sleep(50 * time.Millisecond)
+	store.asleep(t, 5*time.Second)          // and sleeps, the worker still busy
 	close(release)
 	waitState(t, store, running.ID, storage.StateSucceeded, 5*time.Second)
 	waitState(t, store, inserted.ID, storage.StateSucceeded, 5*time.Second)

@@ -120,11 +120,15 @@ func (s *Signals) start(limit int, resume func(func())) {
 	s.open, s.limit, s.resume = true, limit, resume
 }
 
-// park parks run on key, a wait of at most maxPark, for maxPark.
+// park parks run on key, a wait of at most maxPark, for maxPark; with run nil (a run that may
+// not park: it parked once) it only looks for the signal. A signal given while the step ran
+// comes first whatever the wait: a run that cannot park writes its wait, and the wake that
+// follows an unparked signal skips a leased operation, so the signal would be lost for the
+// whole wait (a signalled wait's backed-off poll, minutes).
 func (s *Signals) park(key string, wait time.Duration, run func()) parkOutcome {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.open || wait > s.maxPark {
+	if !s.open {
 		return parkRefused
 	}
 	if at, ok := s.recent[key]; ok {
@@ -132,6 +136,9 @@ func (s *Signals) park(key string, wait time.Duration, run func()) parkOutcome {
 		if time.Since(at) <= recentSignal {
 			return parkSignaled
 		}
+	}
+	if run == nil || wait > s.maxPark {
+		return parkRefused
 	}
 	if _, taken := s.runs[key]; taken || len(s.runs) >= s.limit {
 		return parkRefused

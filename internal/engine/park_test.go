@@ -230,3 +230,36 @@ func TestALongWaitDoesNotPark(t *testing.T) {
 	assert.Equal(t, 0, e.signals.Parked())
 	assert.False(t, e.signals.Signal("k"))
 }
+
+// A signal given while the step ran is not lost when the run cannot park, because its wait is
+// longer than maxPark or it parked once already: the run would write an hour's wait, and the
+// wake that follows an unparked signal (provisioner.WakeWaiters) skips an operation still
+// leased. The step runs again at once instead.
+func TestASignalWhileTheStepRunsIsNotLostWhenTheRunCannotPark(t *testing.T) {
+	for name, signalAt := range map[string]int32{"a wait longer than maxPark": 1, "a run that parked once": 2} {
+		t.Run(name, func(t *testing.T) {
+			var runs atomic.Int32
+			var signals atomic.Pointer[Signals]
+			var ready atomic.Bool
+			wait := step("wait", func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+				if ready.Load() {
+					return op, 0, nil
+				}
+				op.WaitIsSignaledBy("k")
+				if runs.Add(1) < signalAt {
+					return op, 50 * time.Millisecond, nil // parks, and its park runs out
+				}
+				ready.Store(true)
+				signals.Load().Signal("k") // finished while the step was still looking
+				return op, time.Hour, nil
+			})
+			p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(wait)}})
+			require.NoError(t, err)
+			e := runParking(t, p, 100*time.Millisecond)
+			signals.Store(e.signals)
+			id := e.insert()
+			e.waitFor("the operation succeeds without waiting an hour", func() bool { return e.state(id).State == storage.StateSucceeded })
+			assert.Equal(t, int(signalAt)+1, wait.Runs())
+		})
+	}
+}

@@ -32,6 +32,56 @@ func insertNow(t *testing.T, store storage.Store, opType string) storage.Operati
 	return saved
 }
 
+// probedWakeups passes the store's wake-ups on to the engine through an unbuffered channel of
+// its own, on which the test sends probes too: only the dispatcher's sleep takes from it, so a
+// probe taken shows the dispatcher asleep.
+type probedWakeups struct {
+	storage.Store
+	ch chan struct{}
+}
+
+func withWakeProbe(s storage.Store) *probedWakeups {
+	return &probedWakeups{Store: s, ch: make(chan struct{})}
+}
+
+func (s *probedWakeups) Wakeups(ctx context.Context) (<-chan struct{}, error) {
+	in, err := s.Store.Wakeups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-in:
+				select {
+				case s.ch <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return s.ch, nil
+}
+
+// asleep returns once the dispatcher has taken two probes: it takes the second only after it
+// has gone through a claim (or found no free worker) that began after the first, and gone back
+// to sleep; whatever the test did before the call has been seen by then.
+func (s *probedWakeups) asleep(t *testing.T, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for range 2 {
+		select {
+		case s.ch <- struct{}{}:
+		case <-deadline:
+			t.Fatalf("the dispatcher did not go to sleep within %s", within)
+		}
+	}
+}
+
+// waitState polls the operation's row until it is in state, failing the test after within.
 func waitState(t *testing.T, store storage.Store, id string, state storage.OperationState, within time.Duration) storage.Operation {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -51,10 +101,10 @@ func waitState(t *testing.T, store storage.Store, id string, state storage.Opera
 func TestNewOperationWakesIdleEngineAtOnce(t *testing.T) {
 	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(step("x", nil))}})
 	require.NoError(t, err)
-	store := newStore(t)
+	store := withWakeProbe(newStore(t))
 	// A poll interval far longer than the test: only the wake-up can start the operation.
 	liveEngine(t, store, Config{Workers: 2, PollInterval: time.Hour}, p)
-	time.Sleep(50 * time.Millisecond) // let the dispatcher go idle
+	store.asleep(t, 5*time.Second) // the dispatcher is idle
 	op := insertNow(t, store, "provision")
 	waitState(t, store, op.ID, storage.StateSucceeded, 2*time.Second)
 }
@@ -82,10 +132,22 @@ func TestGracefulShutdownLetsRunningStepFinishAndReleases(t *testing.T) {
 	p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(slow), def(next)}})
 	require.NoError(t, err)
 	store := newStore(t)
-	stop := liveEngine(t, store, Config{Workers: 2, ShutdownTimeout: 10 * time.Second}, p)
+	eng, err := New(store, Config{Workers: 2, ShutdownTimeout: 10 * time.Second}, testLogger())
+	require.NoError(t, err)
+	require.NoError(t, eng.Register(p))
+	stop := testenv.Background(t, eng.Run)
 	op := insertNow(t, store, "provision")
 	<-running
-	go func() { time.Sleep(100 * time.Millisecond); close(release) }()
+	go func() {
+		// The step finishes once the shutdown has begun: the next step must not start.
+		defer close(release)
+		for deadline := time.Now().Add(10 * time.Second); !eng.stopping.Load(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Error("the engine did not begin to stop")
+				return
+			}
+		}
+	}()
 	stop() // returns only after the step finished and its outcome was saved
 
 	got, err := store.Operations().GetOperation(context.Background(), op.ID)
@@ -96,7 +158,7 @@ func TestGracefulShutdownLetsRunningStepFinishAndReleases(t *testing.T) {
 	require.NotNil(t, got.DueAt)
 	assert.Equal(t, 0, next.Runs(), "no new step starts during shutdown")
 
-	eng, err := New(store, Config{}, testLogger())
+	eng, err = New(store, Config{}, testLogger())
 	require.NoError(t, err)
 	require.NoError(t, eng.Register(p))
 	_, err = eng.RunDue(context.Background())

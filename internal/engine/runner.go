@@ -486,6 +486,11 @@ func (r *run[T]) park(ctx context.Context, step, key string, wait time.Duration)
 			r.leave = func() { close(left) }
 			r.log.WithFields(logrus.Fields{"step": step, "signal": key}).Debug("waiting in memory for a signal")
 		}
+	} else if !r.x.stopping() && r.x.park(key, wait, nil) == parkSignaled {
+		// Parked once already, and signalled while the step ran: run it again now rather
+		// than write a wait the signal's wake cannot shorten (the operation is leased).
+		out = parkSignaled
+		r.memo = runMemo{}
 	}
 	r.x.metrics.park(r.op.Type, out)
 	return out

@@ -253,6 +253,9 @@ func (c *Client) authIDs(ctx context.Context, tenant, compassID string) ([]strin
 		return nil, fmt.Errorf("reading the runtime's system auths: %w", err)
 	}
 	if out.Result == nil {
+		// The Director answers null for a runtime that does not exist, and it is one service
+		// whose registration is committed before its answer (directorschema facts.json,
+		// runtimeNotFound): the runtime was unregistered, and asking again would not find it.
 		return nil, clientkit.Permanent(fmt.Errorf("runtime %s: %w", compassID, ErrNotFound))
 	}
 	ids := make([]string, 0, len(out.Result.Auths))

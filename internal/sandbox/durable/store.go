@@ -128,3 +128,15 @@ func InMemory[S sandbox.System](s S, err error) S {
 	}
 	return s
 }
+
+// Claimer is a Store that one sandbox at a time may serve from. A stand-in takes its system's
+// rows as its own: its Tables keep what they read (absent objects included) and its filter of
+// known keys learns only its own writes, so a second sandbox on the same rows would answer from a
+// state the first has changed meanwhile, two diverging services where the real one is one. A
+// store shared across processes (PostgreSQL) implements it; MemoryStore, used by one process
+// that opens and reopens stand-ins on it, does not.
+type Claimer interface {
+	// TryClaim takes the store for the caller unless another sandbox holds it (false); release
+	// gives it back. A holder that dies gives it back with its connection.
+	TryClaim(ctx context.Context) (release func(), ok bool, err error)
+}

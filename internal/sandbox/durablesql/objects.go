@@ -10,9 +10,11 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"sort"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	sq "github.com/Masterminds/squirrel"
@@ -85,6 +87,9 @@ type Objects struct {
 	// writes, when set (PostgreSQL), coalesces the systems' upserts (batch.go) onto the unflushed
 	// sessions.
 	writes *groupWriter
+	log    logrus.FieldLogger
+	// claimCheck is how often a held claim's connection is checked (claim.go).
+	claimCheck time.Duration
 }
 
 var (
@@ -102,7 +107,12 @@ func Open(ctx context.Context, db storage.Database, log logrus.FieldLogger) (*Ob
 	if err != nil {
 		return nil, err
 	}
-	o := &Objects{db: db.Writer, d: d, stmts: &stmts{db: db.Writer, m: map[string]*sqlx.Stmt{}}}
+	if log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		log = l
+	}
+	o := &Objects{db: db.Writer, d: d, stmts: &stmts{db: db.Writer, m: map[string]*sqlx.Stmt{}}, log: log, claimCheck: defaultClaimCheck}
 	if db.Driver == "postgres" {
 		unflushed := db.Unflushed
 		if unflushed == nil {

@@ -9,8 +9,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/httpguard"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/durable"
 )
 
 // Listeners are the sandbox's two listeners: plain HTTP for the broker's clients, and TLS
@@ -31,7 +34,51 @@ type Listeners struct {
 	// The in-process transport's requests (Transport): refused and waited for by Shutdown
 	// like the listeners'.
 	gate gate
+	// release gives up the store's claim, once every request is done.
+	release     func()
+	releaseOnce sync.Once
 }
+
+// claim takes o.Store for this sandbox, waiting up to o.ClaimWait for another to give it up: the
+// stand-ins cache what they read and learn only their own writes, so two sandboxes on one
+// database would be two diverging services (a runtime registered through one not found through
+// the other) where the real ones are one each.
+func claim(ctx context.Context, o Options) (func(), error) {
+	c, ok := o.Store.(durable.Claimer)
+	if !ok {
+		return func() {}, nil
+	}
+	wait := o.ClaimWait
+	if wait <= 0 {
+		wait = DefaultClaimWait
+	}
+	deadline := time.Now().Add(wait)
+	logged := false
+	for {
+		release, ok, err := c.TryClaim(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return release, nil
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("starting the sandbox (waited %s): %w", wait, ErrStoreClaimed)
+		}
+		if !logged && o.Log != nil {
+			o.Log.WithField("wait", wait.String()).Warn(waitingForClaim)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("starting the sandbox: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// waitingForClaim is logged once when Listen finds another sandbox serving from the store.
+const waitingForClaim = "another sandbox serves from this database; waiting for it to stop"
 
 // Listen listens on httpAddr and tlsAddr (host:port, port 0 for any), opens the stand-ins with
 // their URLs on the TLS listener's address, and serves them until Shutdown. A listener bound to
@@ -41,16 +88,22 @@ func Listen(ctx context.Context, o Options, httpAddr, tlsAddr string) (*Listener
 	if err := o.Admin.Check(httpAddr, tlsAddr); err != nil {
 		return nil, err
 	}
+	release, err := claim(ctx, o)
+	if err != nil {
+		return nil, err
+	}
 	plain, err := net.Listen("tcp", httpAddr)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("listening on %s: %w", httpAddr, err)
 	}
 	secure, err := net.Listen("tcp", tlsAddr)
 	if err != nil {
 		_ = plain.Close()
+		release()
 		return nil, fmt.Errorf("listening for TLS on %s: %w", tlsAddr, err)
 	}
-	closeBoth := func() { _ = plain.Close(); _ = secure.Close() }
+	closeBoth := func() { _ = plain.Close(); _ = secure.Close(); release() }
 	host, port, _ := net.SplitHostPort(secure.Addr().String())
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		host = "localhost"
@@ -68,7 +121,7 @@ func Listen(ctx context.Context, o Options, httpAddr, tlsAddr string) (*Listener
 	}
 	limits := o.Timeouts.withDefaults()
 	l := &Listeners{Systems: sys, URL: "http://" + plain.Addr().String(), TLSAddr: secure.Addr(), errc: make(chan error, 2),
-		TLSCertificate: cfg.Certificates[0].Leaf}
+		TLSCertificate: cfg.Certificates[0].Leaf, release: release}
 	for _, srv := range []struct {
 		ln  net.Listener
 		tls *tls.Config
@@ -113,5 +166,12 @@ func (l *Listeners) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for the in-process requests: %w", ctx.Err()))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		// Requests may still be writing: the claim goes with the process.
+		return err
+	}
+	if l.release != nil {
+		l.releaseOnce.Do(l.release)
+	}
+	return nil
 }

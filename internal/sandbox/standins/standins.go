@@ -4,6 +4,7 @@ package standins
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -110,7 +111,18 @@ type Options struct {
 	TLSURL string
 	// Timeouts bound the listeners' connections (Listen); the broker passes its own listener's.
 	Timeouts Timeouts
+	// ClaimWait is how long Listen waits for another sandbox serving from Store (a durable.Claimer)
+	// to give it up, such as a killed predecessor whose connection the database has not yet
+	// dropped; DefaultClaimWait when zero.
+	ClaimWait time.Duration
 }
+
+// DefaultClaimWait is how long Listen waits by default for another sandbox to give up the store.
+const DefaultClaimWait = 30 * time.Second
+
+// ErrStoreClaimed is Listen's error when another sandbox keeps serving from the store.
+var ErrStoreClaimed = errors.New("another sandbox serves from this database (a broker replica with an embedded sandbox, or cmd/sandbox): " +
+	"replicas share one sandbox, run cmd/sandbox and point every replica at it with APP_SANDBOX_URL")
 
 // Timeouts bound a listener's connections: reading the headers, reading a whole request, and
 // waiting idle between requests. Zero fields take DefaultTimeouts().
