@@ -2,6 +2,7 @@ package docs_test
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,7 +11,7 @@ import (
 	"testing"
 )
 
-// The docs test: every fenced block of README.md and docs/user/*.md says its language, and every
+// The docs test: every fenced block of README.md and docs/**/*.md says its language, and every
 // shell block (sh, bash, shell, console) either runs as written (TestDocCommandsRun) or says
 // why it cannot, with an annotation on the line right before it:
 //
@@ -74,13 +75,21 @@ func parseNote(s string) (map[string]string, error) {
 func docFiles(t *testing.T, root string) []string {
 	t.Helper()
 	files := []string{"README.md"}
-	matches, err := filepath.Glob(filepath.Join(root, "docs", "user", "*.md"))
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			rel, _ := filepath.Rel(root, path)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, m := range matches {
-		rel, _ := filepath.Rel(root, m)
-		files = append(files, filepath.ToSlash(rel))
 	}
 	sort.Strings(files[1:])
 	return files
@@ -172,8 +181,10 @@ func TestDocBlocksClassified(t *testing.T) {
 				t.Errorf("%s: %s", b, b.badNote)
 			case !shellLangs[b.lang] && (b.skip != "" || b.background):
 				t.Errorf("%s: a docs-test annotation on a block that is not commands", b)
-			case b.lang == "console" && !strings.Contains(b.text, "$ "):
+			case b.lang == "console" && !strings.HasPrefix(b.text, "$ ") && !strings.Contains(b.text, "\n$ "):
 				t.Errorf("%s: a console transcript without a \"$ \" prompt line", b)
+			case b.lang != "console" && shellLangs[b.lang] && (strings.HasPrefix(b.text, "$ ") || strings.Contains(b.text, "\n$ ")):
+				t.Errorf("%s: a transcript (\"$ \" prompts): make it ```console, whose prompt lines run and whose output is checked", b)
 			}
 			if b.runnable() {
 				runnable++
