@@ -269,6 +269,16 @@ func TestDocCommandsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What the documents tell readers they need.
+	var missing []string
+	for _, tool := range []string{"bash", "curl", "jq", "openssl", "kubectl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("the documents' commands need %s on PATH", strings.Join(missing, ", "))
+	}
 	bin, shim := binaries(t, root)
 	for _, f := range docFiles(t, root) {
 		blocks, err := parseDoc(root, f)
