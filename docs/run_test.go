@@ -335,6 +335,9 @@ func runScript(t *testing.T, s *docScript, work string, env []string) {
 		t.Fatalf("the script did not run to its end:\n%s", tail(string(log), 60))
 	}
 	t.Logf("ran in %s", time.Since(start).Round(time.Second))
+	if testing.Verbose() {
+		t.Logf("output:\n%s", tail(string(log), 200))
+	}
 }
 
 // stopGroup ends what the script left running: SIGTERM, then SIGKILL after a grace period.
