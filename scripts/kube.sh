@@ -12,6 +12,8 @@
 #                                          (killed, timed out)
 #   scripts/kube.sh stop <dir>             stop both (and the reaper), remove <dir>
 #   scripts/kube.sh reap <dir> <pid>       wait until <pid> exits, then "stop <dir>"
+#   scripts/kube.sh kubectl                build kubectl of the same release into the
+#                                          cache (skipped if already there); prints its path
 #
 # The binary is built from tools/kube-apiserver (a separate Go module) into
 #   ${KEB_CACHE_DIR:-$HOME/.cache/keb}/bin/kube-apiserver-v1.34.2
@@ -83,6 +85,40 @@ cmd_build() {
 	exec 8>&-
 	log "built kube-apiserver in $((SECONDS - start))s"
 	echo "$APISERVER_BIN"
+}
+
+# -------------------------------------------------------------- kubectl ----
+
+# The documents' commands use kubectl; a machine without one gets it built from the same
+# Kubernetes release as the API server, into the cache, and its path printed.
+cmd_kubectl() {
+	local dir=$BIN_DIR/kubectl-$K8S_VERSION bin
+	bin=$dir/kubectl
+	if [[ -x $bin ]]; then
+		echo "$bin"
+		return 0
+	fi
+	command -v go >/dev/null 2>&1 || die "go not found (needed to build kubectl)"
+	mkdir -p "$dir"
+	exec 8>"$BIN_DIR/.kubectl.lock"
+	flock 8
+	if [[ -x $bin ]]; then
+		exec 8>&-
+		echo "$bin"
+		return 0
+	fi
+	log "building kubectl $K8S_VERSION into $bin"
+	local tmp=$bin.tmp.$$ pkg=k8s.io/component-base/version
+	local ldflags="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=34 -X $pkg.gitTreeState=clean"
+	if ! (cd "$ROOT/tools/kube-apiserver" &&
+		GOWORK=off GOFLAGS= CGO_ENABLED=0 go build -mod=readonly -buildvcs=false \
+			-ldflags "$ldflags" -o "$tmp" k8s.io/kubernetes/cmd/kubectl >&2); then
+		rm -f "$tmp"
+		die "building kubectl failed"
+	fi
+	mv -f "$tmp" "$bin"
+	exec 8>&-
+	echo "$bin"
 }
 
 # ---------------------------------------------------------------- start ----
@@ -405,6 +441,7 @@ cmd_reap() {
 
 case "${1:-}" in
 build) shift; cmd_build "$@" ;;
+kubectl) shift; cmd_kubectl "$@" ;;
 start) shift; cmd_start "$@" ;;
 stop) shift; cmd_stop "$@" ;;
 reap) shift; cmd_reap "$@" ;;

@@ -20,6 +20,23 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Build first (minutes on a cold cache) so that no directory or process is
 # left over if it fails.
 bash "$here/kube.sh" build >/dev/null
+# The documents' commands (docs test) talk to the server with kubectl and read JSON with jq.
+if ! command -v kubectl >/dev/null 2>&1; then
+	PATH="$(dirname "$(bash "$here/kube.sh" kubectl)"):$PATH"
+	export PATH
+fi
+for tool in jq curl openssl; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		[[ $EUID -eq 0 ]] && command -v apt-get >/dev/null 2>&1 || { echo "with-kube.sh: $tool not found; install it" >&2; exit 1; }
+		(
+			flock 9
+			command -v "$tool" >/dev/null 2>&1 || {
+				DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+				DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$tool" >&2
+			}
+		) 9>/tmp/keb-tools-install.lock
+	fi
+done
 
 dir=$(mktemp -d /tmp/keb-kube.XXXXXX)
 
