@@ -71,7 +71,7 @@ func TestCircuitHoldSetsTheNextTry(t *testing.T) {
 	assert.Equal(t, t0.Add(3*time.Minute), *got.DueAt)
 	evs = h.events(op.ID)
 	last := evs[len(evs)-1]
-	assert.Equal(t, "no further try: gives up at 2026-01-01T12:03:00Z (in 2m32s): EDP not called (refusal 3)", last.Message)
+	assert.Equal(t, "no further try: gives up at 2026-01-01T12:03:00Z (in 2m32s; circuit to EDP open past then): EDP not called (refusal 3)", last.Message)
 	h.clock.Advance(got.DueAt.Sub(h.clock.Now()))
 	require.Equal(t, 1, h.runDue())
 	got, _ = h.get(op.ID)

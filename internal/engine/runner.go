@@ -551,7 +551,11 @@ func (r *run[T]) firstLimit(st Stage[T], sd StepDef[T]) time.Time {
 func nextTry(now, due, givesUp time.Time, held string) string {
 	if !givesUp.IsZero() && !due.Before(givesUp) {
 		// The run at the limit is the verdict, not another try.
-		return fmt.Sprintf("no further try: gives up at %s (in %s)", stamp(givesUp), roughly(givesUp.Sub(now)))
+		in := roughly(givesUp.Sub(now))
+		if held != "" {
+			in += "; " + held + " past then"
+		}
+		return fmt.Sprintf("no further try: gives up at %s (in %s)", stamp(givesUp), in)
 	}
 	in := roughly(due.Sub(now))
 	if held != "" {
