@@ -139,7 +139,7 @@ func TestRetryOperationKeepsItsDeadlineAcrossRestarts(t *testing.T) {
 	assert.Equal(t, "AVS_Create_Internal_Eval_Step", ev[len(ev)-1].Step)
 	assert.Equal(t, got.LastError, ev[len(ev)-1].Message)
 	assert.Equal(t, storage.EventRetrying, ev[len(ev)-2].Type)
-	assert.Equal(t, "retrying in 1m0s: AVS unavailable", ev[len(ev)-2].Message)
+	assert.Equal(t, "next try at 2026-01-01T12:01:00Z (in 1m0s), gives up at 2026-01-01T12:05:00Z: AVS unavailable", ev[len(ev)-2].Message)
 	assert.Equal(t, time.Minute, ev[len(ev)-2].Wait)
 }
 

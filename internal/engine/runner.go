@@ -404,22 +404,24 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 		if out.failing {
 			r.warnSlow(now, name)
 		}
+		held := ""
 		if out.failing {
 			// A circuit that holds the system's calls makes every run before it opens fail at
 			// once: the next run is when it lets a probe through.
-			if until, _ := hold.Until(); until.After(now.Add(wait)) {
-				wait = until.Sub(now)
+			if until, why := hold.Until(); until.After(now.Add(wait)) {
+				wait, held = until.Sub(now), why
 			}
 		}
 		due := r.capDue(now.Add(wait), st, sd)
 		// The event tells when the step really runs again (a limit may come first).
 		wait = due.Sub(now)
-		r.markStep(name, func(sp *storage.StepProgress) { sp.Due = due })
+		givesUp := r.firstLimit(st, sd)
+		r.markStep(name, func(sp *storage.StepProgress) { sp.Due, sp.GivesUpAt = due, givesUp })
 		// One event per change of what the step waits for: a poll that finds the same as the
 		// last one only counts as an attempt in the step's progress.
 		if waitingFor := withCause("retrying", r.op.LastError); r.op.Progress.Steps[name].LastWait != waitingFor {
 			r.markStep(name, func(sp *storage.StepProgress) { sp.LastWait = waitingFor })
-			r.event(now, name, storage.EventRetrying, withCause("retrying in "+wait.String(), r.op.LastError), took, wait)
+			r.event(now, name, storage.EventRetrying, withCause(nextTry(now, due, givesUp, held), r.op.LastError), took, wait)
 		}
 		key := out.signalKey
 		if out.failing {
@@ -535,6 +537,56 @@ func (r *run[T]) adopt(out Operation[T]) {
 	r.op.Description = out.Description
 	r.op.LastError = out.LastError
 	r.op.Progress.ExecutedButNotCompleted = out.Progress.ExecutedButNotCompleted
+}
+
+// firstLimit is the earliest of the step's limits: when it stops being retried.
+func (r *run[T]) firstLimit(st Stage[T], sd StepDef[T]) time.Time {
+	var first time.Time
+	ls := r.limits(st, sd)
+	for _, l := range ls.all() {
+		if first.IsZero() || l.at.Before(first) {
+			first = l.at
+		}
+	}
+	return first
+}
+
+// nextTry says when a retrying step runs again (due, from now) and when it gives up: the real
+// times, a circuit's hold (held, its reason) and the limits included, not the step's interval.
+func nextTry(now, due, givesUp time.Time, held string) string {
+	if !givesUp.IsZero() && !due.Before(givesUp) {
+		// The run at the limit is the verdict, not another try.
+		in := roughly(givesUp.Sub(now))
+		if held != "" {
+			in += "; " + held + " past then"
+		}
+		return fmt.Sprintf("no further try: gives up at %s (in %s)", stamp(givesUp), in)
+	}
+	in := roughly(due.Sub(now))
+	if held != "" {
+		in += "; " + held + " until then"
+	}
+	msg := fmt.Sprintf("next try at %s (in %s)", stamp(due), in)
+	if !givesUp.IsZero() {
+		msg += ", gives up at " + stamp(givesUp)
+	}
+	return msg
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// roughly is d as an operator reads it: whole seconds from 10 s, tenths below, milliseconds
+// under a second.
+func roughly(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(time.Second).String()
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.String()
 }
 
 // capDue schedules no run past one of the step's limits, so a limit fires on time.

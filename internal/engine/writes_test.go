@@ -227,9 +227,9 @@ func TestWaitEventsOnlyWhenTheMessageChanges(t *testing.T) {
 		msgs = append(msgs, fmt.Sprintf("%s %s", e.Type, e.Message))
 	}
 	assert.Equal(t, []string{
-		"retrying retrying in 1s",
-		"retrying retrying in 1s: cluster is creating",
-		"retrying retrying in 1s",
+		"retrying next try at 2026-01-01T12:00:01Z (in 1s), gives up at 2026-01-01T13:00:00Z",
+		"retrying next try at 2026-01-01T12:00:03Z (in 1s), gives up at 2026-01-01T13:00:00Z: cluster is creating",
+		"retrying next try at 2026-01-01T12:00:06Z (in 1s), gives up at 2026-01-01T13:00:00Z",
 		"succeeded ",
 	}, msgs)
 	// Every wait is written (6), and the end.

@@ -267,7 +267,13 @@ func (h *Handler) annotate(ctx context.Context, evs []runtime.Event) error {
 			}
 			steps := map[string]*time.Time{}
 			for name, sp := range op.Progress.Steps {
-				if !sp.Done && sp.RetryUntil != nil {
+				switch {
+				case sp.Done:
+				case !sp.GivesUpAt.IsZero():
+					// The first of the step's limits, as of its last retry (the engine's).
+					steps[name] = ptr(sp.GivesUpAt)
+				case sp.RetryUntil != nil:
+					// Progress written before GivesUpAt was recorded.
 					steps[name] = sp.RetryUntil
 				}
 			}

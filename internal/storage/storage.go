@@ -197,6 +197,10 @@ type StepProgress struct {
 	// the step's and its stage's time limits are moved by it. Delays under a second are normal
 	// dispatch and not counted.
 	Late time.Duration `json:"late,omitempty"`
+	// GivesUpAt is, as of the step's last retry, the first of its limits (operation deadline,
+	// stage and step limits, end of its retry window): when it stops being retried. Events
+	// report it (gives_up_at).
+	GivesUpAt time.Time `json:"gives_up_at,omitzero"`
 }
 
 // CurrentStep is the step an unfinished operation was last running: of the steps started and

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +68,46 @@ const (
 // write prints the table; with a width, the widest columns are cut (ending in "…") until the
 // rows fit.
 func (t table) write(w io.Writer, width int) {
+	widths := t.layout(width)
+	writeRow(w, widths, t.header)
+	for _, r := range t.rows {
+		writeRow(w, widths, r)
+	}
+}
+
+// tableStream prints a table whose rows come later (kcp events --follow): the columns keep the
+// widths of the first rows; a longer cell is cut.
+type tableStream struct {
+	w      io.Writer
+	widths []int
+}
+
+// newTableStream prints first (its header and rows) and returns the stream for later rows;
+// typical is a row as wide as later rows usually are (first may have none), for the layout only.
+func newTableStream(w io.Writer, first table, width int, typical []string) *tableStream {
+	sized := first
+	sized.rows = append(slices.Clone(first.rows), typical)
+	widths := sized.layout(width)
+	// The last column (a message) takes what the others leave, all of it without a width.
+	last := len(widths) - 1
+	widths[last] = math.MaxInt
+	if width > 0 {
+		widths[last] = max(minWidth, width-total(widths[:last])-colGap)
+	}
+	writeRow(w, widths, first.header)
+	s := &tableStream{w: w, widths: widths}
+	s.rows(first.rows)
+	return s
+}
+
+func (s *tableStream) rows(rows [][]string) {
+	for _, r := range rows {
+		writeRow(s.w, s.widths, r)
+	}
+}
+
+// layout is the width of each column: the widest cell, cut down until the rows fit width.
+func (t table) layout(width int) []int {
 	widths := make([]int, len(t.header))
 	for i, h := range t.header {
 		widths[i] = utf8.RuneCountInString(h)
@@ -111,21 +153,19 @@ func (t table) write(w io.Writer, width int) {
 			}
 		}
 	}
-	line := func(cells []string) {
-		var b strings.Builder
-		for i, c := range cells {
-			c = cut(c, widths[i])
-			b.WriteString(c)
-			if i < len(cells)-1 {
-				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+colGap))
-			}
+	return widths
+}
+
+func writeRow(w io.Writer, widths []int, cells []string) {
+	var b strings.Builder
+	for i, c := range cells {
+		c = cut(c, widths[i])
+		b.WriteString(c)
+		if i < len(cells)-1 {
+			b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c)+colGap))
 		}
-		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
-	line(t.header)
-	for _, r := range t.rows {
-		line(r)
-	}
+	fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 }
 
 func total(widths []int) int {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"net/url"
 	"strconv"
 
@@ -62,9 +63,19 @@ func (a *app) runtimesCmd() *cobra.Command {
 				out.Data = []runtime.DTO{}
 			}
 			return a.print(out, func() table {
-				t := table{header: []string{"GLOBAL ACCOUNT", "SUBACCOUNT", "INSTANCE ID", "RUNTIME ID", "PLAN", "REGION", "STATE", "CREATED"}}
+				t := table{header: []string{"GLOBAL ACCOUNT", "SUBACCOUNT", "INSTANCE ID", "RUNTIME ID", "PLAN", "REGION", "STATE", "CREATED", "STEP", "REASON"}}
+				busy := false
 				for _, r := range out.Data {
-					t.add(r.GlobalAccountID, r.SubAccountID, r.InstanceID, r.RuntimeID, r.ServicePlanName, r.ProviderRegion, r.Status.State, ts(r.Status.CreatedAt))
+					step, reason := stepAndReason(r.Status)
+					busy = busy || step != "" || reason != ""
+					t.add(r.GlobalAccountID, r.SubAccountID, r.InstanceID, r.RuntimeID, r.ServicePlanName, r.ProviderRegion, r.Status.State, ts(r.Status.CreatedAt), step, reason)
+				}
+				if !busy {
+					// Nothing under way or failed: the two empty columns would only narrow the others.
+					t.header = t.header[:8]
+					for i := range t.rows {
+						t.rows[i] = t.rows[i][:8]
+					}
 				}
 				return t
 			})
@@ -87,4 +98,31 @@ func (a *app) runtimesCmd() *cobra.Command {
 	f.IntVar(&pageSize, "page-size", 100, "runtimes per page (at most 1000)")
 	f.BoolVar(&all, "all", false, "read every page from --page on")
 	return cmd
+}
+
+// stepAndReason are what the runtime's newest operation is doing, when it is under way (its
+// stage, step and the step's runs so far), and why it failed, when it did.
+func stepAndReason(st runtime.Status) (step, reason string) {
+	var newest *runtime.Operation
+	for _, op := range []*runtime.Operation{st.Provisioning, st.Deprovisioning, st.Update, st.UpgradingKyma, st.UpgradingCluster, st.Suspension} {
+		if op != nil && (newest == nil || op.CreatedAt.After(newest.CreatedAt)) {
+			newest = op
+		}
+	}
+	if newest == nil {
+		return "", ""
+	}
+	if newest.CurrentStep != "" {
+		step = newest.Stage + "/" + newest.CurrentStep
+		if newest.Stage == "" {
+			step = newest.CurrentStep
+		}
+		if newest.CurrentStepAttempts > 1 {
+			step += fmt.Sprintf(" (run %d)", newest.CurrentStepAttempts)
+		}
+	}
+	if newest.State == "failed" {
+		reason = oneLine(newest.Description)
+	}
+	return step, reason
 }

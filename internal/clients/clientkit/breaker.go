@@ -83,6 +83,16 @@ func (b *Breaker) State() BreakerState {
 	return b.state
 }
 
+// openUntil reports whether the breaker is open and, if so, when it lets a probe through.
+func (b *Breaker) openUntil() (time.Time, bool) {
+	if b == nil {
+		return time.Time{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.retryAt, b.state == BreakerOpen && b.now().Before(b.retryAt)
+}
+
 // allow tells whether an attempt may go out; probe is true for the one attempt a half-open breaker
 // lets through, whose outcome the caller must record.
 func (b *Breaker) allow() (probe bool, err error) {

@@ -69,6 +69,11 @@ func retry(ctx context.Context, p Policy, b *Breaker, op string, attempt func(co
 	}
 	fail := func(e *Error) error {
 		e.Op, e.System = op, system
+		if until, open := b.openUntil(); open && e.Temporary {
+			// The breaker is open, maybe opened by this very call's failures: the engine runs
+			// the step again when it lets a probe through, not before.
+			retryhint.Defer(ctx, until, "circuit to "+system+" open")
+		}
 		return e
 	}
 	backoff := max(p.InitialBackoff, time.Millisecond)
@@ -80,10 +85,6 @@ func retry(ctx context.Context, p Policy, b *Breaker, op string, attempt func(co
 		if err != nil {
 			// Keep what this call learnt itself; else the failures that opened the breaker.
 			var oe *OpenError
-			if errors.As(err, &oe) {
-				// The engine runs the step again when the circuit lets a probe through, not before.
-				retryhint.Defer(ctx, oe.Until, "circuit to "+oe.System+" open")
-			}
 			if lastFailure != nil && errors.As(err, &oe) && oe.Last != lastFailure {
 				err = fmt.Errorf("%w (this call's last failure: %w)", err, lastFailure)
 			}

@@ -21,7 +21,7 @@ import (
 // top-level keys (a LIKE on "executed_but_not_completed" still finds it):
 //
 //	{"v":2,"t":BASE,"finished_stages":[...],"stage_started_at":{"stage":T},
-//	 "steps":{"name":[FIRST,ATTEMPTS,FLAGS,HEALTHY,RETRY_UNTIL,"last error","last wait",DUE,LATE]},
+//	 "steps":{"name":[FIRST,ATTEMPTS,FLAGS,HEALTHY,RETRY_UNTIL,"last error","last wait",DUE,LATE,GIVES_UP]},
 //	 "executed_but_not_completed":[...]}
 //
 // BASE is Unix nanoseconds; every time T is nanoseconds after BASE (null for a zero time); FLAGS
@@ -96,6 +96,8 @@ func appendStepV2(b []byte, sp storage.StepProgress, base int64) []byte {
 	// The rest only up to the last one set.
 	last := 0
 	switch {
+	case !sp.GivesUpAt.IsZero():
+		last = 10
 	case sp.Late != 0:
 		last = 9
 	case !sp.Due.IsZero():
@@ -130,6 +132,9 @@ func appendStepV2(b []byte, sp storage.StepProgress, base int64) []byte {
 	}
 	if last >= 9 {
 		b = strconv.AppendInt(append(b, ','), int64(sp.Late), 10)
+	}
+	if last >= 10 {
+		b = appendDelta(append(b, ','), sp.GivesUpAt, base)
 	}
 	return append(b, ']')
 }
@@ -170,6 +175,7 @@ func progressBase(p storage.Progress) (int64, bool) {
 		see(sp.FirstAttempt)
 		see(sp.LastHealthy)
 		see(sp.Due)
+		see(sp.GivesUpAt)
 		if sp.RetryUntil != nil {
 			if sp.RetryUntil.IsZero() {
 				return 0, false
@@ -326,8 +332,10 @@ func decodeStepV2(v gjson.Result, at func(gjson.Result) (time.Time, error)) (sto
 			var n int64
 			n, err = stepInt(f)
 			sp.Late = time.Duration(n)
+		case 9:
+			sp.GivesUpAt, err = at(f)
 		default:
-			err = errors.New("more than 9 fields")
+			err = errors.New("more than 10 fields")
 		}
 		if err != nil {
 			err = fmt.Errorf("field %d: %w", i, err)
@@ -447,6 +455,12 @@ func appendStepProgress(b []byte, sp storage.StepProgress) ([]byte, error) {
 	if sp.Late != 0 {
 		b = append(b, `,"late":`...)
 		b = strconv.AppendInt(b, int64(sp.Late), 10)
+	}
+	if !sp.GivesUpAt.IsZero() {
+		b = append(b, `,"gives_up_at":`...)
+		if b, err = appendTime(b, sp.GivesUpAt); err != nil {
+			return nil, err
+		}
 	}
 	return append(b, '}'), nil
 }

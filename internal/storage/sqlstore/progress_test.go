@@ -28,7 +28,7 @@ func TestAppendProgressIsEncodingJSON(t *testing.T) {
 			StageStartedAt: map[string]time.Time{"b": at, "a": at.In(zone), odd: {}},
 			Steps: map[string]storage.StepProgress{
 				"zeta":  {},
-				"alpha": {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, SlowWarned: true, Due: at.Add(2 * time.Minute), Late: 90 * time.Second},
+				"alpha": {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, SlowWarned: true, Due: at.Add(2 * time.Minute), Late: 90 * time.Second, GivesUpAt: at.Add(3 * time.Minute)},
 				odd:     {FirstAttempt: at, Attempts: -1, LastError: "plain"},
 			},
 			ExecutedButNotCompleted: []string{"alpha", ""},
@@ -107,14 +107,15 @@ func TestProgressRoundTrip(t *testing.T) {
 		FinishedStages: []string{"create_runtime", odd},
 		StageStartedAt: map[string]time.Time{"b": at, "a": at.In(zone), odd: {}},
 		Steps: map[string]storage.StepProgress{
-			"zeta":    {},
-			"alpha":   {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, SlowWarned: true, Due: at.Add(2 * time.Minute), Late: 90 * time.Second},
-			"waiting": {FirstAttempt: at, LastHealthy: at.Add(time.Hour), Attempts: 3},
-			"window":  {FirstAttempt: early, Attempts: 2, RetryUntil: &until},
-			"failing": {FirstAttempt: at, Attempts: 1, LastError: "plain"},
-			"late":    {FirstAttempt: at, Attempts: 4, Late: 3 * time.Second},
-			"due":     {FirstAttempt: at, Attempts: 2, Due: at.Add(time.Second)},
-			odd:       {FirstAttempt: at, Attempts: -1, LastWait: "retrying: x"},
+			"zeta":     {},
+			"alpha":    {FirstAttempt: at, LastHealthy: at.Add(time.Second), Attempts: 7, Done: true, Skipped: true, RetryUntil: &until, RetryWithoutFail: true, LastError: odd, LastWait: odd, SlowWarned: true, Due: at.Add(2 * time.Minute), Late: 90 * time.Second, GivesUpAt: at.Add(3 * time.Minute)},
+			"waiting":  {FirstAttempt: at, LastHealthy: at.Add(time.Hour), Attempts: 3},
+			"window":   {FirstAttempt: early, Attempts: 2, RetryUntil: &until},
+			"failing":  {FirstAttempt: at, Attempts: 1, LastError: "plain"},
+			"late":     {FirstAttempt: at, Attempts: 4, Late: 3 * time.Second},
+			"due":      {FirstAttempt: at, Attempts: 2, Due: at.Add(time.Second)},
+			"gives up": {FirstAttempt: at, Attempts: 2, GivesUpAt: at.Add(time.Hour)},
+			odd:        {FirstAttempt: at, Attempts: -1, LastWait: "retrying: x"},
 		},
 		ExecutedButNotCompleted: []string{"alpha", ""},
 	}
@@ -211,7 +212,7 @@ func TestProgressIsCompact(t *testing.T) {
 func TestProgressRefusesMalformedSteps(t *testing.T) {
 	for name, steps := range map[string]string{
 		"too few fields":      `{"s":[0,1]}`,
-		"too many fields":     `{"s":[0,1,0,null,null,"","",null,0,1]}`,
+		"too many fields":     `{"s":[0,1,0,null,null,"","",null,0,null,1]}`,
 		"late as a string":    `{"s":[0,1,0,null,null,"","",null,"1s"]}`,
 		"time as a string":    `{"s":["0",1,0]}`,
 		"attempts fractional": `{"s":[0,1.5,0]}`,
