@@ -2,9 +2,7 @@ package cli_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -43,39 +41,7 @@ func buildKcp(t *testing.T) string {
 	return filepath.Join(dir, "kcp")
 }
 
-type kcpProc struct {
-	cmd      *exec.Cmd
-	out, err *testenv.SyncBuffer
-	done     chan error
-}
-
-func (k kcpBin) start(args ...string) *kcpProc {
-	k.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	k.t.Cleanup(cancel)
-	p := &kcpProc{cmd: exec.CommandContext(ctx, k.bin, args...), out: &testenv.SyncBuffer{}, err: &testenv.SyncBuffer{}, done: make(chan error, 1)}
-	p.cmd.Env = append(os.Environ(), k.env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.err
-	require.NoError(k.t, p.cmd.Start())
-	go func() { p.done <- p.cmd.Wait() }()
-	return p
-}
-
-// exit waits for the process and returns its exit code.
-func (p *kcpProc) exit(t *testing.T, within time.Duration) int {
-	t.Helper()
-	select {
-	case err := <-p.done:
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode()
-		}
-		require.NoError(t, err)
-		return 0
-	case <-time.After(within):
-		t.Fatalf("kcp did not end within %s: %s", within, p.err.String())
-		return -1
-	}
-}
+func (k kcpBin) start(args ...string) *proc { return startKcp(k.t, k.bin, k.env, args...) }
 
 func (k kcpBin) run(args ...string) (stdout, stderr string, code int) {
 	k.t.Helper()

@@ -36,20 +36,26 @@ type proc struct {
 	done     chan error
 }
 
-func (e loginEnv) start(args ...string) *proc {
-	e.t.Helper()
+func (e loginEnv) start(args ...string) *proc { return startKcp(e.t, e.bin, e.env, args...) }
+
+// startKcp starts the built kcp with env added to this process's environment.
+func startKcp(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	e.t.Cleanup(cancel)
-	p := &proc{cmd: exec.CommandContext(ctx, e.bin, args...), out: &testenv.SyncBuffer{}, err: &testenv.SyncBuffer{}, done: make(chan error, 1)}
-	p.cmd.Env = append(os.Environ(), e.env...)
+	t.Cleanup(cancel)
+	p := &proc{cmd: exec.CommandContext(ctx, bin, args...), out: &testenv.SyncBuffer{}, err: &testenv.SyncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.err
-	require.NoError(e.t, p.cmd.Start())
+	require.NoError(t, p.cmd.Start())
 	go func() { p.done <- p.cmd.Wait() }()
 	return p
 }
 
 // wait returns the exit code.
-func (p *proc) wait(t *testing.T) int {
+func (p *proc) wait(t *testing.T) int { t.Helper(); return p.exit(t, time.Minute) }
+
+// exit waits for the process and returns its exit code.
+func (p *proc) exit(t *testing.T, within time.Duration) int {
 	t.Helper()
 	select {
 	case err := <-p.done:
@@ -58,8 +64,8 @@ func (p *proc) wait(t *testing.T) int {
 		}
 		require.NoError(t, err)
 		return 0
-	case <-time.After(time.Minute):
-		t.Fatalf("kcp did not end: %s", p.err.String())
+	case <-time.After(within):
+		t.Fatalf("kcp did not end within %s: %s", within, p.err.String())
 		return -1
 	}
 }
