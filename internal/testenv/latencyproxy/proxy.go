@@ -18,9 +18,11 @@ type Proxy struct {
 	target  string
 	ln      net.Listener
 	latency atomic.Int64
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   map[net.Conn]struct{}
+	// turns counts round trips: client chunks that follow an answer (or open a connection).
+	turns atomic.Int64
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
 }
 
 // Start listens on a loopback port and forwards to target (host:port) until the test ends.
@@ -39,6 +41,11 @@ func Start(t testing.TB, target string) *Proxy {
 
 // SetLatency sets the delay of every chunk from now on.
 func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// RoundTrips is how many round trips the clients have made since the proxy started: on each
+// connection, every chunk from the client that follows the server's answer (or is the first)
+// starts one, however the client's and server's writes are cut into chunks.
+func (p *Proxy) RoundTrips() int64 { return p.turns.Load() }
 
 // Close stops listening and ends every connection.
 func (p *Proxy) Close() {
@@ -75,20 +82,28 @@ func (p *Proxy) accept() {
 		}
 		p.track(in)
 		p.track(out)
+		// clientSpoke: the last chunk on this connection came from the client.
+		var clientSpoke atomic.Bool
 		p.wg.Add(2)
-		go p.pipe(out, in)
-		go p.pipe(in, out)
+		go p.pipe(out, in, func() {
+			if !clientSpoke.Swap(true) {
+				p.turns.Add(1)
+			}
+		})
+		go p.pipe(in, out, func() { clientSpoke.Store(false) })
 	}
 }
 
 // pipe copies from src to dst, each chunk after the latency, and closes both at the end.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// onChunk runs as each chunk is read.
+func (p *Proxy) pipe(dst, src net.Conn, onChunk func()) {
 	defer p.wg.Done()
 	defer func() { _ = dst.Close(); _ = src.Close() }()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			onChunk()
 			if d := time.Duration(p.latency.Load()); d > 0 {
 				time.Sleep(d)
 			}
