@@ -36,13 +36,16 @@ const (
 // another one under the same binding ID is 409.
 func (b *Broker) Bind(ctx context.Context, instanceID, bindingID string, details domain.BindDetails, _ bool) (domain.Binding, error) {
 	log := b.logFor(ctx, instanceID).WithField("binding_id", bindingID)
-	inst, err := b.liveInstance(ctx, instanceID)
-	if errors.Is(err, storage.ErrNotFound) {
+	// One read for the instance, the binding ID and the provisioning: on a slow database each
+	// round trip costs the request a full network delay.
+	read, err := b.store.Bindings().ReadForBind(ctx, instanceID, bindingID, instance.TypeProvision)
+	if errors.Is(err, storage.ErrNotFound) || (err == nil && read.Instance.DeletedAt != nil) {
 		return domain.Binding{}, apiresponses.ErrInstanceDoesNotExist
 	}
 	if err != nil {
 		return domain.Binding{}, internal(log, actionBind, err)
 	}
+	inst := read.Instance
 	if err := belongs(inst, details.ServiceID, details.PlanID); err != nil {
 		return domain.Binding{}, badRequest(actionBind, "%v", err)
 	}
@@ -54,16 +57,10 @@ func (b *Broker) Bind(ctx context.Context, instanceID, bindingID string, details
 	if err != nil {
 		return domain.Binding{}, internal(log, actionBind, err)
 	}
-	if existing, err := b.store.Bindings().GetBinding(ctx, instanceID, bindingID); err == nil {
-		return repeatedBind(existing, request)
-	} else if !errors.Is(err, storage.ErrNotFound) {
-		return domain.Binding{}, internal(log, actionBind, err)
+	if read.Binding != nil {
+		return repeatedBind(instanceID, *read.Binding, request)
 	}
-	prov, ok, err := b.latestOperation(ctx, instanceID, instance.TypeProvision)
-	if err != nil {
-		return domain.Binding{}, internal(log, actionBind, err)
-	}
-	if !ok || prov.State != storage.StateSucceeded || inst.RuntimeID == "" {
+	if read.LatestState != storage.StateSucceeded || inst.RuntimeID == "" {
 		return domain.Binding{}, unprocessable(actionBind, "instance %s is not provisioned yet", instanceID)
 	}
 	secrets, err := b.bindingCredentials(ctx, inst, bindingID, expiration)
@@ -80,10 +77,14 @@ func (b *Broker) Bind(ctx context.Context, instanceID, bindingID string, details
 	if errors.Is(err, storage.ErrAlreadyExists) {
 		// A concurrent request with this binding ID won: answer as a repeat of it.
 		existing, getErr := b.store.Bindings().GetBinding(ctx, instanceID, bindingID)
+		if errors.Is(getErr, storage.ErrNotFound) {
+			// Another instance's binding took the ID.
+			return domain.Binding{}, apiresponses.ErrBindingAlreadyExists
+		}
 		if getErr != nil {
 			return domain.Binding{}, internal(log, actionBind, getErr)
 		}
-		return repeatedBind(existing, request)
+		return repeatedBind(instanceID, existing, request)
 	}
 	if err != nil {
 		return domain.Binding{}, internal(log, actionBind, err)
@@ -93,8 +94,8 @@ func (b *Broker) Bind(ctx context.Context, instanceID, bindingID string, details
 
 // repeatedBind answers a bind request whose binding ID exists: 200 for the same request, 409 for
 // another (also when the binding ID belongs to another instance).
-func repeatedBind(existing storage.Binding, request []byte) (domain.Binding, error) {
-	if !sameJSON(existing.Request, request) {
+func repeatedBind(instanceID string, existing storage.Binding, request []byte) (domain.Binding, error) {
+	if existing.InstanceID != instanceID || !sameJSON(existing.Request, request) {
 		return domain.Binding{}, apiresponses.ErrBindingAlreadyExists
 	}
 	return domain.Binding{AlreadyExists: true, Credentials: credentials(existing)}, nil
@@ -133,6 +134,7 @@ func (b *Broker) bindingCredentials(ctx context.Context, inst storage.Instance, 
 	case apperr.CodeOf(err) != apperr.CodeNotSupported:
 		return nil, fmt.Errorf("creating credentials of runtime %s: %w", inst.RuntimeID, err)
 	}
+	// The configuration alone: the runtime's status would read its operations too.
 	rc, err := b.provisioner.RuntimeConfiguration(ctx, inst.GlobalAccountID, inst.RuntimeID)
 	if err != nil {
 		return nil, fmt.Errorf("reading runtime %s: %w", inst.RuntimeID, err)

@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// maxBindRoundTrips bounds the database round trips of a binding PUT (a new binding): each
-// one costs a full network delay on a slow database. The instance, the binding, the newest
-// provisioning, the runtime's row for its credentials and the binding's insert; one more is
-// allowed for a pool connection checked on the way.
-const maxBindRoundTrips = 7
+// maxBindRoundTrips bounds the database round trips of a binding PUT (a new binding): the
+// broker's one read and its insert, the provisioner's two reads of the runtime (4 measured);
+// each costs a full network delay on a slow database. One more is allowed for a pooled
+// connection checked on the way.
+const maxBindRoundTrips = 5
 
 // A binding PUT on PostgreSQL behind a TCP proxy that delays every packet: it makes at most
 // maxBindRoundTrips round trips to the database (counted by the proxy, not timed), and with

@@ -27,4 +27,20 @@ type Bindings interface {
 	GetBinding(ctx context.Context, instanceID, bindingID string) (Binding, error)
 	// DeleteBinding removes the binding of the instance; ErrNotFound when there was none.
 	DeleteBinding(ctx context.Context, instanceID, bindingID string) error
+	// ReadForBind is what a bind request reads, in one round trip: the instance (ErrNotFound
+	// when there is none, deleted or not), the binding bindingID whoever's instance it is, and
+	// the state of the instance's newest operation of opType. On a slow database every round
+	// trip costs the request a full network delay.
+	ReadForBind(ctx context.Context, instanceID, bindingID, opType string) (BindRead, error)
+}
+
+// BindRead is what Bindings.ReadForBind found.
+type BindRead struct {
+	Instance Instance
+	// Binding is the binding with the ID asked for, of this instance or another (nil when
+	// there is none).
+	Binding *Binding
+	// LatestState is the state of the instance's newest operation of the type asked for (""
+	// when it has none).
+	LatestState OperationState
 }

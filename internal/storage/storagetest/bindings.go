@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/stretchr/testify/assert"
@@ -59,4 +60,68 @@ func testBindings(t *testing.T, e *env) {
 	}
 	wg.Wait()
 	assert.Equal(t, 1, wins)
+}
+
+func testReadForBind(t *testing.T, e *env) {
+	const provision = "provision"
+	_, err := e.s.Bindings().ReadForBind(ctx, "i-none", "b-1", provision)
+	assert.ErrorIs(t, err, storage.ErrNotFound, "no instance")
+
+	in := newInstance("i-1")
+	in.Secrets = storage.Secrets{"token": "t"}
+	inst, err := e.s.Instances().InsertInstance(ctx, in)
+	require.NoError(t, err)
+	_, err = e.s.Instances().InsertInstance(ctx, newInstance("i-2"))
+	require.NoError(t, err)
+	got, err := e.s.Bindings().ReadForBind(ctx, "i-1", "b-1", provision)
+	require.NoError(t, err)
+	assert.Equal(t, inst, got.Instance, "the instance as GetInstance reads it")
+	assert.Nil(t, got.Binding)
+	assert.Empty(t, got.LatestState, "no operation of the type")
+
+	// The newest operation of the type counts, not an older one nor a newer one of another type.
+	t0 := now().Add(-time.Hour)
+	for i, op := range []storage.Operation{
+		newOp("op-old", "i-1", provision, storage.StateSucceeded, nil),
+		newOp("op-new", "i-1", provision, storage.StateFailed, nil),
+		newOp("op-other", "i-1", "update", storage.StateInProgress, nil),
+		newOp("op-2", "i-2", provision, storage.StateSucceeded, nil),
+	} {
+		op.CreatedAt = t0.Add(time.Duration(i) * time.Minute)
+		mustInsertOp(t, e.s, op)
+	}
+	got, err = e.s.Bindings().ReadForBind(ctx, "i-1", "b-1", provision)
+	require.NoError(t, err)
+	assert.Equal(t, storage.StateFailed, got.LatestState)
+	assert.Nil(t, got.Binding)
+
+	b, err := e.s.Bindings().InsertBinding(ctx, storage.Binding{
+		ID: "b-1", InstanceID: "i-2", Request: json.RawMessage(`{"plan_id":"p"}`),
+		Credentials: storage.Secrets{"kubeconfig": "kc"},
+	})
+	require.NoError(t, err)
+	for _, id := range []string{"i-1", "i-2"} {
+		got, err = e.s.Bindings().ReadForBind(ctx, id, "b-1", provision)
+		require.NoError(t, err)
+		require.NotNil(t, got.Binding, "the binding is found whoever's instance it is (%s)", id)
+		assert.Equal(t, id, got.Instance.InstanceID)
+		assert.Equal(t, b.ID, got.Binding.ID)
+		assert.Equal(t, "i-2", got.Binding.InstanceID)
+		assert.JSONEq(t, string(b.Request), string(got.Binding.Request))
+		assert.Equal(t, b.Credentials, got.Binding.Credentials)
+		assert.Equal(t, b.CreatedAt, got.Binding.CreatedAt)
+	}
+	assert.Equal(t, storage.StateSucceeded, got.LatestState, "i-2's own operation")
+
+	// A deprovisioned instance is read with its DeletedAt (the broker tells it apart), one
+	// removed is not found.
+	inst.DeletedAt = ptr(now())
+	_, err = e.s.Instances().UpdateInstance(ctx, inst)
+	require.NoError(t, err)
+	got, err = e.s.Bindings().ReadForBind(ctx, "i-1", "b-1", provision)
+	require.NoError(t, err)
+	assert.NotNil(t, got.Instance.DeletedAt)
+	require.NoError(t, e.s.Instances().DeleteInstance(ctx, "i-1"))
+	_, err = e.s.Bindings().ReadForBind(ctx, "i-1", "b-1", provision)
+	assert.ErrorIs(t, err, storage.ErrNotFound)
 }

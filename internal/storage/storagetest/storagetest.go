@@ -115,6 +115,7 @@ func Run(t *testing.T, newDB NewDatabase) {
 		{"StaticRelease", testStaticRelease},
 		{"StaticAllocateConcurrent", testStaticAllocateConcurrent},
 		{"Bindings", testBindings},
+		{"ReadForBind", testReadForBind},
 		{"Orchestrations", testOrchestrations},
 		{"OrchestrationWorkersConcurrent", testOrchestrationWorkersConcurrent},
 		{"OrchestrationSkipsDeprovisioned", testOrchestrationSkipsDeprovisioned},
