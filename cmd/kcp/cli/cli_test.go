@@ -124,11 +124,25 @@ func TestKcpEndToEnd(t *testing.T) {
 	k.json(&canceled, "orchestrations", "cancel", created.OrchestrationID)
 	assert.Equal(t, dto.CancelResponse{OrchestrationID: created.OrchestrationID, State: dto.Canceled, Canceled: 20}, canceled)
 
-	// A dry run lists what would be upgraded.
-	k.json(&created, "upgrade", "kyma", "--version", "2.23.0", "-t", "instance-id="+ids[0], "--dry-run")
-	k.json(&ops, "orchestrations", created.OrchestrationID, "operations")
+	// A dry run lists the runtimes it would upgrade, in the table and in JSON.
+	var dry struct {
+		OrchestrationID string                  `json:"orchestrationID"`
+		DryRun          bool                    `json:"dryRun"`
+		Runtimes        []dto.OperationResponse `json:"runtimes"`
+	}
+	k.json(&dry, "upgrade", "kyma", "--version", "2.23.0", "-t", "instance-id="+ids[0], "--dry-run")
+	require.True(t, dry.DryRun)
+	require.Len(t, dry.Runtimes, 1)
+	assert.Equal(t, ids[0], dry.Runtimes[0].InstanceID)
+	assert.NotEmpty(t, dry.Runtimes[0].RuntimeID)
+	k.json(&ops, "orchestrations", dry.OrchestrationID, "operations")
 	require.Len(t, ops.Data, 1)
 	assert.True(t, ops.Data[0].DryRun)
+	dryTable := k.ok("upgrade", "kyma", "--version", "2.23.0", "-t", "account=ga-1", "--dry-run")
+	assert.Contains(t, dryTable, "(dry run): 10 runtime(s) would be upgraded")
+	assert.Contains(t, dryTable, "RUNTIME ID")
+	assert.Len(t, strings.Split(strings.TrimSpace(dryTable), "\n"), 12, "a line, the header and one line per runtime")
+	assert.Contains(t, k.ok("upgrade", "kyma", "--version", "2.23.0", "-t", "instance-id="+ids[0], "--dry-run"), dry.Runtimes[0].RuntimeID)
 
 	// Clear errors.
 	_, errs, code = kcp{t: t, env: map[string]string{"KCP_URL": b.URL, "KCP_USERNAME": bt.Username, "KCP_PASSWORD": "wrong", "HOME": t.TempDir()}}.run("orchestrations")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -157,6 +158,9 @@ func (a *app) upgrade(ctx context.Context, path string, f upgradeFlags, set func
 	if err := a.client.getJSON(ctx, "POST", path, nil, p, &created); err != nil {
 		return err
 	}
+	if f.dryRun {
+		return a.printDryRun(ctx, created.OrchestrationID)
+	}
 	if !f.wait {
 		return a.print(created, func() table { return fields("orchestrationID", created.OrchestrationID) })
 	}
@@ -240,4 +244,38 @@ func progressBar(st dto.StatusResponse, width int) string {
 	b.WriteByte(']')
 	return fmt.Sprintf("%s %d/%d  succeeded %d  failed %d  in progress %d  pending %d  skipped %d  %s", b.String(), done, total,
 		s[dto.Succeeded], s[dto.Failed], s[dto.InProgress], s[dto.Pending]+s[dto.Retrying], s[dto.Skipped], st.State)
+}
+
+// dryRunResult is what `kcp upgrade ... --dry-run` prints: the runtimes the upgrade would touch.
+type dryRunResult struct {
+	OrchestrationID string                  `json:"orchestrationID"`
+	DryRun          bool                    `json:"dryRun"`
+	Runtimes        []dto.OperationResponse `json:"runtimes"`
+}
+
+// printDryRun lists every runtime a dry-run orchestration selected (all pages of its
+// operations), so that an operator sees what a real run would touch before starting it.
+func (a *app) printDryRun(ctx context.Context, id string) error {
+	out := dryRunResult{OrchestrationID: id, DryRun: true, Runtimes: []dto.OperationResponse{}}
+	for page := 1; ; page++ {
+		var list dto.OperationResponseList
+		q := url.Values{"page": {strconv.Itoa(page)}, "page_size": {"1000"}}
+		if err := a.client.getJSON(ctx, "GET", "/orchestrations/"+url.PathEscape(id)+"/operations", q, nil, &list); err != nil {
+			return fmt.Errorf("listing the runtimes of dry run %s: %w", id, err)
+		}
+		out.Runtimes = append(out.Runtimes, list.Data...)
+		if len(list.Data) == 0 || len(out.Runtimes) >= list.TotalCount {
+			break
+		}
+	}
+	if a.output == "table" {
+		fmt.Fprintf(a.io.Out, "orchestration %s (dry run): %d runtime(s) would be upgraded\n", id, len(out.Runtimes))
+	}
+	return a.print(out, func() table {
+		t := table{header: []string{"INSTANCE ID", "RUNTIME ID", "ACCOUNT", "SUBACCOUNT", "PLAN", "REGION"}}
+		for _, op := range out.Runtimes {
+			t.add(op.InstanceID, op.RuntimeID, op.GlobalAccountID, op.SubAccountID, op.ServicePlanName, op.Region)
+		}
+		return t
+	})
 }
