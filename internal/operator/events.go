@@ -88,6 +88,10 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if err := h.withRuntimes(r.Context(), &req.f); err != nil {
+		h.fail(w, err)
+		return
+	}
 	var raw []storage.Event
 	if req.feed && req.collapse {
 		raw, err = h.collapsedFeed(r.Context(), req)
@@ -118,6 +122,21 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, out)
+}
+
+// withRuntimes adds the runtimes of the named instances to the filter: a provisioner's
+// operation records its runtime as its instance, and an instance's events include them.
+func (h *Handler) withRuntimes(ctx context.Context, f *storage.EventFilter) error {
+	var runtimes []string
+	if err := h.instancesBy(ctx, f.InstanceIDs, func(f *storage.InstanceFilter, chunk []string) { f.InstanceIDs = chunk }, func(i storage.Instance) {
+		if i.RuntimeID != "" {
+			runtimes = append(runtimes, i.RuntimeID)
+		}
+	}); err != nil {
+		return err
+	}
+	f.InstanceIDs = uniq(append(f.InstanceIDs, runtimes...))
+	return nil
 }
 
 // allEvents reads the request's events: one page for a feed, else every event of the named

@@ -74,6 +74,14 @@ func TestEventsOfProvisionerOperationsNameTheirInstance(t *testing.T) {
 			assert.Equal(t, runtimeOf[inst], e.RuntimeID)
 			assert.Equal(t, "provisioner", e.Origin)
 		}
+		// The instance's own events include its runtime's provisioner events.
+		byInstance := getEvents(t, b, "?instance_ids="+inst)
+		found := false
+		for _, e := range byInstance {
+			assert.Equal(t, inst, e.InstanceID)
+			found = found || e.OperationID == opID
+		}
+		assert.True(t, found, "GET /events?instance_ids=%s includes the provisioner operation %s of its runtime", inst, opID)
 		// The link works: the instance named is one the runtimes list finds.
 		r := b.Get("/runtimes?instance_id=" + inst)
 		var p runtime.Page
