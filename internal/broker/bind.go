@@ -165,7 +165,7 @@ func bindRequest(d domain.BindDetails) ([]byte, error) {
 // stays, so that the platform's retry revokes it.
 func (b *Broker) Unbind(ctx context.Context, instanceID, bindingID string, details domain.UnbindDetails, _ bool) (domain.UnbindSpec, error) {
 	log := b.logFor(ctx, instanceID).WithField("binding_id", bindingID)
-	inst, err := b.liveInstance(ctx, instanceID)
+	inst, existing, err := b.instanceAndBinding(ctx, instanceID, bindingID)
 	if errors.Is(err, storage.ErrNotFound) {
 		return domain.UnbindSpec{}, apiresponses.ErrInstanceDoesNotExist
 	}
@@ -175,12 +175,8 @@ func (b *Broker) Unbind(ctx context.Context, instanceID, bindingID string, detai
 	if err := belongs(inst, details.ServiceID, details.PlanID); err != nil {
 		return domain.UnbindSpec{}, badRequest(actionBind, "%v", err)
 	}
-	existing, err := b.store.Bindings().GetBinding(ctx, instanceID, bindingID)
-	if errors.Is(err, storage.ErrNotFound) {
+	if existing == nil {
 		return domain.UnbindSpec{}, apiresponses.ErrBindingDoesNotExist
-	}
-	if err != nil {
-		return domain.UnbindSpec{}, internal(log, actionBind, err)
 	}
 	if account := existing.Credentials[secretAccount]; account != "" {
 		if _, err := b.provisioner.RevokeRuntimeCredentials(ctx, inst.GlobalAccountID, inst.RuntimeID, account); err != nil && apperr.CodeOf(err) != apperr.CodeNotFound {
@@ -200,27 +196,41 @@ func (b *Broker) Unbind(ctx context.Context, instanceID, bindingID string, detai
 // GetBinding returns a stored binding (the catalog says bindings_retrievable).
 func (b *Broker) GetBinding(ctx context.Context, instanceID, bindingID string, _ domain.FetchBindingDetails) (domain.GetBindingSpec, error) {
 	log := b.logFor(ctx, instanceID).WithField("binding_id", bindingID)
-	if _, err := b.liveInstance(ctx, instanceID); errors.Is(err, storage.ErrNotFound) {
-		return domain.GetBindingSpec{}, notFound(actionBind, "instance %s does not exist", instanceID)
-	} else if err != nil {
-		return domain.GetBindingSpec{}, internal(log, actionBind, err)
-	}
-	got, err := b.store.Bindings().GetBinding(ctx, instanceID, bindingID)
+	_, got, err := b.instanceAndBinding(ctx, instanceID, bindingID)
 	if errors.Is(err, storage.ErrNotFound) {
-		return domain.GetBindingSpec{}, notFound(actionBind, "binding %s does not exist", bindingID)
+		return domain.GetBindingSpec{}, notFound(actionBind, "instance %s does not exist", instanceID)
 	}
 	if err != nil {
 		return domain.GetBindingSpec{}, internal(log, actionBind, err)
+	}
+	if got == nil {
+		return domain.GetBindingSpec{}, notFound(actionBind, "binding %s does not exist", bindingID)
 	}
 	var req struct {
 		Parameters map[string]any `json:"parameters"`
 	}
 	_ = json.Unmarshal(got.Request, &req)
-	return domain.GetBindingSpec{Credentials: credentials(got), Parameters: req.Parameters}, nil
+	return domain.GetBindingSpec{Credentials: credentials(*got), Parameters: req.Parameters}, nil
 }
 
 func (b *Broker) LastBindingOperation(context.Context, string, string, domain.PollDetails) (domain.LastOperation, error) {
 	return domain.LastOperation{}, badRequest(actionBind, "bindings are synchronous")
+}
+
+// instanceAndBinding reads the live instance (ErrNotFound also when deprovisioned) and its
+// binding (nil when the instance has none by that ID) in one database round trip.
+func (b *Broker) instanceAndBinding(ctx context.Context, instanceID, bindingID string) (storage.Instance, *storage.Binding, error) {
+	read, err := b.store.Bindings().ReadForBind(ctx, instanceID, bindingID, instance.TypeProvision)
+	if err != nil {
+		return storage.Instance{}, nil, err
+	}
+	if read.Instance.DeletedAt != nil {
+		return storage.Instance{}, nil, storage.ErrNotFound
+	}
+	if read.Binding != nil && read.Binding.InstanceID != instanceID {
+		return read.Instance, nil, nil
+	}
+	return read.Instance, read.Binding, nil
 }
 
 // liveInstance is the instance, ErrNotFound also when it has been deprovisioned.

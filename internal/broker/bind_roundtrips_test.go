@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
@@ -31,12 +30,9 @@ func TestBindingPutRoundTrips(t *testing.T) {
 	id := newID()
 	worker.WaitSucceeded(id, worker.Provision(id, "rt-trips", "ga-trips"))
 
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	proxy := latencyproxy.Start(t, u.Host)
-	u.Host = proxy.Addr
+	proxy, proxied := latencyproxy.ForURL(t, dbURL)
 	const deadline = 10 * time.Second
-	b := bt.Start(t, bt.Options{DatabaseURL: u.String(), NoSandbox: true, NoEngine: true, RequestTimeout: deadline})
+	b := bt.Start(t, bt.Options{DatabaseURL: proxied, NoSandbox: true, NoEngine: true, RequestTimeout: deadline})
 	bind := map[string]any{"service_id": bt.ServiceID, "plan_id": bt.AWSPlanID}
 	path := func() string {
 		return "/v2/service_instances/" + id + "/service_bindings/" + newID() + "?accepts_incomplete=true"

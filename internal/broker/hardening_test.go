@@ -237,6 +237,13 @@ func TestBindingsFollowOSB(t *testing.T) {
 	assert.Equal(t, first, fetched)
 	requireStatus(t, http.StatusNotFound, b.Get("/v2/service_instances/"+id+"/service_bindings/"+newID()))
 	requireStatus(t, http.StatusNotFound, b.Get("/v2/service_instances/"+newID()+"/service_bindings/"+bindingID))
+	// The binding ID under another live instance is not that instance's binding.
+	other := newID()
+	b.WaitSucceeded(other, b.Provision(other, "rt-bindings-other", "ga-bindings"))
+	otherPath := "/v2/service_instances/" + other + "/service_bindings/" + bindingID
+	requireStatus(t, http.StatusNotFound, b.Get(otherPath))
+	requireStatus(t, http.StatusGone, b.Delete(otherPath+"?service_id="+bt.ServiceID+"&plan_id="+bt.AWSPlanID))
+	requireStatus(t, http.StatusOK, b.Get(path))
 
 	unbind := path + "?service_id=" + bt.ServiceID + "&plan_id=" + bt.AWSPlanID
 	requireStatus(t, http.StatusBadRequest, b.Delete(path+"?service_id="+bt.ServiceID+"&plan_id="+bt.GCPPlanID))

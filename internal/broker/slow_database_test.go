@@ -3,7 +3,6 @@ package broker_test
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
@@ -20,12 +19,9 @@ import (
 // are logged as server failures. Back at normal speed, the binding is created.
 func TestASlowDatabaseAnswers503BeforeTheClientGivesUp(t *testing.T) {
 	const deadline = 2 * time.Second
-	u, err := url.Parse(pgtest.NewDatabase(t))
-	require.NoError(t, err)
-	proxy := latencyproxy.Start(t, u.Host)
-	u.Host = proxy.Addr
+	proxy, proxied := latencyproxy.ForURL(t, pgtest.NewDatabase(t))
 	var log lockedBuffer
-	b := bt.Start(t, bt.Options{DatabaseURL: u.String(), NoSandbox: true, RequestTimeout: deadline, LogOutput: &log})
+	b := bt.Start(t, bt.Options{DatabaseURL: proxied, NoSandbox: true, RequestTimeout: deadline, LogOutput: &log})
 	id := newID()
 	b.WaitSucceeded(id, b.Provision(id, "rt-slow", "ga-slow"))
 

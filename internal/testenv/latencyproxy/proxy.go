@@ -6,6 +6,7 @@ package latencyproxy
 import (
 	"io"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,18 @@ func Start(t testing.TB, target string) *Proxy {
 	go p.accept()
 	t.Cleanup(p.Close)
 	return p
+}
+
+// ForURL starts a proxy to the host of a URL (a database's) and returns the URL through it.
+func ForURL(t testing.TB, raw string) (*Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("latency proxy: parsing the target URL: %v", err)
+	}
+	p := Start(t, u.Host)
+	u.Host = p.Addr
+	return p, u.String()
 }
 
 // SetLatency sets the delay of every chunk from now on.
