@@ -19,15 +19,10 @@ func OperatorGVR(module string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: module + ".kyma-project.io", Version: "v1alpha1", Resource: "samples"}
 }
 
-// InstallableFiles are a module a module manager can really install: its manifest carries the
-// CRD of its custom resource (OperatorGVR) and ConfigMaps in ns, one
-// of them named after the version (so an upgrade has something to prune); the default CR is a
-// Sample in ns. name must be a lifecycle-manager module name.
-func InstallableFiles(name, version, channel, ns string) map[string]string {
-	group := OperatorGVR(name).Group
-	return map[string]string{
-		"module-config.yaml": fmt.Sprintf("name: kyma-project.io/module/%s\nversion: %s\nchannel: %s\nmanifest: manifest.yaml\ndefaultCR: default.yaml\n", name, version, channel),
-		"manifest.yaml": `apiVersion: apiextensions.k8s.io/v1
+// SampleCRD is the CRD of a test module's custom resource (OperatorGVR), as YAML.
+func SampleCRD(module string) string {
+	group := OperatorGVR(module).Group
+	return `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: samples.` + group + `
@@ -43,7 +38,18 @@ spec:
       openAPIV3Schema:
         type: object
         x-kubernetes-preserve-unknown-fields: true
----
+`
+}
+
+// InstallableFiles are a module a module manager can really install: its manifest carries the
+// CRD of its custom resource (OperatorGVR) and ConfigMaps in ns, one
+// of them named after the version (so an upgrade has something to prune); the default CR is a
+// Sample in ns. name must be a lifecycle-manager module name.
+func InstallableFiles(name, version, channel, ns string) map[string]string {
+	group := OperatorGVR(name).Group
+	return map[string]string{
+		"module-config.yaml": fmt.Sprintf("name: kyma-project.io/module/%s\nversion: %s\nchannel: %s\nmanifest: manifest.yaml\ndefaultCR: default.yaml\n", name, version, channel),
+		"manifest.yaml": SampleCRD(name) + `---
 apiVersion: v1
 kind: ConfigMap
 metadata:

@@ -67,24 +67,7 @@ func installHostedCRD(t *testing.T) {
 	t.Helper()
 	group := moduletest.OperatorGVR(hostedModule).Group
 	dir := t.TempDir()
-	crd := `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: samples.` + group + `
-spec:
-  group: ` + group + `
-  names: {kind: Sample, listKind: SampleList, plural: samples, singular: sample}
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-`
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "crd.yaml"), []byte(crd), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "crd.yaml"), []byte(moduletest.SampleCRD(hostedModule)), 0o600))
 	require.NoError(t, kubetest.InstallCRDs(kubetest.RESTConfig(t), dir, time.Minute))
 	t.Cleanup(func() {
 		_ = kubetest.Dynamic(t).Resource(kubetest.CRDGVR).Delete(context.Background(), "samples."+group, metav1.DeleteOptions{})
