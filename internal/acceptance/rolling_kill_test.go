@@ -1,0 +1,192 @@
+package acceptance
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
+	"github.com/kyma-project/kyma-environment-broker/internal/storage"
+	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
+)
+
+const (
+	// rollingBound is issue 40's goal: every operation a killed replica held moves again
+	// within 5 s of the kill when the replica is started again at once.
+	rollingBound = 5 * time.Second
+	// rollingLatency slows every system while the replicas are killed: operations stay in a
+	// step calling out for seconds, so a kill always finds some in flight.
+	rollingLatency = 400 * time.Millisecond
+	// rollingBatch is how many provisionings each kill's victim is sent just before.
+	rollingBatch = 8
+)
+
+// Three replicas on one PostgreSQL database share one sandbox served by the test. In turn, each
+// is sent a batch of provisionings and, while its rows show it holding some of them (every
+// system slowed, so they are mid-call), killed with SIGKILL and started again at once with the
+// same environment (the default owner, host@listen address, so the restart reclaims its
+// leases). For every operation the dead process held, the time from the kill to the row's next
+// write by any replica (a claim or a step's save: its version) is measured and reported per
+// kill; the slowest must stay within rollingBound of the kill. A fourth kill is not followed
+// by a restart until the survivors took its operations over: that figure is bounded by the
+// lease (APP_ENGINE_LEASE_DURATION, default) and reported. In the end every provisioning has
+// succeeded and every system holds exactly one object per runtime.
+func TestRollingKill9OnThreeReplicas(t *testing.T) {
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	sb, err := standins.Listen(context.Background(), standins.Options{Log: log, Seed: 41}, "127.0.0.1:0", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = sb.Shutdown(ctx)
+	})
+	slow := func(d time.Duration) {
+		for _, sys := range allSystems {
+			require.NoError(t, sb.Sandbox.SetFaults(sys, sandbox.Faults{Latency: d}))
+		}
+	}
+	db := pgtest.NewDatabase(t)
+	replicas := make([]*brokerProcess, 3)
+	for i := range replicas {
+		replicas[i] = onPostgres(t, db, "APP_SANDBOX_URL="+sb.URL)
+		replicas[i].start()
+	}
+	store := replicas[0].openStore()
+	defer store.Close()
+
+	slow(rollingLatency)
+	var ids, ops []string
+	var slowest time.Duration
+	for k := range len(replicas) {
+		victim := replicas[k]
+		bi, bo := provisionMany(t, victim.client(), rollingBatch, fmt.Sprintf("roll%d", k))
+		ids, ops = append(ids, bi...), append(ops, bo...)
+		delays := killAndMeasure(t, store, victim, true)
+		slowest = max(slowest, reportRecovery(t, fmt.Sprintf("kill %d (replica %d, restarted at once)", k+1, k), delays))
+	}
+	t.Logf("rolling kills: the slowest held operation moved again %s after its replica's kill (goal %s)",
+		slowest.Round(time.Millisecond), rollingBound)
+	assert.LessOrEqual(t, slowest, rollingBound, "operations a killed replica held must move again within %s when it restarts", rollingBound)
+
+	// A replica that does not come back: the others take its operations when their leases expire.
+	victim := replicas[0]
+	bi, bo := provisionMany(t, victim.client(), rollingBatch, "gone")
+	ids, ops = append(ids, bi...), append(ops, bo...)
+	delays := killAndMeasure(t, store, victim, false)
+	gone := reportRecovery(t, "kill 4 (replica 0, not restarted until taken over)", delays)
+	assert.LessOrEqual(t, gone, 30*time.Second+rollingBound, "the survivors must take a dead replica's operations within its lease")
+	victim.start()
+
+	slow(0)
+	waitAll(t, replicas[1].client(), ids, ops, 3*time.Minute)
+	inv, _ := withoutAVSKillWindow(t, readInventory(t, sb.URL), len(ids))
+	assertOnePerRuntime(t, inv, len(ids))
+}
+
+// ownerOf is a replica's default engine owner: the host name and its listen address.
+func ownerOf(t *testing.T, c *brokerProcess) string {
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	return host + "@" + strings.TrimPrefix(c.url, "http://")
+}
+
+// killAndMeasure waits until c's rows show it holding operations, kills it (SIGKILL) and, if
+// restart, starts it again at once; it returns, per operation the dead process held, the time
+// from the kill to the row's first write since (a claim or a save: its version moved; the
+// heartbeat and a restart's reclaim leave the version as it is).
+func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, restart bool) []time.Duration {
+	t.Helper()
+	owner := ownerOf(t, c)
+	heldBy := func() map[string]int64 {
+		held := map[string]int64{}
+		for _, op := range activeOperations(t, store) {
+			if op.LeaseOwner == owner || strings.HasPrefix(op.LeaseOwner, owner+"/") {
+				held[op.ID] = op.Version
+			}
+		}
+		return held
+	}
+	for deadline := time.Now().Add(time.Minute); len(heldBy()) < rollingBatch/2; time.Sleep(20 * time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "replica %s never held %d operations", owner, rollingBatch/2)
+	}
+	c.kill()
+	killed := time.Now()
+	// Read once the process is gone: no write of its can land after this.
+	held := heldBy()
+	require.NotEmpty(t, held, "the killed replica held no operation")
+
+	moved := make(chan map[string]time.Time, 1)
+	go func() { moved <- firstWrites(store, held, killed.Add(90*time.Second)) }()
+	if restart {
+		up := c.start()
+		t.Logf("replica %s killed holding %d operations; answering again %s after the kill", owner, len(held), up.Sub(killed).Round(time.Millisecond))
+	} else {
+		t.Logf("replica %s killed holding %d operations; not restarted", owner, len(held))
+	}
+	first := <-moved
+	var delays []time.Duration
+	for id := range held {
+		at, ok := first[id]
+		if !assert.True(t, ok, "operation %s held by the killed replica did not move within 90 s", id) {
+			continue
+		}
+		delays = append(delays, at.Sub(killed))
+	}
+	return delays
+}
+
+// firstWrites polls the rows of held (ID to version) until each has a newer version or the
+// deadline passes, and returns when each was first seen written.
+func firstWrites(store storage.Store, held map[string]int64, deadline time.Time) map[string]time.Time {
+	ids := make([]string, 0, len(held))
+	for id := range held {
+		ids = append(ids, id)
+	}
+	first := map[string]time.Time{}
+	for len(first) < len(held) && time.Now().Before(deadline) {
+		page, err := store.Operations().ListOperations(context.Background(), storage.OperationFilter{IDs: ids, Paging: storage.Paging{PageSize: len(ids)}})
+		seen := time.Now()
+		if err == nil {
+			for _, op := range page.Items {
+				if _, ok := first[op.ID]; !ok && op.Version != held[op.ID] {
+					first[op.ID] = seen
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return first
+}
+
+// reportRecovery logs the held operations' count and their min, median and max delay, and
+// returns the max.
+func reportRecovery(t *testing.T, what string, delays []time.Duration) time.Duration {
+	t.Helper()
+	if len(delays) == 0 {
+		return 0
+	}
+	median, slowest := spread(delays)
+	t.Logf("%s: %d held operations moved again after min %s, median %s, max %s", what, len(delays),
+		delays[0].Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond))
+	return slowest
+}
+
+// activeOperations lists the operations not ended, with their leases.
+func activeOperations(t *testing.T, store storage.Store) []storage.Operation {
+	t.Helper()
+	page, err := store.Operations().ListOperations(context.Background(), storage.OperationFilter{
+		States: []storage.OperationState{storage.StatePending, storage.StateInProgress},
+		Paging: storage.Paging{PageSize: 1000},
+	})
+	require.NoError(t, err)
+	return page.Items
+}
