@@ -101,9 +101,8 @@ func ownerOf(t *testing.T, c *brokerProcess) string {
 
 // killAndMeasure waits until c's rows show it holding operations, kills it (SIGKILL) and, if
 // restart, starts it again at once; it returns, per operation the dead process held, the time
-// from the kill to the row's first write since (a claim or a save: its version moved; the
-// heartbeat and a restart's reclaim leave the version as it is).
-func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, restart bool) []time.Duration {
+// from the kill to its claim by any replica and to its first step saved.
+func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, restart bool) recovery {
 	t.Helper()
 	owner := ownerOf(t, c)
 	heldBy := func() map[string]int64 {
@@ -124,59 +123,80 @@ func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, restart
 	held := heldBy()
 	require.NotEmpty(t, held, "the killed replica held no operation")
 
-	moved := make(chan map[string]time.Time, 1)
-	go func() { moved <- firstWrites(store, held, killed.Add(90*time.Second)) }()
+	moved := make(chan map[string]*moves, 1)
+	go func() { moved <- firstWrites(store, held, killed, killed.Add(90*time.Second)) }()
 	if restart {
 		up := c.start()
 		t.Logf("replica %s killed holding %d operations; answering again %s after the kill", owner, len(held), up.Sub(killed).Round(time.Millisecond))
 	} else {
 		t.Logf("replica %s killed holding %d operations; not restarted", owner, len(held))
 	}
-	first := <-moved
-	var delays []time.Duration
-	for id := range held {
-		at, ok := first[id]
-		if !assert.True(t, ok, "operation %s held by the killed replica did not move within 90 s", id) {
+	var r recovery
+	for id, m := range <-moved {
+		if !assert.False(t, m.claimed.IsZero(), "operation %s held by the killed replica was not claimed within 90 s", id) {
 			continue
 		}
-		delays = append(delays, at.Sub(killed))
+		r.claimed = append(r.claimed, m.claimed.Sub(killed))
+		if assert.False(t, m.saved.IsZero(), "operation %s held by the killed replica saved no step within 90 s", id) {
+			r.saved = append(r.saved, m.saved.Sub(killed))
+		}
 	}
-	return delays
+	return r
 }
 
-// firstWrites polls the rows of held (ID to version) until each has a newer version or the
-// deadline passes, and returns when each was first seen written.
-func firstWrites(store storage.Store, held map[string]int64, deadline time.Time) map[string]time.Time {
+// recovery is, per operation a killed replica held, the time from the kill to its claim and to
+// its first save.
+type recovery struct{ claimed, saved []time.Duration }
+
+// moves is when an operation was first seen moving again after a kill: claimed (its version
+// moved: a claim or a save; the heartbeat and a restart's reclaim leave it as it is) and saved
+// (a step's outcome written: updated_at past the kill; a claim leaves it as it is).
+type moves struct{ claimed, saved time.Time }
+
+// firstWrites polls the rows of held (ID to version) until each was saved since killed or the
+// deadline passes, and returns when each was first seen claimed and saved.
+func firstWrites(store storage.Store, held map[string]int64, killed, deadline time.Time) map[string]*moves {
 	ids := make([]string, 0, len(held))
+	out := map[string]*moves{}
 	for id := range held {
 		ids = append(ids, id)
+		out[id] = &moves{}
 	}
-	first := map[string]time.Time{}
-	for len(first) < len(held) && time.Now().Before(deadline) {
+	for left := len(ids); left > 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		page, err := store.Operations().ListOperations(context.Background(), storage.OperationFilter{IDs: ids, Paging: storage.Paging{PageSize: len(ids)}})
 		seen := time.Now()
-		if err == nil {
-			for _, op := range page.Items {
-				if _, ok := first[op.ID]; !ok && op.Version != held[op.ID] {
-					first[op.ID] = seen
-				}
+		if err != nil {
+			continue
+		}
+		for _, op := range page.Items {
+			m := out[op.ID]
+			if m.claimed.IsZero() && op.Version != held[op.ID] {
+				m.claimed = seen
+			}
+			if m.saved.IsZero() && op.UpdatedAt.After(killed) {
+				m.saved = seen
+				left--
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	return first
+	return out
 }
 
-// reportRecovery logs the held operations' count and their min, median and max delay, and
-// returns the max.
-func reportRecovery(t *testing.T, what string, delays []time.Duration) time.Duration {
+// reportRecovery logs the held operations' count and the min, median and max of their
+// recovery, and returns the slowest claim.
+func reportRecovery(t *testing.T, what string, r recovery) time.Duration {
 	t.Helper()
-	if len(delays) == 0 {
+	if len(r.claimed) == 0 {
 		return 0
 	}
-	median, slowest := spread(delays)
-	t.Logf("%s: %d held operations moved again after min %s, median %s, max %s", what, len(delays),
-		delays[0].Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond))
+	median, slowest := spread(r.claimed)
+	line := fmt.Sprintf("%s: %d held operations claimed again after min %s, median %s, max %s", what, len(r.claimed),
+		r.claimed[0].Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond))
+	if len(r.saved) > 0 {
+		m, s := spread(r.saved)
+		line += fmt.Sprintf("; a step saved after min %s, median %s, max %s", r.saved[0].Round(time.Millisecond), m.Round(time.Millisecond), s.Round(time.Millisecond))
+	}
+	t.Log(line)
 	return slowest
 }
 
