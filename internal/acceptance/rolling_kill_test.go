@@ -112,11 +112,11 @@ func ownerOf(t *testing.T, c *brokerProcess) string {
 func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, want int, restart bool) recovery {
 	t.Helper()
 	owner := ownerOf(t, c)
-	heldBy := func() map[string]int64 {
-		held := map[string]int64{}
+	heldBy := func() map[string]storage.Operation {
+		held := map[string]storage.Operation{}
 		for _, op := range activeOperations(t, store) {
 			if op.LeaseOwner == owner || strings.HasPrefix(op.LeaseOwner, owner+"/") {
-				held[op.ID] = op.Version
+				held[op.ID] = op
 			}
 		}
 		return held
@@ -140,6 +140,7 @@ func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, want in
 		t.Logf("replica %s killed holding %d operations; not restarted", owner, len(held))
 	}
 	var r recovery
+	var slowSave time.Duration
 	for id, m := range <-moved {
 		if !assert.False(t, m.claimed.IsZero(), "operation %s held by the killed replica was not claimed within 90 s", id) {
 			continue
@@ -147,6 +148,12 @@ func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, want in
 		r.claimed = append(r.claimed, m.claimed.Sub(killed))
 		if assert.False(t, m.saved.IsZero(), "operation %s held by the killed replica saved no step within 90 s", id) {
 			r.saved = append(r.saved, m.saved.Sub(killed))
+			if d := m.saved.Sub(killed); d > slowSave {
+				slowSave = d
+				step, _ := held[id].Progress.CurrentStep()
+				r.slowest = fmt.Sprintf("%s %s, in %q at the kill, claimed after %s, saved after %s", held[id].Type, id, step,
+					m.claimed.Sub(killed).Round(time.Millisecond), d.Round(time.Millisecond))
+			}
 		}
 	}
 	return r
@@ -154,16 +161,20 @@ func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, want in
 
 // recovery is, per operation a killed replica held, the time from the kill to its claim and to
 // its first save.
-type recovery struct{ claimed, saved []time.Duration }
+type recovery struct {
+	claimed, saved []time.Duration
+	// slowest names the operation saved last, and its step at the kill.
+	slowest string
+}
 
 // moves is when an operation was first seen moving again after a kill: claimed (its version
 // moved: a claim or a save; the heartbeat and a restart's reclaim leave it as it is) and saved
 // (a step's outcome written: updated_at past the kill; a claim leaves it as it is).
 type moves struct{ claimed, saved time.Time }
 
-// firstWrites polls the rows of held (ID to version) until each was saved since killed or the
+// firstWrites polls the rows of held (by ID, as at the kill) until each was saved since killed or the
 // deadline passes, and returns when each was first seen claimed and saved.
-func firstWrites(store storage.Store, held map[string]int64, killed, deadline time.Time) map[string]*moves {
+func firstWrites(store storage.Store, held map[string]storage.Operation, killed, deadline time.Time) map[string]*moves {
 	ids := make([]string, 0, len(held))
 	out := map[string]*moves{}
 	for id := range held {
@@ -178,7 +189,7 @@ func firstWrites(store storage.Store, held map[string]int64, killed, deadline ti
 		}
 		for _, op := range page.Items {
 			m := out[op.ID]
-			if m.claimed.IsZero() && op.Version != held[op.ID] {
+			if m.claimed.IsZero() && op.Version != held[op.ID].Version {
 				m.claimed = seen
 			}
 			if m.saved.IsZero() && op.UpdatedAt.After(killed) {
@@ -202,7 +213,8 @@ func reportRecovery(t *testing.T, what string, r recovery) time.Duration {
 		r.claimed[0].Round(time.Millisecond), median.Round(time.Millisecond), slowest.Round(time.Millisecond))
 	if len(r.saved) > 0 {
 		m, s := spread(r.saved)
-		line += fmt.Sprintf("; a step saved after min %s, median %s, max %s", r.saved[0].Round(time.Millisecond), m.Round(time.Millisecond), s.Round(time.Millisecond))
+		line += fmt.Sprintf("; a step saved after min %s, median %s, max %s (%s)", r.saved[0].Round(time.Millisecond),
+			m.Round(time.Millisecond), s.Round(time.Millisecond), r.slowest)
 	}
 	t.Log(line)
 	return slowest
