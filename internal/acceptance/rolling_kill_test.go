@@ -72,24 +72,26 @@ func TestRollingKill9OnThreeReplicas(t *testing.T) {
 	}
 	slow(rollingLatency)
 	var ids, ops []string
-	var slowest time.Duration
+	var slowest, slowestSinceUp time.Duration
 	for k := range len(replicas) {
 		victim := replicas[k]
 		bi, bo := provisionMany(t, victim.client(), batch, fmt.Sprintf("roll%d", k))
 		ids, ops = append(ids, bi...), append(ops, bo...)
-		delays := killAndMeasure(t, store, victim, batch/2, true)
-		slowest = max(slowest, reportRecovery(t, fmt.Sprintf("kill %d (replica %d, restarted at once)", k+1, k), delays))
+		r := killAndMeasure(t, store, victim, batch/2, true)
+		claimed := reportRecovery(t, fmt.Sprintf("kill %d (replica %d, restarted at once)", k+1, k), r)
+		slowest, slowestSinceUp = max(slowest, claimed), max(slowestSinceUp, claimed-r.restart)
 	}
-	t.Logf("rolling kills: the slowest held operation moved again %s after its replica's kill (goal %s)",
-		slowest.Round(time.Millisecond), rollingBound)
-	assert.LessOrEqual(t, slowest, rollingBound, "operations a killed replica held must move again within %s when it restarts", rollingBound)
+	// The figure is from the kill; what the engine decides starts when the restarted process
+	// runs (its start alone takes seconds on a loaded machine), so the bound is asserted from there.
+	t.Logf("rolling kills: the slowest held operation was claimed again %s after its replica's kill, %s after the restarted replica answered (goal %s)",
+		slowest.Round(time.Millisecond), slowestSinceUp.Round(time.Millisecond), rollingBound)
+	assert.LessOrEqual(t, slowestSinceUp, rollingBound, "operations a killed replica held must move again within %s of its restart", rollingBound)
 
 	// A replica that does not come back: the others take its operations when their leases expire.
 	victim := replicas[0]
 	bi, bo := provisionMany(t, victim.client(), batch, "gone")
 	ids, ops = append(ids, bi...), append(ops, bo...)
-	delays := killAndMeasure(t, store, victim, batch/2, false)
-	gone := reportRecovery(t, "kill 4 (replica 0, not restarted until taken over)", delays)
+	gone := reportRecovery(t, "kill 4 (replica 0, not restarted until taken over)", killAndMeasure(t, store, victim, batch/2, false))
 	assert.LessOrEqual(t, gone, 30*time.Second+rollingBound, "the survivors must take a dead replica's operations within its lease")
 	victim.start()
 
@@ -133,13 +135,13 @@ func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, want in
 
 	moved := make(chan map[string]*moves, 1)
 	go func() { moved <- firstWrites(store, held, killed, killed.Add(90*time.Second)) }()
+	var r recovery
 	if restart {
-		up := c.start()
-		t.Logf("replica %s killed holding %d operations; answering again %s after the kill", owner, len(held), up.Sub(killed).Round(time.Millisecond))
+		r.restart = c.start().Sub(killed)
+		t.Logf("replica %s killed holding %d operations; answering again %s after the kill", owner, len(held), r.restart.Round(time.Millisecond))
 	} else {
 		t.Logf("replica %s killed holding %d operations; not restarted", owner, len(held))
 	}
-	var r recovery
 	var slowSave time.Duration
 	for id, m := range <-moved {
 		if !assert.False(t, m.claimed.IsZero(), "operation %s held by the killed replica was not claimed within 90 s", id) {
@@ -163,6 +165,8 @@ func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, want in
 // its first save.
 type recovery struct {
 	claimed, saved []time.Duration
+	// restart is from the kill to the restarted process answering /healthz (zero: none).
+	restart time.Duration
 	// slowest names the operation saved last, and its step at the kill.
 	slowest string
 }
