@@ -149,6 +149,10 @@ func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, want in
 			continue
 		}
 		r.claimed = append(r.claimed, m.claimed.Sub(killed))
+		if r.by == nil {
+			r.by = map[string]int{}
+		}
+		r.by[m.by]++
 		if assert.False(t, m.saved.IsZero(), "operation %s held by the killed replica saved no step within 90 s", id) {
 			r.saved = append(r.saved, m.saved.Sub(killed))
 			if d := m.saved.Sub(killed); d > slowSave {
@@ -170,12 +174,18 @@ type recovery struct {
 	restart time.Duration
 	// slowest names the operation saved last, and its step at the kill.
 	slowest string
+	// by counts the claims per claimant (empty: saved by the time it was seen, lease released).
+	by map[string]int
 }
 
 // moves is when an operation was first seen moving again after a kill: claimed (its version
 // moved: a claim or a save; the heartbeat and a restart's reclaim leave it as it is) and saved
 // (a step's outcome written: updated_at past the kill; a claim leaves it as it is).
-type moves struct{ claimed, saved time.Time }
+type moves struct {
+	claimed, saved time.Time
+	// by is the lease owner seen with the claim.
+	by string
+}
 
 // firstWrites polls the rows of held (by ID, as at the kill) until each was saved since killed or the
 // deadline passes, and returns when each was first seen claimed and saved.
@@ -195,7 +205,7 @@ func firstWrites(store storage.Store, held map[string]storage.Operation, killed,
 		for _, op := range page.Items {
 			m := out[op.ID]
 			if m.claimed.IsZero() && op.Version != held[op.ID].Version {
-				m.claimed = seen
+				m.claimed, m.by = seen, op.LeaseOwner
 			}
 			if m.saved.IsZero() && op.UpdatedAt.After(killed) {
 				m.saved = seen
@@ -221,7 +231,7 @@ func reportRecovery(t *testing.T, what string, r recovery) time.Duration {
 		line += fmt.Sprintf("; a step saved after min %s, median %s, max %s (%s)", r.saved[0].Round(time.Millisecond),
 			m.Round(time.Millisecond), s.Round(time.Millisecond), r.slowest)
 	}
-	t.Log(line)
+	t.Logf("%s; claimed by %v", line, r.by)
 	return slowest
 }
 
