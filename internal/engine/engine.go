@@ -294,7 +294,9 @@ func resetTimer(t *time.Timer, d time.Duration) time.Time {
 
 // reclaim releases every lease this engine's owner still holds: with a stable owner they are
 // what this process held when it died, and no live process runs them. They were running, so
-// they are due at once and ahead of the queue (at the earliest due time of any operation).
+// they are due at once and ahead of the queue (at the earliest due time of any operation), and
+// this engine's first claim, right after, takes them back: the reclaim wakes no other replica
+// (one woken survivor used to claim them all), which finds what is left at its next poll.
 func (e *Engine) reclaim(ctx context.Context) {
 	due := e.clock.Now().UTC()
 	if next, err := e.ops.NextDueAt(ctx, e.types); err == nil && next != nil && next.Before(due) {

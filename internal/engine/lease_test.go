@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,4 +229,50 @@ func TestAnOldRunsEndDoesNotStopTheNextRun(t *testing.T) {
 	l.eng.unhold(next, "op")
 	assert.Error(t, next.Err())
 	assert.NotContains(t, l.eng.heldIDs(), "op")
+}
+
+// A restarted owner runs what its previous life held itself: its reclaim wakes no other replica
+// (they would claim all of it at once, one survivor queueing every interrupted operation behind
+// its own bounds while the restarted replica idles; issue 40's rolling kill found them all on
+// one replica after every restart). A live replica still gets them at its next poll.
+func TestARestartedOwnerRunsWhatItReclaimed(t *testing.T) {
+	var mu sync.Mutex
+	ranBy := map[string]int{}
+	process := func(who string) Definition {
+		p, err := Staged("provision", time.Hour, Stage[testData]{Name: "s", Steps: []StepDef[testData]{def(step("x",
+			func(_ context.Context, op Operation[testData], _ logrus.FieldLogger) (Operation[testData], time.Duration, error) {
+				mu.Lock()
+				ranBy[who]++
+				mu.Unlock()
+				return op, 0, nil
+			}))}})
+		require.NoError(t, err)
+		return p
+	}
+	base := newStore(t)
+	const n = 20
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = insertNow(t, base, "provision").ID
+	}
+	now := time.Now().UTC()
+	// The previous life's claims, with an hour left on their leases.
+	claimed, err := base.Operations().ClaimOperations(context.Background(), storage.ClaimRequest{
+		Owner: "host@127.0.0.1:8080", Now: now, LeaseUntil: now.Add(time.Hour), Limit: n})
+	require.NoError(t, err)
+	require.Len(t, claimed, n)
+
+	// A live replica, asleep: a poll interval far longer than the test, so only a wake-up
+	// would make it claim.
+	other := withWakeProbe(base)
+	liveEngine(t, other, Config{Workers: n, Owner: "other@127.0.0.1:8081", PollInterval: time.Hour}, process("other"))
+	other.asleep(t, 5*time.Second)
+
+	liveEngine(t, base, Config{Workers: n, Owner: "host@127.0.0.1:8080", PollInterval: time.Hour}, process("restarted"))
+	for _, id := range ids {
+		waitState(t, base, id, storage.StateSucceeded, 5*time.Second)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]int{"restarted": n}, ranBy, "the restarted owner runs what its previous life held")
 }

@@ -443,7 +443,10 @@ type Operations interface {
 	// ReclaimLeases releases every lease the owner holds on active operations and makes them
 	// due at dueAt, without changing anything else (nor Version); it returns their IDs. A
 	// restarted engine with a stable owner calls it before claiming: what its previous life
-	// held moves again at once instead of after the lease expiry.
+	// held moves again at once instead of after the lease expiry. It wakes no worker: the
+	// restarted engine claims them itself right after (a wake-up let one live replica claim
+	// them all first, its own bounds queueing them while the restarted one idled); other
+	// replicas find them due at their next poll.
 	ReclaimLeases(ctx context.Context, owner string, dueAt time.Time) ([]string, error)
 	// NextDueAt is the earliest DueAt among active operations of the types (nil if none).
 	NextDueAt(ctx context.Context, types []string) (*time.Time, error)

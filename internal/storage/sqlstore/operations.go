@@ -559,7 +559,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string, ids []string, d
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := s.releaseLeases(ctx, sq.Eq{"lease_owner": owner, "id": ids, "state": activeStates}, dueAt); err != nil {
+	if _, err := s.releaseLeases(ctx, sq.Eq{"lease_owner": owner, "id": ids, "state": activeStates}, dueAt, true); err != nil {
 		return fmt.Errorf("releasing leases of %s: %w", owner, err)
 	}
 	return nil
@@ -569,25 +569,27 @@ func (s *Store) ReclaimLeases(ctx context.Context, owner string, dueAt time.Time
 	if owner == "" {
 		return nil, errors.New("reclaiming leases: owner is empty")
 	}
-	ids, err := s.releaseLeases(ctx, sq.Eq{"lease_owner": owner, "state": activeStates}, dueAt)
+	// No wake-up: the restarted engine claims them itself next; a wake-up made one live replica
+	// claim them all at once (storage.Operations.ReclaimLeases).
+	ids, err := s.releaseLeases(ctx, sq.Eq{"lease_owner": owner, "state": activeStates}, dueAt, false)
 	if err != nil {
 		return nil, fmt.Errorf("reclaiming leases of %s: %w", owner, err)
 	}
 	return ids, nil
 }
 
-// releaseLeases drops the leases of the operations matching where, makes them due at dueAt and
-// wakes the workers; it returns the released IDs in order.
-func (s *Store) releaseLeases(ctx context.Context, where sq.Sqlizer, dueAt time.Time) ([]string, error) {
+// releaseLeases drops the leases of the operations matching where, makes them due at dueAt and,
+// if wake, wakes the workers; it returns the released IDs in order.
+func (s *Store) releaseLeases(ctx context.Context, where sq.Sqlizer, dueAt time.Time, wake bool) ([]string, error) {
 	return s.makeDue(ctx, s.writes, s.sb().Update("operations").
 		Set("lease_owner", nil).
 		Set("lease_expires_at", nil).
-		Set("due_at", s.d.timeArg(dueAt)), where)
+		Set("due_at", s.d.timeArg(dueAt)), where, wake)
 }
 
 // makeDue runs upd on db's sessions on the operations matching where (rows locked in ID
-// order), wakes the workers when it changed any and returns their IDs in order.
-func (s *Store) makeDue(ctx context.Context, db *stmtCache, upd sq.UpdateBuilder, where sq.Sqlizer) ([]string, error) {
+// order), wakes the workers when it changed any (and wake) and returns their IDs in order.
+func (s *Store) makeDue(ctx context.Context, db *stmtCache, upd sq.UpdateBuilder, where sq.Sqlizer, wake bool) ([]string, error) {
 	q, args, err := upd.Where(s.lockedInIDOrder(where)).Suffix("RETURNING id").ToSql()
 	if err != nil {
 		return nil, err
@@ -608,7 +610,7 @@ func (s *Store) makeDue(ctx context.Context, db *stmtCache, upd sq.UpdateBuilder
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if len(ids) > 0 {
+	if wake && len(ids) > 0 {
 		s.notify(ctx)
 	}
 	sort.Strings(ids)

@@ -63,5 +63,5 @@ func (s *Store) wakeOperations(ctx context.Context, r storage.WakeRequest) ([]st
 	}
 	where = eqIfAny(where, "type", r.Types)
 	// A wake is a hint: its commit need not wait for the WAL flush (Config.UnflushedDB).
-	return s.makeDue(ctx, s.unflushedWrites, s.sb().Update("operations").Set("due_at", now), where)
+	return s.makeDue(ctx, s.unflushedWrites, s.sb().Update("operations").Set("due_at", now), where, true)
 }
