@@ -529,9 +529,7 @@ function Event({ e, now }) {
     ${e.duration_ms ? ` ${formatDuration(e.duration_ms)}` : ''}
     ${n > 1 && html`<span class="muted small"> since ${time(e.first_at)}</span>`}
     <${RetryTimes} e=${e} now=${now} />
-    <div class="event-ids muted">instance <${Link} class="instance-link" to=${`/instances/${encodeURIComponent(e.instance_id)}`}>${e.instance_id}<//>
-      · runtime <span class="mono runtime-id">${e.runtime_id || '—'}</span>
-      · operation <span class="mono">${e.operation_id}</span>${e.origin && html` <span class="badge origin">${e.origin}</span>`}</div>
+    <div class="event-ids muted">instance <${Link} class="instance-link" to=${`/instances/${encodeURIComponent(e.instance_id)}`}>${e.instance_id}<//>${' · '}runtime <span class="mono runtime-id">${e.runtime_id || '—'}</span>${' · '}operation <span class="mono">${e.operation_id}</span>${e.origin && html` <span class="badge origin">${e.origin}</span>`}</div>
     ${e.message && html`<div class="event-message">${e.message}</div>`}</li>`;
 }
 
