@@ -177,6 +177,10 @@ func TestConsoleOperatorTraps(t *testing.T) {
 	t.Run("trap 8: the runtimes list refreshes by itself, not while the filter is edited", func(t *testing.T) {
 		br.t = t
 		const row = `document.querySelector('table.runtimes tbody tr[data-instance="%s"]') !== null`
+		// readsSince is a script counting the list's requests started after at (performance.now()).
+		readsSince := func(at float64) string {
+			return fmt.Sprintf(`performance.getEntriesByType('resource').filter(e => /\/runtimes\?/.test(e.name) && e.startTime > %f).length`, at)
+		}
 		br.open("/runtimes", `table.runtimes tbody tr`)
 		eval[bool](br, `performance.setResourceTimingBufferSize(100000), true`)
 		br.waitJS(`document.querySelectorAll('table.runtimes tbody tr').length === 5`)
@@ -191,7 +195,7 @@ func TestConsoleOperatorTraps(t *testing.T) {
 		br.waitJS(`document.querySelector('.refresh').dataset.paused === 'true'`)
 		// Requests started from now on (one already under way when the focus came may still end).
 		pausedAt := eval[float64](br, `performance.now()`)
-		reads := fmt.Sprintf(`performance.getEntriesByType('resource').filter(e => /\/runtimes\?/.test(e.name) && e.startTime > %f).length`, pausedAt)
+		reads := readsSince(pausedAt)
 		held := uuid.NewString()
 		b.Provision(held, "rt-held", "ga-held")
 		// Absence is only seen over time: two and a half refresh intervals pass.
@@ -210,5 +214,19 @@ func TestConsoleOperatorTraps(t *testing.T) {
 		br.waitJS(`document.querySelector('.refresh').dataset.paused === 'false'`)
 		br.waitJS(fmt.Sprintf(row, held))
 		assert.Positive(t, eval[int](br, reads))
+
+		// A hidden tab does not poll (the page sees document.hidden as a browser sets it when the
+		// tab goes to the background); shown again, it refreshes at once.
+		eval[bool](br, `Object.defineProperty(document, 'hidden', { configurable: true, get: () => true }), document.dispatchEvent(new Event('visibilitychange'))`)
+		hiddenAt := eval[float64](br, `performance.now()`)
+		unseen := uuid.NewString()
+		b.Provision(unseen, "rt-unseen", "ga-unseen")
+		br.waitJS(fmt.Sprintf(`performance.now() > %f`, hiddenAt+2.5*refreshMS))
+		assert.Zero(t, eval[int](br, readsSince(hiddenAt)), "no refresh while the tab is hidden")
+		assert.False(t, eval[bool](br, fmt.Sprintf(row, unseen)))
+		shownAt := eval[float64](br, `delete document.hidden, document.dispatchEvent(new Event('visibilitychange')), performance.now()`)
+		br.waitJS(fmt.Sprintf(row, unseen))
+		first := eval[float64](br, fmt.Sprintf(`Math.min(...performance.getEntriesByType('resource').filter(e => /\/runtimes\?/.test(e.name) && e.startTime >= %f).map(e => e.startTime))`, shownAt-1))
+		assert.Less(t, first-shownAt, float64(refreshMS)/2, "shown again, the list refreshes at once, not at the next tick")
 	})
 }
