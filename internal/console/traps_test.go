@@ -94,7 +94,15 @@ func TestConsoleOperatorTraps(t *testing.T) {
 		assert.Equal(t, "#/instances/"+inst, href, "the link names the instance, never the runtime")
 		br.screenshot("events-provisioner-retries")
 
-		br.do(chromedp.Click(chromedp.CSS(sel + ` a.instance-link`)))
+		// Live: two more retries of the step join the entry rather than push the fleet down.
+		more := time.Now().UTC()
+		require.NoError(t, b.Store.Events().InsertEvents(ctx,
+			storage.Event{OperationID: opID, InstanceID: rt, Step: step, Stage: "create_cluster", Type: storage.EventRetrying, Message: "cluster not ready (check 7)", Wait: 10 * time.Minute, CreatedAt: more},
+			storage.Event{OperationID: opID, InstanceID: rt, Step: step, Stage: "create_cluster", Type: storage.EventRetrying, Message: "cluster not ready (check 8)", Wait: 10 * time.Minute, CreatedAt: more}))
+		br.waitJS(fmt.Sprintf(`(() => { const l = [...document.querySelectorAll('.feed li.retrying')]; return l.length === 1 && l[0].dataset.repeats === '%d' && l[0].textContent.includes('×%d') && l[0].textContent.includes('check 8'); })()`, retries+2, retries+2))
+		assert.Contains(t, br.text(`.feed li.retrying`), rt)
+
+		br.do(chromedp.Click(chromedp.CSS(`.feed li.retrying a.instance-link`)))
 		br.waitJS(`location.hash === '#/instances/` + inst + `' && document.querySelector('.cards') !== null`)
 		assert.NotContains(t, br.text(`main`), "No such instance")
 		assert.Contains(t, br.text(`main`), rt)
