@@ -10,10 +10,8 @@ import (
 
 	"github.com/kyma-project/kyma-environment-broker/internal/process/provisioning"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,15 +24,7 @@ import (
 // credential per runtime, each created once.
 func TestAPausedReplicaIsFenced(t *testing.T) {
 	const n, lease = 12, 4 * time.Second
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
-	sb, err := standins.Listen(context.Background(), standins.Options{Log: log, Seed: 40}, "127.0.0.1:0", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = sb.Shutdown(ctx)
-	})
+	sb := sharedSandbox(t, 40)
 	db := pgtest.NewDatabase(t)
 	common := []string{"APP_SANDBOX_URL=" + sb.URL, "APP_ENGINE_LEASE_DURATION=" + lease.String()}
 	a := onPostgres(t, db, append(common, "APP_ENGINE_OWNER=replica-a")...)

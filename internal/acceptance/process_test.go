@@ -16,6 +16,7 @@ import (
 	bt "github.com/kyma-project/kyma-environment-broker/internal/broker/brokertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/provisioner/provisionertest"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
+	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage/driver"
 	"github.com/sirupsen/logrus"
@@ -258,4 +259,21 @@ func (c *brokerProcess) waitBusy(more int) {
 	for sandboxRequests(c.t, c.sandboxURL) < start+more && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// sharedSandbox serves the sandbox in the test process until the test ends, for replicas that
+// share it through APP_SANDBOX_URL: each embedding its own on one database would be two
+// Directors (and a second embedded sandbox does not start while the first serves).
+func sharedSandbox(t *testing.T, seed uint64) *standins.Listeners {
+	t.Helper()
+	log := logrus.New()
+	log.SetLevel(logrus.WarnLevel)
+	sb, err := standins.Listen(context.Background(), standins.Options{Log: log, Seed: seed}, "127.0.0.1:0", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = sb.Shutdown(ctx)
+	})
+	return sb
 }

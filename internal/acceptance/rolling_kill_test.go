@@ -9,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 )
@@ -42,15 +40,7 @@ const (
 // lease (APP_ENGINE_LEASE_DURATION, default) and reported. In the end every provisioning has
 // succeeded and every system holds exactly one object per runtime.
 func TestRollingKill9OnThreeReplicas(t *testing.T) {
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
-	sb, err := standins.Listen(context.Background(), standins.Options{Log: log, Seed: 41}, "127.0.0.1:0", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = sb.Shutdown(ctx)
-	})
+	sb := sharedSandbox(t, 41)
 	slow := func(d time.Duration) {
 		for _, sys := range allSystems {
 			require.NoError(t, sb.Sandbox.SetFaults(sys, sandbox.Faults{Latency: d}))
@@ -67,8 +57,9 @@ func TestRollingKill9OnThreeReplicas(t *testing.T) {
 
 	batch := rollingBatch
 	if v := os.Getenv("KEB_ACCEPTANCE_ROLLING_BATCH"); v != "" {
+		var err error
 		batch, err = strconv.Atoi(v)
-		require.NoError(t, err)
+		require.NoError(t, err, "KEB_ACCEPTANCE_ROLLING_BATCH")
 	}
 	slow(rollingLatency)
 	var ids, ops []string

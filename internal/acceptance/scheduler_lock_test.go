@@ -1,20 +1,17 @@
 package acceptance
 
 import (
-	"context"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	dto "github.com/kyma-project/kyma-environment-broker/common/orchestration"
 	ot "github.com/kyma-project/kyma-environment-broker/internal/orchestration/orchestrationtest"
-	"github.com/kyma-project/kyma-environment-broker/internal/sandbox/standins"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
 )
 
@@ -30,15 +27,7 @@ func TestTheSchedulerFailsOverFromAHungReplica(t *testing.T) {
 	// Replicas share one sandbox, served by the test so that it does not stop with the hung
 	// replica: each embedding its own on the database would be two Directors (and a second
 	// embedded sandbox does not start while the first serves).
-	log := logrus.New()
-	log.SetLevel(logrus.WarnLevel)
-	sb, err := standins.Listen(context.Background(), standins.Options{Log: log, Seed: 38}, "127.0.0.1:0", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = sb.Shutdown(ctx)
-	})
+	sb := sharedSandbox(t, 38)
 	db := pgtest.NewDatabase(t)
 	env := []string{"APP_SANDBOX_URL=" + sb.URL, "APP_DATABASE_LOCK_LEASE=" + lockLease.String(), "APP_ORCHESTRATION_POLL_INTERVAL=100ms",
 		"APP_ORCHESTRATION_LOCK_RETRY_INTERVAL=200ms"}
