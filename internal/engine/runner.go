@@ -412,10 +412,14 @@ func (r *run[T]) runStep(ctx context.Context, st Stage[T], sd StepDef[T], starte
 				wait, held = until.Sub(now), why
 			}
 		}
-		due := r.capDue(now.Add(wait), st, sd)
-		// The event tells when the step really runs again (a limit may come first).
-		wait = due.Sub(now)
+		// No run past the step's first limit, so that the limit fires on time; the event tells
+		// when the step really runs again.
 		givesUp := r.firstLimit(st, sd)
+		due := now.Add(wait)
+		if !givesUp.IsZero() && givesUp.Before(due) {
+			due = givesUp
+		}
+		wait = due.Sub(now)
 		r.markStep(name, func(sp *storage.StepProgress) { sp.Due, sp.GivesUpAt = due, givesUp })
 		// One event per change of what the step waits for: a poll that finds the same as the
 		// last one only counts as an attempt in the step's progress.
@@ -587,17 +591,6 @@ func roughly(d time.Duration) string {
 		return d.Round(time.Millisecond).String()
 	}
 	return d.String()
-}
-
-// capDue schedules no run past one of the step's limits, so a limit fires on time.
-func (r *run[T]) capDue(due time.Time, st Stage[T], sd StepDef[T]) time.Time {
-	ls := r.limits(st, sd)
-	for _, l := range ls.all() {
-		if l.at.Before(due) {
-			due = l.at
-		}
-	}
-	return due
 }
 
 func (r *run[T]) markStep(name string, f func(*storage.StepProgress)) {

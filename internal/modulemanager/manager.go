@@ -229,22 +229,10 @@ func (m *Manager) Reconcile(ctx context.Context, key string) (bool, error) {
 	// Entries with managed: false are the user's: their modules are neither applied nor removed
 	// (what was installed stays, as with lifecycle-manager), not even when the Kyma resource is
 	// deleted.
-	unmanaged := map[string]bool{}
-	specMods, _, _ := unstructured.NestedSlice(kyma.Object, "spec", "modules")
-	for _, it := range specMods {
-		entry, _ := it.(map[string]any)
-		mname, _ := entry["name"].(string)
-		if managed, ok := entry["managed"].(bool); ok && !managed && mname != "" {
-			unmanaged[mname] = true
-		}
-	}
+	entries, unmanaged := specModules(kyma)
 	if !deleting {
-		for _, it := range specMods {
-			entry, _ := it.(map[string]any)
+		for _, entry := range entries {
 			mname, _ := entry["name"].(string)
-			if mname == "" || desired[mname] {
-				continue
-			}
 			desired[mname] = true
 			if unmanaged[mname] {
 				st := moduleStatus{"name": mname, "state": StateUnmanaged}
@@ -641,4 +629,27 @@ func (m *Manager) removeModule(ctx context.Context, ns, kyma, name string) (bool
 		return false, nil
 	}
 	return true, m.deleteInventory(ctx, ns, kyma, name)
+}
+
+// specModules are the Kyma resource's spec.modules entries, the first of each name, and the
+// names with an entry that says managed: false.
+func specModules(kyma *unstructured.Unstructured) ([]map[string]any, map[string]bool) {
+	list, _, _ := unstructured.NestedSlice(kyma.Object, "spec", "modules")
+	var entries []map[string]any
+	seen, unmanaged := map[string]bool{}, map[string]bool{}
+	for _, it := range list {
+		entry, _ := it.(map[string]any)
+		name, _ := entry["name"].(string)
+		if name == "" {
+			continue
+		}
+		if managed, ok := entry["managed"].(bool); ok && !managed {
+			unmanaged[name] = true
+		}
+		if !seen[name] {
+			seen[name] = true
+			entries = append(entries, entry)
+		}
+	}
+	return entries, unmanaged
 }

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -120,4 +122,32 @@ func message(raw []byte) string {
 		s = s[:500] + "..."
 	}
 	return s
+}
+
+// listPage is one page of a list the broker pages (page, page_size; data, totalCount).
+type listPage[T any] struct {
+	Data       []T `json:"data"`
+	TotalCount int `json:"totalCount"`
+}
+
+// readPages reads path's list from page first, size items a page: that page only, or with all
+// every page after it too. It returns the items and the list's total.
+func readPages[T any](ctx context.Context, c *client, path string, q url.Values, first, size int, all bool) ([]T, int, error) {
+	q = maps.Clone(q)
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("page_size", strconv.Itoa(size))
+	var items []T
+	for p := first; ; p++ {
+		q.Set("page", strconv.Itoa(p))
+		var one listPage[T]
+		if err := c.getJSON(ctx, http.MethodGet, path, q, nil, &one); err != nil {
+			return nil, 0, err
+		}
+		items = append(items, one.Data...)
+		if !all || len(one.Data) == 0 || p*size >= one.TotalCount {
+			return items, one.TotalCount, nil
+		}
+	}
 }

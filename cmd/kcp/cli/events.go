@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -173,10 +174,7 @@ func (a *app) follow(ctx context.Context, base url.Values, first []runtime.Event
 		case <-time.After(every):
 		}
 		for {
-			q := url.Values{}
-			for k, v := range base {
-				q[k] = v
-			}
+			q := maps.Clone(base)
 			if cursor > 0 {
 				q.Set("after_id", strconv.FormatInt(cursor, 10))
 				q.Set("page_size", strconv.Itoa(followPage))

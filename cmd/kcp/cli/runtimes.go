@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"net/url"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -44,19 +43,10 @@ func (a *app) runtimesCmd() *cobra.Command {
 					q.Set(key, "true")
 				}
 			}
-			q.Set("page_size", strconv.Itoa(pageSize))
 			var out runtime.Page
-			for p := page; ; p++ {
-				q.Set("page", strconv.Itoa(p))
-				var one runtime.Page
-				if err := a.client.getJSON(cmd.Context(), "GET", "/runtimes", q, nil, &one); err != nil {
-					return err
-				}
-				out.Data = append(out.Data, one.Data...)
-				out.TotalCount = one.TotalCount
-				if !all || len(one.Data) == 0 || (p)*pageSize >= one.TotalCount {
-					break
-				}
+			var err error
+			if out.Data, out.TotalCount, err = readPages[runtime.DTO](cmd.Context(), a.client, "/runtimes", q, page, pageSize, all); err != nil {
+				return err
 			}
 			out.Count = len(out.Data)
 			if out.Data == nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -256,18 +255,11 @@ type dryRunResult struct {
 // printDryRun lists every runtime a dry-run orchestration selected (all pages of its
 // operations), so that an operator sees what a real run would touch before starting it.
 func (a *app) printDryRun(ctx context.Context, id string) error {
-	out := dryRunResult{OrchestrationID: id, DryRun: true, Runtimes: []dto.OperationResponse{}}
-	for page := 1; ; page++ {
-		var list dto.OperationResponseList
-		q := url.Values{"page": {strconv.Itoa(page)}, "page_size": {"1000"}}
-		if err := a.client.getJSON(ctx, "GET", "/orchestrations/"+url.PathEscape(id)+"/operations", q, nil, &list); err != nil {
-			return fmt.Errorf("listing the runtimes of dry run %s: %w", id, err)
-		}
-		out.Runtimes = append(out.Runtimes, list.Data...)
-		if len(list.Data) == 0 || len(out.Runtimes) >= list.TotalCount {
-			break
-		}
+	ops, _, err := readPages[dto.OperationResponse](ctx, a.client, "/orchestrations/"+url.PathEscape(id)+"/operations", nil, 1, 1000, true)
+	if err != nil {
+		return fmt.Errorf("listing the runtimes of dry run %s: %w", id, err)
 	}
+	out := dryRunResult{OrchestrationID: id, DryRun: true, Runtimes: append([]dto.OperationResponse{}, ops...)}
 	if a.output == "table" {
 		fmt.Fprintf(a.io.Out, "orchestration %s (dry run): %d runtime(s) would be upgraded\n", id, len(out.Runtimes))
 	}
