@@ -88,7 +88,8 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := h.withRuntimes(r.Context(), &req.f); err != nil {
+	idx := newInstanceIndex()
+	if err := h.withRuntimes(r.Context(), idx, &req.f); err != nil {
 		h.fail(w, err)
 		return
 	}
@@ -117,7 +118,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	if req.collapse {
 		out = collapse(out, !req.f.Descending)
 	}
-	if err := h.annotate(r.Context(), out); err != nil {
+	if err := h.annotate(r.Context(), idx, out); err != nil {
 		h.fail(w, err)
 		return
 	}
@@ -126,16 +127,19 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 
 // withRuntimes adds the runtimes of the named instances to the filter: a provisioner's
 // operation records its runtime as its instance, and an instance's events include them.
-func (h *Handler) withRuntimes(ctx context.Context, f *storage.EventFilter) error {
-	var runtimes []string
-	if err := h.instancesBy(ctx, f.InstanceIDs, func(f *storage.InstanceFilter, chunk []string) { f.InstanceIDs = chunk }, func(i storage.Instance) {
-		if i.RuntimeID != "" {
-			runtimes = append(runtimes, i.RuntimeID)
-		}
-	}); err != nil {
+func (h *Handler) withRuntimes(ctx context.Context, idx *instanceIndex, f *storage.EventFilter) error {
+	if err := h.learn(ctx, idx, f.InstanceIDs); err != nil {
 		return err
 	}
-	f.InstanceIDs = uniq(append(f.InstanceIDs, runtimes...))
+	ids := slices.Clone(f.InstanceIDs)
+	for _, id := range f.InstanceIDs {
+		if inst, ok := idx.byInstance[id]; ok && inst.RuntimeID != "" {
+			ids = append(ids, inst.RuntimeID)
+			// Known already: its events need no look-up of their own.
+			idx.byRuntime[inst.RuntimeID], idx.tried[inst.RuntimeID] = inst, true
+		}
+	}
+	f.InstanceIDs = uniq(ids)
 	return nil
 }
 
@@ -248,7 +252,7 @@ func ptr[T any](v T) *T { return &v }
 
 // annotate names each event's instance and runtime (a provisioner's operation records its
 // runtime as its instance) and, for the retries of operations under way, when the step gives up.
-func (h *Handler) annotate(ctx context.Context, evs []runtime.Event) error {
+func (h *Handler) annotate(ctx context.Context, idx *instanceIndex, evs []runtime.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -259,19 +263,8 @@ func (h *Handler) annotate(ctx context.Context, evs []runtime.Event) error {
 			retrying = append(retrying, e.OperationID)
 		}
 	}
-	ids, retrying = uniq(ids), uniq(retrying)
-	byInstance := map[string]storage.Instance{}
-	byRuntime := map[string]storage.Instance{}
-	if err := h.instancesBy(ctx, ids, func(f *storage.InstanceFilter, chunk []string) { f.InstanceIDs = chunk }, func(i storage.Instance) { byInstance[i.InstanceID] = i }); err != nil {
-		return err
-	}
-	var unknown []string
-	for _, id := range ids {
-		if _, ok := byInstance[id]; !ok {
-			unknown = append(unknown, id)
-		}
-	}
-	if err := h.instancesBy(ctx, unknown, func(f *storage.InstanceFilter, chunk []string) { f.RuntimeIDs = chunk }, func(i storage.Instance) { byRuntime[i.RuntimeID] = i }); err != nil {
+	retrying = uniq(retrying)
+	if err := h.learn(ctx, idx, ids); err != nil {
 		return err
 	}
 	retryUntil := map[string]map[string]*time.Time{}
@@ -301,9 +294,9 @@ func (h *Handler) annotate(ctx context.Context, evs []runtime.Event) error {
 	}
 	for i := range evs {
 		e := &evs[i]
-		if inst, ok := byInstance[e.InstanceID]; ok {
+		if inst, ok := idx.byInstance[e.InstanceID]; ok {
 			e.RuntimeID = inst.RuntimeID
-		} else if inst, ok := byRuntime[e.InstanceID]; ok {
+		} else if inst, ok := idx.byRuntime[e.InstanceID]; ok {
 			e.InstanceID, e.RuntimeID, e.Origin = inst.InstanceID, e.InstanceID, "provisioner"
 		}
 		if e.Type == string(storage.EventRetrying) {
@@ -311,6 +304,39 @@ func (h *Handler) annotate(ctx context.Context, evs []runtime.Event) error {
 		}
 	}
 	return nil
+}
+
+// instanceIndex is the instances a request's events name, by instance ID and by runtime ID (a
+// provisioner's operation records its runtime as its instance), each ID read once.
+type instanceIndex struct {
+	byInstance, byRuntime map[string]storage.Instance
+	tried                 map[string]bool
+}
+
+func newInstanceIndex() *instanceIndex {
+	return &instanceIndex{byInstance: map[string]storage.Instance{}, byRuntime: map[string]storage.Instance{}, tried: map[string]bool{}}
+}
+
+// learn reads the instances of the IDs not tried yet: as instance IDs, then those not found
+// as runtime IDs.
+func (h *Handler) learn(ctx context.Context, idx *instanceIndex, ids []string) error {
+	var fresh []string
+	for _, id := range uniq(slices.Clone(ids)) {
+		if !idx.tried[id] {
+			idx.tried[id] = true
+			fresh = append(fresh, id)
+		}
+	}
+	if err := h.instancesBy(ctx, fresh, func(f *storage.InstanceFilter, chunk []string) { f.InstanceIDs = chunk }, func(i storage.Instance) { idx.byInstance[i.InstanceID] = i }); err != nil {
+		return err
+	}
+	var unknown []string
+	for _, id := range fresh {
+		if _, ok := idx.byInstance[id]; !ok {
+			unknown = append(unknown, id)
+		}
+	}
+	return h.instancesBy(ctx, unknown, func(f *storage.InstanceFilter, chunk []string) { f.RuntimeIDs = chunk }, func(i storage.Instance) { idx.byRuntime[i.RuntimeID] = i })
 }
 
 // instancesBy reads the instances (deprovisioned too) ids select, set into the filter by set,
