@@ -54,37 +54,44 @@ die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- build ----
 
-cmd_build() {
-	if [[ -x $APISERVER_BIN ]]; then
-		echo "$APISERVER_BIN"
+# build_k8s_cmd NAME BIN: builds k8s.io/kubernetes/cmd/NAME of K8S_VERSION into BIN once (parallel
+# callers wait for the first), stamped as an official build (kubectl version, /version), and
+# prints BIN.
+build_k8s_cmd() {
+	local name=$1 bin=$2
+	if [[ -x $bin ]]; then
+		echo "$bin"
 		return 0
 	fi
-	[[ -z ${KEB_KUBE_APISERVER:-} ]] || die "KEB_KUBE_APISERVER=$KEB_KUBE_APISERVER is not an executable"
-	command -v go >/dev/null 2>&1 || die "go not found (needed to build kube-apiserver)"
-	mkdir -p "$BIN_DIR"
-	# Parallel callers (several test binaries) build once; the others wait.
-	exec 8>"$BIN_DIR/.kube-apiserver.lock"
+	command -v go >/dev/null 2>&1 || die "go not found (needed to build $name)"
+	mkdir -p "$(dirname "$bin")"
+	exec 8>"$BIN_DIR/.$name.lock"
 	flock 8
-	if [[ -x $APISERVER_BIN ]]; then
+	if [[ -x $bin ]]; then
 		exec 8>&-
-		echo "$APISERVER_BIN"
+		echo "$bin"
 		return 0
 	fi
-	log "building kube-apiserver $K8S_VERSION into $APISERVER_BIN (several minutes the first time)"
-	local tmp=$APISERVER_BIN.tmp.$$ start=$SECONDS
-	# Version stamps as in an official build (kubectl version, /version).
-	local pkg=k8s.io/component-base/version
+	log "building $name $K8S_VERSION into $bin (minutes the first time)"
+	local tmp=$bin.tmp.$$ start=$SECONDS pkg=k8s.io/component-base/version
 	local ldflags="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=34 -X $pkg.gitTreeState=clean"
 	if ! (cd "$ROOT/tools/kube-apiserver" &&
 		GOWORK=off GOFLAGS= CGO_ENABLED=0 go build -mod=readonly -buildvcs=false \
-			-ldflags "$ldflags" -o "$tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2); then
+			-ldflags "$ldflags" -o "$tmp" "k8s.io/kubernetes/cmd/$name" >&2); then
 		rm -f "$tmp"
-		die "building kube-apiserver failed"
+		die "building $name failed"
 	fi
-	mv -f "$tmp" "$APISERVER_BIN"
+	mv -f "$tmp" "$bin"
 	exec 8>&-
-	log "built kube-apiserver in $((SECONDS - start))s"
-	echo "$APISERVER_BIN"
+	log "built $name in $((SECONDS - start))s"
+	echo "$bin"
+}
+
+cmd_build() {
+	if [[ ! -x $APISERVER_BIN && -n ${KEB_KUBE_APISERVER:-} ]]; then
+		die "KEB_KUBE_APISERVER=$KEB_KUBE_APISERVER is not an executable"
+	fi
+	build_k8s_cmd kube-apiserver "$APISERVER_BIN"
 }
 
 # -------------------------------------------------------------- kubectl ----
@@ -92,33 +99,7 @@ cmd_build() {
 # The documents' commands use kubectl; a machine without one gets it built from the same
 # Kubernetes release as the API server, into the cache, and its path printed.
 cmd_kubectl() {
-	local dir=$BIN_DIR/kubectl-$K8S_VERSION bin
-	bin=$dir/kubectl
-	if [[ -x $bin ]]; then
-		echo "$bin"
-		return 0
-	fi
-	command -v go >/dev/null 2>&1 || die "go not found (needed to build kubectl)"
-	mkdir -p "$dir"
-	exec 8>"$BIN_DIR/.kubectl.lock"
-	flock 8
-	if [[ -x $bin ]]; then
-		exec 8>&-
-		echo "$bin"
-		return 0
-	fi
-	log "building kubectl $K8S_VERSION into $bin"
-	local tmp=$bin.tmp.$$ pkg=k8s.io/component-base/version
-	local ldflags="-s -w -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=34 -X $pkg.gitTreeState=clean"
-	if ! (cd "$ROOT/tools/kube-apiserver" &&
-		GOWORK=off GOFLAGS= CGO_ENABLED=0 go build -mod=readonly -buildvcs=false \
-			-ldflags "$ldflags" -o "$tmp" k8s.io/kubernetes/cmd/kubectl >&2); then
-		rm -f "$tmp"
-		die "building kubectl failed"
-	fi
-	mv -f "$tmp" "$bin"
-	exec 8>&-
-	echo "$bin"
+	build_k8s_cmd kubectl "$BIN_DIR/kubectl-$K8S_VERSION/kubectl"
 }
 
 # ---------------------------------------------------------------- start ----
