@@ -38,8 +38,8 @@ func (b *Broker) Bind(ctx context.Context, instanceID, bindingID string, details
 	log := b.logFor(ctx, instanceID).WithField("binding_id", bindingID)
 	// One read for the instance, the binding ID and the provisioning: on a slow database each
 	// round trip costs the request a full network delay.
-	read, err := b.store.Bindings().ReadForBind(ctx, instanceID, bindingID, instance.TypeProvision)
-	if errors.Is(err, storage.ErrNotFound) || (err == nil && read.Instance.DeletedAt != nil) {
+	read, err := b.readForBind(ctx, instanceID, bindingID)
+	if errors.Is(err, storage.ErrNotFound) {
 		return domain.Binding{}, apiresponses.ErrInstanceDoesNotExist
 	}
 	if err != nil {
@@ -217,18 +217,22 @@ func (b *Broker) LastBindingOperation(context.Context, string, string, domain.Po
 	return domain.LastOperation{}, badRequest(actionBind, "bindings are synchronous")
 }
 
-// instanceAndBinding reads the live instance (ErrNotFound also when deprovisioned) and its
-// binding (nil when the instance has none by that ID) in one database round trip.
-func (b *Broker) instanceAndBinding(ctx context.Context, instanceID, bindingID string) (storage.Instance, *storage.Binding, error) {
+// readForBind reads the live instance (ErrNotFound also when deprovisioned), the binding of
+// that ID (any instance's), and the state of its newest provisioning in one database round trip.
+func (b *Broker) readForBind(ctx context.Context, instanceID, bindingID string) (storage.BindRead, error) {
 	read, err := b.store.Bindings().ReadForBind(ctx, instanceID, bindingID, instance.TypeProvision)
-	if err != nil {
-		return storage.Instance{}, nil, err
+	if err == nil && read.Instance.DeletedAt != nil {
+		err = storage.ErrNotFound
 	}
-	if read.Instance.DeletedAt != nil {
-		return storage.Instance{}, nil, storage.ErrNotFound
-	}
-	if read.Binding != nil && read.Binding.InstanceID != instanceID {
-		return read.Instance, nil, nil
+	return read, err
+}
+
+// instanceAndBinding is readForBind's instance and its own binding (nil when the instance has
+// none by that ID).
+func (b *Broker) instanceAndBinding(ctx context.Context, instanceID, bindingID string) (storage.Instance, *storage.Binding, error) {
+	read, err := b.readForBind(ctx, instanceID, bindingID)
+	if err != nil || read.Binding == nil || read.Binding.InstanceID != instanceID {
+		return read.Instance, nil, err
 	}
 	return read.Instance, read.Binding, nil
 }

@@ -77,7 +77,7 @@ func (s *Store) DeleteBinding(ctx context.Context, instanceID, bindingID string)
 // instance's: a binding ID is unique) and the state of the instance's newest operation of a
 // type (through the (instance_id, created_at, id) index, which stops at the first row).
 func readForBindSQL() string {
-	return "SELECT " + qualified("i", instanceCols) + ", b.id, b.instance_id, b.request, b.secrets, b.created_at," +
+	return "SELECT " + qualified("i", instanceCols) + ", " + qualified("b", bindingCols) + "," +
 		" (SELECT o.state FROM operations o WHERE o.instance_id = i.instance_id AND o.type = ? ORDER BY o.created_at DESC, o.id DESC LIMIT 1)" +
 		" FROM instances i LEFT JOIN bindings b ON b.id = ? WHERE i.instance_id = ?"
 }
