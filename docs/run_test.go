@@ -36,13 +36,13 @@ docs_test_check() { # rc want-fail first-word where
 // docScript is the bash script of one file's runnable blocks and, per script line, where it
 // came from.
 type docScript struct {
-	text  string
+	text  strings.Builder
 	where []string // where[i] is the source of script line i+1
 }
 
 func (s *docScript) add(line, where string) {
 	for _, l := range strings.Split(strings.TrimSuffix(line, "\n"), "\n") {
-		s.text += l + "\n"
+		s.text.WriteString(l + "\n")
 		s.where = append(s.where, where)
 	}
 }
@@ -311,7 +311,7 @@ func runScript(t *testing.T, s *docScript, work string, env []string) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	cmd := exec.CommandContext(ctx, "bash", "-c", s.text)
+	cmd := exec.CommandContext(ctx, "bash", "-c", s.text.String())
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = work, env, out, out
 	// Its own process group: the servers the document starts in the background end with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kyma-project/kyma-environment-broker/internal/engine"
 	"github.com/kyma-project/kyma-environment-broker/internal/sandbox"
 	"github.com/kyma-project/kyma-environment-broker/internal/storage"
 	"github.com/kyma-project/kyma-environment-broker/internal/testenv/pgtest"
@@ -72,7 +73,7 @@ func TestRollingKill9OnThreeReplicas(t *testing.T) {
 		claimed := reportRecovery(t, fmt.Sprintf("kill %d (replica %d, restarted at once)", k+1, k), r)
 		// Its reclaim wakes no other replica and its first claim follows it: it takes back what
 		// it held (the others could claim some at a poll in between, not most).
-		assert.Greater(t, 2*r.by[ownerOf(t, victim)], len(r.claimed), "the restarted replica took back %v of what it held", r.by)
+		assert.Greater(t, 2*r.by[ownerOf(victim)], len(r.claimed), "the restarted replica took back %v of what it held", r.by)
 		slowest, slowestSinceUp = max(slowest, claimed), max(slowestSinceUp, claimed-r.restart)
 	}
 	// The figure is from the kill; what the engine decides starts when the restarted process
@@ -95,11 +96,9 @@ func TestRollingKill9OnThreeReplicas(t *testing.T) {
 	assertOnePerRuntime(t, inv, len(ids))
 }
 
-// ownerOf is a replica's default engine owner: the host name and its listen address.
-func ownerOf(t *testing.T, c *brokerProcess) string {
-	host, err := os.Hostname()
-	require.NoError(t, err)
-	return host + "@" + strings.TrimPrefix(c.url, "http://")
+// ownerOf is a replica's default engine owner (its fixed listen address makes it stable).
+func ownerOf(c *brokerProcess) string {
+	return engine.DefaultOwner(strings.TrimPrefix(c.url, "http://"))
 }
 
 // killAndMeasure waits until c's rows show it holding want operations, kills it (SIGKILL) and, if
@@ -107,7 +106,7 @@ func ownerOf(t *testing.T, c *brokerProcess) string {
 // from the kill to its claim by any replica and to its first step saved.
 func killAndMeasure(t *testing.T, store storage.Store, c *brokerProcess, want int, restart bool) recovery {
 	t.Helper()
-	owner := ownerOf(t, c)
+	owner := ownerOf(c)
 	heldBy := func() map[string]storage.Operation {
 		held := map[string]storage.Operation{}
 		for _, op := range activeOperations(t, store) {
