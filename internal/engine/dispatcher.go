@@ -130,6 +130,26 @@ func (d *dispatcher) claimDue(ctx context.Context) (free int, full bool, backoff
 	return free, len(claimed) == free, backoff
 }
 
+// reclaim runs again what this engine's owner held when its previous process died (a stable
+// owner): the workers claim it back in one statement, before another replica could take it
+// and queue it behind its own work while this one idles; what they cannot take is released.
+func (d *dispatcher) reclaim(ctx context.Context) {
+	claimed, sent, err := d.e.claimOf(ctx, d.free(), true)
+	if err != nil {
+		d.e.log.WithError(err).Warn("claiming back the operations of a previous run; they are released instead")
+	}
+	keep := make([]string, 0, len(claimed))
+	for _, op := range claimed {
+		keep = append(keep, op.ID)
+		d.busy.Add(1)
+		d.start(op, sent)
+	}
+	if len(claimed) > 0 {
+		d.e.log.WithField("operations", len(claimed)).Info("claimed back the operations of a previous run of this owner")
+	}
+	d.e.reclaim(ctx, keep)
+}
+
 // sleep waits until the next due time, a wake-up, a freed worker (when none is free) or ctx's
 // end; a due hint brings the wake-up forward.
 func (d *dispatcher) sleep(ctx context.Context, wake <-chan struct{}, free int) {

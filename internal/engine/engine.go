@@ -83,15 +83,15 @@ func (c Config) withDefaults() Config {
 	def(&c.StepRunTimeout, 30*time.Second)
 	def(&c.SlowRetryWarning, 2*time.Minute)
 	if c.Owner == "" {
-		c.Owner = defaultOwner(c.Address)
+		c.Owner = DefaultOwner(c.Address)
 	}
 	return c
 }
 
-// defaultOwner is host@address when this process listens on a fixed port (stable across
+// DefaultOwner is host@address when this process listens on a fixed port (stable across
 // restarts, unique among live processes); otherwise host-pid-random, which a restart does
 // not reuse (its leases then wait to expire).
-func defaultOwner(address string) string {
+func DefaultOwner(address string) string {
 	host, _ := os.Hostname()
 	if _, port, err := net.SplitHostPort(address); err == nil && port != "" && port != "0" {
 		return host + "@" + address
@@ -197,11 +197,11 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("subscribing to operation wake-ups: %w", err)
 	}
-	e.reclaim(ctx)
 	d := newDispatcher(e)
 	defer d.release()
 	d.startWorkers()
 	e.store.Takes(ctx, d.hand)
+	d.reclaim(ctx)
 	// Heartbeats go on until the last step has finished, past ctx's end.
 	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
 	defer stopHeartbeat()
@@ -246,11 +246,16 @@ func (e *Engine) gatherFreed(ctx context.Context, freed <-chan struct{}, enough 
 // claim claims up to limit due operations; sent is when the claim was sent, on the monotonic
 // clock, from which the leases are known to be held (hold).
 func (e *Engine) claim(ctx context.Context, limit int) (ops []storage.Operation, sent time.Time, err error) {
+	return e.claimOf(ctx, limit, false)
+}
+
+// claimOf claims up to limit due operations or, with own, those this engine's owner leases.
+func (e *Engine) claimOf(ctx context.Context, limit int, own bool) (ops []storage.Operation, sent time.Time, err error) {
 	sent = time.Now()
 	now := e.clock.Now().UTC()
 	ops, err = e.ops.ClaimOperations(ctx, storage.ClaimRequest{
 		Owner: e.cfg.Owner, Types: e.types, Now: now, LeaseUntil: now.Add(e.cfg.LeaseDuration), Limit: limit,
-		CreatedAfter: e.cfg.OnlyCreatedAfter,
+		CreatedAfter: e.cfg.OnlyCreatedAfter, Own: own,
 	})
 	// A run starts with the claim that gave its operation to this worker, or with a hand-over
 	// (handOver), which the insert wrote.
@@ -292,17 +297,17 @@ func resetTimer(t *time.Timer, d time.Duration) time.Time {
 	return time.Now().Add(d)
 }
 
-// reclaim releases every lease this engine's owner still holds: with a stable owner they are
-// what this process held when it died, and no live process runs them. They were running, so
-// they are due at once and ahead of the queue (at the earliest due time of any operation), and
-// this engine's first claim, right after, takes them back: the reclaim wakes no other replica
-// (one woken survivor used to claim them all), which finds what is left at its next poll.
-func (e *Engine) reclaim(ctx context.Context) {
+// reclaim releases every lease this engine's owner still holds but keep's (those it claimed
+// back and runs): with a stable owner they are
+// what this process held when it died, and no live process runs them. dispatcher.reclaim has
+// already claimed back as many as its workers take; the rest are due at once and ahead of the
+// queue (at the earliest due time of any operation), for whichever replica claims next.
+func (e *Engine) reclaim(ctx context.Context, keep []string) {
 	due := e.clock.Now().UTC()
 	if next, err := e.ops.NextDueAt(ctx, e.types); err == nil && next != nil && next.Before(due) {
 		due = *next
 	}
-	ids, err := e.ops.ReclaimLeases(ctx, e.cfg.Owner, due)
+	ids, err := e.ops.ReclaimLeases(ctx, e.cfg.Owner, due, keep)
 	if err != nil {
 		e.log.WithError(err).Warn("reclaiming the leases of a previous run; they will expire")
 		return

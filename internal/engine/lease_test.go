@@ -124,7 +124,7 @@ func TestHeartbeatStopsARunWhoseLeaseWasTakenOver(t *testing.T) {
 	op, ctx := l.claimAndHold()
 	l.ops.before = func() {
 		// The lease expired and another replica claimed the operation.
-		_, err := l.store.Operations().ReclaimLeases(context.Background(), "keb-0", l.clock.Now())
+		_, err := l.store.Operations().ReclaimLeases(context.Background(), "keb-0", l.clock.Now(), nil)
 		require.NoError(t, err)
 		claimed, err := l.store.Operations().ClaimOperations(context.Background(), storage.ClaimRequest{
 			Owner: "keb-1", Now: l.clock.Now(), LeaseUntil: l.clock.Now().Add(time.Minute), Limit: 1})
@@ -140,10 +140,10 @@ func TestHeartbeatStopsARunWhoseLeaseWasTakenOver(t *testing.T) {
 func TestDefaultOwnerIsStableForAFixedListenAddress(t *testing.T) {
 	host, err := os.Hostname()
 	require.NoError(t, err)
-	assert.Equal(t, host+"@127.0.0.1:8080", defaultOwner("127.0.0.1:8080"))
-	assert.Equal(t, host+"@:8080", defaultOwner(":8080"))
+	assert.Equal(t, host+"@127.0.0.1:8080", DefaultOwner("127.0.0.1:8080"))
+	assert.Equal(t, host+"@:8080", DefaultOwner(":8080"))
 	for _, addr := range []string{"", ":0", "127.0.0.1:0", "not an address"} {
-		a, b := defaultOwner(addr), defaultOwner(addr)
+		a, b := DefaultOwner(addr), DefaultOwner(addr)
 		assert.NotEqual(t, a, b, "%q: no fixed port, so a name no restart reuses", addr)
 		assert.True(t, strings.HasPrefix(a, host+"-"), a)
 	}

@@ -348,6 +348,10 @@ type ClaimRequest struct {
 	Limit      int
 	// CreatedAfter, when set, claims only operations created at or after it.
 	CreatedAfter time.Time
+	// Own claims only the active operations Owner leases, due or not, expired or not: a
+	// restarted engine with a stable owner takes back what its previous life held, in one
+	// statement, before any other replica can (nothing of them runs in this process yet).
+	Own bool
 }
 
 // OperationCount is the number of operations of one type in one state.
@@ -440,14 +444,13 @@ type Operations interface {
 	// ReleaseLeases drops the owner's leases on active operations in ids and makes them due at
 	// dueAt, without changing anything else (nor Version).
 	ReleaseLeases(ctx context.Context, owner string, ids []string, dueAt time.Time) error
-	// ReclaimLeases releases every lease the owner holds on active operations and makes them
+	// ReclaimLeases releases every lease the owner holds on active operations but keep's and makes them
 	// due at dueAt, without changing anything else (nor Version); it returns their IDs. A
-	// restarted engine with a stable owner calls it before claiming: what its previous life
-	// held moves again at once instead of after the lease expiry. It wakes no worker: the
-	// restarted engine claims them itself right after (a wake-up let one live replica claim
-	// them all first, its own bounds queueing them while the restarted one idled); other
-	// replicas find them due at their next poll.
-	ReclaimLeases(ctx context.Context, owner string, dueAt time.Time) ([]string, error)
+	// restarted engine with a stable owner calls it after claiming back what its workers take
+	// (ClaimRequest.Own): the rest of what its previous life held moves again at once instead
+	// of after the lease expiry. It wakes no worker (a wake-up let one live replica claim it
+	// all, its own bounds queueing it); other replicas find it due at their next poll.
+	ReclaimLeases(ctx context.Context, owner string, dueAt time.Time, keep []string) ([]string, error)
 	// NextDueAt is the earliest DueAt among active operations of the types (nil if none).
 	NextDueAt(ctx context.Context, types []string) (*time.Time, error)
 	// FailOverdue fails active operations whose Deadline is before now and whose lease is free or

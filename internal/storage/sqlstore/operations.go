@@ -289,6 +289,9 @@ func (s *Store) claimOperations(ctx context.Context, r storage.ClaimRequest) ([]
 		return nil, fmt.Errorf("invalid Limit %d: must be positive", r.Limit)
 	}
 	where := s.claimable(r.Now)
+	if r.Own {
+		where = sq.And{sq.Eq{"state": activeStates}, sq.Eq{"lease_owner": r.Owner}}
+	}
 	where = eqIfAny(where, "type", r.Types)
 	if !r.CreatedAfter.IsZero() {
 		where = append(where, sq.GtOrEq{"created_at": s.d.timeArg(r.CreatedAfter)})
@@ -565,13 +568,13 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner string, ids []string, d
 	return nil
 }
 
-func (s *Store) ReclaimLeases(ctx context.Context, owner string, dueAt time.Time) ([]string, error) {
+func (s *Store) ReclaimLeases(ctx context.Context, owner string, dueAt time.Time, keep []string) ([]string, error) {
 	if owner == "" {
 		return nil, errors.New("reclaiming leases: owner is empty")
 	}
-	// No wake-up: the restarted engine claims them itself next; a wake-up made one live replica
-	// claim them all at once (storage.Operations.ReclaimLeases).
-	ids, err := s.releaseLeases(ctx, sq.Eq{"lease_owner": owner, "state": activeStates}, dueAt, false)
+	// No wake-up: a wake-up made one live replica claim them all at once
+	// (storage.Operations.ReclaimLeases).
+	ids, err := s.releaseLeases(ctx, sq.And{sq.Eq{"lease_owner": owner, "state": activeStates}, sq.NotEq{"id": keep}}, dueAt, false)
 	if err != nil {
 		return nil, fmt.Errorf("reclaiming leases of %s: %w", owner, err)
 	}

@@ -691,6 +691,17 @@ func testClaim(t *testing.T, e *env) {
 	require.NoError(t, err)
 	assert.Empty(t, got)
 
+	// Own: a restarted owner takes back what it leases, under a live lease and not due, and
+	// nothing else.
+	got, err = ops.ClaimOperations(ctx, storage.ClaimRequest{Owner: "other", Now: n, LeaseUntil: n.Add(time.Minute), Limit: 10, Own: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"held"}, claimIDs(got))
+	assert.Equal(t, n.Add(time.Minute), *got[0].LeaseExpiresAt)
+	assert.EqualValues(t, 2, got[0].Version, "claiming back bumps the version")
+	got, err = ops.ClaimOperations(ctx, storage.ClaimRequest{Owner: "w1", Types: []string{"deprovision"}, Now: n, LeaseUntil: n.Add(time.Minute), Limit: 10, Own: true})
+	require.NoError(t, err)
+	assert.Empty(t, got, "of the owner's types only")
+
 	// Only operations created at or after a time (APP_ENQUEUE_IN_PROGRESS_OPERATIONS=false).
 	old := newOp("old", "i", "upgrade", storage.StatePending, ptr(n))
 	old.CreatedAt = n.Add(-time.Hour)
@@ -1115,9 +1126,16 @@ func testReclaimLeases(t *testing.T, e *env) {
 			quiet = true
 		}
 	}
-	ids, err := ops.ReclaimLeases(ctx, "host@:8080", n)
+	// b was claimed back (ClaimRequest.Own) and runs: it keeps its lease.
+	ids, err := ops.ReclaimLeases(ctx, "host@:8080", n, []string{"b"})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"a", "b"}, ids)
+	assert.Equal(t, []string{"a"}, ids)
+	b, err := ops.GetOperation(ctx, "b")
+	require.NoError(t, err)
+	assert.Equal(t, "host@:8080", b.LeaseOwner, "a kept lease is untouched")
+	ids, err = ops.ReclaimLeases(ctx, "host@:8080", n, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b"}, ids)
 	select {
 	case <-wake:
 		t.Error("reclaiming woke the workers: the restarted owner claims its operations itself")
@@ -1134,10 +1152,10 @@ func testReclaimLeases(t *testing.T, e *env) {
 	d, err := ops.GetOperation(ctx, "d")
 	require.NoError(t, err)
 	assert.Equal(t, "other", d.LeaseOwner, "another owner's lease is untouched")
-	ids, err = ops.ReclaimLeases(ctx, "host@:8080", n)
+	ids, err = ops.ReclaimLeases(ctx, "host@:8080", n, nil)
 	require.NoError(t, err)
 	assert.Empty(t, ids)
-	_, err = ops.ReclaimLeases(ctx, "", n)
+	_, err = ops.ReclaimLeases(ctx, "", n, nil)
 	assert.Error(t, err, "an empty owner would match released rows")
 	again := claimOne(t, e.s, "w", n)
 	assert.Equal(t, "a", again.ID)
