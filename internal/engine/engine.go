@@ -200,8 +200,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	d := newDispatcher(e)
 	defer d.release()
 	d.startWorkers()
-	e.store.Takes(ctx, d.hand)
+	// Before hand-overs: an operation handed over is leased by this owner too, and the claim
+	// back would run it a second time.
 	d.reclaim(ctx)
+	e.store.Takes(ctx, d.hand)
 	// Heartbeats go on until the last step has finished, past ctx's end.
 	hbCtx, stopHeartbeat := context.WithCancel(context.Background())
 	defer stopHeartbeat()
