@@ -232,7 +232,7 @@ func withoutAVSKillWindow(t *testing.T, inv inventory, held int) (inventory, map
 	}
 	assert.LessOrEqual(t, len(twice), held, "AVS evaluations made twice: more than the operations the kills held")
 	if len(twice) > 0 {
-		t.Logf("AVS evaluations created twice across a SIGKILL (no look-up by name in the AVS API): %d", len(twice))
+		t.Logf("AVS evaluations created twice across a lost write (a kill, a database outage; no look-up by name in the AVS API): %d", len(twice))
 	}
 	inv.AVS.Evaluations = keepOnePerName(inv.AVS.Evaluations, twice, 1)
 	return inv, twice
